@@ -1,0 +1,59 @@
+"""The `loadkit` command: a thin dispatcher; each subcommand lives beside the code it drives.
+
+Every subcommand module exposes ``main(argv: list[str]) -> int``. Errors a user can fix
+(bad file, bad option, unreachable host) end as one line on stderr and exit code 2, never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("loadkit.runcmd", "run a load test (wraps locust with loadkit's locustfile)"),
+    "sim": ("loadkit.sim.cli", "serve the embedded engine simulator on loopback"),
+    "plugins": ("loadkit.plugins_cmd", "list registered engines and their plugins as JSON"),
+    "scenarios": ("loadkit.workload.cli", "validate or inspect scenario files"),
+    "capacity": ("loadkit.capacity.cli", "KV-cache capacity planning for a model and workload"),
+    "report": ("loadkit.report.cli", "rebuild report.html from a report directory"),
+    "compare": ("loadkit.report.compare", "compare runs; --fail-if rules gate CI on regressions"),
+}
+
+
+class UserError(Exception):
+    """An error the user can fix; printed as one line, exit code 2."""
+
+
+def _usage() -> str:
+    lines = ["usage: loadkit COMMAND [ARGS...]", "", "commands:"]
+    lines += [f"  {name:<10} {help_}" for name, (_, help_) in SUBCOMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_usage())
+        return 0 if argv else 2
+    if argv[0] in ("-V", "--version"):
+        from loadkit import __version__
+
+        print(__version__)
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in SUBCOMMANDS:
+        print(f"loadkit: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(SUBCOMMANDS[name][0])
+    try:
+        return int(module.main(rest) or 0)
+    except UserError as exc:
+        print(f"loadkit {name}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""The engine adapter contract every built-in and third-party engine implements.
+
+An adapter owns everything engine-specific: the URL and body of a request, how one stream
+message maps to tokens, what counts as the first token and the normal end, in-band errors,
+usage fields, and which server endpoints and metrics are worth asking for. The stream timer
+(loadkit.timer) owns the socket and the clock; it never looks inside a message itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from loadkit.types import GenerationRequest, HttpRequest, TokenEvent
+
+Framing = Literal["sse", "ndjson"]
+
+
+@dataclass(slots=True)
+class AdapterOptions:
+    """Per-target settings an adapter is built with.
+
+    ``api`` picks the endpoint family where an engine has several ("chat", "completions",
+    "native"); ``None`` means the adapter's default. ``api_key`` is a secret: adapters put it
+    in a header and nowhere else.
+    """
+
+    model: str | None = None
+    api: str | None = None
+    api_key: str | None = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    extra_headers: dict[str, str] = field(default_factory=dict)
+
+    def __repr__(self) -> str:  # never print the key
+        key = "***" if self.api_key else None
+        return f"AdapterOptions(model={self.model!r}, api={self.api!r}, api_key={key!r})"
+
+
+class StreamParser:
+    """Per-request parsing state. One instance per request, fed messages in arrival order."""
+
+    def parse(self, data: str, event: str | None = None) -> TokenEvent | None:
+        """Turn one message into a TokenEvent.
+
+        ``data`` is an SSE event's data (or one NDJSON line); ``event`` its SSE event name.
+        Return None for messages that carry nothing (comments, keep-alives). Raise
+        loadkit.types.MalformedEvent when the message cannot be understood.
+        """
+        raise NotImplementedError
+
+
+class EngineAdapter:
+    """Base class for engine adapters; subclass and register via `loadkit_register_engines`."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    framing: ClassVar[Framing] = "sse"
+    # Endpoint families this adapter can speak; the first is the default.
+    apis: ClassVar[tuple[str, ...]] = ("chat",)
+    # Prometheus metric names worth scraping, mapped to loadkit's neutral names
+    # (running, waiting, kv_usage, prefix_hit_rate, ...).
+    metric_names: ClassVar[dict[str, str]] = {}
+    # Paths that identify this engine (for --engine auto) and describe the server.
+    info_paths: ClassVar[tuple[str, ...]] = ()
+    # True when a stream message's end is the end of the stream without a sentinel
+    # (e.g. llama.cpp native `stop: true`); the parser sets TokenEvent.done either way.
+
+    def __init__(self, options: AdapterOptions | None = None) -> None:
+        self.options = options or AdapterOptions()
+        api = self.options.api or self.apis[0]
+        if api not in self.apis:
+            raise ValueError(f"engine {self.name!r} has no api {api!r}; choose one of {', '.join(self.apis)}")
+        self.api = api
+
+    def build_request(self, request: GenerationRequest) -> HttpRequest:
+        raise NotImplementedError
+
+    def new_parser(self) -> StreamParser:
+        raise NotImplementedError
+
+    def base_headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json", "Accept": self.accept}
+        if self.options.api_key:
+            headers["Authorization"] = f"Bearer {self.options.api_key}"
+        headers.update(self.options.extra_headers)
+        return headers
+
+    @property
+    def accept(self) -> str:
+        return "text/event-stream" if self.framing == "sse" else "application/x-ndjson"
+
+    def describe_server(self, responses: dict[str, Any]) -> dict[str, Any]:
+        """Engine version and model from the bodies of `info_paths` (parsed JSON or text)."""
+        return {}

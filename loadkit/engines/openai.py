@@ -1,0 +1,138 @@
+"""The generic OpenAI-compatible adapter: /v1/completions and /v1/chat/completions, streaming.
+
+First token = first chunk with non-empty content, text or reasoning text (a role-only chunk is
+not a token). Normal end = ``data: [DONE]``. Usage comes from the final chunk when the server
+honours ``stream_options.include_usage``. An ``error`` object inside the stream is an in-band
+error. Engines built on this API (vLLM, SGLang, TensorRT-LLM, llama.cpp) subclass it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import orjson
+
+from loadkit.engines.base import EngineAdapter, StreamParser
+from loadkit.types import GenerationRequest, HttpRequest, MalformedEvent, TokenEvent, Usage
+
+
+def parse_openai_usage(raw: Any) -> Usage | None:
+    """Usage object of the OpenAI API, with cached and reasoning tokens where given."""
+    if not isinstance(raw, dict):
+        return None
+    details = raw.get("prompt_tokens_details") or {}
+    out_details = raw.get("completion_tokens_details") or {}
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    reasoning = out_details.get("reasoning_tokens") if isinstance(out_details, dict) else None
+    return Usage(
+        prompt_tokens=_int_or_none(raw.get("prompt_tokens")),
+        completion_tokens=_int_or_none(raw.get("completion_tokens")),
+        cached_tokens=_int_or_none(cached),
+        reasoning_tokens=_int_or_none(reasoning),
+    )
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def in_band_error_message(obj: dict[str, Any]) -> str | None:
+    err = obj.get("error")
+    if err is None:
+        return None
+    if isinstance(err, dict):
+        return str(err.get("message") or err.get("type") or err)
+    return str(err)
+
+
+class OpenAIStreamParser(StreamParser):
+    """Parses chat.completion.chunk and text_completion chunks."""
+
+    __slots__ = ("chat",)
+
+    def __init__(self, chat: bool) -> None:
+        self.chat = chat
+
+    def parse(self, data: str, event: str | None = None) -> TokenEvent | None:
+        if data == "[DONE]":
+            return TokenEvent(done=True)
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise MalformedEvent(f"invalid JSON in stream event: {exc}: {data[:120]!r}") from None
+        if not isinstance(obj, dict):
+            raise MalformedEvent(f"stream event is not a JSON object: {data[:120]!r}")
+        err = in_band_error_message(obj)
+        if err is not None:
+            return TokenEvent(error=err)
+        return self.chunk_event(obj)
+
+    def chunk_event(self, obj: dict[str, Any]) -> TokenEvent:
+        choices = obj.get("choices")
+        if choices is None and "usage" not in obj:
+            raise MalformedEvent(f"chunk has neither choices nor usage: {str(obj)[:120]!r}")
+        usage = parse_openai_usage(obj.get("usage"))
+        text, reasoning, finish = "", "", None
+        if choices:
+            choice = choices[0]
+            if not isinstance(choice, dict):
+                raise MalformedEvent(f"choice is not an object: {choice!r}")
+            finish = choice.get("finish_reason")
+            if self.chat:
+                delta = choice.get("delta") or {}
+                text = delta.get("content") or ""
+                reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
+            else:
+                text = choice.get("text") or ""
+        tokens = 1 if (text or reasoning) else 0
+        return TokenEvent(
+            tokens=tokens,
+            text=text,
+            reasoning_text=reasoning,
+            usage=usage,
+            finish_reason=finish,
+            server_timings=obj.get("timings"),
+        )
+
+
+class OpenAIAdapter(EngineAdapter):
+    name = "openai"
+    description = "Generic OpenAI-compatible API: /v1/chat/completions and /v1/completions (SSE)"
+    apis = ("chat", "completions")
+    info_paths = ("/v1/models",)
+    chat_path: ClassVar[str] = "/v1/chat/completions"
+    completions_path: ClassVar[str] = "/v1/completions"
+
+    def build_request(self, request: GenerationRequest) -> HttpRequest:
+        body = self.request_body(request)
+        path = self.chat_path if self.api == "chat" else self.completions_path
+        return HttpRequest("POST", path, orjson.dumps(body), self.base_headers())
+
+    def request_body(self, request: GenerationRequest) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.options.model or "default",
+            "max_tokens": request.max_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if self.api == "chat":
+            body["messages"] = request.as_messages()
+        else:
+            body["prompt"] = request.as_prompt()
+        body.update(self.exact_output_fields(request))
+        body.update(self.options.extra_body)
+        body.update(request.extra_body)
+        return body
+
+    def exact_output_fields(self, request: GenerationRequest) -> dict[str, Any]:
+        """Fields that make the engine generate exactly max_tokens. Plain OpenAI has none."""
+        return {}
+
+    def new_parser(self) -> StreamParser:
+        return OpenAIStreamParser(chat=self.api == "chat")
+
+    def describe_server(self, responses: dict[str, Any]) -> dict[str, Any]:
+        models = responses.get("/v1/models")
+        if isinstance(models, dict) and isinstance(models.get("data"), list) and models["data"]:
+            return {"model": models["data"][0].get("id")}
+        return {}

@@ -1,0 +1,92 @@
+"""Every hook loadkit calls. Plugins implement them with ``@loadkit.hookimpl``.
+
+Specs may gain arguments in later versions; they never lose or rename one, so a plugin written
+against this file keeps working. Where a hook runs matters in distributed runs: "local" is a
+plain (non-distributed) run, "master" and "worker" are Locust's distributed roles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    import argparse
+
+    from loadkit.engines.base import EngineAdapter
+    from loadkit.records import RequestRecord
+
+hookspec = pluggy.HookspecMarker("loadkit")
+hookimpl = pluggy.HookimplMarker("loadkit")
+
+
+@hookspec
+def loadkit_register_engines(register: Callable[[type[EngineAdapter]], None]) -> None:
+    """Register engine adapters.
+
+    Called once when the plugin manager is built, on every node (local, master, worker).
+
+    :param register: call it once per adapter class (a subclass of
+        ``loadkit.engines.base.EngineAdapter`` with a unique ``name``). Registering a name
+        that another plugin already registered is an error that names both plugins.
+    :return: nothing; results are ignored.
+    """
+
+
+@hookspec(firstresult=True)
+def loadkit_detect_engine(probes: dict[str, Any]) -> str | None:
+    """Decide which engine serves a target, for ``--engine auto``.
+
+    Called at ``test_start`` on every node that sends traffic (local, worker), once per target
+    whose engine is ``auto``. Stops at the first non-None result; the built-in generic
+    OpenAI detector runs last (``trylast``) and always answers ``"openai"``.
+
+    :param probes: what loadkit fetched from the server: ``{path: {"status": int,
+        "headers": {...}, "json": parsed body or None, "text": body text}}`` for the paths
+        every registered adapter lists in ``info_paths``; unreachable paths are absent.
+    :return: a registered engine name, or None to let later plugins decide.
+    """
+
+
+@hookspec
+def loadkit_add_arguments(group: argparse._ArgumentGroup) -> None:
+    """Add command-line options to loadkit's option group on Locust's parser.
+
+    Called once while Locust builds its parser, on every node. Options added here are
+    available as ``environment.parsed_options.<dest>``. Give each a help text and, where a
+    user may set it from the environment, an ``env_var="LOADKIT_..."``; pass
+    ``include_in_web_ui=False`` for anything that must not show in the start form and
+    ``is_secret=True`` for keys and passwords.
+
+    :param group: the argparse group named "loadkit".
+    :return: nothing.
+    """
+
+
+@hookspec
+def loadkit_request_finished(record: RequestRecord) -> None:
+    """Observe one finished request.
+
+    Called on the node that sent the request (local or worker), after its outcome is final
+    and before it enters the stats, once per request in completion order. Keep it cheap: it
+    runs on the load-generating path. An exception raised here marks the run invalid (exit
+    code non-zero) and names the plugin; the record is still counted.
+
+    :param record: the finished ``loadkit.records.RequestRecord``; do not mutate it.
+    :return: nothing.
+    """
+
+
+@hookspec
+def loadkit_report_written(report: dict[str, Any], report_dir: str) -> None:
+    """Act on the final report, e.g. to upload it or write another format.
+
+    Called once at the end of a run on the node that owns the merged stats (local or master),
+    after ``report.json`` and the other files are written into ``report_dir``.
+
+    :param report: the ``loadkit.report/1`` document as written to ``report.json``.
+    :param report_dir: the directory the reports were written to.
+    :return: nothing.
+    """

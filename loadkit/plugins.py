@@ -1,0 +1,112 @@
+"""The plugin manager factory and the engine registry built from it.
+
+Nothing is loaded at import time: callers ask `get_plugin_manager()` (cached per process)
+and the registry it yields.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import pluggy
+
+from loadkit import hookspecs
+from loadkit.engines.base import EngineAdapter
+
+ENTRY_POINT_GROUP = "loadkit"
+BUILTIN_PLUGINS = ("loadkit.engines.builtin",)
+
+
+class PluginError(RuntimeError):
+    """A plugin could not be loaded or registered something invalid."""
+
+
+@dataclass(frozen=True, slots=True)
+class EngineInfo:
+    name: str
+    adapter: type[EngineAdapter]
+    plugin: str
+    version: str
+    description: str
+
+
+def _allowed_plugins() -> set[str] | None:
+    raw = os.environ.get("LOADKIT_LOAD_PLUGINS")
+    if raw is None:
+        return None
+    return {name.strip() for name in raw.split(",") if name.strip()}
+
+
+def _load_entry_points(pm: pluggy.PluginManager) -> None:
+    allowed = _allowed_plugins()
+    names: list[str | None] = [None] if allowed is None else sorted(allowed)
+    for name in names:
+        try:
+            pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP, name=name)
+        except Exception as exc:  # a broken third-party plugin must say who it is
+            raise PluginError(f"plugin {name or '(entry point group loadkit)'} failed to load: {exc}") from exc
+
+
+def new_plugin_manager(load_entry_points: bool = True) -> pluggy.PluginManager:
+    """A fresh plugin manager with the built-ins and (optionally) installed plugins."""
+    pm = pluggy.PluginManager("loadkit")
+    pm.add_hookspecs(hookspecs)
+    for modname in BUILTIN_PLUGINS:
+        module = __import__(modname, fromlist=["_"])
+        pm.register(module, name=modname)
+    if load_entry_points:
+        _load_entry_points(pm)
+    pm.check_pending()
+    return pm
+
+
+@lru_cache(maxsize=1)
+def get_plugin_manager() -> pluggy.PluginManager:
+    return new_plugin_manager()
+
+
+def _plugin_version(pm: pluggy.PluginManager, plugin: Any) -> tuple[str, str]:
+    for plug, dist in pm.list_plugin_distinfo():
+        if plug is plugin:
+            return dist.project_name, dist.version
+    name = pm.get_name(plugin) or repr(plugin)
+    if name.startswith("loadkit."):
+        from loadkit import __version__
+
+        return "loadkit", __version__
+    return name, "unknown"
+
+
+def engine_registry(pm: pluggy.PluginManager | None = None) -> dict[str, EngineInfo]:
+    """Every registered engine by name, each with the plugin (distribution) that provides it."""
+    pm = pm or get_plugin_manager()
+    registry: dict[str, EngineInfo] = {}
+    for impl in pm.hook.loadkit_register_engines.get_hookimpls():
+        plugin_name, version = _plugin_version(pm, impl.plugin)
+
+        def register(adapter: type[EngineAdapter], _plugin: str = plugin_name, _v: str = version) -> None:
+            if not (isinstance(adapter, type) and issubclass(adapter, EngineAdapter)) or not adapter.name:
+                raise PluginError(f"plugin {_plugin!r} registered {adapter!r}, not a named EngineAdapter subclass")
+            if adapter.name in registry:
+                other = registry[adapter.name].plugin
+                raise PluginError(f"engine {adapter.name!r} registered twice: by {other!r} and by {_plugin!r}")
+            registry[adapter.name] = EngineInfo(adapter.name, adapter, _plugin, _v, adapter.description)
+
+        impl.function(register=register)
+    return registry
+
+
+def plugin_fingerprint(pm: pluggy.PluginManager | None = None) -> dict[str, str]:
+    """{engine name: "plugin==version"}: master and workers must agree on this."""
+    return {name: f"{info.plugin}=={info.version}" for name, info in sorted(engine_registry(pm).items())}
+
+
+def get_engine(name: str, pm: pluggy.PluginManager | None = None) -> EngineInfo:
+    registry = engine_registry(pm)
+    if name not in registry:
+        known = ", ".join(sorted(registry)) or "none"
+        raise PluginError(f"unknown engine {name!r}; registered engines: {known} (see `loadkit plugins`)")
+    return registry[name]

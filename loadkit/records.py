@@ -1,0 +1,140 @@
+"""RequestRecord: everything measured about one request, and the metrics of DESIGN.md §1.
+
+All timestamps are `time.perf_counter_ns()` values (CLOCK_MONOTONIC on Linux, the clock the
+simulator's truth log uses too). A metric that was not measured is None, never 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from loadkit.types import OK
+
+NS_PER_MS = 1_000_000
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    request_id: str
+    engine: str  # the target's name (two targets may share one adapter)
+    adapter: str
+    label: str = "default"
+    outcome: str = OK
+    error: str | None = None
+    http_status: int | None = None
+    t_sched_ns: int | None = None
+    t_send_ns: int = 0
+    t_connected_ns: int | None = None
+    t_headers_ns: int | None = None
+    t_end_ns: int | None = None
+    # Arrival time and token count of every token-bearing event, in order.
+    event_t_ns: list[int] = field(default_factory=list)
+    event_tokens: list[int] = field(default_factory=list)
+    n_in: int | None = None
+    n_in_target: int | None = None
+    n_out: int | None = None
+    n_out_source: str | None = None  # "usage" | "tokenizer" | "events"
+    cached_tokens: int | None = None
+    expected_cached_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    max_tokens: int | None = None
+    finish_reason: str | None = None
+    session_id: str | None = None
+    turn: int | None = None
+    stage: str | None = None
+    worker: int | None = None
+    # Reads that held more than one event: their earlier events carry the newest arrival time.
+    coalesced_reads: int = 0
+    server_timings: dict[str, Any] | None = None
+    text: str = ""
+
+    @property
+    def t_first_ns(self) -> int | None:
+        return self.event_t_ns[0] if self.event_t_ns else None
+
+    @property
+    def t_last_ns(self) -> int | None:
+        return self.event_t_ns[-1] if self.event_t_ns else None
+
+    def to_json(self) -> dict[str, Any]:
+        """The raw-log line for this request (DESIGN.md §1 names); text and event arrays left out."""
+        return {
+            "request_id": self.request_id,
+            "engine": self.engine,
+            "adapter": self.adapter,
+            "label": self.label,
+            "outcome": self.outcome,
+            "error": self.error,
+            "http_status": self.http_status,
+            "ttft_ms": ttft_ms(self),
+            "ttft_sched_ms": ttft_from_schedule_ms(self),
+            "tpot_ms": tpot_ms(self),
+            "e2e_ms": e2e_ms(self),
+            "n_in": self.n_in,
+            "n_in_target": self.n_in_target,
+            "n_out": self.n_out,
+            "n_out_source": self.n_out_source,
+            "cached_tokens": self.cached_tokens,
+            "expected_cached_tokens": self.expected_cached_tokens,
+            "n_events": len(self.event_t_ns),
+            "coalesced_reads": self.coalesced_reads,
+            "t_sched_ns": self.t_sched_ns,
+            "t_send_ns": self.t_send_ns,
+            "t_first_ns": self.t_first_ns,
+            "t_last_ns": self.t_last_ns,
+            "t_end_ns": self.t_end_ns,
+            "session_id": self.session_id,
+            "turn": self.turn,
+            "stage": self.stage,
+            "worker": self.worker,
+            "finish_reason": self.finish_reason,
+        }
+
+
+def _ms(ns: int) -> float:
+    return ns / NS_PER_MS
+
+
+def ttft_ms(r: RequestRecord) -> float | None:
+    """TTFT = t_first − t_send, in ms."""
+    first = r.t_first_ns
+    return None if first is None else _ms(first - r.t_send_ns)
+
+
+def ttft_from_schedule_ms(r: RequestRecord) -> float | None:
+    """TTFT from schedule = t_first − t_sched, in ms; free of coordinated omission."""
+    first = r.t_first_ns
+    if first is None:
+        return None
+    sched = r.t_sched_ns if r.t_sched_ns is not None else r.t_send_ns
+    return _ms(first - sched)
+
+
+def tpot_ms(r: RequestRecord) -> float | None:
+    """TPOT = (t_last − t_first) / (n_out − 1), in ms; only when n_out ≥ 2."""
+    first, last = r.t_first_ns, r.t_last_ns
+    if first is None or last is None or r.n_out is None or r.n_out < 2:
+        return None
+    return _ms(last - first) / (r.n_out - 1)
+
+
+def e2e_ms(r: RequestRecord) -> float | None:
+    """E2E = t_end − t_send, in ms."""
+    return None if r.t_end_ns is None else _ms(r.t_end_ns - r.t_send_ns)
+
+
+def itl_chunk_ms(r: RequestRecord) -> list[float]:
+    """ITL per chunk: t_i − t_{i−1} between consecutive token-bearing events, in ms."""
+    t = r.event_t_ns
+    return [_ms(t[i] - t[i - 1]) for i in range(1, len(t))]
+
+
+def itl_token_ms(r: RequestRecord) -> list[tuple[float, int]]:
+    """ITL per token: (t_i − t_{i−1}) / k_i, to be recorded k_i times; as (value ms, weight k_i)."""
+    t, k = r.event_t_ns, r.event_tokens
+    out = []
+    for i in range(1, len(t)):
+        ki = k[i] if k[i] > 0 else 1
+        out.append((_ms(t[i] - t[i - 1]) / ki, ki))
+    return out

@@ -1,0 +1,125 @@
+"""Plain data types shared by every stage: requests going out, events coming back.
+
+Nothing here imports Locust or gevent, so workloads, adapters and stats can be tested alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# Every request ends in exactly one of these (DESIGN.md §1). http_error carries its status
+# as a suffix: "http_error:503".
+OK = "ok"
+CONNECT_ERROR = "connect_error"
+TIMEOUT_FIRST_TOKEN = "timeout_first_token"
+TIMEOUT_TOTAL = "timeout_total"
+DISCONNECTED = "disconnected"
+INCOMPLETE = "incomplete"
+IN_BAND_ERROR = "in_band_error"
+MALFORMED_STREAM = "malformed_stream"
+CANCELLED = "cancelled"
+HTTP_ERROR_PREFIX = "http_error:"
+
+OUTCOMES = (
+    OK,
+    CONNECT_ERROR,
+    TIMEOUT_FIRST_TOKEN,
+    TIMEOUT_TOTAL,
+    DISCONNECTED,
+    INCOMPLETE,
+    IN_BAND_ERROR,
+    MALFORMED_STREAM,
+    CANCELLED,
+)
+
+
+def http_error(status: int) -> str:
+    return f"{HTTP_ERROR_PREFIX}{status}"
+
+
+def is_known_outcome(outcome: str) -> bool:
+    if outcome in OUTCOMES:
+        return True
+    return outcome.startswith(HTTP_ERROR_PREFIX) and outcome[len(HTTP_ERROR_PREFIX) :].isdigit()
+
+
+@dataclass(slots=True)
+class GenerationRequest:
+    """One generation a workload asks for, engine-neutral.
+
+    Exactly one of ``prompt`` (completion endpoints) or ``messages`` (chat endpoints) is the
+    source of truth; adapters convert when the endpoint wants the other shape.
+    """
+
+    prompt: str | None = None
+    messages: list[dict[str, Any]] | None = None
+    max_tokens: int = 128
+    # Ask the engine to generate exactly max_tokens (ignore_eos / min_tokens) where it can.
+    exact_output: bool = True
+    label: str = "default"
+    n_in_target: int | None = None
+    session_id: str | None = None
+    turn: int | None = None
+    # Tokens of this prompt the workload expects to be a prefix already seen by the server.
+    expected_cached_tokens: int | None = None
+    # Monotonic ns at which the request was meant to be sent (open loop); None in closed loop.
+    t_sched_ns: int | None = None
+    stage: str | None = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+    def as_prompt(self) -> str:
+        """The request as one prompt string, for completion endpoints given chat messages."""
+        if self.prompt is not None:
+            return self.prompt
+        parts = [f"<|{m.get('role', 'user')}|>\n{m.get('content') or ''}\n" for m in self.messages or []]
+        return "".join(parts) + "<|assistant|>\n"
+
+    def as_messages(self) -> list[dict[str, Any]]:
+        if self.messages is not None:
+            return self.messages
+        return [{"role": "user", "content": self.prompt or ""}]
+
+
+@dataclass(slots=True)
+class HttpRequest:
+    """What an adapter wants sent: the stream timer owns the connection."""
+
+    method: str
+    path: str
+    body: bytes | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Usage:
+    """Token counts as the server reported them; None where it did not say."""
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    reasoning_tokens: int | None = None
+
+
+@dataclass(slots=True)
+class TokenEvent:
+    """What an adapter made of one stream message (an SSE event or an NDJSON line).
+
+    ``tokens`` is the number of output tokens the message carries (0 for role-only chunks,
+    keep-alives, usage-only chunks). ``done`` marks the engine's normal end of stream.
+    ``error`` is an in-band error message the engine sent inside a 200 stream.
+    """
+
+    tokens: int = 0
+    text: str = ""
+    reasoning_text: str = ""
+    done: bool = False
+    usage: Usage | None = None
+    error: str | None = None
+    finish_reason: str | None = None
+    # Engine-reported server-side timings (e.g. llama.cpp's `timings`), passed through.
+    server_timings: dict[str, Any] | None = None
+
+
+class MalformedEvent(ValueError):
+    """An adapter could not make sense of a stream message; the request is `malformed_stream`."""
