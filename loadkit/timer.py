@@ -1,0 +1,337 @@
+"""The stream timer: sends one request through an adapter and measures it into a RequestRecord.
+
+Timestamps are taken the moment a read returns, before any decoding; every event completed by
+that read gets that arrival time. Work done on a read (SSE framing, JSON) is therefore never
+charged to the events in it. Exactly one outcome is set on every path out, including
+`cancelled` when the greenlet is killed at test stop (GreenletExit is a BaseException, so it
+would otherwise slip past `except Exception` and look like a short success).
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+import uuid
+from dataclasses import dataclass
+
+from loadkit import types as t
+from loadkit.engines.base import EngineAdapter, StreamParser
+from loadkit.httpstream import (
+    RECV_SIZE,
+    BodyReader,
+    ConnectFailed,
+    ConnectionPool,
+    Endpoint,
+    ProtocolError,
+    ResponseHead,
+    connect,
+    encode_request,
+    read_head,
+)
+from loadkit.records import RequestRecord
+from loadkit.sse import NDJSONDecoder, SSEDecoder
+
+MAX_ERROR_BODY = 64 * 1024
+
+
+@dataclass(slots=True)
+class Timeouts:
+    """Limits, each from t_send. `first_token_s` bounds the wait for the first token,
+    `total_s` the whole request; `connect_s` the TCP connect alone."""
+
+    connect_s: float = 10.0
+    first_token_s: float = 120.0
+    total_s: float = 600.0
+
+    def __post_init__(self) -> None:
+        for name in ("connect_s", "first_token_s", "total_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"timeout {name} must be > 0")
+
+
+class _StreamDone(Exception):
+    """Internal: the request's outcome is decided."""
+
+    def __init__(self, outcome: str, error: str | None = None) -> None:
+        self.outcome, self.error = outcome, error
+
+
+def new_request_id() -> str:
+    return uuid.uuid4().hex
+
+
+def new_record(adapter: EngineAdapter, engine: str, request: t.GenerationRequest, request_id: str) -> RequestRecord:
+    return RequestRecord(
+        request_id=request_id,
+        engine=engine,
+        adapter=adapter.name,
+        label=request.label,
+        t_sched_ns=request.t_sched_ns,
+        n_in_target=request.n_in_target,
+        expected_cached_tokens=request.expected_cached_tokens,
+        max_tokens=request.max_tokens,
+        session_id=request.session_id,
+        turn=request.turn,
+        stage=request.stage,
+    )
+
+
+def run_request(
+    adapter: EngineAdapter,
+    base_url: str | Endpoint,
+    request: t.GenerationRequest,
+    *,
+    engine: str | None = None,
+    request_id: str | None = None,
+    timeouts: Timeouts | None = None,
+    pool: ConnectionPool | None = None,
+    extra_headers: dict[str, str] | None = None,
+) -> RequestRecord:
+    """Send `request` to the target at `base_url` and measure it. Never raises for anything
+    the server does; re-raises BaseExceptions (GreenletExit, KeyboardInterrupt) after
+    recording `cancelled` into the returned-by-reference record via `on_cancel`."""
+    ep = base_url if isinstance(base_url, Endpoint) else Endpoint.parse(base_url)
+    rid = request_id or new_request_id()
+    record = new_record(adapter, engine or adapter.name, request, rid)
+    StreamRun(adapter, ep, record, timeouts or Timeouts(), pool).run(request, extra_headers)
+    return record
+
+
+class StreamRun:
+    """One request's life: connect, send, read the head, read the stream, classify."""
+
+    def __init__(
+        self,
+        adapter: EngineAdapter,
+        ep: Endpoint,
+        record: RequestRecord,
+        timeouts: Timeouts,
+        pool: ConnectionPool | None,
+    ) -> None:
+        self.adapter, self.ep, self.record, self.timeouts, self.pool = adapter, ep, record, timeouts, pool
+        self.sock: socket.socket | None = None
+        self.reusable = False
+        self.text_parts: list[str] = []
+        self.tokens_from_events = 0
+
+    def run(self, request: t.GenerationRequest, extra_headers: dict[str, str] | None) -> None:
+        http = self.adapter.build_request(request)
+        headers = dict(http.headers)
+        headers.update(extra_headers or {})
+        headers["X-Request-ID"] = self.record.request_id
+        payload = encode_request(self.ep, http.method, http.path, headers, http.body)
+        rec = self.record
+        rec.t_send_ns = time.perf_counter_ns()
+        try:
+            self._exchange(payload)
+        except _StreamDone as done:
+            rec.outcome, rec.error = done.outcome, done.error
+        except BaseException as exc:
+            rec.outcome, rec.error = t.CANCELLED, f"cancelled: {type(exc).__name__}"
+            self._finish()
+            raise
+        self._finish()
+
+    def _finish(self) -> None:
+        rec = self.record
+        if rec.t_end_ns is None:
+            rec.t_end_ns = time.perf_counter_ns()
+        rec.text = "".join(self.text_parts)
+        if rec.n_out is None and rec.event_t_ns:
+            rec.n_out, rec.n_out_source = self.tokens_from_events, "events"
+        if self.sock is not None:
+            if self.reusable and self.pool is not None:
+                self.pool.give_back(self.ep, self.sock)
+            else:
+                self.sock.close()
+            self.sock = None
+
+    def _deadline(self) -> int:
+        """The nearest limit now in force: first token until it arrives, then the total."""
+        rec = self.record
+        total = rec.t_send_ns + int(self.timeouts.total_s * 1e9)
+        if rec.event_t_ns:
+            return total
+        return min(total, rec.t_send_ns + int(self.timeouts.first_token_s * 1e9))
+
+    def _timeout_outcome(self) -> _StreamDone:
+        rec = self.record
+        now = time.perf_counter_ns()
+        if not rec.event_t_ns and now < rec.t_send_ns + int(self.timeouts.total_s * 1e9):
+            return _StreamDone(t.TIMEOUT_FIRST_TOKEN, f"no token within {self.timeouts.first_token_s:g} s")
+        if not rec.event_t_ns:
+            return _StreamDone(t.TIMEOUT_FIRST_TOKEN, f"no token within {self.timeouts.total_s:g} s")
+        return _StreamDone(t.TIMEOUT_TOTAL, f"request not finished within {self.timeouts.total_s:g} s")
+
+    def _exchange(self, payload: bytes) -> None:
+        head = self._send(payload)
+        rec = self.record
+        rec.t_headers_ns = time.perf_counter_ns()
+        rec.http_status = head.status
+        body = BodyReader.for_head(head)
+        if head.status != 200:
+            raise _StreamDone(t.http_error(head.status), self._error_body(head, body))
+        try:
+            self._stream(head, body)
+        except (TimeoutError, socket.timeout):
+            raise self._timeout_outcome() from None
+        except (ConnectionError, OSError) as exc:
+            raise _StreamDone(t.DISCONNECTED, f"connection lost mid-stream: {exc}") from None
+        except ProtocolError as exc:
+            raise _StreamDone(t.MALFORMED_STREAM, f"bad HTTP framing: {exc}") from None
+
+    def _send(self, payload: bytes) -> ResponseHead:
+        for attempt in (0, 1):
+            sock = self.pool.take(self.ep) if (self.pool is not None and attempt == 0) else None
+            reused = sock is not None
+            try:
+                if sock is None:
+                    sock = connect(self.ep, min(self.timeouts.connect_s, self.timeouts.first_token_s))
+                    self.record.t_connected_ns = time.perf_counter_ns()
+                self.sock = sock
+                sock.settimeout(self.timeouts.connect_s)
+                sock.sendall(payload)
+                return read_head(sock, self._deadline())
+            except ConnectFailed as exc:
+                raise _StreamDone(t.CONNECT_ERROR, str(exc)) from None
+            except (TimeoutError, socket.timeout):
+                raise self._timeout_outcome() from None
+            except ProtocolError as exc:
+                raise _StreamDone(t.MALFORMED_STREAM, f"bad HTTP response: {exc}") from None
+            except OSError as exc:
+                sock.close()
+                self.sock = None
+                # A kept-alive socket the server already closed: retry once on a fresh one.
+                if reused:
+                    continue
+                raise _StreamDone(t.DISCONNECTED, f"connection lost before the response: {exc}") from None
+        raise AssertionError("unreachable")
+
+    def _error_body(self, head: ResponseHead, body: BodyReader) -> str:
+        chunks = [body.feed(head.leftover)]
+        size = len(chunks[0])
+        try:
+            while not body.complete and size < MAX_ERROR_BODY and self.sock is not None:
+                self.sock.settimeout(2.0)
+                data = self.sock.recv(RECV_SIZE)
+                if not data:
+                    break
+                chunks.append(body.feed(data))
+                size += len(chunks[-1])
+        except (OSError, ProtocolError):
+            pass
+        self.reusable = body.complete and head.keep_alive
+        text = b"".join(chunks).decode("utf-8", "replace").strip()
+        return f"HTTP {head.status}: {text[:500]}"
+
+    def _stream(self, head: ResponseHead, body: BodyReader) -> None:
+        decoder = SSEDecoder() if self.adapter.framing == "sse" else NDJSONDecoder()
+        parser = self.adapter.new_parser()
+        data = head.leftover
+        t_read = self.record.t_headers_ns or time.perf_counter_ns()
+        while True:
+            if data and self._on_read(t_read, body.feed(data), decoder, parser):
+                self.record.t_end_ns = t_read
+                self._drain(body)
+                self.reusable = body.complete and head.keep_alive
+                return
+            if body.complete:
+                self._on_close(decoder, parser, clean=True)
+                return
+            assert self.sock is not None
+            self.sock.settimeout(max(1e-3, (self._deadline() - time.perf_counter_ns()) / 1e9))
+            data = self.sock.recv(RECV_SIZE)
+            t_read = time.perf_counter_ns()
+            if not data:
+                # Without a length or chunking, close is the normal end of the body.
+                self._on_close(decoder, parser, clean=not body.chunked and body.remaining is None)
+                return
+
+    def _on_read(self, t_read: int, chunk: bytes, decoder: SSEDecoder | NDJSONDecoder, parser: StreamParser) -> bool:
+        """Handle the body bytes of one read; True once the engine's normal end arrived."""
+        try:
+            events = decoder.feed(chunk)
+        except UnicodeDecodeError as exc:
+            raise _StreamDone(t.MALFORMED_STREAM, f"invalid UTF-8 in stream: {exc}") from None
+        token_events = 0
+        done = False
+        for ev in events:
+            te = self._parse(parser, ev.data, ev.event)
+            if te is None:
+                continue
+            if te.tokens > 0 or te.text or te.reasoning_text:
+                token_events += 1
+                self._on_tokens(t_read, te)
+            self._on_meta(te)
+            if te.done:
+                done = True
+                break
+        if token_events > 1:
+            self.record.coalesced_reads += 1
+        return done
+
+    def _parse(self, parser: StreamParser, data: str, event: str | None) -> t.TokenEvent | None:
+        try:
+            te = parser.parse(data, event)
+        except t.MalformedEvent as exc:
+            raise _StreamDone(t.MALFORMED_STREAM, str(exc)) from None
+        if te is not None and te.error is not None:
+            raise _StreamDone(t.IN_BAND_ERROR, te.error)
+        return te
+
+    def _on_tokens(self, t_read: int, te: t.TokenEvent) -> None:
+        k = te.tokens if te.tokens > 0 else 1
+        self.record.event_t_ns.append(t_read)
+        self.record.event_tokens.append(k)
+        self.tokens_from_events += k
+        if te.text:
+            self.text_parts.append(te.text)
+
+    def _on_meta(self, te: t.TokenEvent) -> None:
+        rec = self.record
+        if te.usage is not None:
+            u = te.usage
+            if u.completion_tokens is not None:
+                rec.n_out, rec.n_out_source = u.completion_tokens, "usage"
+            if u.prompt_tokens is not None:
+                rec.n_in = u.prompt_tokens
+            if u.cached_tokens is not None:
+                rec.cached_tokens = u.cached_tokens
+            if u.reasoning_tokens is not None:
+                rec.reasoning_tokens = u.reasoning_tokens
+        if te.finish_reason is not None:
+            rec.finish_reason = te.finish_reason
+        if te.server_timings is not None:
+            rec.server_timings = te.server_timings
+
+    def _on_close(self, decoder: SSEDecoder | NDJSONDecoder, parser: StreamParser, clean: bool) -> None:
+        """The body ended (cleanly or not) without the engine's normal end marker."""
+        self.record.t_end_ns = time.perf_counter_ns()
+        try:
+            tail = decoder.close()
+        except UnicodeDecodeError as exc:
+            raise _StreamDone(t.MALFORMED_STREAM, f"stream ends inside a UTF-8 character: {exc}") from None
+        for ev in tail:
+            te = self._parse(parser, ev.data, ev.event)
+            if te is not None:
+                if te.tokens > 0 or te.text or te.reasoning_text:
+                    self._on_tokens(self.record.t_end_ns, te)
+                self._on_meta(te)
+                if te.done:
+                    return
+        if clean:
+            raise _StreamDone(t.INCOMPLETE, "stream closed without the engine's normal end")
+        raise _StreamDone(t.DISCONNECTED, "connection closed mid-stream")
+
+    def _drain(self, body: BodyReader) -> None:
+        """After the normal end, read the rest of the body (the terminating chunk) so the
+        connection can be reused; bounded in time, and never an error for the request."""
+        try:
+            while not body.complete and self.sock is not None:
+                self.sock.settimeout(1.0)
+                data = self.sock.recv(RECV_SIZE)
+                if not data:
+                    return
+                body.feed(data)
+        except (OSError, ProtocolError):
+            return

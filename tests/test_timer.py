@@ -1,0 +1,148 @@
+"""The stream timer against a scripted loopback server: timing truth and outcome classification."""
+
+from __future__ import annotations
+
+import socket
+
+import orjson
+import pytest
+
+from loadkit import types as t
+from loadkit.engines.openai import OpenAIAdapter
+from loadkit.httpstream import ConnectionPool
+from loadkit.records import e2e_ms, itl_chunk_ms, tpot_ms, ttft_ms
+from loadkit.timer import Timeouts, run_request
+from tests.helpers.scripted_server import END_CHUNK, Script, ScriptedServer, chunk
+
+
+def sse(obj) -> bytes:
+    data = obj if isinstance(obj, str) else orjson.dumps(obj).decode()
+    return chunk(f"data: {data}\n\n".encode())
+
+
+def delta(text: str) -> bytes:
+    return sse({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]})
+
+
+ROLE = sse({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})
+USAGE = sse({"choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 5,
+                                       "prompt_tokens_details": {"cached_tokens": 3}}})
+DONE = sse("[DONE]")
+REQ = t.GenerationRequest(prompt="hello", max_tokens=5)
+
+
+def serve(script: Script):
+    return ScriptedServer(lambda _req: script)
+
+
+def test_timestamps_match_server_writes_and_metrics_agree():
+    gaps = [0.05, 0.02, 0.02, 0.02, 0.02]
+    writes = [(0.0, ROLE)] + [(g, delta(f"w{i}")) for i, g in enumerate(gaps)] + [(0.0, USAGE), (0.0, DONE), (0.0, END_CHUNK)]
+    with serve(Script(writes=writes)) as srv:
+        rec = run_request(OpenAIAdapter(), srv.url, REQ)
+        truth = srv.write_times[0]
+    assert rec.outcome == t.OK, rec.error
+    token_writes = truth[1:6]
+    assert len(rec.event_t_ns) == 5
+    for measured, sent in zip(rec.event_t_ns, token_writes, strict=True):
+        assert 0 <= measured - sent < 3_000_000  # arrival within 3 ms of the write
+    assert rec.n_out == 5 and rec.n_out_source == "usage"
+    assert rec.n_in == 11 and rec.cached_tokens == 3
+    assert ttft_ms(rec) == pytest.approx(50, abs=8)
+    assert tpot_ms(rec) == pytest.approx(20, abs=3)
+    assert all(abs(x - 20) < 4 for x in itl_chunk_ms(rec))
+    assert e2e_ms(rec) >= ttft_ms(rec) + 4 * 19
+    assert rec.text == "w0w1w2w3w4"
+
+
+def test_request_id_header_sent_and_kept():
+    with serve(Script(writes=[(0, delta("a")), (0, DONE), (0, END_CHUNK)])) as srv:
+        rec = run_request(OpenAIAdapter(), srv.url, REQ, request_id="abc123")
+        sent = srv.requests[0]
+    assert b"X-Request-ID: abc123" in sent
+    assert rec.request_id == "abc123"
+
+
+def test_role_only_chunk_is_not_first_token():
+    writes = [(0.0, ROLE), (0.04, delta("x")), (0, DONE), (0, END_CHUNK)]
+    with serve(Script(writes=writes)) as srv:
+        rec = run_request(OpenAIAdapter(), srv.url, REQ)
+    assert rec.outcome == t.OK
+    assert ttft_ms(rec) >= 35
+    assert rec.n_out == 1 and rec.n_out_source == "events"
+    assert tpot_ms(rec) is None  # one token: TPOT not measured, never 0
+
+
+@pytest.mark.parametrize(
+    ("writes", "outcome"),
+    [
+        ([(0, delta("a"))], t.DISCONNECTED),  # socket closed, no terminating chunk
+        ([(0, delta("a")), (0, END_CHUNK)], t.INCOMPLETE),  # clean end of body, no [DONE]
+        ([(0, delta("a")), (0, sse({"error": {"message": "overloaded"}}))], t.IN_BAND_ERROR),
+        ([(0, delta("a")), (0, chunk(b"data: {not json\n\n"))], t.MALFORMED_STREAM),
+        ([(0, chunk(b"data: \xff\xfe\n\n"))], t.MALFORMED_STREAM),
+        ([(0, b"zz\r\n")], t.MALFORMED_STREAM),  # bad chunk size
+        ([], t.DISCONNECTED),  # nothing after the headers
+    ],
+)
+def test_outcomes(writes, outcome):
+    with serve(Script(writes=writes)) as srv:
+        rec = run_request(OpenAIAdapter(), srv.url, REQ)
+    assert rec.outcome == outcome, rec.error
+    assert rec.error
+
+
+def test_utf8_character_split_across_writes():
+    raw = f"data: {orjson.dumps({'choices': [{'delta': {'content': 'é€😀'}}]}).decode()}\n\n".encode()
+    cut = raw.index("€".encode()) + 1
+    writes = [(0, chunk(raw[:cut])), (0.01, chunk(raw[cut:])), (0, DONE), (0, END_CHUNK)]
+    with serve(Script(writes=writes)) as srv:
+        rec = run_request(OpenAIAdapter(), srv.url, REQ)
+    assert rec.outcome == t.OK and rec.text == "é€😀"
+
+
+def test_http_error_status_and_body():
+    head = b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 2\r\nContent-Length: 17\r\n\r\n"
+    with serve(Script(head=head, writes=[(0, b'{"error":"slow"}\n')])) as srv:
+        rec = run_request(OpenAIAdapter(), srv.url, REQ)
+    assert rec.outcome == "http_error:429"
+    assert rec.http_status == 429 and "slow" in (rec.error or "")
+
+
+def test_connection_refused():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    rec = run_request(OpenAIAdapter(), f"http://127.0.0.1:{port}", REQ)
+    assert rec.outcome == t.CONNECT_ERROR
+
+
+def test_first_token_timeout_and_total_timeout():
+    with serve(Script(writes=[(0.5, delta("late"))])) as srv:
+        rec = run_request(OpenAIAdapter(), srv.url, REQ, timeouts=Timeouts(first_token_s=0.1, total_s=5))
+    assert rec.outcome == t.TIMEOUT_FIRST_TOKEN
+    writes = [(0, delta("a")), (0.5, delta("b"))]
+    with serve(Script(writes=writes)) as srv:
+        rec = run_request(OpenAIAdapter(), srv.url, REQ, timeouts=Timeouts(first_token_s=1, total_s=0.2))
+    assert rec.outcome == t.TIMEOUT_TOTAL
+    assert len(rec.event_t_ns) == 1
+
+
+def test_keep_alive_connection_is_reused():
+    writes = [(0, delta("a")), (0, DONE), (0, END_CHUNK)]
+    with serve(Script(writes=writes, close=False)) as srv:
+        pool = ConnectionPool()
+        recs = [run_request(OpenAIAdapter(), srv.url, REQ, pool=pool) for _ in range(3)]
+        pool.close()
+    assert [r.outcome for r in recs] == [t.OK] * 3
+    assert recs[0].t_connected_ns is not None
+    assert recs[1].t_connected_ns is None and recs[2].t_connected_ns is None
+
+
+def test_several_events_in_one_read_are_counted_as_coalesced():
+    writes = [(0, delta("a") + delta("b") + delta("c")), (0, DONE), (0, END_CHUNK)]
+    with serve(Script(writes=writes)) as srv:
+        rec = run_request(OpenAIAdapter(), srv.url, REQ)
+    assert rec.outcome == t.OK and rec.n_out == 3
+    assert rec.coalesced_reads == 1
