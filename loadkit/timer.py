@@ -12,6 +12,7 @@ from __future__ import annotations
 import socket
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from loadkit import types as t
@@ -60,7 +61,9 @@ def new_request_id() -> str:
     return uuid.uuid4().hex
 
 
-def new_record(adapter: EngineAdapter, engine: str, request: t.GenerationRequest, request_id: str) -> RequestRecord:
+def new_record(
+    adapter: EngineAdapter, engine: str, request: t.GenerationRequest, request_id: str
+) -> RequestRecord:
     return RequestRecord(
         request_id=request_id,
         engine=engine,
@@ -86,14 +89,22 @@ def run_request(
     timeouts: Timeouts | None = None,
     pool: ConnectionPool | None = None,
     extra_headers: dict[str, str] | None = None,
+    sink: Callable[[RequestRecord], None] | None = None,
 ) -> RequestRecord:
-    """Send `request` to the target at `base_url` and measure it. Never raises for anything
-    the server does; re-raises BaseExceptions (GreenletExit, KeyboardInterrupt) after
-    recording `cancelled` into the returned-by-reference record via `on_cancel`."""
+    """Send `request` to the target at `base_url` and measure it.
+
+    Never raises for anything the server does. A BaseException (GreenletExit at test stop,
+    KeyboardInterrupt) is re-raised after the record is marked `cancelled`; pass `sink` to
+    receive the record on every path, that one included, so nothing measured is lost.
+    """
     ep = base_url if isinstance(base_url, Endpoint) else Endpoint.parse(base_url)
     rid = request_id or new_request_id()
     record = new_record(adapter, engine or adapter.name, request, rid)
-    StreamRun(adapter, ep, record, timeouts or Timeouts(), pool).run(request, extra_headers)
+    try:
+        StreamRun(adapter, ep, record, timeouts or Timeouts(), pool).run(request, extra_headers)
+    finally:
+        if sink is not None:
+            sink(record)
     return record
 
 
@@ -173,7 +184,7 @@ class StreamRun:
             raise _StreamDone(t.http_error(head.status), self._error_body(head, body))
         try:
             self._stream(head, body)
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             raise self._timeout_outcome() from None
         except (ConnectionError, OSError) as exc:
             raise _StreamDone(t.DISCONNECTED, f"connection lost mid-stream: {exc}") from None
@@ -194,7 +205,7 @@ class StreamRun:
                 return read_head(sock, self._deadline())
             except ConnectFailed as exc:
                 raise _StreamDone(t.CONNECT_ERROR, str(exc)) from None
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 raise self._timeout_outcome() from None
             except ProtocolError as exc:
                 raise _StreamDone(t.MALFORMED_STREAM, f"bad HTTP response: {exc}") from None
@@ -247,7 +258,9 @@ class StreamRun:
                 self._on_close(decoder, parser, clean=not body.chunked and body.remaining is None)
                 return
 
-    def _on_read(self, t_read: int, chunk: bytes, decoder: SSEDecoder | NDJSONDecoder, parser: StreamParser) -> bool:
+    def _on_read(
+        self, t_read: int, chunk: bytes, decoder: SSEDecoder | NDJSONDecoder, parser: StreamParser
+    ) -> bool:
         """Handle the body bytes of one read; True once the engine's normal end arrived."""
         try:
             events = decoder.feed(chunk)

@@ -7,7 +7,7 @@ STREAM = (
     "\ufeff: keep-alive comment\r\n"
     "event: delta\r\n"
     "id: 7\r\n"
-    "data: {\"text\": \"h\u00e9llo \U0001F600\"}\r\n"
+    'data: {"text": "h\u00e9llo \U0001f600"}\r\n'
     "\r\n"
     "data: line one\n"
     "data: line two\n"
@@ -23,7 +23,7 @@ STREAM = (
 ).encode()
 
 EXPECTED = [
-    SSEEvent('{"text": "h\u00e9llo \U0001F600"}', "delta", "7", None),
+    SSEEvent('{"text": "h\u00e9llo \U0001f600"}', "delta", "7", None),
     SSEEvent("line one\nline two", "message", "7", None),
     SSEEvent("no-space", "message", "7", None),
     SSEEvent("", "message", "7", 3000),
@@ -63,7 +63,13 @@ def test_any_set_of_split_points_gives_same_events(cuts):
 
 @settings(max_examples=200, deadline=None)
 @given(
-    st.lists(st.text(alphabet=st.characters(blacklist_characters="\r\n", blacklist_categories=["Cs"]), max_size=20), min_size=1, max_size=8),
+    st.lists(
+        st.text(
+            alphabet=st.characters(blacklist_characters="\r\n", blacklist_categories=["Cs"]), max_size=20
+        ),
+        min_size=1,
+        max_size=8,
+    ),
     st.sampled_from(["\n", "\r\n", "\r"]),
     st.data(),
 )

@@ -25,8 +25,12 @@ def delta(text: str) -> bytes:
 
 
 ROLE = sse({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})
-USAGE = sse({"choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 5,
-                                       "prompt_tokens_details": {"cached_tokens": 3}}})
+USAGE = sse(
+    {
+        "choices": [],
+        "usage": {"prompt_tokens": 11, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 3}},
+    }
+)
 DONE = sse("[DONE]")
 REQ = t.GenerationRequest(prompt="hello", max_tokens=5)
 
@@ -37,7 +41,11 @@ def serve(script: Script):
 
 def test_timestamps_match_server_writes_and_metrics_agree():
     gaps = [0.05, 0.02, 0.02, 0.02, 0.02]
-    writes = [(0.0, ROLE)] + [(g, delta(f"w{i}")) for i, g in enumerate(gaps)] + [(0.0, USAGE), (0.0, DONE), (0.0, END_CHUNK)]
+    writes = (
+        [(0.0, ROLE)]
+        + [(g, delta(f"w{i}")) for i, g in enumerate(gaps)]
+        + [(0.0, USAGE), (0.0, DONE), (0.0, END_CHUNK)]
+    )
     with serve(Script(writes=writes)) as srv:
         rec = run_request(OpenAIAdapter(), srv.url, REQ)
         truth = srv.write_times[0]
@@ -146,3 +154,36 @@ def test_several_events_in_one_read_are_counted_as_coalesced():
         rec = run_request(OpenAIAdapter(), srv.url, REQ)
     assert rec.outcome == t.OK and rec.n_out == 3
     assert rec.coalesced_reads == 1
+
+
+def test_cancel_records_cancelled_and_reraises():
+    import threading
+
+    class Stop(BaseException):
+        pass
+
+    seen = []
+    writes = [(0, delta("a")), (0.3, delta("b")), (0, DONE), (0, END_CHUNK)]
+    with serve(Script(writes=writes)) as srv:
+        adapter = OpenAIAdapter()
+        parser_factory = adapter.new_parser
+
+        def raising_parser():
+            p = parser_factory()
+            orig = p.parse
+
+            def parse(data, event=None):
+                ev = orig(data, event)
+                if ev is not None and ev.text == "a":
+                    threading.Timer(0, lambda: None).start()
+                    raise Stop()
+                return ev
+
+            p.parse = parse
+            return p
+
+        adapter.new_parser = raising_parser
+        with pytest.raises(Stop):
+            run_request(adapter, srv.url, REQ, sink=seen.append)
+    assert len(seen) == 1 and seen[0].outcome == t.CANCELLED
+    assert seen[0].t_end_ns is not None

@@ -1,0 +1,127 @@
+"""Locust event listeners that wire loadkit into a run; `register(events)` is called by the
+locustfile (the one place where import-time registration is how Locust works)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+from loadkit.glue.options import add_arguments
+from loadkit.glue.runtime import ConfigError, ExhaustionWatch, Runtime, end_run
+from loadkit.plugins import PluginError
+from loadkit.targets import TargetError
+
+log = logging.getLogger("loadkit")
+SHARD_OPTION = "loadkit_shards"
+FINGERPRINT_OPTION = "loadkit_plugins"
+USER_ERRORS = (ConfigError, TargetError, PluginError)
+
+
+def _install_stats(environment: Any) -> Any:
+    try:
+        from loadkit.stats import install_stats
+    except ImportError:
+        return None
+    return install_stats(environment)
+
+
+def on_init(environment: Any, **_: Any) -> None:
+    from locust.runners import MasterRunner, WorkerRunner
+
+    runtime = Runtime(environment, stats=_install_stats(environment))
+    environment.loadkit = runtime
+    runner = environment.runner
+    if isinstance(runner, MasterRunner):
+        runner.register_message(ExhaustionWatch.DONE_MESSAGE, _worker_done_handler(runtime))
+    if not isinstance(runner, WorkerRunner):
+        _check_options_early(environment)
+
+
+def _check_options_early(environment: Any) -> None:
+    """Fail a headless run before it starts: one line on stderr, exit code 2, no traceback."""
+    options = environment.parsed_options
+    if options is None or not (getattr(options, "headless", False) or getattr(options, "autostart", False)):
+        return
+    try:
+        environment.loadkit.configure(options, environment.host, (0, 1))
+        check_reachable(environment.loadkit)
+    except USER_ERRORS as exc:
+        print(f"loadkit: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+
+
+def check_reachable(runtime: Runtime) -> None:
+    import socket
+
+    for target in runtime.targets:
+        ep = target.endpoint
+        try:
+            socket.create_connection((ep.host, ep.port), timeout=5).close()
+        except OSError as exc:
+            raise ConfigError(f"target {target.name!r} at {target.spec.url} is unreachable: {exc}") from None
+
+
+def _worker_done_handler(runtime: Runtime):
+    done: set[int] = set()
+
+    def handler(environment: Any, msg: Any, **_: Any) -> None:
+        done.add(msg.data.get("worker"))
+        runner = environment.runner
+        if len(done) >= runner.worker_count:
+            done.clear()
+            end_run(environment, "every worker finished its share of the workload")
+
+    return handler
+
+
+def on_test_start(environment: Any, **_: Any) -> None:
+    from locust.runners import MasterRunner, WorkerRunner
+
+    runner = environment.runner
+    options = environment.parsed_options
+    runtime: Runtime = environment.loadkit
+    try:
+        if isinstance(runner, MasterRunner):
+            _prepare_master(environment, runtime)
+        elif isinstance(runner, WorkerRunner):
+            _prepare_worker(environment, runtime)
+        else:
+            runtime.configure(options, environment.host, (0, 1))
+    except USER_ERRORS as exc:
+        log.error("loadkit: error: %s", exc)
+        environment.process_exit_code = 2
+        end_run(environment, "configuration error")
+        return
+    if not environment.host and runtime.targets:
+        environment.host = runtime.targets[0].spec.url
+
+
+def _prepare_master(environment: Any, runtime: Runtime) -> None:
+    """Validate on the master too, and hand each worker its shard and the plugin set."""
+    options = environment.parsed_options
+    runtime.configure(options, environment.host, (0, 1))
+    runner = environment.runner
+    workers = sorted(runner.clients.keys(), key=runner.get_worker_index)
+    setattr(options, SHARD_OPTION, {client_id: [i, len(workers)] for i, client_id in enumerate(workers)})
+    setattr(options, FINGERPRINT_OPTION, runtime.fingerprint())
+
+
+def _prepare_worker(environment: Any, runtime: Runtime) -> None:
+    options = environment.parsed_options
+    expected = getattr(options, FINGERPRINT_OPTION, None)
+    mine = runtime.fingerprint()
+    if expected is not None and expected != mine:
+        raise ConfigError(
+            f"this worker's plugins differ from the master's: worker {mine}, master {expected}; "
+            "install the same loadkit plugins (or LOADKIT_LOAD_PLUGINS) on every node"
+        )
+    shards = getattr(options, SHARD_OPTION, None) or {}
+    index, total = shards.get(environment.runner.client_id, [environment.runner.worker_index, 1])
+    runtime.configure(options, environment.host, (int(index), int(total)))
+
+
+def register(events: Any) -> None:
+    events.init_command_line_parser.add_listener(add_arguments)
+    events.init.add_listener(on_init)
+    events.test_start.add_listener(on_test_start)

@@ -1,0 +1,119 @@
+"""loadkit's command-line options, one "loadkit" group on Locust's parser.
+
+Each option has help text and a LOADKIT_* environment variable; `include_in_web_ui` and
+`is_secret` are chosen per option: the API key is secret, things that cannot change between
+runs of one process (plugins) stay out of the start form.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from loadkit.plugins import get_plugin_manager
+
+
+class OptionGroup:
+    """An argparse group whose add_argument takes Locust's web-UI keywords.
+
+    Locust only understands `include_in_web_ui` / `is_secret` on its top-level parser; arguments
+    added to a group share the parser's action list, so setting the same attributes on the
+    action makes them show (or hide) in the start form all the same.
+    """
+
+    def __init__(self, group: argparse._ArgumentGroup) -> None:
+        self._group = group
+
+    def add_argument(
+        self,
+        *args: Any,
+        include_in_web_ui: bool = True,
+        is_secret: bool = False,
+        is_required: bool = False,
+        is_multiple: bool = False,
+        **kwargs: Any,
+    ) -> argparse.Action:
+        action = self._group.add_argument(*args, **kwargs)
+        action.include_in_web_ui = include_in_web_ui  # type: ignore[attr-defined]
+        action.is_secret = is_secret  # type: ignore[attr-defined]
+        action.is_required = is_required  # type: ignore[attr-defined]
+        action.is_multiple = is_multiple  # type: ignore[attr-defined]
+        return action
+
+
+def add_core_arguments(group: OptionGroup) -> None:
+    group.add_argument(
+        "--engine",
+        default="openai",
+        env_var="LOADKIT_ENGINE",
+        help="Engine adapter for --host (see `loadkit plugins`), or 'auto' to detect it from the server",
+    )
+    group.add_argument(
+        "--api",
+        default="",
+        env_var="LOADKIT_API",
+        help="Endpoint family where the engine has several: chat, completions, native (default: the engine's first)",
+    )
+    group.add_argument("--model", default="", env_var="LOADKIT_MODEL", help="Model name sent in requests")
+    group.add_argument(
+        "--api-key",
+        default="",
+        env_var="LOADKIT_API_KEY",
+        is_secret=True,
+        help="API key sent to the target only (Authorization header); never written to any output",
+    )
+    group.add_argument(
+        "--scenario",
+        default="",
+        env_var="LOADKIT_SCENARIO",
+        help="Scenario TOML file describing the traffic (default: a built-in uneven chat workload)",
+    )
+    group.add_argument(
+        "--target",
+        action="append",
+        default=[],
+        env_var="LOADKIT_TARGET",
+        include_in_web_ui=False,
+        help="NAME=URL[,engine=E][,api=A][,model=M]: a target to load (repeatable); each gets the same workload, "
+        "stats kept under NAME. Default: one target from --host named after the engine",
+    )
+    group.add_argument(
+        "--first-token-timeout",
+        type=float,
+        default=60.0,
+        env_var="LOADKIT_FIRST_TOKEN_TIMEOUT",
+        help="Seconds from send to the first token before a request is timeout_first_token",
+    )
+    group.add_argument(
+        "--request-timeout",
+        type=float,
+        default=300.0,
+        env_var="LOADKIT_REQUEST_TIMEOUT",
+        help="Seconds from send to the end of the stream before a request is timeout_total",
+    )
+    group.add_argument(
+        "--max-requests",
+        type=int,
+        default=0,
+        env_var="LOADKIT_MAX_REQUESTS",
+        help="Stop the run after this many requests have been sent in all (0: no limit)",
+    )
+    group.add_argument(
+        "--session-header",
+        default="",
+        env_var="LOADKIT_SESSION_HEADER",
+        help="Header carrying the session id on multi-turn traffic, for routers with session affinity (e.g. X-Session-ID)",
+    )
+
+
+def add_arguments(parser: Any) -> None:
+    """Register every loadkit option (core, stats, and those plugins add) on Locust's parser."""
+    group = OptionGroup(parser.add_argument_group("loadkit", "loadkit: LLM load-testing options"))
+    add_core_arguments(group)
+    try:
+        from loadkit.stats import add_stats_arguments
+    except ImportError:  # stats layer not installed in this build
+        pass
+    else:
+        add_stats_arguments(group)
+    get_plugin_manager().hook.loadkit_add_arguments(group=group)

@@ -1,0 +1,168 @@
+"""Per-process run state: targets, workload sources, stats, request budget.
+
+Built at Locust's `init` (one per process) and configured at every `test_start`, because
+workers only receive the master's options then.
+"""
+
+from __future__ import annotations
+
+import logging
+from itertools import count
+from pathlib import Path
+from typing import Any
+
+from loadkit.plugins import plugin_fingerprint
+from loadkit.records import RequestRecord
+from loadkit.targets import Target, TargetSpec, build_target, check_unique_names, parse_target
+from loadkit.timer import Timeouts
+
+log = logging.getLogger("loadkit")
+
+DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "uneven-chat.toml"
+
+
+class ConfigError(Exception):
+    """A run cannot start with these options; the message says why, in one line."""
+
+
+def target_specs(options: Any, host: str | None) -> list[TargetSpec]:
+    specs = [parse_target(text, options.engine) for text in options.target or []]
+    if not specs:
+        if not host:
+            raise ConfigError("no target: give --host URL or --target NAME=URL")
+        name = options.engine if options.engine != "auto" else "target"
+        specs = [TargetSpec(name, host, options.engine, options.api or None, options.model or None)]
+    check_unique_names(specs)
+    return specs
+
+
+def resolve_engine(spec: TargetSpec) -> None:
+    if spec.engine != "auto":
+        return
+    from loadkit.detect import detect_engine
+
+    spec.engine, explanation = detect_engine(spec.url)
+    log.info("loadkit: target %s: --engine auto found %s (%s)", spec.name, spec.engine, explanation)
+
+
+class Runtime:
+    """Everything one Locust process needs to send loadkit traffic."""
+
+    def __init__(self, environment: Any, stats: Any = None) -> None:
+        self.environment = environment
+        self.stats = stats
+        self.targets: list[Target] = []
+        self.sources: dict[str, Any] = {}
+        self.scenario: Any = None
+        self.timeouts = Timeouts()
+        self.budget: int | None = None
+        self.sent = 0
+        self._assign = count()
+        self.shard = (0, 1)
+        self.watch = ExhaustionWatch(environment)
+
+    def workload_exhausted(self) -> None:
+        self.watch.trigger()
+
+    def configure(self, options: Any, host: str | None, shard: tuple[int, int]) -> None:
+        specs = target_specs(options, host)
+        for spec in specs:
+            resolve_engine(spec)
+        self.targets = [build_target(s, options.api_key or None, options.model or None) for s in specs]
+        self.timeouts = Timeouts(first_token_s=options.first_token_timeout, total_s=options.request_timeout)
+        self.shard = shard
+        self.scenario = load_scenario_file(options.scenario or str(DEFAULT_SCENARIO))
+        index, total = shard
+        self.sources = {
+            t.name: self.scenario.request_source(worker_index=index, worker_count=total) for t in self.targets
+        }
+        self.budget = share_of(options.max_requests, index, total) if options.max_requests else None
+        self.sent = 0
+        self._assign = count()
+
+    def next_target(self) -> Target:
+        """Round-robin targets over this process's users, so each target gets its share."""
+        return self.targets[next(self._assign) % len(self.targets)]
+
+    def take_budget(self) -> bool:
+        """Count one request against --max-requests; False once this process's share is spent."""
+        if self.budget is not None and self.sent >= self.budget:
+            return False
+        self.sent += 1
+        return True
+
+    def record(self, rec: RequestRecord) -> None:
+        from loadkit.plugins import get_plugin_manager
+
+        rec.worker = self.shard[0] if self.shard[1] > 1 else None
+        try:
+            get_plugin_manager().hook.loadkit_request_finished(record=rec)
+        except Exception as exc:  # a plugin must not lose the record, but the run is invalid
+            log.error("loadkit: plugin hook loadkit_request_finished raised %r; run marked invalid", exc)
+            if self.stats is not None and hasattr(self.stats, "mark_invalid"):
+                self.stats.mark_invalid(f"plugin loadkit_request_finished raised {exc!r}")
+        if self.stats is not None:
+            self.stats.add(rec)
+
+    def fingerprint(self) -> dict[str, str]:
+        return plugin_fingerprint()
+
+
+def share_of(total: int, index: int, workers: int) -> int:
+    """Split `total` over `workers` exactly: the first `total % workers` get one more."""
+    return total // workers + (1 if index < total % workers else 0)
+
+
+def load_scenario_file(path: str) -> Any:
+    from loadkit.workload import ScenarioError, load_scenario
+
+    try:
+        return load_scenario(path)
+    except ScenarioError as exc:
+        raise ConfigError(str(exc)) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read scenario {path!r}: {exc.strerror or exc}") from None
+
+
+class ExhaustionWatch:
+    """When the workload or --max-requests is used up, end the run once in-flight work is done.
+
+    Local: quit (headless) or stop (web UI). Worker: tell the master, which ends the run when
+    every worker has said so.
+    """
+
+    DONE_MESSAGE = "loadkit_worker_done"
+
+    def __init__(self, environment: Any) -> None:
+        self.environment = environment
+        self.greenlet: Any = None
+
+    def trigger(self) -> None:
+        import gevent
+
+        if self.greenlet is None or self.greenlet.dead:
+            self.greenlet = gevent.spawn(self._finish_when_idle)
+
+    def _finish_when_idle(self) -> None:
+        import gevent
+        from locust.runners import WorkerRunner
+
+        runner = self.environment.runner
+        while runner.user_count > 0:
+            gevent.sleep(0.05)
+        if isinstance(runner, WorkerRunner):
+            runner.send_message(self.DONE_MESSAGE, {"worker": runner.worker_index})
+            return
+        end_run(self.environment, "workload finished")
+
+
+def end_run(environment: Any, why: str) -> None:
+    import gevent
+
+    log.info("loadkit: %s; ending the run", why)
+    options = environment.parsed_options
+    runner = environment.runner
+    if options is not None and getattr(options, "headless", False):
+        gevent.spawn(runner.quit)
+    else:
+        gevent.spawn(runner.stop)

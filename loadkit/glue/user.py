@@ -1,0 +1,103 @@
+"""Locust user classes that stream generations through an engine adapter.
+
+Closed loop: each virtual user sends its next request (or runs its next session) as soon as
+the previous one ends. Requests never go through Locust's HTTP client; the stream timer owns
+the socket so event arrival is stamped at the read (DESIGN.md §6). One Locust `request`
+event per finished request keeps Locust's own tables and exit codes meaningful, without the
+per-token cost.
+"""
+
+from __future__ import annotations
+
+import gevent
+from locust import FastHttpUser, constant, task
+from locust.exception import StopUser
+
+from loadkit.glue.runtime import Runtime
+from loadkit.httpstream import ConnectionPool
+from loadkit.records import RequestRecord, e2e_ms
+from loadkit.timer import run_request
+from loadkit.types import OK, GenerationRequest
+
+
+class RequestOutcomeError(Exception):
+    """What Locust's failure table shows for a request whose outcome is not ok."""
+
+
+def get_runtime(environment) -> Runtime:
+    runtime = getattr(environment, "loadkit", None)
+    if runtime is None:
+        raise RuntimeError("loadkit runtime missing: use loadkit's locustfile (locustfiles/llm.py)")
+    return runtime
+
+
+class LLMUser(FastHttpUser):
+    """Streams the scenario's requests and sessions to one target, back to back."""
+
+    abstract = True
+    wait_time = constant(0)
+
+    def on_start(self) -> None:
+        self.runtime = get_runtime(self.environment)
+        self.target = self.runtime.next_target()
+        self.source = self.runtime.sources[self.target.name]
+        self.pool = ConnectionPool()
+        self.session_header = getattr(self.environment.parsed_options, "session_header", "") or ""
+
+    def on_stop(self) -> None:
+        pool = getattr(self, "pool", None)
+        if pool is not None:
+            pool.close()
+
+    @task
+    def next_work(self) -> None:
+        item = self.source.next_item()
+        if item is None:
+            self.runtime.workload_exhausted()
+            raise StopUser()
+        if isinstance(item, GenerationRequest):
+            self.send(item)
+        else:
+            self.run_session(item)
+
+    def run_session(self, session) -> None:
+        """Turn after turn; a failed turn breaks the session and its later turns are not sent."""
+        request = session.next_request(None, True)
+        while request is not None:
+            record = self.send(request)
+            ok = record.outcome == OK
+            request = session.next_request(record.text if ok else None, ok)
+            if request is not None:
+                gevent.sleep(session.think_time_s())
+        if hasattr(self.runtime.stats, "add_session"):
+            self.runtime.stats.add_session(session)
+
+    def send(self, request: GenerationRequest) -> RequestRecord:
+        if not self.runtime.take_budget():
+            self.runtime.workload_exhausted()
+            raise StopUser()
+        headers = {}
+        if self.session_header and request.session_id:
+            headers[self.session_header] = request.session_id
+        return run_request(
+            self.target.adapter,
+            self.target.endpoint,
+            request,
+            engine=self.target.name,
+            timeouts=self.runtime.timeouts,
+            pool=self.pool,
+            extra_headers=headers,
+            sink=self._finished,
+        )
+
+    def _finished(self, record: RequestRecord) -> None:
+        self.runtime.record(record)
+        e2e = e2e_ms(record)
+        self.environment.events.request.fire(
+            request_type="LLM",
+            name=f"{record.engine} {record.label}",
+            response_time=e2e if e2e is not None else 0.0,
+            response_length=record.n_out or 0,
+            exception=None if record.outcome == OK else RequestOutcomeError(record.outcome),
+            context={"request_id": record.request_id},
+        )

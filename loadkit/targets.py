@@ -1,0 +1,76 @@
+"""Targets: which servers a run loads, with which adapter, under which name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from loadkit.engines.base import AdapterOptions, EngineAdapter
+from loadkit.httpstream import Endpoint
+from loadkit.plugins import get_engine
+
+TARGET_KEYS = ("engine", "api", "model")
+
+
+class TargetError(ValueError):
+    """A --target or --host value that cannot be used; the message names it."""
+
+
+@dataclass(slots=True)
+class TargetSpec:
+    name: str
+    url: str
+    engine: str = "openai"
+    api: str | None = None
+    model: str | None = None
+
+
+@dataclass(slots=True)
+class Target:
+    spec: TargetSpec
+    adapter: EngineAdapter
+    endpoint: Endpoint
+    server_info: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+def parse_target(text: str, default_engine: str = "openai") -> TargetSpec:
+    """NAME=URL[,engine=E][,api=A][,model=M]."""
+    name, sep, rest = text.partition("=")
+    if not sep or not name.strip() or not rest.strip():
+        raise TargetError(f"--target {text!r}: expected NAME=URL[,engine=E][,api=A][,model=M]")
+    url, *pairs = rest.split(",")
+    spec = TargetSpec(name.strip(), url.strip(), default_engine)
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or key not in TARGET_KEYS:
+            raise TargetError(
+                f"--target {text!r}: unknown part {pair!r}; allowed keys: {', '.join(TARGET_KEYS)}"
+            )
+        setattr(spec, key, value.strip() or None)
+    return spec
+
+
+def build_target(spec: TargetSpec, api_key: str | None, default_model: str | None) -> Target:
+    try:
+        endpoint = Endpoint.parse(spec.url)
+    except ValueError as exc:
+        raise TargetError(f"target {spec.name!r}: {exc}") from None
+    info = get_engine(spec.engine)
+    options = AdapterOptions(model=spec.model or default_model, api=spec.api, api_key=api_key)
+    try:
+        adapter = info.adapter(options)
+    except ValueError as exc:
+        raise TargetError(f"target {spec.name!r}: {exc}") from None
+    return Target(spec, adapter, endpoint)
+
+
+def check_unique_names(specs: list[TargetSpec]) -> None:
+    seen: set[str] = set()
+    for spec in specs:
+        if spec.name in seen:
+            raise TargetError(f"target name {spec.name!r} given twice; names key the stats and must differ")
+        seen.add(spec.name)
