@@ -96,3 +96,45 @@ class ScriptedServer:
                     return
                 if script.close:
                     return
+
+
+class ScriptedServerProcess:
+    """The same server in a forked process, so its writes do not wait on the test's GIL:
+    timing tests compare against write times that are not skewed by the client under test."""
+
+    def __init__(self, script: Script) -> None:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("fork")
+        self._times = ctx.Queue()
+        self._ready = ctx.Queue()
+        self.script = script
+        self._proc = ctx.Process(target=self._main, daemon=True)
+
+    def _main(self) -> None:
+        srv = ScriptedServer(lambda _req: self.script)
+        original = srv._handle
+
+        def handle(conn):
+            original(conn)
+            for times in srv.write_times:
+                self._times.put(times)
+            srv.write_times.clear()
+
+        srv._handle = handle
+        srv._thread.start()
+        self._ready.put(srv.port)
+        srv._thread.join()
+
+    def __enter__(self) -> ScriptedServerProcess:
+        self._proc.start()
+        self.port = self._ready.get(timeout=10)
+        self.url = f"http://127.0.0.1:{self.port}"
+        return self
+
+    def write_times(self, timeout: float = 5.0) -> list[int]:
+        return self._times.get(timeout=timeout)
+
+    def __exit__(self, *exc) -> None:
+        self._proc.kill()
+        self._proc.join(5)
