@@ -1,0 +1,7 @@
+"""The one error type of the capacity planner; the CLI turns it into a one-line UserError."""
+
+from __future__ import annotations
+
+
+class CapacityError(ValueError):
+    """A bad model config, length file or option, described in one line naming the culprit."""

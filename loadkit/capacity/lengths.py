@@ -1,0 +1,288 @@
+"""Sequence lengths (prompt + output tokens) from the files loadkit meets, plus prefix sharing.
+
+Sources: a finished run's raw log (``requests.jsonl``, or the report directory holding one or
+more ``requests*.jsonl``), an Azure LLM trace CSV, a ShareGPT lengths CSV, a Mooncake JSONL and
+a scenario TOML. Lines that cannot be used are counted by reason, never dropped silently.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from loadkit.capacity.errors import CapacityError
+
+MOONCAKE_BLOCK_TOKENS = 512  # the trace's hash ids each name one 512-token block
+
+# (input column, output column, kind) for the CSV layouts recognised by their header.
+_CSV_COLUMNS = (
+    ("ContextTokens", "GeneratedTokens", "azure"),
+    ("num_prefill_tokens", "num_decode_tokens", "sharegpt"),
+    ("input_tokens", "output_tokens", "csv"),
+    ("n_in", "n_out", "csv"),
+)
+
+
+@dataclass(slots=True)
+class PrefixSharing:
+    """Prompt tokens in total vs. stored once when equal prefixes are shared."""
+
+    method: str
+    prompt_tokens: int
+    unique_tokens: int
+    # All tokens of all sequences (prompt + output), to express the saving against the whole cache.
+    sequence_tokens: int
+
+    @property
+    def shared_tokens(self) -> int:
+        return self.prompt_tokens - self.unique_tokens
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "prompt_tokens": self.prompt_tokens,
+            "unique_prompt_tokens": self.unique_tokens,
+            "shared_tokens": self.shared_tokens,
+            "saved_fraction_of_prompt": _ratio(self.shared_tokens, self.prompt_tokens),
+            "saved_fraction_of_kv": _ratio(self.shared_tokens, self.sequence_tokens),
+        }
+
+
+@dataclass(slots=True)
+class LengthSample:
+    lengths: np.ndarray
+    source: str
+    kind: str
+    skipped: dict[str, int] = field(default_factory=dict)
+    prefix: PrefixSharing | None = None
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"source": self.source, "kind": self.kind, "count": int(self.lengths.size)}
+        out["skipped"] = dict(self.skipped)
+        out.update(length_stats(self.lengths))
+        return out
+
+
+def _ratio(a: int, b: int) -> float | None:
+    return a / b if b else None
+
+
+def length_stats(lengths: np.ndarray) -> dict[str, Any]:
+    """Sum, mean and percentiles of the lengths; None where there are none."""
+    if lengths.size == 0:
+        return {k: None for k in ("tokens", "mean", "min", "p50", "p90", "p99", "max")}
+    p50, p90, p99 = np.percentile(lengths, [50, 90, 99])
+    return {
+        "tokens": int(lengths.sum()),
+        "mean": float(lengths.mean()),
+        "min": int(lengths.min()),
+        "p50": float(p50),
+        "p90": float(p90),
+        "p99": float(p99),
+        "max": int(lengths.max()),
+    }
+
+
+def from_list(lengths: Sequence[int] | np.ndarray, source: str = "a list") -> LengthSample:
+    arr = np.asarray(lengths, dtype=np.int64)
+    if arr.ndim != 1 or (arr < 0).any():
+        raise CapacityError(f"{source}: lengths must be a flat list of non-negative integers")
+    return LengthSample(arr, source, "inline")
+
+
+def read_lengths(path: str | Path, max_requests: int = 10_000) -> LengthSample:
+    """Lengths from any supported file, recognised by suffix and then by content."""
+    p = Path(path)
+    if p.is_dir():
+        return _raw_log_dir(p)
+    if not p.is_file():
+        raise CapacityError(f"lengths file {str(p)!r}: no such file or directory")
+    suffix = p.suffix.lower()
+    if suffix == ".toml":
+        return lengths_from_scenario(p, max_requests)
+    if suffix == ".csv":
+        return _read_csv(p)
+    if suffix in (".jsonl", ".json", ".ndjson"):
+        return _read_jsonl(p)
+    raise CapacityError(f"{p}: unknown lengths file type (expected .jsonl, .csv, .toml or a report dir)")
+
+
+# --- JSON lines: a run's raw log or a Mooncake trace ---------------------------------------
+
+
+def _raw_log_dir(folder: Path) -> LengthSample:
+    files = sorted(folder.glob("requests*.jsonl"))
+    if not files:
+        raise CapacityError(f"{folder}: no requests*.jsonl raw log in this directory (run with --raw-log)")
+    acc = _RawLogAccumulator()
+    for f in files:
+        for obj in _json_lines(f, acc.skipped):
+            acc.add(obj)
+    return acc.sample(str(folder))
+
+
+def _json_lines(path: Path, skipped: Counter[str]) -> Any:
+    try:
+        with path.open("rb") as fh:
+            for line in fh:
+                if line.strip():
+                    obj = _loads(line)
+                    if isinstance(obj, dict):
+                        yield obj
+                    else:
+                        skipped["malformed line"] += 1
+    except OSError as exc:
+        raise CapacityError(f"{path}: cannot read: {exc}") from None
+
+
+def _loads(line: bytes) -> Any:
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _read_jsonl(path: Path) -> LengthSample:
+    skipped: Counter[str] = Counter()
+    objects = _json_lines(path, skipped)
+    first = next(objects, None)
+    if first is None:
+        raise CapacityError(f"{path}: no JSON objects in this file")
+    if "input_length" in first and "output_length" in first:
+        acc: _RawLogAccumulator | _MooncakeAccumulator = _MooncakeAccumulator(skipped)
+    elif "n_in" in first and "n_out" in first:
+        acc = _RawLogAccumulator(skipped)
+    else:
+        keys = ", ".join(sorted(first)[:8])
+        raise CapacityError(
+            f"{path}: not a raw log (n_in, n_out) or Mooncake trace (input_length, output_length); keys: {keys}"
+        )
+    acc.add(first)
+    for obj in objects:
+        acc.add(obj)
+    return acc.sample(str(path))
+
+
+def _as_count(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value
+
+
+class _RawLogAccumulator:
+    """requests.jsonl: only `ok` requests have both token counts; the rest are counted by outcome."""
+
+    def __init__(self, skipped: Counter[str] | None = None) -> None:
+        self.skipped: Counter[str] = skipped if skipped is not None else Counter()
+        self.lengths: list[int] = []
+        self.prompt = self.cached = 0
+        self.cached_seen = False
+
+    def add(self, obj: dict[str, Any]) -> None:
+        outcome = obj.get("outcome", "ok")
+        if outcome != "ok":
+            self.skipped[f"outcome {outcome}"] += 1
+            return
+        n_in, n_out = _as_count(obj.get("n_in")), _as_count(obj.get("n_out"))
+        if n_in is None or n_out is None:
+            self.skipped["n_in or n_out not measured"] += 1
+            return
+        self.lengths.append(n_in + n_out)
+        cached = _as_count(obj.get("cached_tokens"))
+        self.prompt += n_in
+        if cached is not None:
+            self.cached += min(cached, n_in)
+            self.cached_seen = True
+
+    def sample(self, source: str) -> LengthSample:
+        arr = np.asarray(self.lengths, dtype=np.int64)
+        prefix = None
+        if self.cached_seen:  # the server's own prefix-cache hits: measured sharing, not planned
+            total = int(arr.sum())
+            prefix = PrefixSharing(
+                "server-reported cached_tokens", self.prompt, self.prompt - self.cached, total
+            )
+        return LengthSample(arr, source, "raw-log", dict(self.skipped), prefix)
+
+
+class _MooncakeAccumulator:
+    """Mooncake: equal hash ids are equal 512-token prefix blocks; unique ids are what is stored."""
+
+    def __init__(self, skipped: Counter[str]) -> None:
+        self.skipped = skipped
+        self.lengths: list[int] = []
+        self.blocks = 0
+        self.unique: set[int] = set()
+
+    def add(self, obj: dict[str, Any]) -> None:
+        n_in, n_out = _as_count(obj.get("input_length")), _as_count(obj.get("output_length"))
+        ids = obj.get("hash_ids")
+        if n_in is None or n_out is None or not isinstance(ids, list):
+            self.skipped["missing input_length, output_length or hash_ids"] += 1
+            return
+        self.lengths.append(n_in + n_out)
+        self.blocks += len(ids)
+        self.unique.update(ids)
+
+    def sample(self, source: str) -> LengthSample:
+        arr = np.asarray(self.lengths, dtype=np.int64)
+        prefix = PrefixSharing(
+            f"hash_ids ({MOONCAKE_BLOCK_TOKENS}-token blocks)",
+            self.blocks * MOONCAKE_BLOCK_TOKENS,
+            len(self.unique) * MOONCAKE_BLOCK_TOKENS,
+            int(arr.sum()),
+        )
+        return LengthSample(arr, source, "mooncake", dict(self.skipped), prefix)
+
+
+# --- CSV: Azure, ShareGPT lengths, or plain input/output columns ----------------------------
+
+
+def _read_csv(path: Path) -> LengthSample:
+    with path.open(newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        header = reader.fieldnames or []
+        cols = next(((i, o, k) for i, o, k in _CSV_COLUMNS if i in header and o in header), None)
+        if cols is None:
+            wanted = " or ".join(f"{i},{o}" for i, o, _ in _CSV_COLUMNS)
+            raise CapacityError(f"{path}: CSV header needs the columns {wanted}")
+        in_col, out_col, kind = cols
+        lengths, skipped = _csv_lengths(reader, in_col, out_col)
+    return LengthSample(np.asarray(lengths, dtype=np.int64), str(path), kind, skipped)
+
+
+def _csv_lengths(reader: csv.DictReader[str], in_col: str, out_col: str) -> tuple[list[int], dict[str, int]]:
+    lengths: list[int] = []
+    skipped: Counter[str] = Counter()
+    for row in reader:
+        try:
+            n_in, n_out = int(row[in_col]), int(row[out_col])
+        except (TypeError, ValueError):
+            skipped["unparseable row"] += 1
+            continue
+        if n_in < 0 or n_out < 0:
+            skipped["negative token count"] += 1
+            continue
+        lengths.append(n_in + n_out)
+    return lengths, dict(skipped)
+
+
+# --- Scenario TOML, through loadkit.workload --------------------------------------------------
+
+
+def lengths_from_scenario(path: str | Path, n: int = 10_000) -> LengthSample:
+    """Lengths of the first n requests a scenario would send (sessions: one sequence per turn).
+
+    Needs ``loadkit.workload.load_scenario``; the import is guarded so the planner works
+    without it for every other source.
+    """
+    from loadkit.capacity import scenario as _scenario
+
+    return _scenario.lengths_from_scenario(Path(path), n)
