@@ -6,12 +6,19 @@ from collections.abc import Callable
 from typing import Any
 
 from loadkit.engines.base import EngineAdapter
+from loadkit.engines.detectors import match_rules
+from loadkit.engines.llamacpp import LlamaCppAdapter
+from loadkit.engines.ollama import OllamaAdapter
 from loadkit.engines.openai import OpenAIAdapter
+from loadkit.engines.sglang import SGLangAdapter
+from loadkit.engines.tensorrt import TensorRTLLMAdapter
+from loadkit.engines.tgi import TGIAdapter
+from loadkit.engines.vllm import VLLMAdapter
 from loadkit.hookspecs import hookimpl
 
 
 def builtin_adapters() -> list[type[EngineAdapter]]:
-    return [OpenAIAdapter]
+    return [OpenAIAdapter, VLLMAdapter, SGLangAdapter, TGIAdapter, TensorRTLLMAdapter, LlamaCppAdapter, OllamaAdapter]
 
 
 @hookimpl
@@ -22,5 +29,7 @@ def loadkit_register_engines(register: Callable[[type[EngineAdapter]], None]) ->
 
 @hookimpl(trylast=True)
 def loadkit_detect_engine(probes: dict[str, Any]) -> str | None:
-    # The generic OpenAI API is what every server not recognised by name is assumed to speak.
-    return "openai"
+    # trylast: an installed plugin's detector gets the first say. Then the built-in rules;
+    # the generic OpenAI API is what every server not recognised by name is assumed to speak.
+    match = match_rules(probes)
+    return match.engine if match is not None else "openai"

@@ -1,0 +1,77 @@
+"""``--engine auto``: probe what a server exposes, let the detector hooks name the engine, and
+say what was found and why.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import pluggy
+
+from loadkit.cli import UserError
+from loadkit.engines.detectors import match_rules
+from loadkit.engines.serverinfo import get
+from loadkit.plugins import engine_registry, get_plugin_manager
+
+MAX_TEXT = 64 * 1024
+
+
+@dataclass(slots=True)
+class Detection:
+    engine: str
+    api: str | None  # the endpoint family the evidence points at (e.g. "triton"), if any
+    explanation: str  # "found: ..." for the user
+    probes: dict[str, Any] = field(default_factory=dict)
+
+
+def probe_server(base_url: str, paths: list[str] | tuple[str, ...], timeout_s: float = 2.0) -> dict[str, Any]:
+    """GET each path: ``{path: {"status", "headers", "json", "text"}}``; unreachable paths are
+    absent. Stops early once the probing has taken 4 × ``timeout_s`` in all (a hung server)."""
+    probes: dict[str, Any] = {}
+    deadline = time.monotonic() + 4 * timeout_s
+    for path in paths:
+        if time.monotonic() > deadline:
+            break
+        try:
+            resp = get(base_url, path, timeout_s)
+        except OSError:
+            continue
+        probes[path] = {"status": resp.status, "headers": resp.headers, "json": resp.json(),
+                        "text": resp.text[:MAX_TEXT]}
+    return probes
+
+
+def probe_paths(pm: pluggy.PluginManager) -> list[str]:
+    """Every registered adapter's info paths, in registration order, without repeats."""
+    paths: dict[str, None] = {}
+    for info in engine_registry(pm).values():
+        for path in info.adapter.info_paths:
+            paths.setdefault(path, None)
+    return list(paths)
+
+
+def detect_engine(base_url: str, pm: pluggy.PluginManager | None = None, timeout_s: float = 2.0) -> Detection:
+    """Which engine serves ``base_url``. UserError when nothing answers or a detector names an
+    engine that is not registered."""
+    pm = pm or get_plugin_manager()
+    probes = probe_server(base_url, probe_paths(pm), timeout_s)
+    if not probes:
+        raise UserError(f"--engine auto: nothing answered at {base_url} (tried {', '.join(probe_paths(pm))})")
+    name = pm.hook.loadkit_detect_engine(probes=probes)
+    registry = engine_registry(pm)
+    if name not in registry:
+        raise UserError(f"--engine auto: a detector named engine {name!r}, which no plugin registers")
+    return Detection(name, *explain(name, probes, registry[name].plugin), probes)
+
+
+def explain(name: str, probes: dict[str, Any], plugin: str) -> tuple[str | None, str]:
+    match = match_rules(probes)
+    if match is not None and match.engine == name:
+        api = f", api {match.api}" if match.api else ""
+        return match.api, f"found: {name}{api} ({match.evidence})"
+    if name == "openai":
+        answered = ", ".join(f"{p} {v['status']}" for p, v in probes.items())
+        return None, f"found: openai (generic OpenAI-compatible fallback; no engine fingerprint in: {answered})"
+    return None, f"found: {name} (named by an installed plugin's detector; engine from {plugin})"
