@@ -1,0 +1,62 @@
+"""Fixtures for the llama.cpp test engine: one real llama-server per test module.
+
+Skips only when the server cannot be had on this machine (LlamaServerUnavailable: no
+cmake/compiler, or tokenizers/gguf missing); with LOADKIT_REQUIRE_LLAMA=1 (CI) that skip is a
+failure instead. Every other problem is an error either way.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from loadkit.testing import llamacpp
+from loadkit.testing.llamacpp import LlamaServer, LlamaServerUnavailable
+
+SLOTS = 4
+CTX = 2048
+
+
+def unavailable(exc: LlamaServerUnavailable) -> None:
+    if llamacpp.require_llama():
+        pytest.fail(f"LOADKIT_REQUIRE_LLAMA is set but llama-server is unavailable: {exc}")
+    pytest.skip(f"llama-server unavailable: {exc}")
+
+
+@pytest.fixture(scope="module")
+def llama() -> Iterator[LlamaServer]:
+    try:
+        ctx = llamacpp.llama_server(slots=SLOTS, ctx=CTX)
+        srv = ctx.__enter__()
+    except LlamaServerUnavailable as exc:
+        unavailable(exc)
+    try:
+        yield srv
+    finally:
+        ctx.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="session")
+def model_script() -> ModuleType:
+    """scripts/make_tiny_model.py imported as a module (scripts/ is not a package)."""
+    path = Path(llamacpp.scripts_dir()) / llamacpp.MODEL_SCRIPT
+    spec = importlib.util.spec_from_file_location("make_tiny_model", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def tiny_model() -> llamacpp.TinyModel:
+    try:
+        return llamacpp.ensure_model()
+    except LlamaServerUnavailable as exc:
+        unavailable(exc)
+        raise
