@@ -1,0 +1,38 @@
+"""loadkit's own stats: exact mergeable histograms per (engine, label), the distributed merge,
+and the report files. Everything but ``install_stats`` (the Locust glue) works without Locust.
+
+    add_stats_arguments(group)             # in init_command_line_parser
+    collector = install_stats(environment)  # in the init event, on every node
+    collector.add(record)                   # once per finished request (local / worker)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loadkit.stats.aggregate import SLO_KEYS, GroupStats, Slo
+from loadkit.stats.collector import StatsCollector
+from loadkit.stats.options import StatsOptions, add_stats_arguments
+from loadkit.stats.output import console_table, write_reports
+from loadkit.stats.report import SCHEMA
+
+
+def install_stats(environment: Any) -> StatsCollector:
+    """Create this node's StatsCollector and register its Locust listeners (call at ``init``)."""
+    from loadkit.stats.locust_glue import install_stats as _install
+
+    return _install(environment)
+
+
+__all__ = [
+    "SCHEMA",
+    "SLO_KEYS",
+    "GroupStats",
+    "Slo",
+    "StatsCollector",
+    "StatsOptions",
+    "add_stats_arguments",
+    "console_table",
+    "install_stats",
+    "write_reports",
+]

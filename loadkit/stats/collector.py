@@ -1,0 +1,136 @@
+"""StatsCollector: the per-process stats object every node holds; Locust-free.
+
+On a node that sends traffic (local, worker) the user class calls ``add(record)`` once per
+finished request. On the master, worker snapshots arrive through ``accept_snapshot`` and
+``report()`` merges them with whatever this node recorded itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from loadkit.records import RequestRecord
+from loadkit.stats.aggregate import GroupStats, Slo
+from loadkit.stats.distributed import NodeSnapshot, RemoteSnapshots, encode_snapshot
+from loadkit.stats.rawlog import RawLog
+from loadkit.stats.report import build_report
+
+log = logging.getLogger("loadkit.stats")
+
+# Errors kept verbatim in the report; beyond this only the count grows.
+MAX_ERRORS_KEPT = 20
+
+
+class StatsCollector:
+    """Aggregates RequestRecords per (engine, label); see the module docstring."""
+
+    def __init__(self, slos: tuple[Slo, ...] = (), *, raw_log: RawLog | None = None,
+                 wall_clock_ns: Callable[[], int] = time.time_ns,
+                 mono_clock_ns: Callable[[], int] = time.perf_counter_ns) -> None:  # fmt: skip
+        self.slos = slos
+        self.raw_log = raw_log
+        self._wall_clock_ns = wall_clock_ns
+        self._mono_clock_ns = mono_clock_ns
+        self.remote = RemoteSnapshots()
+        self.manifest: dict[str, Any] = {}
+        self.worker_index: int | None = None
+        self.seq = 0  # per process, never reset: the master drops anything not newer
+        self.epoch = 0  # bumped at every reset so the master can drop pre-reset snapshots
+        self.reset_listeners: list[Callable[[], None]] = []
+        self._clear()
+
+    def _clear(self) -> None:
+        self.groups: dict[tuple[str, str], GroupStats] = {}
+        self.scheduled = 0
+        self.dropped = 0
+        self.errors: list[str] = []
+        self.error_count = 0
+        self.warnings: list[str] = []
+        self.started_wall_ns = self._wall_clock_ns()
+        self.stopped_wall_ns: int | None = None
+        # Monotonic → wall offset, taken once: intervals stay monotonic, only labels use it.
+        self.wall_offset_ns = self.started_wall_ns - self._mono_clock_ns()
+
+    # -- hot path (local / worker) --------------------------------------------------------
+
+    def add(self, record: RequestRecord) -> None:
+        """Count one finished request. Never raises: a failure marks the run invalid."""
+        try:
+            key = (record.engine, record.label)
+            group = self.groups.get(key)
+            if group is None:
+                group = self.groups[key] = GroupStats()
+            group.add(record, self.wall_offset_ns, self.slos)
+            if self.raw_log is not None:
+                self.raw_log.write(record)
+        except Exception as exc:  # the user's greenlet must live on; the report says invalid
+            self.fail(f"stats path failed on request {getattr(record, 'request_id', '?')}", exc)
+
+    def add_scheduled(self, n: int = 1) -> None:
+        """Open loop: ``n`` requests came due (conservation: scheduled = sent + dropped)."""
+        self.scheduled += n
+
+    def add_dropped(self, n: int = 1) -> None:
+        """Open loop: ``n`` due requests were never sent (e.g. no free user)."""
+        self.dropped += n
+
+    def fail(self, what: str, exc: BaseException | None = None) -> None:
+        """Record an error in the stats path: logged, kept in the report, run marked invalid."""
+        self.error_count += 1
+        detail = f"{what}: {exc!r}" if exc is not None else what
+        if len(self.errors) < MAX_ERRORS_KEPT:
+            self.errors.append(detail)
+        log.error("%s\n%s", detail, traceback.format_exc() if exc is not None else "")
+
+    def warn(self, message: str) -> None:
+        if message not in self.warnings:
+            self.warnings.append(message)
+            log.warning(message)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def set_manifest_fields(self, fields: dict[str, Any]) -> None:
+        """Merge ``fields`` into the report's manifest (scenario, engines, server info ...)."""
+        self.manifest.update(fields)
+
+    def reset(self) -> None:
+        """Forget every count (new run or stats reset); reset listeners propagate to workers."""
+        self.epoch += 1
+        self._clear()
+        self.remote.reset()
+        for listener in self.reset_listeners:
+            listener()
+
+    def mark_stopped(self) -> None:
+        self.stopped_wall_ns = self._wall_clock_ns()
+
+    # -- snapshots and reports ------------------------------------------------------------
+
+    def local_snapshot(self) -> NodeSnapshot:
+        errors = list(self.errors)
+        if self.error_count > len(errors):
+            errors.append(f"... and {self.error_count - len(errors)} more stats-path errors")
+        return NodeSnapshot(self.groups, self.scheduled, self.dropped, errors, list(self.warnings))
+
+    def snapshot_payload(self, final: bool = False) -> dict[str, Any]:
+        """The next cumulative snapshot for the master (worker side); bumps the sequence number."""
+        self.seq += 1
+        return encode_snapshot(self.local_snapshot(), seq=self.seq, epoch=self.epoch,
+                               worker=self.worker_index, final=final)  # fmt: skip
+
+    def accept_snapshot(self, client_id: str, payload: dict[str, Any]) -> str:
+        """Master side: take a worker's snapshot ("accepted" / "stale" / "rejected")."""
+        return self.remote.accept(client_id, payload)
+
+    def report(self) -> dict[str, Any]:
+        """The merged ``loadkit.report/1`` document for everything seen so far."""
+        nodes = [self.local_snapshot(), *self.remote.snapshots()]
+        manifest = {"started_unix": self.started_wall_ns / 1e9,
+                    "stopped_unix": None if self.stopped_wall_ns is None else self.stopped_wall_ns / 1e9,
+                    "slos": {s.key: s.limit_ms for s in self.slos}, **self.manifest}  # fmt: skip
+        return build_report(nodes, manifest=manifest, slos=self.slos, workers=self.remote.describe(),
+                            extra_errors=self.remote.rejected, start_wall_ns=self.started_wall_ns)  # fmt: skip

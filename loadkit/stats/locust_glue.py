@@ -1,0 +1,284 @@
+"""The thin Locust glue for loadkit's stats: listeners, messages, greenlets. Imports locust.
+
+Timeline on a distributed run (the part Locust gets wrong for us, DESIGN.md §6):
+- every worker report carries a cumulative snapshot (seq-numbered) under data["loadkit"];
+- a worker's ``test_stop`` sends a final snapshot as the custom message ``loadkit_final``;
+- the master's ``quit`` is wrapped so it tells workers to quit and then waits (bounded by
+  --final-report-wait) for every final snapshot before Locust kills its message loop; Locust
+  alone waits a fixed 0.5 s;
+- workers that go missing (heartbeat) or never send a final are marked lost, data kept.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+import time
+from typing import Any
+
+import gevent
+from locust import __version__ as locust_version
+from locust.rpc import Message
+from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
+
+from loadkit.stats.collector import StatsCollector
+from loadkit.stats.distributed import PAYLOAD_KEY, WorkerState
+from loadkit.stats.options import StatsOptions
+from loadkit.stats.output import console_table, write_reports
+from loadkit.stats.rawlog import RawLog, raw_log_name
+
+log = logging.getLogger("loadkit.stats")
+
+FINAL_MESSAGE = "loadkit_final"
+RESET_MESSAGE = "loadkit_reset"
+MONITOR_INTERVAL_S = 1.0
+
+
+def install_stats(environment: Any) -> StatsCollector:
+    """Create this node's collector and register every listener it needs. Call from ``init``."""
+    return LocustStats(environment).collector
+
+
+class LocustStats:
+    """Binds a StatsCollector to one Locust environment (local, master or worker)."""
+
+    def __init__(self, environment: Any) -> None:
+        self.env = environment
+        self.runner = environment.runner
+        self.role = ("master" if isinstance(self.runner, MasterRunner)
+                     else "worker" if isinstance(self.runner, WorkerRunner) else "local")  # fmt: skip
+        self.options = StatsOptions.from_parsed(environment.parsed_options)
+        self.collector = StatsCollector(self.options.slos)
+        self.collector.glue = self  # type: ignore[attr-defined]  # for debugging and tests
+        self.stopped = False
+        self.quit_started = False
+        self.final_written = False
+        self._register_events()
+        self._start_greenlets()
+
+    # -- wiring ---------------------------------------------------------------------------
+
+    def _register_events(self) -> None:
+        events = self.env.events
+        events.test_start.add_listener(self._on_test_start)
+        events.test_stop.add_listener(self._on_test_stop)
+        events.quitting.add_listener(self._on_quitting)
+        if self.role == "worker":
+            events.report_to_master.add_listener(self._on_report_to_master)
+            self.runner.register_message(RESET_MESSAGE, self._on_reset_message)
+        else:
+            events.reset_stats.add_listener(self.collector.reset)
+        if self.role == "master":
+            events.worker_report.add_listener(self._on_worker_report)
+            self.runner.register_message(FINAL_MESSAGE, self._on_final_message)
+            self.collector.reset_listeners.append(self._propagate_reset)
+            self._wrap_master_quit()
+
+    def _start_greenlets(self) -> None:
+        if self.role == "master":
+            gevent.spawn(self._guard, self._monitor_workers)
+        if self.role != "worker":
+            headless = bool(getattr(self.env.parsed_options, "headless", False))
+            if headless and self.options.console_table:
+                gevent.spawn(self._guard, self._console_loop)
+        if self.role != "master":
+            gevent.spawn(self._guard, self._flush_loop)
+
+    def _guard(self, loop: Any) -> None:
+        """Run a background loop; an exception marks the run invalid instead of vanishing."""
+        try:
+            loop()
+        except gevent.GreenletExit:
+            raise
+        except Exception as exc:
+            self.collector.fail(f"loadkit stats greenlet {loop.__name__} died", exc)
+
+    # -- run lifecycle --------------------------------------------------------------------
+
+    def _on_test_start(self, environment: Any, **_: Any) -> None:
+        # Workers get the master's options just before test_start: read them again here.
+        self.options = StatsOptions.from_parsed(environment.parsed_options)
+        self.stopped = False
+        self.final_written = False
+        collector = self.collector
+        collector.slos = self.options.slos
+        listeners, collector.reset_listeners = collector.reset_listeners, []
+        collector.reset()  # every node resets on its own test_start: no propagation needed
+        collector.reset_listeners = listeners
+        if self.role == "worker":
+            collector.worker_index = self.runner.worker_index
+        if self.role != "master" and self.options.raw_log and collector.raw_log is None:
+            index = collector.worker_index if self.role == "worker" else None
+            collector.raw_log = RawLog(os.path.join(self.options.report_dir, raw_log_name(index)))
+        collector.set_manifest_fields(self._manifest())
+
+    def _manifest(self) -> dict[str, Any]:
+        from loadkit import __version__
+
+        return {"role": self.role, "loadkit_version": __version__, "locust_version": locust_version,
+                "host": socket.gethostname(), "pid": os.getpid(), "argv": list(sys.argv),
+                "report_dir": os.path.abspath(self.options.report_dir), "raw_log": self.options.raw_log,
+                "expect_workers": getattr(self.env.parsed_options, "expect_workers", None)
+                if self.role == "master" else None}  # fmt: skip
+
+    def _on_test_stop(self, environment: Any, **_: Any) -> None:
+        self.stopped = True
+        self.collector.mark_stopped()
+        if self.collector.raw_log is not None:
+            self.collector.raw_log.flush()
+        if self.role == "worker":
+            self._send_final()
+        elif self.role == "master" and not self.quit_started:
+            # Stop from the web UI: workers are already stopped and have sent their finals.
+            self._await_finals()
+            self._write("test_stop")
+        elif self.role == "local":
+            self._write("test_stop")
+
+    def _on_quitting(self, environment: Any, **_: Any) -> None:
+        if self.role == "master" and not self.quit_started:
+            self.runner.quit()  # SIGTERM / Ctrl-C: collect finals before anything is written
+        if self.role != "worker":
+            self._write("quitting", final=True)
+        elif self.collector.raw_log is not None:
+            self.collector.raw_log.close()
+        if self.collector.error_count:
+            environment.process_exit_code = 1
+
+    # -- worker side ----------------------------------------------------------------------
+
+    def _on_report_to_master(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
+        try:
+            self.collector.worker_index = self.runner.worker_index
+            data[PAYLOAD_KEY] = self.collector.snapshot_payload(final=self.stopped)
+        except Exception as exc:
+            self.collector.fail("building the stats snapshot failed", exc)
+
+    def _send_final(self) -> None:
+        try:
+            self.runner.send_message(FINAL_MESSAGE, self.collector.snapshot_payload(final=True))
+        except Exception as exc:
+            self.collector.fail("sending the final stats snapshot failed", exc)
+
+    def _on_reset_message(self, environment: Any, msg: Message, **_: Any) -> None:
+        listeners, self.collector.reset_listeners = self.collector.reset_listeners, []
+        self.collector.reset()
+        self.collector.reset_listeners = listeners
+
+    # -- master side ----------------------------------------------------------------------
+
+    def _on_worker_report(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
+        payload = data.get(PAYLOAD_KEY)
+        if payload is None:
+            self.collector.warn(f"worker {client_id} sends no loadkit stats (is loadkit's locustfile loaded there?)")
+            return
+        self.collector.accept_snapshot(client_id, payload)
+
+    def _on_final_message(self, environment: Any, msg: Message, **_: Any) -> None:
+        self.collector.accept_snapshot(msg.node_id, msg.data)
+
+    def _propagate_reset(self) -> None:
+        try:
+            self.runner.send_message(RESET_MESSAGE, {"v": 1})
+        except Exception as exc:
+            self.collector.fail("propagating a stats reset to workers failed", exc)
+
+    def _wrap_master_quit(self) -> None:
+        """Tell workers to quit, then wait for their finals before Locust's own quit runs."""
+        runner, original = self.runner, self.runner.quit
+
+        def quit_collecting_finals() -> None:
+            if not self.quit_started:
+                self.quit_started = True
+                runner.stop(send_stop_to_client=False)
+                for client in list(runner.clients.all):
+                    runner.server.send_to_client(Message("quit", None, client.id))
+                self._await_finals()
+            original()
+
+        runner.quit = quit_collecting_finals
+
+    def _connected_workers(self) -> list[str]:
+        return [c.id for c in self.runner.clients.all if c.state != STATE_MISSING]
+
+    def _await_finals(self) -> None:
+        """Wait (bounded) for a final snapshot from every worker; mark the silent ones lost."""
+        remote = self.collector.remote
+        for client_id in self._connected_workers():
+            if client_id not in remote.workers:
+                remote.workers[client_id] = WorkerState(client_id)
+        deadline = time.monotonic() + self.options.final_report_wait
+        while remote.pending_finals() and time.monotonic() < deadline:
+            gevent.sleep(0.05)
+        for client_id in remote.pending_finals():
+            remote.mark_lost(client_id, f"no final stats within {self.options.final_report_wait:g} s of stop")
+        self._fill_worker_indexes()
+
+    def _monitor_workers(self) -> None:
+        while True:
+            gevent.sleep(MONITOR_INTERVAL_S)
+            self._check_workers()
+
+    def _check_workers(self) -> None:
+        """Mark workers lost when Locust reports them missing or forgets them without a final."""
+        remote, clients = self.collector.remote, self.runner.clients
+        for client_id, state in list(remote.workers.items()):
+            if state.final or state.lost_at is not None:
+                continue
+            node = clients.get(client_id)
+            if node is None and self.runner.state in (STATE_RUNNING, STATE_SPAWNING):
+                remote.mark_lost(client_id, "worker disappeared without a final snapshot")
+            elif node is not None and node.state == STATE_MISSING:
+                remote.mark_lost(client_id, "heartbeat missing")
+        self._fill_worker_indexes()
+
+    def _fill_worker_indexes(self) -> None:
+        indexes = getattr(self.runner, "worker_indexes", {})
+        for client_id, state in self.collector.remote.workers.items():
+            if state.index is None:
+                state.index = indexes.get(client_id)
+
+    # -- output ---------------------------------------------------------------------------
+
+    def _write(self, why: str, final: bool = False) -> None:
+        """Write the report files (atomically); the final write also prints and calls plugins."""
+        if self.final_written:
+            return
+        try:
+            report = self.collector.report()
+            write_reports(report, self.options.report_dir)
+        except Exception as exc:
+            self.collector.fail(f"writing reports at {why} failed", exc)
+            return
+        if final:
+            self.final_written = True
+            if self.options.console_table:
+                sys.stdout.write(console_table(report, "loadkit final") + "\n")
+                sys.stdout.flush()
+            log.info("loadkit reports written to %s (valid: %s)", self.options.report_dir, report["valid"])
+            self._notify_plugins(report)
+        if not report["valid"] and report["errors"]:
+            self.env.process_exit_code = 1
+
+    def _notify_plugins(self, report: dict[str, Any]) -> None:
+        try:
+            from loadkit.plugins import get_plugin_manager
+
+            get_plugin_manager().hook.loadkit_report_written(report=report, report_dir=self.options.report_dir)
+        except Exception as exc:
+            log.error("a loadkit_report_written plugin failed: %r", exc)
+
+    def _console_loop(self) -> None:
+        while True:
+            gevent.sleep(self.options.stats_interval)
+            if self.runner is not None and self.runner.state in (STATE_RUNNING, STATE_SPAWNING):
+                sys.stdout.write(console_table(self.collector.report()) + "\n")
+                sys.stdout.flush()
+
+    def _flush_loop(self) -> None:
+        while True:
+            gevent.sleep(1.0)
+            if self.collector.raw_log is not None:
+                self.collector.raw_log.flush_pending()

@@ -1,0 +1,101 @@
+"""loadkit's stats options on Locust's parser, and their parsed form."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from loadkit.stats.aggregate import SLO_KEYS, Slo
+
+DEFAULT_STATS_INTERVAL_S = 5.0
+DEFAULT_FINAL_WAIT_S = 5.0
+
+
+def default_report_dir(now: float | None = None) -> str:
+    """reports/<UTC timestamp>: one directory per run, so a rerun never overwrites the last."""
+    return time.strftime("reports/%Y%m%d-%H%M%S", time.gmtime(time.time() if now is None else now))
+
+
+def parse_slo_item(text: str) -> list[Slo]:
+    """``ttft_ms=500`` (or several, comma-separated) → Slo objects; argparse type function."""
+    slos = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or key not in SLO_KEYS:
+            raise argparse.ArgumentTypeError(f"--slo wants KEY=VALUE with KEY one of {', '.join(SLO_KEYS)}; got {item!r}")
+        try:
+            limit = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"--slo {key}: {value!r} is not a number of milliseconds") from None
+        if not limit > 0:
+            raise argparse.ArgumentTypeError(f"--slo {key}: the limit must be > 0 ms, got {value}")
+        slos.append(Slo(key, limit))
+    return slos
+
+
+def validated_slo(text: str) -> str:
+    """argparse type for --slo: checked now, kept as text because parsed options cross the
+    master→worker wire (msgpack) where a Slo object would not survive."""
+    parse_slo_item(text)
+    return text
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def add_stats_arguments(group: Any) -> None:
+    """Add the stats options to loadkit's argument group on Locust's parser."""
+    group.add_argument("--report-dir", default=default_report_dir(), env_var="LOADKIT_REPORT_DIR",
+                       help="directory for report.json, stats.csv, timeseries.csv and the raw log "
+                            "(default: reports/<UTC start time>; workers write their raw logs here too)")  # fmt: skip
+    group.add_argument("--raw-log", action="store_true", default=False, env_var="LOADKIT_RAW_LOG",
+                       help="also write one JSON line per request (requests.jsonl; "
+                            "requests.worker<N>.jsonl on distributed workers)")  # fmt: skip
+    group.add_argument("--slo", action="append", type=validated_slo, default=None, metavar="KEY=MS",
+                       env_var="LOADKIT_SLO", include_in_web_ui=False,
+                       help="service-level objective for goodput, repeatable or comma-separated: "
+                            f"KEY is one of {', '.join(SLO_KEYS)}; e.g. --slo ttft_ms=500 --slo tpot_ms=50")  # fmt: skip
+    # Interval and table switches are console matters: useless in the web UI's start form.
+    group.add_argument("--stats-interval", type=_positive_float, default=DEFAULT_STATS_INTERVAL_S,
+                       env_var="LOADKIT_STATS_INTERVAL", include_in_web_ui=False,
+                       help="seconds between live console tables in headless runs (default 5)")  # fmt: skip
+    group.add_argument("--no-console-table", action="store_true", default=False,
+                       env_var="LOADKIT_NO_CONSOLE_TABLE", include_in_web_ui=False,
+                       help="do not print loadkit's live/final console table")  # fmt: skip
+    group.add_argument("--final-report-wait", type=_positive_float, default=DEFAULT_FINAL_WAIT_S,
+                       env_var="LOADKIT_FINAL_REPORT_WAIT", include_in_web_ui=False,
+                       help="seconds the master waits at the end for every worker's final stats (default 5)")  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class StatsOptions:
+    report_dir: str
+    raw_log: bool = False
+    slos: tuple[Slo, ...] = ()
+    stats_interval: float = DEFAULT_STATS_INTERVAL_S
+    console_table: bool = True
+    final_report_wait: float = DEFAULT_FINAL_WAIT_S
+
+    @classmethod
+    def from_parsed(cls, options: Any) -> StatsOptions:
+        """From ``environment.parsed_options`` (or None: every default)."""
+        get = (lambda name, default: getattr(options, name, default)) if options is not None else (lambda n, d: d)
+        given = get("slo", None) or []
+        if isinstance(given, str):  # a single value from a config file or an older caller
+            given = [given]
+        # The last value given for a key wins, as with any repeated option.
+        slos = {slo.key: slo for text in given for slo in parse_slo_item(str(text))}
+        return cls(report_dir=get("report_dir", None) or default_report_dir(), raw_log=bool(get("raw_log", False)),
+                   slos=tuple(slos.values()), stats_interval=float(get("stats_interval", DEFAULT_STATS_INTERVAL_S)),
+                   console_table=not get("no_console_table", False),
+                   final_report_wait=float(get("final_report_wait", DEFAULT_FINAL_WAIT_S)))  # fmt: skip

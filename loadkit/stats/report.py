@@ -1,0 +1,161 @@
+"""Build the ``loadkit.report/1`` document from node snapshots (docs/metrics.md is its schema)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from loadkit.histogram import Histogram
+from loadkit.stats.aggregate import NS_PER_S, TIME_METRICS, TOKEN_METRICS, GroupStats, Slo
+from loadkit.stats.distributed import NodeSnapshot
+from loadkit.types import OK
+
+SCHEMA = "loadkit.report/1"
+QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99), ("p999", 0.999))
+
+
+def summary(hist: Histogram, scale: float = 1.0) -> dict[str, Any]:
+    """S = {count, mean, min, max, p50, p90, p95, p99, p999}, values divided by ``scale``."""
+    out: dict[str, Any] = {"count": hist.count}
+    mean = hist.mean
+    out["mean"] = None if mean is None else mean / scale
+    out["min"] = None if hist.min is None else hist.min / scale
+    out["max"] = None if hist.max is None else hist.max / scale
+    values = hist.percentiles([q for _, q in QUANTILES])
+    for (name, _), value in zip(QUANTILES, values, strict=True):
+        out[name] = None if value is None else value / scale
+    return out
+
+
+def merge_nodes(nodes: list[NodeSnapshot]) -> dict[tuple[str, str], GroupStats]:
+    merged: dict[tuple[str, str], GroupStats] = {}
+    for node in nodes:
+        for key, group in node.groups.items():
+            merged.setdefault(key, GroupStats()).merge(group)
+    return merged
+
+
+def _rate(n: int, seconds: float | None) -> float | None:
+    return None if not seconds else n / seconds
+
+
+def window_s(group: GroupStats) -> float | None:
+    """Measured window: first send to last end of the group's requests, in seconds."""
+    if group.first_send_wall_ns is None or group.last_end_wall_ns is None:
+        return None
+    return (group.last_end_wall_ns - group.first_send_wall_ns) / NS_PER_S
+
+
+def slo_section(group: GroupStats, slos: tuple[Slo, ...], seconds: float | None) -> dict[str, Any] | None:
+    if not slos:
+        return None
+    attainment = {}
+    for slo in slos:
+        met, violated, unmeasured = group.slo_counts.get(slo.key, [0, 0, 0])
+        attainment[slo.key] = {"limit_ms": slo.limit_ms, "met": met, "violated": violated,
+                               "not_measured": unmeasured,
+                               "attainment": met / group.judged if group.judged else None}  # fmt: skip
+    return {"good": group.good, "judged": group.judged,
+            "goodput_per_s": _rate(group.good, seconds),
+            "good_fraction": group.good / group.judged if group.judged else None,
+            "attainment": attainment}  # fmt: skip
+
+
+def group_section(group: GroupStats, slos: tuple[Slo, ...], seconds: float | None) -> dict[str, Any]:
+    ok = group.outcomes.get(OK, 0)
+    slo = slo_section(group, slos, seconds)
+    section: dict[str, Any] = {
+        "requests": group.sent, "ok": ok, "failures": group.sent - ok,
+        "outcomes": dict(sorted(group.outcomes.items())),
+        "output_tokens": group.output_tokens, "output_tokens_all_outcomes": group.output_tokens_all,
+        "input_tokens": group.input_tokens, "cached_tokens": group.cached_tokens,
+        "window_s": seconds, "requests_per_s": _rate(group.sent, seconds), "ok_per_s": _rate(ok, seconds),
+        "output_tokens_per_s": _rate(group.output_tokens, seconds),
+        "goodput_per_s": None if slo is None else slo["goodput_per_s"], "slo": slo,
+        "n_out_sources": dict(sorted(group.n_out_sources.items())),
+    }  # fmt: skip
+    for name in TIME_METRICS:
+        section[name] = summary(group.hists[name], 1e6)
+    for name in TOKEN_METRICS:
+        section[name] = summary(group.hists[name])
+    clamped = {n: h.clamped for n, h in group.hists.items() if h.clamped}
+    if clamped:
+        section["negative_values_clamped"] = clamped
+    return section
+
+
+def timeseries(group: GroupStats, start_second: int) -> dict[str, list[Any]]:
+    """Columnar per-second series, contiguous from the first to the last second seen."""
+    cols: dict[str, list[Any]] = {"t": [], "unix": [], "requests": [], "ok": [], "output_tokens": [],
+                                  "in_flight": []}  # fmt: skip
+    if not group.series:
+        return cols
+    for second in range(min(group.series), max(group.series) + 1):
+        row = group.series.get(second, [0, 0, 0, 0])
+        cols["t"].append(second - start_second)
+        cols["unix"].append(second)
+        cols["requests"].append(row[0])
+        cols["ok"].append(row[1])
+        cols["output_tokens"].append(row[2])
+        cols["in_flight"].append(round(row[3] / NS_PER_S, 3))
+    return cols
+
+
+def engines_section(merged: dict[tuple[str, str], GroupStats], slos: tuple[Slo, ...],
+                    start_second: int) -> dict[str, Any]:  # fmt: skip
+    by_engine: dict[str, dict[str, GroupStats]] = {}
+    for (engine, label), group in sorted(merged.items()):
+        by_engine.setdefault(engine, {})[label] = group
+    engines: dict[str, Any] = {}
+    for engine, labels in by_engine.items():
+        total = GroupStats()
+        for group in labels.values():
+            total.merge(group)
+        seconds = window_s(total)
+        section = group_section(total, slos, seconds)
+        # Label rates use the engine's window: they are shares of the engine's throughput.
+        section["labels"] = {label: group_section(g, slos, seconds) for label, g in labels.items()}
+        section["timeseries"] = timeseries(total, start_second)
+        if total.series_dropped:
+            section["timeseries_dropped_requests"] = total.series_dropped
+        engines[engine] = section
+    return engines
+
+
+def conservation(nodes: list[NodeSnapshot], merged: dict[tuple[str, str], GroupStats]) -> dict[str, Any]:
+    """scheduled = sent + dropped (open loop only) and sent = Σ outcomes."""
+    scheduled = sum(n.scheduled for n in nodes)
+    dropped = sum(n.dropped for n in nodes)
+    sent = sum(g.sent for g in merged.values())
+    outcomes_total = sum(sum(g.outcomes.values()) for g in merged.values())
+    open_loop = scheduled > 0 or dropped > 0
+    holds = sent == outcomes_total and (not open_loop or scheduled == sent + dropped)
+    return {"scheduled": scheduled if open_loop else None, "sent": sent, "dropped": dropped,
+            "outcomes_total": outcomes_total, "open_loop": open_loop, "holds": holds}  # fmt: skip
+
+
+def build_report(nodes: list[NodeSnapshot], *, manifest: dict[str, Any], slos: tuple[Slo, ...],
+                 workers: list[dict[str, Any]], extra_errors: list[str],
+                 start_wall_ns: int) -> dict[str, Any]:  # fmt: skip
+    """Merge every node's snapshot into one report document."""
+    merged = merge_nodes(nodes)
+    errors = [e for n in nodes for e in n.errors] + list(extra_errors)
+    warnings = list(dict.fromkeys(w for n in nodes for w in n.warnings))
+    lost = [w for w in workers if w["status"] == "lost"]
+    for w in lost:
+        warnings.append(f"worker {w['index']} ({w['client_id']}) lost at unix {w['lost_at_unix']:.3f}: "
+                        f"{w['lost_reason']}; its data up to snapshot {w['last_seq']} is kept")  # fmt: skip
+    cons = conservation(nodes, merged)
+    if not cons["holds"]:
+        warnings.append(f"conservation does not hold: {cons}")
+    return {
+        "schema": SCHEMA,
+        "generated_unix": time.time(),
+        "valid": not errors and cons["holds"] and not lost,
+        "errors": errors,
+        "warnings": warnings,
+        "manifest": manifest,
+        "conservation": cons,
+        "workers": {"count": len(workers), "lost": len(lost), "nodes": workers},
+        "engines": engines_section(merged, slos, start_wall_ns // NS_PER_S),
+    }
