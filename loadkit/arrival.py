@@ -89,7 +89,9 @@ def arrival_offsets(model: str, stages: list[Stage], seed: int) -> Iterator[tupl
         start = end
 
 
-def worker_share(offsets: Iterable[tuple[float, str]], index: int, workers: int) -> Iterator[tuple[float, str]]:
+def worker_share(
+    offsets: Iterable[tuple[float, str]], index: int, workers: int
+) -> Iterator[tuple[float, str]]:
     """Arrivals index, index+workers, ...: disjoint shares whose union is the whole schedule."""
     if not 0 <= index < workers:
         raise ValueError(f"worker index {index} outside 0..{workers - 1}")

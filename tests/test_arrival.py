@@ -41,7 +41,9 @@ def test_worker_shares_are_disjoint_and_union_is_whole():
 
 
 def test_stages_change_rate_and_are_named():
-    stages = stages_from_spec({"model": "poisson", "stages": [{"duration_s": 100, "rate": 2}, {"duration_s": 100, "rate": 20}]})
+    stages = stages_from_spec(
+        {"model": "poisson", "stages": [{"duration_s": 100, "rate": 2}, {"duration_s": 100, "rate": 20}]}
+    )
     pts = list(arrival_offsets("poisson", stages, 3))
     first = [t for t, name in pts if name == "stage1"]
     second = [t for t, name in pts if name == "stage2"]

@@ -121,7 +121,27 @@ def _prepare_worker(environment: Any, runtime: Runtime) -> None:
     runtime.configure(options, environment.host, (int(index), int(total)))
 
 
+def on_test_stop(environment: Any, **_: Any) -> None:
+    """Before the stats close: account for overdue open-loop slots and state client saturation."""
+    runtime: Runtime | None = getattr(environment, "loadkit", None)
+    if runtime is None or not runtime.targets:
+        return
+    runtime.close_schedule()
+    summary = runtime.schedule_summary()
+    if summary is None or runtime.stats is None:
+        return
+    runtime.stats.set_manifest_fields({"schedule": summary})
+    for target, s in summary.items():
+        if s["dropped"] or (s["lag_p99_ms"] or 0) > environment.parsed_options.late_threshold_ms:
+            runtime.stats.warn(
+                f"client was the bottleneck for target {target}: open-loop schedule fell behind "
+                f"(lag p99 {s['lag_p99_ms']} ms, {s['late']} late, {s['dropped']} dropped); "
+                "add users (-u) or workers: latencies here include client queueing"
+            )
+
+
 def register(events: Any) -> None:
     events.init_command_line_parser.add_listener(add_arguments)
     events.init.add_listener(on_init)
     events.test_start.add_listener(on_test_start)
+    events.test_stop.add_listener(on_test_stop)

@@ -99,6 +99,21 @@ def add_core_arguments(group: OptionGroup) -> None:
         help="Stop the run after this many requests have been sent in all (0: no limit)",
     )
     group.add_argument(
+        "--max-schedule-lag",
+        type=float,
+        default=0.0,
+        env_var="LOADKIT_MAX_SCHEDULE_LAG",
+        help="Open loop: drop (and count) a request that could not be sent within this many seconds of its "
+        "scheduled time because every user was busy (0: never drop, only count it late)",
+    )
+    group.add_argument(
+        "--late-threshold-ms",
+        type=float,
+        default=10.0,
+        env_var="LOADKIT_LATE_THRESHOLD_MS",
+        help="Open loop: a request sent more than this after its scheduled time counts as late",
+    )
+    group.add_argument(
         "--session-header",
         default="",
         env_var="LOADKIT_SESSION_HEADER",

@@ -7,10 +7,14 @@ workers only receive the master's options then.
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Iterator
 from itertools import count
 from pathlib import Path
 from typing import Any
 
+from loadkit.arrival import arrival_offsets, stages_from_spec, worker_share
+from loadkit.glue.openloop import Dispatcher
 from loadkit.plugins import plugin_fingerprint
 from loadkit.records import RequestRecord
 from loadkit.targets import Target, TargetSpec, build_target, check_unique_names, parse_target
@@ -59,6 +63,7 @@ class Runtime:
         self.sent = 0
         self._assign = count()
         self.shard = (0, 1)
+        self.dispatchers: dict[str, Dispatcher] = {}
         self.watch = ExhaustionWatch(environment)
 
     def workload_exhausted(self) -> None:
@@ -79,6 +84,37 @@ class Runtime:
         self.budget = share_of(options.max_requests, index, total) if options.max_requests else None
         self.sent = 0
         self._assign = count()
+        self.dispatchers = self._dispatchers(options)
+
+    @property
+    def open_loop(self) -> bool:
+        return bool(self.dispatchers)
+
+    def _dispatchers(self, options: Any) -> dict[str, Dispatcher]:
+        """One schedule per target (each target gets the same arrival process)."""
+        arrival = dict(self.scenario.arrival or {"model": "closed"})
+        model = arrival.get("model", "closed")
+        if model == "closed":
+            return {}
+        index, total = self.shard
+        t0 = time.perf_counter_ns()
+        out = {}
+        for target in self.targets:
+            if model == "trace":
+                times = self.sources[target.name].trace_arrival_times_s() or []
+                offsets: Iterator[tuple[float, str]] = ((float(x), "trace") for x in times)
+            else:
+                stages = stages_from_spec(arrival)
+                offsets = worker_share(arrival_offsets(model, stages, int(self.scenario.seed)), index, total)
+            out[target.name] = Dispatcher(
+                offsets, options.max_schedule_lag or None, options.late_threshold_ms / 1e3, t0
+            )
+        return out
+
+    def schedule_summary(self) -> dict[str, Any] | None:
+        if not self.dispatchers:
+            return None
+        return {name: d.summary() for name, d in self.dispatchers.items()}
 
     def next_target(self) -> Target:
         """Round-robin targets over this process's users, so each target gets its share."""
@@ -90,6 +126,26 @@ class Runtime:
             return False
         self.sent += 1
         return True
+
+    def count_sent(self) -> None:
+        """A request about to be written: scheduled and sent (its record follows, any outcome)."""
+        if self.stats is not None:
+            self.stats.add_scheduled(1)
+
+    def count_dropped(self) -> None:
+        """An open-loop request dropped as too late: scheduled, never sent."""
+        if self.stats is not None:
+            self.stats.add_scheduled(1)
+            self.stats.add_dropped(1)
+
+    def close_schedule(self) -> None:
+        """At test stop: overdue slots no user took are dropped; the summary goes to the report."""
+        now = time.perf_counter_ns()
+        for dispatcher in self.dispatchers.values():
+            n = dispatcher.drop_overdue(now)
+            if n and self.stats is not None:
+                self.stats.add_scheduled(n)
+                self.stats.add_dropped(n)
 
     def record(self, rec: RequestRecord) -> None:
         from loadkit.plugins import get_plugin_manager

@@ -9,6 +9,8 @@ per-token cost.
 
 from __future__ import annotations
 
+import time
+
 import gevent
 from locust import FastHttpUser, constant, task
 from locust.exception import StopUser
@@ -51,20 +53,56 @@ class LLMUser(FastHttpUser):
 
     @task
     def next_work(self) -> None:
+        dispatcher = self.runtime.dispatchers.get(self.target.name)
+        t_sched, stage = None, None
+        if dispatcher is not None:
+            if not self.runtime.take_budget():
+                self.runtime.workload_exhausted()
+                raise StopUser()
+            slot = self._wait_for_slot(dispatcher)
+            if slot is None:
+                return
+            t_sched, stage = slot
         item = self.source.next_item()
         if item is None:
             self.runtime.workload_exhausted()
             raise StopUser()
         if isinstance(item, GenerationRequest):
-            self.send(item)
+            item.t_sched_ns, item.stage = t_sched, stage or item.stage
+            self.send(item, budgeted=dispatcher is not None)
         else:
-            self.run_session(item)
+            self.run_session(item, t_sched, stage)
 
-    def run_session(self, session) -> None:
-        """Turn after turn; a failed turn breaks the session and its later turns are not sent."""
+    def _wait_for_slot(self, dispatcher) -> tuple[int, str] | None:
+        """Sleep until this user's next scheduled send; None if it was dropped as too late."""
+        slot = dispatcher.next_slot()
+        if slot is None:
+            self.runtime.workload_exhausted()
+            raise StopUser()
+        t_sched, _ = slot
+        try:
+            delay = (t_sched - time.perf_counter_ns()) / 1e9
+            if delay > 0:
+                gevent.sleep(delay)
+        except BaseException:
+            dispatcher.give_back()  # stopped before the slot was due: never scheduled
+            raise
+        if not dispatcher.admit(t_sched, time.perf_counter_ns()):
+            self.runtime.sent -= 1  # the budget counted a send that did not happen
+            self.runtime.count_dropped()
+            return None
+        return slot
+
+    def run_session(self, session, t_sched: int | None = None, stage: str | None = None) -> None:
+        """Turn after turn; a failed turn breaks the session and its later turns are not sent.
+        In open loop only the session's first turn has a scheduled time."""
         request = session.next_request(None, True)
+        if request is not None:
+            request.t_sched_ns, request.stage = t_sched, stage or request.stage
+        budgeted = t_sched is not None
         while request is not None:
-            record = self.send(request)
+            record = self.send(request, budgeted=budgeted)
+            budgeted = False
             ok = record.outcome == OK
             request = session.next_request(record.text if ok else None, ok)
             if request is not None:
@@ -72,10 +110,11 @@ class LLMUser(FastHttpUser):
         if hasattr(self.runtime.stats, "add_session"):
             self.runtime.stats.add_session(session)
 
-    def send(self, request: GenerationRequest) -> RequestRecord:
-        if not self.runtime.take_budget():
+    def send(self, request: GenerationRequest, budgeted: bool = False) -> RequestRecord:
+        if not budgeted and not self.runtime.take_budget():
             self.runtime.workload_exhausted()
             raise StopUser()
+        self.runtime.count_sent()
         headers = {}
         if self.session_header and request.session_id:
             headers[self.session_header] = request.session_id

@@ -1,0 +1,100 @@
+"""Open-loop dispatch: virtual users take scheduled send times instead of sending back to back.
+
+Locust users are closed loop; here they are a pool of senders. Each free user takes the next
+scheduled time, sleeps until it, and sends with `t_sched` kept on the request, so TTFT from
+schedule shows the queueing that closed-loop TTFT hides. When every user is busy the schedule
+falls behind: the lag (t_send − t_sched) is measured, and a request later than `max_lag_s` is
+dropped and counted — the client, not the server, was the bottleneck then, and the report
+says so.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+from loadkit.histogram import Histogram
+
+NS = 1_000_000_000
+
+
+class Dispatcher:
+    """Hands out one process's share of the schedule to its users, in order."""
+
+    def __init__(
+        self,
+        offsets: Iterator[tuple[float, str]],
+        max_lag_s: float | None,
+        late_s: float = 0.01,
+        t0_ns: int | None = None,
+    ) -> None:
+        self._offsets = offsets
+        self.t0_ns = t0_ns if t0_ns is not None else time.perf_counter_ns()
+        self.max_lag_ns = int(max_lag_s * NS) if max_lag_s else None
+        self.late_ns = int(late_s * NS)
+        self.late = 0
+        self.lag = Histogram()  # ns, of every request actually sent
+        self.taken = 0
+        self.dropped = 0
+        self.exhausted = False
+        self._peek: tuple[int, str] | None = None
+
+    def next_slot(self) -> tuple[int, str] | None:
+        """The next (t_sched_ns, stage) of this process, or None when the schedule is over."""
+        if self._peek is not None:
+            slot, self._peek = self._peek, None
+            self.taken += 1
+            return slot
+        try:
+            offset_s, stage = next(self._offsets)
+        except StopIteration:
+            self.exhausted = True
+            return None
+        self.taken += 1
+        return self.t0_ns + int(offset_s * NS), stage
+
+    def admit(self, t_sched_ns: int, now_ns: int) -> bool:
+        """At send time: False (and counted dropped) when the request is too late to be honest."""
+        late = now_ns - t_sched_ns
+        if self.max_lag_ns is not None and late > self.max_lag_ns:
+            self.dropped += 1
+            return False
+        if late > self.late_ns:
+            self.late += 1
+        self.lag.record(max(0, late))
+        return True
+
+    def give_back(self) -> None:
+        """A user stopped while waiting for a slot that was not yet due: it was never scheduled."""
+        self.taken -= 1
+
+    def drop_overdue(self, now_ns: int) -> int:
+        """At test stop: slots whose time came but no user was free to take are dropped."""
+        n = 0
+        while True:
+            if self._peek is None:
+                try:
+                    offset_s, stage = next(self._offsets)
+                except StopIteration:
+                    return n
+                self._peek = (self.t0_ns + int(offset_s * NS), stage)
+            if self._peek[0] > now_ns:
+                return n
+            self._peek = None
+            self.taken += 1
+            self.dropped += 1
+            n += 1
+
+    def summary(self) -> dict[str, float | int | None]:
+        q = self.lag.percentiles([0.5, 0.9, 0.99]) if self.lag.count else [None, None, None]
+        to_ms = [None if v is None else v / 1e6 for v in q]
+        return {
+            "scheduled": self.taken,
+            "sent": self.lag.count,
+            "dropped": self.dropped,
+            "late": self.late,
+            "lag_p50_ms": to_ms[0],
+            "lag_p90_ms": to_ms[1],
+            "lag_p99_ms": to_ms[2],
+            "lag_max_ms": None if self.lag.max is None else self.lag.max / 1e6,
+        }
