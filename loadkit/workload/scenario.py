@@ -1,0 +1,229 @@
+"""Scenario files (TOML, schema "loadkit.scenario/1"): parse, validate, expose.
+
+``load_scenario(path)`` returns a :class:`Scenario` or raises :class:`ScenarioError` whose one
+line names the file, the key path and what was expected. Every key is documented in
+docs/scenarios.md; unknown keys are refused with the closest known key suggested.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from loadkit.workload import parts as parts_mod
+from loadkit.workload.errors import (
+    Ctx,
+    ScenarioError,
+    check_keys,
+    get_bool,
+    get_int,
+    get_list,
+    get_number,
+    get_str,
+    get_table,
+    require,
+)
+from loadkit.workload.servertok import FORMATS as TOKENIZE_FORMATS
+from loadkit.workload.session_spec import parse_sessions
+from loadkit.workload.spec import PartSpec, PromptSpec, SessionSpec, TraceSpec
+
+if TYPE_CHECKING:
+    from loadkit.workload.source import RequestSource
+
+SCHEMA = "loadkit.scenario/1"
+TOP_KEYS = ("schema", "name", "description", "seed", "duration_s", "max_requests", "targets", "slos",
+            "arrival", "prompt", "parts", "trace", "sessions")
+TARGET_KEYS = ("name", "url", "engine", "api", "model")
+SLO_KEYS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "itl_ms", "e2e_ms")
+ARRIVAL_MODELS = ("closed", "poisson", "gamma", "constant", "trace")
+
+
+@dataclass(slots=True)
+class Scenario:
+    """A validated scenario. ``raw`` is the TOML as parsed; ``sha256`` is of the file's bytes."""
+
+    path: Path
+    name: str
+    seed: int
+    raw: dict[str, Any]
+    sha256: str
+    description: str = ""
+    targets: list[dict[str, Any]] = field(default_factory=list)
+    slos: dict[str, float] = field(default_factory=dict)
+    arrival: dict[str, Any] = field(default_factory=dict)
+    duration_s: float | None = None
+    max_requests: int | None = None
+    prompt: PromptSpec = field(default_factory=PromptSpec)
+    parts: list[PartSpec] = field(default_factory=list)
+    trace: TraceSpec | None = None
+    sessions: SessionSpec | None = None
+
+    @property
+    def kind(self) -> str:
+        """Which workload the file describes: "parts", "trace" or "sessions"."""
+        return "sessions" if self.sessions else "trace" if self.trace else "parts"
+
+    def request_source(self, worker_index: int = 0, worker_count: int = 1, *,
+                       server_url: str | None = None) -> RequestSource:
+        from loadkit.workload.source import RequestSource
+
+        return RequestSource(self, worker_index, worker_count, server_url=server_url)
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Parse and validate a scenario file; ScenarioError (one line) on anything wrong."""
+    path = Path(path)
+    ctx = Ctx(str(path))
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ctx.error(f"cannot read file: {exc.strerror or exc}") from None
+    try:
+        raw = tomllib.loads(data.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ctx.error(f"expected valid UTF-8 TOML: {exc}") from None
+    return parse_scenario(raw, path, hashlib.sha256(data).hexdigest())
+
+
+def parse_scenario(raw: dict[str, Any], path: Path, sha256: str = "") -> Scenario:
+    """Validate an already-parsed TOML document (the fuzz tests drive this directly)."""
+    ctx = Ctx(str(path))
+    get_table(ctx, raw)
+    check_keys(ctx, raw, TOP_KEYS)
+    schema = require(ctx, raw, "schema")
+    if schema != SCHEMA:
+        raise ctx.at("schema").error(f"expected {SCHEMA!r}, got {schema!r}")
+    sc = Scenario(path=path, name=get_str(ctx.at("name"), require(ctx, raw, "name")),
+                  seed=get_int(ctx.at("seed"), require(ctx, raw, "seed"), low=0, high=2**63 - 1),
+                  raw=raw, sha256=sha256)
+    _parse_header(ctx, raw, sc)
+    _parse_workload(ctx, raw, sc)
+    _check_arrival_fits(ctx, sc)
+    return sc
+
+
+def _parse_header(ctx: Ctx, raw: dict[str, Any], sc: Scenario) -> None:
+    if "description" in raw:
+        sc.description = get_str(ctx.at("description"), raw["description"])
+    if "duration_s" in raw:
+        sc.duration_s = get_number(ctx.at("duration_s"), raw["duration_s"], low=0.0, strict_low=True)
+    if "max_requests" in raw:
+        sc.max_requests = get_int(ctx.at("max_requests"), raw["max_requests"], low=1)
+    sc.targets = [_parse_target(ctx.at("targets").at(i), t)
+                  for i, t in enumerate(get_list(ctx.at("targets"), raw.get("targets", [])))]
+    sc.slos = _parse_slos(ctx.at("slos"), raw.get("slos", {}))
+    sc.arrival = _parse_arrival(ctx.at("arrival"), raw.get("arrival", {"model": "closed", "users": 1}))
+    sc.prompt = _parse_prompt(ctx.at("prompt"), raw.get("prompt", {}), sc.path.parent)
+
+
+def _parse_target(ctx: Ctx, raw: Any) -> dict[str, Any]:
+    table = get_table(ctx, raw)
+    check_keys(ctx, table, TARGET_KEYS)
+    out: dict[str, Any] = {"name": get_str(ctx.at("name"), require(ctx, table, "name")),
+           "url": get_str(ctx.at("url"), require(ctx, table, "url"))}
+    if not out["url"].startswith(("http://", "https://")):
+        raise ctx.at("url").error(f"expected an http:// or https:// URL, got {out['url']!r}")
+    out["engine"] = get_str(ctx.at("engine"), table.get("engine", "auto"))
+    out["api"] = get_str(ctx.at("api"), table.get("api", "chat"), ("chat", "completions", "native"))
+    out["model"] = get_str(ctx.at("model"), table["model"]) if "model" in table else None
+    return out
+
+
+def _parse_slos(ctx: Ctx, raw: Any) -> dict[str, float]:
+    table = get_table(ctx, raw)
+    check_keys(ctx, table, SLO_KEYS)
+    return {k: get_number(ctx.at(k), v, low=0.0, strict_low=True) for k, v in table.items()}
+
+
+def _parse_arrival(ctx: Ctx, raw: Any) -> dict[str, Any]:
+    table = get_table(ctx, raw)
+    model = get_str(ctx.at("model"), require(ctx, table, "model"), ARRIVAL_MODELS)
+    keys = {"closed": ("users", "spawn_rate"), "poisson": ("rate",), "constant": ("rate",),
+            "gamma": ("rate", "cv"), "trace": ()}[model]
+    check_keys(ctx, table, ("model", "stages") + keys)
+    out: dict[str, Any] = {"model": model}
+    if model == "closed":
+        out["users"] = get_int(ctx.at("users"), table.get("users", 1), low=1)
+        if "spawn_rate" in table:
+            out["spawn_rate"] = get_number(ctx.at("spawn_rate"), table["spawn_rate"], low=0.0, strict_low=True)
+    for key in ("rate", "cv"):
+        if key in keys and (key in table or "stages" not in table):
+            out[key] = get_number(ctx.at(key), require(ctx, table, key), low=0.0, strict_low=True)
+    if "stages" in table:
+        if model == "trace":
+            raise ctx.at("stages").error("stages do not apply to trace arrivals (use trace.speed)")
+        out["stages"] = _parse_stages(ctx.at("stages"), table["stages"], model, out)
+    return out
+
+
+def _parse_stages(ctx: Ctx, raw: Any, model: str, arrival: dict[str, Any]) -> list[dict[str, float]]:
+    """Each stage: duration_s plus users (closed) or rate (open; cv for gamma, else inherited)."""
+    items = get_list(ctx, raw)
+    if not items:
+        raise ctx.error("expected at least one stage")
+    level = "users" if model == "closed" else "rate"
+    stages = []
+    for i, item in enumerate(items):
+        s_ctx = ctx.at(i)
+        table = get_table(s_ctx, item)
+        check_keys(s_ctx, table, ("duration_s", level) + (("cv",) if model == "gamma" else ()))
+        stage = {"duration_s": get_number(s_ctx.at("duration_s"), require(s_ctx, table, "duration_s"),
+                                          low=0.0, strict_low=True)}
+        if level == "users":
+            stage["users"] = get_int(s_ctx.at("users"), require(s_ctx, table, "users"), low=0)
+        else:
+            stage["rate"] = get_number(s_ctx.at("rate"), require(s_ctx, table, "rate"), low=0.0)
+        if model == "gamma":
+            cv = table.get("cv", arrival.get("cv", 1.0))
+            stage["cv"] = get_number(s_ctx.at("cv"), cv, low=0.0, strict_low=True)
+        stages.append(stage)
+    return stages
+
+
+def _parse_prompt(ctx: Ctx, raw: Any, base: Path) -> PromptSpec:
+    table = get_table(ctx, raw)
+    check_keys(ctx, table, ("tokenizer", "tokenizer_path", "tokenize_url", "tokenize_format", "api",
+                            "exact_output"))
+    spec = PromptSpec()
+    spec.tokenizer = get_str(ctx.at("tokenizer"), table.get("tokenizer", "approx"), ("approx", "hf", "server"))
+    spec.api = get_str(ctx.at("api"), table.get("api", "chat"), ("chat", "completions"))
+    if "exact_output" in table:
+        spec.exact_output = get_bool(ctx.at("exact_output"), table["exact_output"])
+    if spec.tokenizer == "hf":
+        p = get_str(ctx.at("tokenizer_path"), require(ctx, table, "tokenizer_path"))
+        spec.tokenizer_path = str(parts_mod.resolver(base)(ctx.at("tokenizer_path"), p))
+    if "tokenize_url" in table:
+        spec.tokenize_url = get_str(ctx.at("tokenize_url"), table["tokenize_url"])
+    spec.tokenize_format = get_str(ctx.at("tokenize_format"), table.get("tokenize_format", "llamacpp"),
+                                   TOKENIZE_FORMATS)
+    return spec
+
+
+def _parse_workload(ctx: Ctx, raw: dict[str, Any], sc: Scenario) -> None:
+    present = [k for k in ("parts", "trace", "sessions") if k in raw]
+    if len(present) != 1:
+        got = ", ".join(present) if present else "none"
+        raise ctx.error(f"expected exactly one of [[parts]], [trace], [sessions]; got {got}")
+    base = sc.path.parent
+    if "parts" in raw:
+        sc.parts = parts_mod.parse_parts(ctx.at("parts"), raw["parts"], base)
+    elif "trace" in raw:
+        sc.trace = parts_mod.parse_trace(ctx.at("trace"), raw["trace"], base)
+    else:
+        sc.sessions = parse_sessions(ctx.at("sessions"), raw["sessions"], base)
+
+
+def _check_arrival_fits(ctx: Ctx, sc: Scenario) -> None:
+    if sc.arrival["model"] == "trace":
+        if sc.trace is None or sc.trace.format == "lengths" and sc.trace.columns[0] is None:
+            raise ctx.at("arrival.model").error(
+                "expected a [trace] with timestamps (azure, mooncake, or lengths with timestamp_column) "
+                "for arrival model 'trace'")
+    if sc.trace is not None and sc.trace.loop and sc.duration_s is None and sc.max_requests is None:
+        raise ctx.at("trace.loop").error("expected duration_s or max_requests to bound a looping trace")
+
+
+__all__ = ["SCHEMA", "Scenario", "ScenarioError", "load_scenario", "parse_scenario"]

@@ -1,0 +1,293 @@
+"""RequestSource: a scenario turned into a deterministic stream of requests and sessions.
+
+Item ``i`` of the global stream is a pure function of (seed, i): it is built from a Generator
+seeded by ``[seed, stream, i]``. Worker ``w`` of ``W`` takes items ``i ≡ w (mod W)``, so
+workers get disjoint shares whose union is exactly the single-worker stream, on any machine.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from loadkit.types import GenerationRequest
+from loadkit.workload.errors import Ctx, ScenarioError
+from loadkit.workload.mooncake import BlockPrompts, group_sessions
+from loadkit.workload.realised import Realised
+from loadkit.workload.sessions import Session, SessionContext, TraceSession
+from loadkit.workload.text import ApproxBuilder, TextBuilder, hf_builder
+from loadkit.workload.traces import Trace, block_sharing, leading_cached_blocks, load_trace
+
+if TYPE_CHECKING:
+    from loadkit.workload.scenario import Scenario
+
+Item = GenerationRequest | Session | TraceSession
+_PARTS, _TRACE, _SESSIONS, _SYSTEM = 0x9A27, 0x7ACE, 0x5E55, 0x5157
+
+
+def make_builder(scenario: Scenario, server_url: str | None) -> TextBuilder:
+    spec = scenario.prompt
+    if spec.tokenizer == "hf":
+        assert spec.tokenizer_path is not None
+        return hf_builder(spec.tokenizer_path)
+    if spec.tokenizer == "server":
+        from loadkit.workload.servertok import server_builder
+
+        url = spec.tokenize_url or (server_url and server_url.rstrip("/") + "/tokenize")
+        if not url:
+            raise ScenarioError(f"{scenario.path}: prompt.tokenize_url: expected a URL (or a target) "
+                                "for tokenizer 'server'")
+        model = scenario.targets[0]["model"] if scenario.targets else None
+        return server_builder(url, spec.tokenize_format, model)
+    return ApproxBuilder()
+
+
+class RequestSource:
+    """One worker's share of a scenario's items; see the module docstring."""
+
+    def __init__(self, scenario: Scenario, worker_index: int = 0, worker_count: int = 1, *,
+                 server_url: str | None = None) -> None:
+        if worker_count < 1 or not 0 <= worker_index < worker_count:
+            raise ValueError(f"worker_index {worker_index} not in [0, {worker_count})")
+        self.scenario = scenario
+        self.worker_index, self.worker_count = worker_index, worker_count
+        self.seed = scenario.seed
+        self.builder = make_builder(scenario, server_url)
+        self.stats = Realised(self.builder)
+        self._arrivals: list[float] | None = None
+        self._items: Iterator[Item] = self._build_stream()
+
+    def next_item(self) -> Item | None:
+        """The next request or session of this worker's share; None when the workload is exhausted."""
+        return next(self._items, None)
+
+    def trace_arrival_times_s(self) -> list[float] | None:
+        """Arrival offsets (s, scaled by speed, from the window's start) of this worker's items, in
+        next_item order; None unless the workload is a timestamped trace."""
+        return None if self._arrivals is None else list(self._arrivals)
+
+    def realised(self) -> dict[str, Any]:
+        """Realised input/output lengths so far (and prefix sharing for Mooncake), JSON-ready."""
+        return self.stats.summary()
+
+    def _my_indices(self, total: int | None) -> Iterator[int]:
+        i = self.worker_index
+        while total is None or i < total:
+            yield i
+            i += self.worker_count
+
+    def _build_stream(self) -> Iterator[Item]:
+        sc = self.scenario
+        if sc.sessions is not None:
+            return self._session_stream()
+        if sc.trace is not None:
+            return self._trace_stream()
+        return self._parts_stream()
+
+    # -- synthetic request mix -------------------------------------------------------------
+    def _parts_stream(self) -> Iterator[Item]:
+        parts = self.scenario.parts
+        weights = np.asarray([p.weight for p in parts]) / sum(p.weight for p in parts)
+        for i in self._my_indices(self.scenario.max_requests):
+            rng = np.random.default_rng([self.seed & 0xFFFFFFFF, _PARTS, i])
+            part = parts[int(rng.choice(len(parts), p=weights))] if len(parts) > 1 else parts[0]
+            n_in, n_out = _part_lengths(part, rng)
+            yield self._single(i, (_PARTS, i), n_in, n_out, part.label)
+
+    def _single(self, i: int, key: tuple[int, ...], n_in: int, n_out: int, label: str,
+                cached: int | None = None, text: str | None = None) -> GenerationRequest:
+        if text is None:
+            text = self.builder.text(self.seed, key, n_in)
+            n_in = self.builder.last_count if not self.builder.approximate else n_in
+        spec = self.scenario.prompt
+        req = GenerationRequest(max_tokens=n_out, exact_output=spec.exact_output, label=label,
+                                n_in_target=n_in, expected_cached_tokens=cached)
+        if spec.api == "chat":
+            req.messages = [{"role": "user", "content": text}]
+        else:
+            req.prompt = text
+        self.stats.add(n_in, n_out, label)
+        return req
+
+    # -- trace replay ----------------------------------------------------------------------
+    def _load_trace(self) -> Trace:
+        spec = self.scenario.trace
+        assert spec is not None
+        trace = load_trace_for(self.scenario)
+        return trace.window(spec.start_s, spec.end_s)
+
+    def _trace_plan(self, trace: Trace, n_units: int, t_unit: np.ndarray | None) -> Iterator[tuple[int, int, float | None]]:
+        """Global (unit, loop, arrival_s) items, lazily: windowed, looped, scaled, bounded."""
+        spec, sc = self.scenario.trace, self.scenario
+        assert spec is not None
+        span = _loop_span(trace, spec.start_s, spec.end_s)
+        limit = sc.max_requests if sc.max_requests is not None else (math.inf if spec.loop else n_units)
+        i = 0
+        while i < limit:
+            unit, loop = i % n_units, i // n_units
+            if loop and not spec.loop:
+                return
+            t = None if t_unit is None else (float(t_unit[unit]) + loop * span) / spec.speed
+            if t is not None and sc.duration_s is not None and t >= sc.duration_s:
+                return
+            yield unit, loop, t
+            i += 1
+
+    def _my_plan(self, trace: Trace, n_units: int, t_unit: np.ndarray | None) -> Iterator[tuple[int, int, float | None]]:
+        """This worker's share of the plan; with timestamps, its arrival times are noted up front."""
+        plan = itertools.islice(self._trace_plan(trace, n_units, t_unit), self.worker_index, None, self.worker_count)
+        if t_unit is None:
+            return plan
+        mine = list(plan)  # finite: validation bounds a looping timed trace by duration or count
+        self._arrivals = [t for _, _, t in mine if t is not None]
+        return iter(mine)
+
+    def _trace_stream(self) -> Iterator[Item]:
+        spec = self.scenario.trace
+        assert spec is not None
+        trace = self._load_trace()
+        if spec.as_sessions:
+            return self._mooncake_sessions(trace)
+        mine = self._my_plan(trace, len(trace), trace.t_s)
+        if trace.hash_ids is not None:
+            return self._mooncake_requests(trace, mine)
+        return self._length_requests(trace, mine)
+
+    def _clip_lengths(self, trace: Trace, row: int) -> tuple[int, int]:
+        spec = self.scenario.trace
+        assert spec is not None
+        n_in, n_out = max(int(trace.n_in[row]), 1), max(int(trace.n_out[row]), 1)
+        if spec.max_input_tokens is not None:
+            n_in = min(n_in, spec.max_input_tokens)
+        if spec.max_output_tokens is not None:
+            n_out = min(n_out, spec.max_output_tokens)
+        return n_in, n_out
+
+    def _length_requests(self, trace: Trace, mine: Iterator[tuple[int, int, float | None]]) -> Iterator[Item]:
+        spec = self.scenario.trace
+        assert spec is not None
+        for row, loop, _ in mine:
+            n_in, n_out = self._clip_lengths(trace, row)
+            yield self._single(row, (_TRACE, row, loop), n_in, n_out, spec.label)
+
+    def _mooncake_requests(self, trace: Trace, mine: Iterator[tuple[int, int, float | None]]) -> Iterator[Item]:
+        spec = self.scenario.trace
+        assert spec is not None and trace.hash_ids is not None
+        blocks = BlockPrompts(self.builder, self.seed, spec.block_tokens)
+        leading = leading_cached_blocks(trace.hash_ids)
+        self.stats.attach_sharing(blocks, block_sharing(trace.hash_ids))
+        for row, loop, _ in mine:
+            yield self._mooncake_request(trace, blocks, row, leading[row] if loop == 0 else None)
+
+    def _mooncake_request(self, trace: Trace, blocks: BlockPrompts, row: int, lead: int | None,
+                          label: str | None = None) -> GenerationRequest:
+        spec = self.scenario.trace
+        assert spec is not None and trace.hash_ids is not None
+        n_in, n_out = self._clip_lengths(trace, row)
+        ids = trace.hash_ids[row]
+        text, n_in = blocks.prompt(ids, n_in)
+        self.stats.add_trace_blocks(ids[: max(1, math.ceil(n_in / spec.block_tokens))])
+        cached = n_in if lead is None else min(n_in, lead * spec.block_tokens)
+        return self._single(row, (), n_in, n_out, label or spec.label, cached=cached, text=text)
+
+    def _mooncake_sessions(self, trace: Trace) -> Iterator[Item]:
+        spec = self.scenario.trace
+        assert spec is not None and trace.hash_ids is not None and trace.t_s is not None
+        groups = group_sessions(trace.hash_ids)
+        starts = np.asarray([trace.t_s[g[0]] for g in groups])
+        mine = self._my_plan(trace, len(groups), starts)
+        blocks = BlockPrompts(self.builder, self.seed, spec.block_tokens)
+        leading = leading_cached_blocks(trace.hash_ids)
+        self.stats.attach_sharing(blocks, block_sharing(trace.hash_ids))
+        for unit, loop, _ in mine:
+            yield self._trace_session(trace, blocks, groups[unit], leading, unit, loop)
+
+    def _trace_session(self, trace: Trace, blocks: BlockPrompts, rows: list[int], leading: list[int],
+                       unit: int, loop: int) -> TraceSession:
+        spec = self.scenario.trace
+        assert spec is not None and trace.t_s is not None
+        gaps = [float(trace.t_s[b] - trace.t_s[a]) / spec.speed for a, b in zip(rows, rows[1:], strict=False)]
+        sid = f"{self.scenario.name}-m{unit}" + (f"-l{loop}" if loop else "")
+
+        def make(turn: int) -> GenerationRequest:
+            row = rows[turn]
+            req = self._mooncake_request(trace, blocks, row, leading[row] if loop == 0 else None,
+                                         label="turn1" if turn == 0 else "turnN")
+            req.session_id, req.turn = sid, turn + 1
+            return req
+
+        return TraceSession(sid, make, gaps)
+
+    # -- synthetic sessions ----------------------------------------------------------------
+    def _session_stream(self) -> Iterator[Item]:
+        spec = self.scenario.sessions
+        assert spec is not None
+        ctx = SessionContext(self.builder, self.seed, self.scenario.prompt.api, self.scenario.prompt.exact_output,
+                             on_request=self._on_session_request)
+        pool = SystemPool(self, spec.system) if spec.system is not None else None
+        for j in self._my_indices(spec.count):
+            system = pool.pick(j) if pool is not None else None
+            self.stats.sessions += 1
+            yield Session(f"{self.scenario.name}-s{j}", j, spec, ctx, system)
+
+    def _on_session_request(self, n_in: int, max_tokens: int) -> None:
+        self.stats.add(n_in, max_tokens, "session")
+
+
+class SystemPool:
+    """The scenario's pool of system prompts: texts and lengths fixed by (seed, index)."""
+
+    def __init__(self, source: RequestSource, spec: Any) -> None:
+        self.source, self.spec = source, spec
+        ranks = np.arange(1, spec.count + 1, dtype=float)
+        weights = ranks ** -spec.zipf_s if spec.popularity == "zipf" else np.ones(spec.count)
+        self.p = weights / weights.sum()
+        self._texts: dict[int, tuple[str, int]] = {}
+        self._used: set[int] = set()
+
+    def pick(self, session_index: int) -> tuple[str, int, bool]:
+        """(text, tokens, seen before by this worker) of the system prompt for a session."""
+        rng = np.random.default_rng([self.source.seed & 0xFFFFFFFF, _SYSTEM, session_index])
+        k = int(rng.choice(self.spec.count, p=self.p))
+        if k not in self._texts:
+            n = self.spec.tokens.sample_int(np.random.default_rng([self.source.seed & 0xFFFFFFFF, _SYSTEM, 1 << 30, k]))
+            self._texts[k] = (self.source.builder.text(self.source.seed, (_SYSTEM, k), n), n)
+        seen = k in self._used
+        self._used.add(k)
+        return (*self._texts[k], seen)
+
+
+def _part_lengths(part: Any, rng: np.random.Generator) -> tuple[int, int]:
+    if part.joint_in is not None:
+        row = int(rng.integers(len(part.joint_in)))
+        return (_clip(part.joint_in[row], part.joint_clip_in), _clip(part.joint_out[row], part.joint_clip_out))
+    return part.input.sample_int(rng), part.output.sample_int(rng)
+
+
+def _clip(value: float, bounds: tuple[float | None, float | None]) -> int:
+    lo, hi = bounds
+    if lo is not None:
+        value = max(value, lo)
+    if hi is not None:
+        value = min(value, hi)
+    return max(int(round(value)), 1)
+
+
+def _loop_span(trace: Trace, start_s: float | None, end_s: float | None) -> float:
+    """How long one pass of the trace lasts: the window, else last arrival plus one mean gap."""
+    if trace.t_s is None or len(trace) == 0:
+        return 0.0
+    if end_s is not None:
+        return end_s - (start_s or 0.0)
+    last = float(trace.t_s.max())
+    return last + (last / (len(trace) - 1) if len(trace) > 1 and last > 0 else 1.0)
+
+
+def load_trace_for(scenario: Scenario) -> Trace:
+    spec = scenario.trace
+    assert spec is not None
+    return load_trace(Ctx(str(scenario.path), "trace.path"), spec.path, spec.format, spec.columns)

@@ -1,0 +1,78 @@
+"""Parsed, validated pieces of a scenario that the request source consumes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from loadkit.workload.distributions import Distribution
+
+
+@dataclass(slots=True)
+class PromptSpec:
+    tokenizer: str = "approx"  # "approx" | "hf" | "server"
+    tokenizer_path: str | None = None
+    tokenize_url: str | None = None
+    tokenize_format: str = "llamacpp"
+    api: str = "chat"  # request shape: "chat" (messages) | "completions" (prompt)
+    exact_output: bool = True
+
+
+@dataclass(slots=True)
+class PartSpec:
+    name: str
+    weight: float
+    label: str
+    input: Distribution | None = None
+    output: Distribution | None = None
+    joint_in: object | None = None  # np.ndarray of trace input lengths (joint sampling)
+    joint_out: object | None = None
+    joint_clip_in: tuple[float | None, float | None] = (None, None)
+    joint_clip_out: tuple[float | None, float | None] = (None, None)
+
+
+@dataclass(slots=True)
+class TraceSpec:
+    format: str
+    path: Path
+    columns: tuple[str | None, str, str] = (None, "", "")
+    speed: float = 1.0
+    start_s: float | None = None
+    end_s: float | None = None
+    loop: bool = False
+    as_sessions: bool = False
+    block_tokens: int = 512
+    max_input_tokens: int | None = None
+    max_output_tokens: int | None = None
+    label: str = "trace"
+
+
+@dataclass(slots=True)
+class SystemPoolSpec:
+    count: int
+    tokens: Distribution
+    popularity: str = "uniform"  # "uniform" | "zipf"
+    zipf_s: float = 1.0
+
+
+@dataclass(slots=True)
+class ToolSpec:
+    probability: float
+    call_tokens: Distribution
+    result_tokens: Distribution
+    latency_s: Distribution
+    format: str = "text"  # "text" | "openai"
+
+
+@dataclass(slots=True)
+class SessionSpec:
+    turns: Distribution
+    user_tokens: Distribution
+    output_tokens: Distribution
+    think_time_s: Distribution
+    count: int | None = None
+    system: SystemPoolSpec | None = None
+    tool: ToolSpec | None = None
+    context_max_tokens: int | None = None
+    context_policy: str = "stop"  # "stop" | "truncate"
+    labels: dict[str, str] = field(default_factory=lambda: {"first": "turn1", "next": "turnN", "tool": "tool"})
