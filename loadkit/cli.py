@@ -12,6 +12,7 @@ import sys
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run": ("loadkit.runcmd", "run a load test (wraps locust with loadkit's locustfile)"),
+    "demo": ("loadkit.runcmd:demo_main", "the quick-start job: two simulated engines side by side, then a report"),
     "sim": ("loadkit.sim.cli", "serve the embedded engine simulator on loopback"),
     "plugins": ("loadkit.plugins_cmd", "list registered engines and their plugins as JSON"),
     "scenarios": ("loadkit.workload.cli", "validate or inspect scenario files"),
@@ -45,9 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     if name not in SUBCOMMANDS:
         print(f"loadkit: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
-    module = importlib.import_module(SUBCOMMANDS[name][0])
+    modname, _, func = SUBCOMMANDS[name][0].partition(":")
+    entry = getattr(importlib.import_module(modname), func or "main")
     try:
-        return int(module.main(rest) or 0)
+        return int(entry(rest) or 0)
     except UserError as exc:
         print(f"loadkit {name}: error: {exc}", file=sys.stderr)
         return 2

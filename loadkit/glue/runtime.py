@@ -22,7 +22,7 @@ from loadkit.timer import Timeouts
 
 log = logging.getLogger("loadkit")
 
-DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "uneven-chat.toml"
+DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "uneven_chat.toml"
 
 
 class ConfigError(Exception):

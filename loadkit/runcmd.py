@@ -1,0 +1,121 @@
+"""`loadkit run` and `loadkit demo`: Locust with loadkit's locustfile, optionally against
+simulators this command starts and stops itself.
+
+    loadkit run --sim fast=fast --sim big=big -u 16 -t 30s [any locust/loadkit option...]
+
+Every `--sim NAME=PROFILE` starts `loadkit sim` on a free loopback port and adds
+`--target NAME=URL`. Everything else is passed to `locust` unchanged; `--headless` is added
+unless `--ui` is given. The exit code is Locust's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+from loadkit.cli import UserError
+
+LOCUSTFILE = Path(__file__).resolve().parent / "glue" / "locustfile.py"
+READY = re.compile(rb"listening on (http://127\.0\.0\.1:\d+)")
+DEMO_ARGS = [
+    "--sim", "fast=fast", "--sim", "big=big",
+    "-u", "24", "-r", "24", "-t", "20s",
+    "--stop-timeout", "5",
+    "--report-dir", "reports/demo", "--raw-log",
+    "--slo", "ttft_ms=500", "--slo", "tpot_ms=50",
+]  # fmt: skip
+
+
+def start_sim(name: str, profile: str, seed: int) -> tuple[subprocess.Popen[bytes], str]:
+    """Start one simulator and wait (bounded) for its ready line."""
+    cmd = [sys.executable, "-m", "loadkit.cli", "sim", "--port", "0", "--profile", profile, "--seed", str(seed)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        match = READY.search(line)
+        if match:
+            return proc, match.group(1).decode()
+    proc.kill()
+    err = proc.stderr.read().decode(errors="replace").strip() if proc.stderr else ""
+    raise UserError(f"simulator {name!r} (profile {profile!r}) did not start: {err or 'no ready line'}")
+
+
+def split_sims(argv: list[str]) -> tuple[list[tuple[str, str]], list[str], bool]:
+    sims: list[tuple[str, str]] = []
+    rest: list[str] = []
+    ui = False
+    it = iter(argv)
+    for arg in it:
+        if arg == "--ui":
+            ui = True
+        elif arg == "--sim" or arg.startswith("--sim="):
+            value = arg.split("=", 1)[1] if arg.startswith("--sim=") else next(it, "")
+            name, _, profile = value.partition("=")
+            if not name:
+                raise UserError(f"--sim {value!r}: expected NAME=PROFILE")
+            sims.append((name, profile or name))
+        else:
+            rest.append(arg)
+    return sims, rest, ui
+
+
+def locust_command(rest: list[str], targets: list[str], ui: bool) -> list[str]:
+    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE)]
+    if not ui and "--headless" not in rest:
+        cmd.append("--headless")
+    for target in targets:
+        cmd += ["--target", target]
+    return cmd + rest
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def run(argv: list[str]) -> int:
+    sims, rest, ui = split_sims(argv)
+    with ExitStack() as stack:
+        targets = []
+        for i, (name, profile) in enumerate(sims):
+            proc, url = start_sim(name, profile, seed=1000 + i)
+            stack.callback(stop, proc)
+            targets.append(f"{name}={url}")
+            print(f"loadkit run: simulator {name} (profile {profile}) at {url}", flush=True)
+        locust = subprocess.Popen(locust_command(rest, targets, ui), env=os.environ.copy())
+        try:
+            return locust.wait()
+        except KeyboardInterrupt:
+            # Locust handles SIGINT itself (writes reports); wait for it, bounded.
+            try:
+                return locust.wait(30)
+            except subprocess.TimeoutExpired:
+                locust.kill()
+                return 130
+
+
+def main(argv: list[str]) -> int:
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    return run(argv)
+
+
+def demo_main(argv: list[str]) -> int:
+    """The README's main job: two simulated engines, same uneven chat workload, side by side."""
+    return run(DEMO_ARGS + argv)
