@@ -1,0 +1,7 @@
+"""``python -m loadkit.sim`` = ``loadkit sim``."""
+
+import sys
+
+from loadkit.cli import main
+
+sys.exit(main(["sim", *sys.argv[1:]]))

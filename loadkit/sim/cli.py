@@ -1,0 +1,206 @@
+"""``loadkit sim``: serve simulated engines on loopback until SIGINT/SIGTERM.
+
+    loadkit sim --port 8000                       # vLLM-style OpenAI API, default profile
+    loadkit sim --serve openai:8000 --serve ollama:8001:profile=fast,decode_base_ms=3
+    loadkit sim --port 0 --profile fast --truth-log truth.jsonl --fault drop_mid_stream=0.1
+
+Prints one ``loadkit sim: listening on http://HOST:PORT ...`` line per port once ready.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from dataclasses import fields
+from typing import Any
+
+from loadkit.cli import UserError
+from loadkit.sim.config import PROFILES, ConfigError, Profile, get_profile, profile_fields, validate
+from loadkit.sim.faults import FAULTS, build_plan
+from loadkit.sim.families import FAMILIES
+from loadkit.sim.runner import TruthLog
+from loadkit.sim.server import EngineSpec, ServerOptions, SimEngine, start_engine
+
+_HELP = {f.name: f.name for f in fields(Profile)}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="loadkit sim", description="Embedded LLM engine simulator (loopback).")
+    p.add_argument("--port", type=int, default=None, help="port of the single engine (0 = any free port; default 8000)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--engine", default="openai", choices=FAMILIES, help="wire protocol family of --port")
+    p.add_argument("--profile", default="default", help=f"named profile: {', '.join(PROFILES)}")
+    p.add_argument("--serve", action="append", default=[], metavar="FAMILY:PORT[:KEY=VAL,...]",
+                   help="serve one engine per option; KEY is 'profile' or any profile option (e.g. decode_base_ms)")
+    p.add_argument("--seed", type=int, default=0, help="seed of every random draw (output words, EOS, faults)")
+    p.add_argument("--truth-log", default=None, metavar="FILE", help="append one JSON line per request")
+    p.add_argument("--fault", action="append", default=[], metavar="NAME=[ARG:]FRACTION",
+                   help=f"inject a fault on a fraction of requests; NAME in {', '.join(FAULTS)}")
+    p.add_argument("--stall-seconds", type=float, default=60.0, help="stall_after: close the stalled stream after this")
+    p.add_argument("--trickle-interval-ms", type=float, default=5.0, help="trickle: pause between small writes")
+    p.add_argument("--retry-after", type=int, default=1, help="Retry-After seconds of http_429")
+    p.add_argument("--spin-us", type=float, default=1200.0, help="busy-wait this long before each step end (timing precision)")
+    p.add_argument("--list-profiles", action="store_true", help="print the named profiles as JSON and exit")
+    _add_profile_options(p)
+    return p
+
+
+def _add_profile_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("profile options (override the chosen profile)")
+    for f in profile_fields():
+        flag = "--" + f.name.replace("_", "-")
+        if f.type in ("bool", bool):
+            g.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None)
+        else:
+            kind = float if "float" in str(f.type) else int if "int" in str(f.type) else str
+            g.add_argument(flag, dest=f.name, type=kind, default=None, metavar=kind.__name__.upper())
+
+
+def _global_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    return {f.name: getattr(args, f.name) for f in profile_fields() if getattr(args, f.name) is not None}
+
+
+def parse_serve(spec: str, base_overrides: dict[str, Any], default_profile: str) -> EngineSpec:
+    """``FAMILY:PORT[:KEY=VAL,...]`` -> EngineSpec; ConfigError on anything wrong."""
+    parts = spec.split(":", 2)
+    if len(parts) < 2 or parts[0] not in FAMILIES:
+        raise ConfigError(f"--serve {spec!r}: expected FAMILY:PORT[:KEY=VAL,...] with FAMILY in {', '.join(FAMILIES)}")
+    port = _port(parts[1], f"--serve {spec!r}")
+    kv = _pairs(parts[2], spec) if len(parts) == 3 else {}
+    profile = get_profile(str(kv.pop("profile", default_profile)))
+    return EngineSpec(parts[0], port, _apply(profile, {**base_overrides, **kv}, spec))
+
+
+def _port(text: str, where: str) -> int:
+    if not text.isdigit() or int(text) > 65535:
+        raise ConfigError(f"{where}: port must be 0..65535, got {text!r}")
+    return int(text)
+
+
+def _pairs(text: str, spec: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in filter(None, text.split(",")):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--serve {spec!r}: {item!r} is not KEY=VALUE")
+        out[key.strip().replace("-", "_")] = value.strip()
+    return out
+
+
+def _apply(profile: Profile, overrides: dict[str, Any], where: str) -> Profile:
+    types = {f.name: f.type for f in profile_fields()}
+    changes = {}
+    for key, value in overrides.items():
+        if key not in types:
+            raise ConfigError(f"{where}: unknown option {key!r}")
+        changes[key] = _convert(key, str(types[key]), value)
+    return validate(profile.replace(**changes)) if changes else profile
+
+
+def _convert(key: str, kind: str, value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    try:
+        if "bool" in kind:
+            if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError(value)
+            return value.lower() in ("true", "1", "yes")
+        if "float" in kind:
+            return float(value)
+        if "int" in kind:
+            return int(value)
+    except ValueError:
+        raise ConfigError(f"option {key}: bad value {value!r}") from None
+    return value
+
+
+def engine_specs(args: argparse.Namespace) -> list[EngineSpec]:
+    overrides = _global_overrides(args)
+    if args.serve and args.port is not None:
+        raise ConfigError("use either --port or --serve, not both")
+    if args.serve:
+        specs = [parse_serve(s, overrides, args.profile) for s in args.serve]
+    else:
+        port = 8000 if args.port is None else _port(str(args.port), "--port")
+        specs = [EngineSpec(args.engine, port, _apply(get_profile(args.profile), overrides, "options"))]
+    ports = [s.port for s in specs if s.port]
+    if len(ports) != len(set(ports)):
+        raise ConfigError("two engines on the same port")
+    return specs
+
+
+def server_options(args: argparse.Namespace) -> ServerOptions:
+    for name in ("stall_seconds", "trickle_interval_ms", "spin_us", "retry_after"):
+        if not getattr(args, name) >= 0:
+            raise ConfigError(f"--{name.replace('_', '-')} must be >= 0")
+    return ServerOptions(host=args.host, seed=args.seed, faults=build_plan(args.fault), truth_log=args.truth_log,
+                         stall_seconds=args.stall_seconds, trickle_interval_ms=args.trickle_interval_ms,
+                         retry_after_s=args.retry_after, spin_us=args.spin_us)
+
+
+async def serve(specs: list[EngineSpec], options: ServerOptions, stop: asyncio.Event) -> None:
+    """Run engines until ``stop`` is set; prints the ready lines."""
+    truth = TruthLog(options.truth_log) if options.truth_log else None
+    engines = [SimEngine(s, options, truth, i) for i, s in enumerate(specs)]
+    started = [await start_engine(e, options.host) for e in engines]
+    for e in engines:
+        print(f"loadkit sim: listening on http://{options.host}:{e.port} engine={e.family} "
+              f"profile={e.profile.name} model={e.model}", flush=True)
+    flusher = asyncio.get_running_loop().create_task(_flush_every(truth, 0.5))
+    try:
+        await stop.wait()
+    finally:
+        flusher.cancel()
+        for server, task in started:
+            server.close()
+            task.cancel()
+        if truth is not None:
+            truth.close()
+
+
+async def _flush_every(truth: TruthLog | None, seconds: float) -> None:
+    while truth is not None:
+        await asyncio.sleep(seconds)
+        truth.flush()
+
+
+def _run(specs: list[EngineSpec], options: ServerOptions) -> None:
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await serve(specs, options, stop)
+
+    try:
+        import uvloop
+
+        uvloop.run(main())
+    except ImportError:
+        asyncio.run(main())
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    if args.list_profiles:
+        import dataclasses
+        import json
+
+        print(json.dumps({k: dataclasses.asdict(v) for k, v in PROFILES.items()}, indent=2))
+        return 0
+    try:
+        specs = engine_specs(args)
+        options = server_options(args)
+    except ConfigError as exc:
+        raise UserError(str(exc)) from None
+    try:
+        _run(specs, options)
+    except OSError as exc:
+        raise UserError(f"cannot listen: {exc}") from None
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,133 @@
+"""Simulator settings: the cost-model profile, the named profiles, and their validation.
+
+Every constant of the step model lives in :class:`Profile` so that each one is a documented
+CLI option (``--decode-base-ms 7`` sets ``decode_base_ms``). Units are in the field names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """An impossible simulator option; the message names the option and the rule."""
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """Constants of the step-level engine model (see docs/simulator.md for the formulas)."""
+
+    name: str = "default"
+    model: str = "sim-8b"
+    # Decode step: weights are read once per step (base), plus per-sequence work, plus the
+    # KV cache read of every running sequence (memory-bound).
+    decode_base_ms: float = 7.0
+    decode_per_seq_ms: float = 0.03
+    kv_read_ms_per_1k_tokens: float = 0.065
+    # Prefill is compute-bound: time per uncached prompt token.
+    prefill_us_per_token: float = 60.0
+    # Scheduler limits (vLLM names): running sequences and tokens per step.
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    chunked_prefill: bool = True
+    max_model_len: int = 8192
+    # Paged KV cache: num_blocks wins; else kv_memory_gb / kv_bytes_per_token sizes the pool.
+    block_size: int = 16
+    num_blocks: int | None = None
+    kv_memory_gb: float = 40.0
+    kv_bytes_per_token: int = 131072
+    prefix_caching: bool = True
+    # Without ignore_eos / min_tokens, a request stops at a seeded "EOS": output length is
+    # geometric with this mean (0 = never stop early).
+    eos_mean_tokens: float = 0.0
+    # Tokens per stream event: 1 = one event per token; K > 1 = each decode step yields 1..K
+    # tokens in one event (speculative decoding), drawn from the seeded generator.
+    spec_tokens: int = 1
+    default_max_tokens: int = 256
+
+    def pool_blocks(self) -> int:
+        """Number of KV blocks in the pool."""
+        if self.num_blocks is not None:
+            return self.num_blocks
+        tokens = int(self.kv_memory_gb * (1 << 30) // self.kv_bytes_per_token)
+        return tokens // self.block_size
+
+    def replace(self, **changes: Any) -> Profile:
+        return validate(dataclasses.replace(self, **changes))
+
+
+PROFILES: dict[str, Profile] = {
+    # An ~8B model on one 80 GB GPU: ~7 ms decode steps, ~60 us per prompt token.
+    "default": Profile(),
+    # Quick tests and demos: short steps, almost free prefill, no early EOS.
+    "fast": Profile(
+        name="fast",
+        model="sim-fast",
+        decode_base_ms=5.0,
+        decode_per_seq_ms=0.005,
+        kv_read_ms_per_1k_tokens=0.01,
+        prefill_us_per_token=2.0,
+        num_blocks=65536,
+    ),
+    # A ~70B model on one GPU slice: slow steps and prefill, a small KV pool.
+    "big": Profile(
+        name="big",
+        model="sim-70b",
+        decode_base_ms=28.0,
+        decode_per_seq_ms=0.12,
+        kv_read_ms_per_1k_tokens=0.33,
+        prefill_us_per_token=280.0,
+        max_num_seqs=128,
+        max_model_len=8192,
+        kv_memory_gb=20.0,
+        kv_bytes_per_token=327680,
+    ),
+}
+
+_POSITIVE = ("block_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len", "spec_tokens")
+_NON_NEGATIVE = (
+    "decode_base_ms",
+    "decode_per_seq_ms",
+    "kv_read_ms_per_1k_tokens",
+    "prefill_us_per_token",
+    "kv_memory_gb",
+    "eos_mean_tokens",
+    "default_max_tokens",
+)
+
+
+def validate(profile: Profile) -> Profile:
+    """Return the profile unchanged, or raise ConfigError naming the impossible option."""
+    for name in _POSITIVE:
+        if getattr(profile, name) < 1:
+            raise ConfigError(f"--{_opt(name)} must be >= 1 (got {getattr(profile, name)})")
+    for name in _NON_NEGATIVE:
+        value = getattr(profile, name)
+        if not value >= 0:  # also catches NaN
+            raise ConfigError(f"--{_opt(name)} must be >= 0 (got {value})")
+    if profile.kv_bytes_per_token < 1:
+        raise ConfigError(f"--kv-bytes-per-token must be >= 1 (got {profile.kv_bytes_per_token})")
+    if profile.num_blocks is not None and profile.num_blocks < 1:
+        raise ConfigError(f"--num-blocks must be >= 1 (got {profile.num_blocks})")
+    if profile.pool_blocks() < 1:
+        raise ConfigError("the KV pool holds no block: raise --kv-memory-gb or set --num-blocks")
+    return profile
+
+
+def _opt(name: str) -> str:
+    return name.replace("_", "-")
+
+
+def profile_fields() -> list[dataclasses.Field[Any]]:
+    """The tunable fields (all but the name), in declaration order, for the CLI."""
+    return [f for f in dataclasses.fields(Profile) if f.name != "name"]
+
+
+def get_profile(name: str) -> Profile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ConfigError(f"unknown profile {name!r} (choose from {', '.join(PROFILES)})") from None
+

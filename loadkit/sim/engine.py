@@ -1,0 +1,275 @@
+"""The step-level engine model: continuous batching over a paged KV cache, no clock inside.
+
+:meth:`Scheduler.step` plans one engine step: it admits waiting sequences (FCFS, capped by
+``max_num_seqs``, the per-step token budget and free KV blocks), advances chunked prefills,
+decodes one token (1..spec_tokens) for every running sequence whose prefill is done, preempts
+the most recently admitted sequence when the KV pool cannot grow, and returns how long the step
+takes and which sequences emit how many tokens at its end. The caller owns time: the asyncio
+runner sleeps for the duration, tests just add it to a fake clock.
+
+Step time (ms) = decode_base_ms
+               + decode_per_seq_ms × decoding sequences
+               + kv_read_ms_per_1k_tokens × (KV tokens read by decoding sequences) / 1000
+               + prefill_us_per_token × (uncached prompt tokens computed this step) / 1000
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from loadkit.sim.config import Profile
+from loadkit.sim.kvcache import BlockPool, block_hashes
+
+
+class Sequence:
+    """One request inside the engine."""
+
+    __slots__ = (
+        "rid", "prompt", "tokens", "n_prompt", "target_out", "n_out", "prefill_left",
+        "held", "private", "hashes", "cached_tokens", "admitted", "done", "aborted",
+        "out_ids", "sink", "n_preempted",
+    )  # fmt: skip
+
+    def __init__(self, rid: str, prompt: list[int], target_out: int, sink: Any = None) -> None:
+        self.rid = rid
+        self.prompt = prompt
+        self.tokens = prompt  # prompt, plus the output so far after a preemption
+        self.n_prompt = len(prompt)
+        self.target_out = target_out
+        self.n_out = 0
+        self.prefill_left = 0
+        self.held: list[int] = []  # cached block hashes this sequence holds a reference on
+        self.private = 0  # blocks held outside the prefix cache
+        self.hashes: list[int] | None = None  # full-block hashes of self.tokens
+        self.cached_tokens: int | None = None  # prompt tokens served from cache, first admission
+        self.admitted = False
+        self.done = False
+        self.aborted = False
+        self.n_preempted = 0
+        # Ids of emitted tokens, set by the caller when it wants output blocks cached.
+        self.out_ids: list[int] | None = None
+        self.sink = sink
+
+    def context_len(self) -> int:
+        """Tokens whose KV this sequence holds or is about to write."""
+        return self.n_prompt + self.n_out
+
+
+@dataclass(slots=True)
+class StepPlan:
+    """One step: its duration and, at its end, (sequence, tokens emitted) in batch order."""
+
+    duration_ns: int
+    emissions: list[tuple[Sequence, int]] = field(default_factory=list)
+    prefill_tokens: int = 0
+    decode_seqs: int = 0
+    preempted: int = 0
+
+
+@dataclass(slots=True)
+class EngineCounters:
+    """Totals for /metrics."""
+
+    steps: int = 0
+    prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    generation_tokens: int = 0
+    preemptions: int = 0
+    finished: int = 0
+    aborted: int = 0
+    busy_ns: int = 0
+
+
+class Scheduler:
+    """Continuous batching: waiting queue, running batch, block pool."""
+
+    def __init__(self, profile: Profile, seed: int = 0) -> None:
+        self.p = profile
+        self.pool = BlockPool(profile.pool_blocks(), profile.block_size, profile.prefix_caching)
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+        self.counters = EngineCounters()
+        self._rng = random.Random(seed)
+
+    # ---- requests in and out -------------------------------------------------------------
+
+    def fits(self, n_prompt: int, max_out: int) -> str | None:
+        """Why a request can never run (None if it can): the engine's 400 case."""
+        if n_prompt + max_out > self.p.max_model_len:
+            return "context"
+        if -(-(n_prompt + 1) // self.p.block_size) > self.pool.num_blocks:
+            return "kv"
+        return None
+
+    def add(self, seq: Sequence) -> None:
+        self.waiting.append(seq)
+
+    def abort(self, seq: Sequence) -> None:
+        """The client went away: drop the sequence wherever it is."""
+        if seq.done or seq.aborted:
+            return
+        seq.aborted = True
+        self.counters.aborted += 1
+        if seq.admitted:
+            self.running.remove(seq)
+            self._free(seq)
+        else:
+            self.waiting.remove(seq)
+
+    def idle(self) -> bool:
+        return not self.running and not self.waiting
+
+    # ---- one step ------------------------------------------------------------------------
+
+    def step(self) -> StepPlan:
+        plan = StepPlan(0)
+        budget = self.p.max_num_batched_tokens
+        decoding = self._reserve_decode(plan)
+        budget -= len(decoding)
+        budget = self._continue_prefills(plan, budget)
+        self._admit(plan, budget)
+        self._decode(plan, decoding)
+        plan.duration_ns = self._duration_ns(plan, decoding)
+        self.counters.steps += 1
+        self.counters.busy_ns += plan.duration_ns
+        return plan
+
+    def _reserve_decode(self, plan: StepPlan) -> list[Sequence]:
+        """Grow the KV of decoding sequences by one token, preempting from the tail."""
+        bs = self.p.block_size
+        decoding: list[Sequence] = []
+        i = 0
+        while i < len(self.running):
+            seq = self.running[i]
+            if seq.prefill_left == 0:
+                ctx = seq.context_len() + 1
+                if ctx > (len(seq.held) + seq.private) * bs and not self._grow(seq, plan):
+                    continue  # seq itself was preempted; the list shifted
+                decoding.append(seq)
+            i += 1
+        return decoding
+
+    def _grow(self, seq: Sequence, plan: StepPlan) -> bool:
+        while not self.pool.allocate(1):
+            victim = self.running[-1]
+            self._preempt(victim, plan)
+            if victim is seq:
+                return False
+        seq.private += 1
+        return True
+
+    def _preempt(self, seq: Sequence, plan: StepPlan) -> None:
+        """Recompute-style preemption: free everything, requeue at the front."""
+        self.running.remove(seq)
+        self._free(seq)
+        seq.admitted = False
+        seq.n_preempted += 1
+        out = seq.out_ids if seq.out_ids is not None else [0] * seq.n_out
+        seq.tokens = seq.prompt + out[: seq.n_out]
+        seq.hashes = None
+        self.waiting.appendleft(seq)
+        plan.preempted += 1
+        self.counters.preemptions += 1
+
+    def _continue_prefills(self, plan: StepPlan, budget: int) -> int:
+        for seq in self.running:
+            if seq.prefill_left and budget > 0:
+                budget -= self._prefill_chunk(seq, plan, budget)
+        return budget
+
+    def _prefill_chunk(self, seq: Sequence, plan: StepPlan, budget: int) -> int:
+        take = min(seq.prefill_left, budget) if self.p.chunked_prefill else seq.prefill_left
+        seq.prefill_left -= take
+        plan.prefill_tokens += take
+        if seq.prefill_left == 0:
+            self._emit(seq, 1, plan)  # the step that finishes prefill yields the first token
+        return take
+
+    def _admit(self, plan: StepPlan, budget: int) -> None:
+        while self.waiting and len(self.running) < self.p.max_num_seqs and budget > 0:
+            seq = self.waiting[0]
+            uncached = self._try_allocate(seq, plan, budget)
+            if uncached is None:
+                break  # FCFS: the head blocks the queue, as in vLLM
+            self.waiting.popleft()
+            self.running.append(seq)
+            seq.admitted = True
+            seq.prefill_left = uncached
+            budget -= self._prefill_chunk(seq, plan, budget)
+
+    def _try_allocate(self, seq: Sequence, plan: StepPlan, budget: int) -> int | None:
+        """Take cached and new blocks for a sequence's prompt; its uncached token count."""
+        bs, pool = self.p.block_size, self.pool
+        if seq.hashes is None:
+            seq.hashes = block_hashes(seq.tokens, bs) if pool.caching else []
+        n = len(seq.tokens)
+        hit = pool.match_prefix(seq.hashes, (n - 1) // bs)  # always compute >= 1 token
+        uncached = n - hit * bs
+        if not self.p.chunked_prefill and uncached > budget and (plan.prefill_tokens or plan.emissions):
+            return None
+        need = -(-(n + 1) // bs) - hit
+        in_lru = sum(1 for h in seq.hashes[:hit] if pool.refs[h] == 0)
+        if pool.available() - in_lru < need:
+            return None
+        pool.acquire_cached(seq.hashes[:hit])
+        pool.allocate(need)
+        fresh = pool.register(seq.hashes[hit:])
+        seq.held = seq.hashes[:hit] + fresh
+        seq.private = need - len(fresh)
+        self._count_prompt(seq, hit * bs)
+        return uncached
+
+    def _count_prompt(self, seq: Sequence, cached: int) -> None:
+        if seq.cached_tokens is not None:
+            return  # recomputing after preemption is not a new prompt
+        seq.cached_tokens = cached
+        self.pool.record_lookup(seq.n_prompt, cached)
+        self.counters.prompt_tokens += seq.n_prompt
+        self.counters.cached_prompt_tokens += cached
+
+    def _decode(self, plan: StepPlan, decoding: list[Sequence]) -> None:
+        k = self.p.spec_tokens
+        rand = self._rng.random
+        for seq in decoding:
+            self._emit(seq, 1 if k == 1 else 1 + int(rand() * k), plan)
+        plan.decode_seqs = len(decoding)
+
+    def _emit(self, seq: Sequence, n: int, plan: StepPlan) -> None:
+        n = min(n, seq.target_out - seq.n_out)
+        seq.n_out += n
+        self.counters.generation_tokens += n
+        plan.emissions.append((seq, n))
+        if seq.n_out >= seq.target_out:
+            self._finish(seq)
+
+    def _finish(self, seq: Sequence) -> None:
+        seq.done = True
+        self.running.remove(seq)
+        self.counters.finished += 1
+        if self.pool.caching and seq.out_ids is not None and seq.held:
+            tokens = seq.prompt + seq.out_ids[: seq.n_out]
+            new = block_hashes(tokens, self.p.block_size, len(seq.held), seq.held[-1])
+            new = new[: seq.private]
+            seq.private -= len(new)
+            seq.held += self.pool.register(new)
+        self._free(seq)
+
+    def _free(self, seq: Sequence) -> None:
+        self.pool.release(seq.held, seq.private)
+        seq.held, seq.private = [], 0
+
+    def _duration_ns(self, plan: StepPlan, decoding: list[Sequence]) -> int:
+        p = self.p
+        if not plan.emissions and not plan.prefill_tokens and not decoding:
+            return 0
+        kv = sum(s.context_len() for s in decoding)
+        ms = (
+            p.decode_base_ms
+            + p.decode_per_seq_ms * len(decoding)
+            + p.kv_read_ms_per_1k_tokens * kv / 1000.0
+            + p.prefill_us_per_token * plan.prefill_tokens / 1000.0
+        )
+        return int(ms * 1_000_000)

@@ -1,0 +1,110 @@
+"""Engine families: which routes a port serves, and each engine's error shapes.
+
+A port serves one family. ``openai`` is vLLM (OpenAI routes plus vLLM's extras); the others
+serve their native API plus the OpenAI routes the real engine also has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from loadkit.sim.wire import native as nat
+from loadkit.sim.wire import openai as oai
+from loadkit.sim.wire.common import RequestSpec, StreamFormat
+
+Parser = Callable[[dict[str, Any], int, str], RequestSpec]
+
+
+@dataclass(frozen=True, slots=True)
+class GenRoute:
+    """A generation endpoint: how to read the body, how to write the answer."""
+
+    parse: Parser
+    fmt: type[StreamFormat]
+    error: Callable[[int, str], bytes]
+    bad_status: int = 400  # status for a malformed body
+
+
+def _oai(chat: bool) -> Parser:
+    return lambda body, dmax, model: oai.parse_openai(body, chat, dmax, model)
+
+
+def _ollama(chat: bool) -> Parser:
+    return lambda body, dmax, model: nat.parse_ollama(body, chat, dmax, model)
+
+
+def _oai_error(status: int, message: str) -> bytes:
+    return oai.openai_error(status, message)
+
+
+def _llama_error(status: int, message: str) -> bytes:
+    return oai.llama_error(status, message)
+
+
+VLLM_ROUTES = {
+    "/v1/completions": GenRoute(_oai(False), oai.VllmCompletion, _oai_error),
+    "/v1/chat/completions": GenRoute(_oai(True), oai.VllmChat, _oai_error),
+}
+LLAMA_ROUTES = {
+    "/v1/completions": GenRoute(_oai(False), oai.LlamaCompletion, _llama_error),
+    "/v1/chat/completions": GenRoute(_oai(True), oai.LlamaChat, _llama_error),
+    "/completion": GenRoute(nat.parse_llama_native, nat.LlamaNative, _llama_error),
+    "/completions": GenRoute(nat.parse_llama_native, nat.LlamaNative, _llama_error),
+}
+
+ROUTES: dict[str, dict[str, GenRoute]] = {
+    "openai": VLLM_ROUTES,
+    "sglang": {**VLLM_ROUTES, "/generate": GenRoute(nat.parse_sglang, nat.SglangGenerate, nat.sglang_error)},
+    "tgi": {
+        **VLLM_ROUTES,
+        "/generate_stream": GenRoute(nat.parse_tgi, nat.TgiGenerateStream, nat.tgi_error, 422),
+        "/generate": GenRoute(nat.parse_tgi, nat.TgiGenerateStream, nat.tgi_error, 422),
+    },
+    "triton": {
+        "generate_stream": GenRoute(nat.parse_triton, nat.TritonGenerate, nat.triton_error),
+        "generate": GenRoute(nat.parse_triton, nat.TritonGenerate, nat.triton_error),
+    },
+    "llamacpp": LLAMA_ROUTES,
+    "ollama": {
+        **VLLM_ROUTES,
+        "/api/generate": GenRoute(_ollama(False), nat.OllamaGenerate, nat.ollama_error),
+        "/api/chat": GenRoute(_ollama(True), nat.OllamaChat, nat.ollama_error),
+    },
+}
+FAMILIES = tuple(ROUTES)
+
+SERVER_HEADER = {"openai": b"uvicorn", "sglang": b"uvicorn", "llamacpp": b"llama.cpp"}
+
+
+def find_route(family: str, path: str) -> tuple[GenRoute | None, bool]:
+    """The generation route for a path, and whether the stream is forced (Triton's URL)."""
+    routes = ROUTES[family]
+    if family == "triton":
+        parts = path.strip("/").split("/")
+        if len(parts) == 4 and parts[:2] == ["v2", "models"] and parts[3] in routes:
+            return routes[parts[3]], parts[3] == "generate_stream"
+        return None, False
+    return routes.get(path), False
+
+
+def context_error(family: str, n_prompt: int, max_out: int, limit: int) -> tuple[int, bytes]:
+    """Each engine's answer to a prompt + max_tokens over the context length."""
+    total = n_prompt + max_out
+    if family == "tgi":
+        msg = (f"Input validation error: `inputs` tokens + `max_new_tokens` must be <= {limit}. "
+               f"Given: {n_prompt} `inputs` tokens and {max_out} `max_new_tokens`")
+        return 422, nat.tgi_error(422, msg)
+    if family == "llamacpp":
+        return 400, oai.dumps({"error": {"code": 400, "message": "the request exceeds the available context size, try increasing it",
+                                         "type": "exceed_context_size_error", "n_prompt_tokens": n_prompt, "n_ctx": limit}})
+    if family == "sglang":
+        return 400, nat.sglang_error(400, f"Requested token count exceeds the model's maximum context length of {limit} tokens. "
+                                     f"You requested a total of {total} tokens: {n_prompt} tokens from the input messages "
+                                     f"and {max_out} tokens for the completion.")
+    msg = (f"This model's maximum context length is {limit} tokens. However, you requested {total} tokens "
+           f"({n_prompt} in the messages, {max_out} in the completion). Please reduce the length of the messages or completion.")
+    if family == "openai":
+        return 400, oai.openai_error(400, msg)
+    return 400, oai.dumps({"error": msg})

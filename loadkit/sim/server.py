@@ -1,0 +1,211 @@
+"""One simulated engine on one port: routing, request intake, faults, truth records.
+
+:class:`SimEngine` ties a Scheduler (the model), an EngineRunner (real time), an engine family
+(wire protocol) and the HTTP connections together. :func:`serve` starts several on one loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from loadkit.sim.config import Profile
+from loadkit.sim.endpoints import routes as info_routes
+from loadkit.sim.engine import Scheduler, Sequence
+from loadkit.sim.faults import HTTP_FAULTS, Fault, FaultPlan, fault_from_header
+from loadkit.sim.families import SERVER_HEADER, GenRoute, context_error, find_route
+from loadkit.sim.http import HttpConnection, Request
+from loadkit.sim.runner import EngineRunner, TruthLog
+from loadkit.sim.stream import ActiveStream, Trickle
+from loadkit.sim.textgen import OutputCorpus, tokenize
+from loadkit.sim.wire.common import RequestSpec, parse_json_object
+
+
+@dataclass(slots=True)
+class ServerOptions:
+    """Options shared by all engines of one simulator process."""
+
+    host: str = "127.0.0.1"
+    seed: int = 0
+    faults: FaultPlan = field(default_factory=FaultPlan)
+    truth_log: str | None = None
+    stall_seconds: float = 60.0
+    trickle_interval_ms: float = 5.0
+    retry_after_s: int = 1
+    spin_us: float = 1200.0
+
+
+@dataclass(slots=True)
+class EngineSpec:
+    """One port: its family, port number (0 = any free port) and profile."""
+
+    family: str
+    port: int
+    profile: Profile
+
+
+class SimEngine:
+    def __init__(self, spec: EngineSpec, options: ServerOptions, truth: TruthLog | None, index: int) -> None:
+        self.family = spec.family
+        self.profile = spec.profile
+        self.model = spec.profile.model
+        self.options = options
+        self.seed = options.seed * 1000 + index
+        self.scheduler = Scheduler(spec.profile, self.seed)
+        self.runner = EngineRunner(self.scheduler, options.spin_us)
+        self.corpus = OutputCorpus(self.seed, max(1 << 16, spec.profile.max_model_len))
+        self.truth = truth
+        self.created = int(time.time())
+        self.arrivals = 0
+        self.requests_done = 0
+        self.port = spec.port
+        self.routes = info_routes(self)
+        self.server_header = SERVER_HEADER.get(spec.family, b"loadkit-sim")
+
+    # ---- connections ---------------------------------------------------------------------
+
+    def protocol(self) -> HttpConnection:
+        return HttpConnection(self.handle, self.server_header)
+
+    def handle(self, req: Request, conn: HttpConnection) -> None:
+        route, forced = find_route(self.family, req.path)
+        if route is not None:
+            if req.method != "POST":
+                conn.respond(405, b'{"error":"method not allowed"}')
+                return
+            self.generate(req, conn, route, forced)
+            return
+        info = self.routes.get((req.method, req.path))
+        if info is None:
+            conn.respond(404, b'{"detail":"Not Found"}')
+            return
+        try:
+            status, body, ctype = info(req.body)
+        except ValueError as exc:
+            status, body, ctype = 400, parse_error_body(self.family, str(exc)), "application/json"
+        conn.respond(status, body, ctype)
+
+    # ---- generation ----------------------------------------------------------------------
+
+    def generate(self, req: Request, conn: HttpConnection, route: GenRoute, forced_stream: bool) -> None:
+        t_arrival = time.monotonic_ns()
+        rng = random.Random(self.seed * 1_000_003 + self.arrivals)
+        self.arrivals += 1
+        rid = req.headers.get("x-request-id") or uuid.uuid4().hex
+        truth = self._truth_record(rid, req.path, t_arrival)
+        try:
+            fault = self._pick_fault(req, rng)
+            spec = route.parse(parse_json_object(req.body), self.profile.default_max_tokens, self.model)
+        except ValueError as exc:
+            self._refuse(conn, truth, route.bad_status, route.error(route.bad_status, str(exc)))
+            return
+        if forced_stream:
+            spec.stream = True
+        if fault is not None and fault.name in HTTP_FAULTS:
+            self._http_fault(conn, truth, route, fault)
+            return
+        self._start(req, conn, route, spec, fault, truth, rng)
+
+    def _start(self, req: Request, conn: HttpConnection, route: GenRoute, spec: RequestSpec,
+               fault: Fault | None, truth: dict[str, Any], rng: random.Random) -> None:
+        ids = spec.prompt_ids if spec.prompt_ids is not None else tokenize(spec.prompt)
+        if self.scheduler.fits(len(ids), spec.max_tokens) is not None:
+            status, body = context_error(self.family, len(ids), spec.max_tokens, self.profile.max_model_len)
+            self._refuse(conn, truth, status, body)
+            return
+        seq = Sequence(truth["request_id"], ids, self._target_out(spec, rng))
+        start = self.corpus.start_for(rng)
+        if self.profile.prefix_caching:
+            seq.out_ids = self.corpus.ids_of(start, seq.target_out)
+        if not spec.cache_prompt:
+            seq.hashes = []  # llama.cpp's cache_prompt=false: no reuse
+        fmt = route.fmt(spec, truth["request_id"], self.created, self.corpus, start)
+        if hasattr(fmt, "set_prompt"):
+            fmt.set_prompt(len(ids), 0)
+        truth["fault"] = fault.name if fault is not None else None
+        sink = ActiveStream(self, conn, fmt, seq, truth, fault)
+        seq.sink = sink
+        if spec.stream:
+            conn.start_stream(200, fmt.content_type, sink.headers())
+            if fault is not None and fault.name == "trickle":
+                sink.trickle = Trickle(conn, fault.arg or 1, self.options.trickle_interval_ms / 1000)
+        self.scheduler.add(seq)
+        self.runner.wake()
+
+    def _target_out(self, spec: RequestSpec, rng: random.Random) -> int:
+        """max_tokens, or an earlier seeded EOS when the request allows one."""
+        mean = self.profile.eos_mean_tokens
+        if spec.exact or mean <= 0:
+            return spec.max_tokens
+        natural = 1 + int(-math.log(1.0 - rng.random()) * mean)
+        return max(1, min(spec.max_tokens, max(spec.min_tokens, natural)))
+
+    def _pick_fault(self, req: Request, rng: random.Random) -> Fault | None:
+        header = req.headers.get("x-loadkit-fault")
+        if header:
+            return fault_from_header(header)
+        return self.options.faults.choose(rng)
+
+    def _http_fault(self, conn: HttpConnection, truth: dict[str, Any], route: GenRoute, fault: Fault) -> None:
+        status = HTTP_FAULTS[fault.name]
+        headers = {"x-request-id": truth["request_id"]}
+        if status == 429:
+            headers["Retry-After"] = str(fault.arg if fault.arg is not None else self.options.retry_after_s)
+        truth["fault"] = fault.name
+        message = {429: "Too many requests", 503: "Service unavailable", 500: "Internal server error"}[status]
+        truth["status"] = status
+        conn.respond(status, route.error(status, f"{message} (loadkit sim fault {fault.name})"), headers=headers)
+        self._end_record(truth)
+
+    def _refuse(self, conn: HttpConnection, truth: dict[str, Any], status: int, body: bytes) -> None:
+        truth["status"] = status
+        conn.respond(status, body, headers={"x-request-id": truth["request_id"]})
+        self._end_record(truth)
+
+    # ---- truth ---------------------------------------------------------------------------
+
+    def _truth_record(self, rid: str, path: str, t_arrival: int) -> dict[str, Any]:
+        return {"request_id": rid, "engine": self.family, "path": path, "port": self.port,
+                "t_arrival_ns": t_arrival, "t_token_ns": [], "tokens_per_event": [], "t_end_ns": None,
+                "prompt_tokens": None, "cached_tokens": None, "completion_tokens": 0, "fault": None,
+                "status": 200}  # fmt: skip
+
+    def _end_record(self, truth: dict[str, Any]) -> None:
+        truth["t_end_ns"] = time.monotonic_ns()
+        self.record_truth(truth)
+
+    def record_truth(self, truth: dict[str, Any]) -> None:
+        self.requests_done += 1
+        if self.truth is not None:
+            self.truth.write(truth)
+
+    def stats(self) -> dict[str, Any]:
+        c, r = self.scheduler.counters, self.runner
+        return {
+            "family": self.family, "profile": self.profile.name, "model": self.model,
+            "running": len(self.scheduler.running), "waiting": len(self.scheduler.waiting),
+            "kv_usage": self.scheduler.pool.usage(), "steps": c.steps, "preemptions": c.preemptions,
+            "generation_tokens": c.generation_tokens, "tokens_written": r.tokens_written,
+            "requests": self.arrivals, "requests_done": self.requests_done, "resyncs": r.resyncs,
+            "event_lateness": r.lateness.summary(), "step_lateness": r.step_lateness.summary(),
+        }  # fmt: skip
+
+
+def parse_error_body(family: str, message: str) -> bytes:
+    from loadkit.sim.families import ROUTES
+
+    route = next(iter(ROUTES[family].values()))
+    return route.error(400, message)
+
+
+async def start_engine(engine: SimEngine, host: str) -> tuple[asyncio.AbstractServer, asyncio.Task[None]]:
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(engine.protocol, host, engine.port, backlog=4096, reuse_address=True)
+    engine.port = server.sockets[0].getsockname()[1]
+    task = loop.create_task(engine.runner.run())
+    return server, task

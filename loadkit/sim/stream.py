@@ -1,0 +1,202 @@
+"""One request's life on the wire: token events, the normal end, faults, and its truth record.
+
+``on_tokens`` is called by the runner at the end of each step that emitted tokens for this
+request. It stamps ``time.monotonic_ns()`` right before the write and returns that stamp.
+When the client does not read (the transport paused writing), tokens are held and sent as one
+coalesced event when it drains — the way a real server's send buffer coalesces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any
+
+from loadkit.sim.engine import Sequence
+from loadkit.sim.faults import Fault, fault_point
+from loadkit.sim.http import HttpConnection
+from loadkit.sim.wire.common import Outcome, StreamFormat
+
+if TYPE_CHECKING:
+    from loadkit.sim.server import SimEngine
+
+_mono = time.monotonic_ns
+
+
+class ActiveStream:
+    """Sink of a Sequence: formats its events and writes them to its connection."""
+
+    __slots__ = (
+        "engine", "conn", "fmt", "seq", "truth", "fault", "fault_at", "sent", "pending",
+        "streaming", "t_first_step", "chunks", "ended", "trickle",
+    )  # fmt: skip
+
+    def __init__(self, engine: SimEngine, conn: HttpConnection, fmt: StreamFormat, seq: Sequence,
+                 truth: dict[str, Any], fault: Fault | None) -> None:
+        self.engine = engine
+        self.conn = conn
+        self.fmt = fmt
+        self.seq = seq
+        self.truth = truth
+        self.fault = fault
+        self.fault_at = fault_point(fault, seq.target_out) if fault else -1
+        self.sent = 0  # tokens written
+        self.pending = 0  # tokens held back while the client does not read
+        self.streaming = fmt.spec.stream
+        self.t_first_step: int | None = None
+        self.chunks: list[bytes] = []  # non-streamed answer
+        self.ended = False
+        self.trickle: Trickle | None = None
+        conn.on_lost = self._client_gone
+        conn.on_resume = self._drained
+
+    # ---- called by the runner ------------------------------------------------------------
+
+    def on_tokens(self, n: int) -> int:
+        if self.t_first_step is None:
+            self.t_first_step = self.engine.runner.step_end_ns
+        if not self.streaming:
+            return self._collect(n)
+        if self.fault_at >= 0 and self.sent + self.pending + n > self.fault_at:
+            return self._strike(n)
+        if self.conn.paused:
+            self.pending += n
+            return 0
+        return self._write(self.pending + n)
+
+    def _write(self, n: int) -> int:
+        seq, fmt = self.seq, self.fmt
+        index = self.sent
+        text = self.engine.corpus.text_of(fmt.start_word, index, n)
+        first = fmt.start() if index == 0 else b""
+        last = seq.done and index + n >= seq.n_out
+        if last:
+            out = self.outcome()
+            payload = first + fmt.last_token(text, index, n, out) + fmt.end(out)
+        else:
+            payload = first + fmt.token(text, index, n)
+        t = _mono()
+        if self.trickle is not None:
+            self.trickle.push(payload, last)
+        elif last:
+            self.conn.end_stream(payload)
+        else:
+            self.conn.write_chunk(payload)
+        self.sent, self.pending = index + n, 0
+        self.truth["t_token_ns"].append(t)
+        self.truth["tokens_per_event"].append(n)
+        if last:
+            self._finish(t)
+        return t
+
+    def _collect(self, n: int) -> int:
+        fmt = self.fmt
+        self.chunks.append(self.engine.corpus.text_of(fmt.start_word, self.sent, n))
+        self.sent += n
+        if self.seq.done:
+            t = _mono()
+            self.conn.respond(200, fmt.body(b"".join(self.chunks), self.outcome()), headers=self.headers())
+            self.truth["t_token_ns"].append(t)
+            self.truth["tokens_per_event"].append(self.sent)
+            self._finish(t)
+            return t
+        return 0
+
+    def headers(self) -> dict[str, str]:
+        return {"x-request-id": self.truth["request_id"]}
+
+    def outcome(self) -> Outcome:
+        seq = self.seq
+        first = self.t_first_step or 0
+        prefill_ms = (first - self.truth["t_arrival_ns"]) / 1e6 if first else 0.0
+        decode_ms = (self.engine.runner.step_end_ns - first) / 1e6 if first else 0.0
+        finish = "length" if seq.n_out >= self.fmt.spec.max_tokens else "stop"
+        return Outcome(seq.n_prompt, seq.n_out, seq.cached_tokens or 0, finish, prefill_ms, decode_ms)
+
+    # ---- faults --------------------------------------------------------------------------
+
+    def _strike(self, n: int) -> int:
+        """The fault point is inside this emission: send up to it, then misbehave."""
+        fault = self.fault
+        assert fault is not None
+        before = self.fault_at - self.sent - self.pending
+        t = self._write(self.pending + before) if before > 0 or self.pending else 0
+        if self.ended:
+            return t
+        name = fault.name
+        self.fault_at = -1
+        if name == "malformed":
+            self.conn.write_chunk(self.fmt.malformed())
+            rest = n - before
+            return self._write(rest) if rest else t
+        self._stop_engine_side()
+        if name == "drop_mid_stream":
+            self.conn.abort()
+        elif name == "close_early":
+            self.conn.end_stream()
+        elif name == "error_event":
+            self.conn.end_stream(self.fmt.error("simulated engine error (loadkit sim fault error_event)"))
+        elif name == "stall_after":
+            loop = asyncio.get_running_loop()
+            loop.call_later(self.engine.options.stall_seconds, self.conn.abort)
+        self._finish(_mono())
+        return t
+
+    def _stop_engine_side(self) -> None:
+        self.conn.on_lost = None
+        self.engine.scheduler.abort(self.seq)
+
+    # ---- endings -------------------------------------------------------------------------
+
+    def _drained(self) -> None:
+        if self.pending and not self.ended:
+            self._write(self.pending)
+
+    def _client_gone(self) -> None:
+        if self.ended:
+            return
+        self.engine.scheduler.abort(self.seq)
+        self.truth["client_disconnected"] = True
+        self._finish(_mono())
+
+    def _finish(self, t_end: int) -> None:
+        if self.ended:
+            return
+        self.ended = True
+        truth = self.truth
+        truth["t_end_ns"] = t_end
+        truth["prompt_tokens"] = self.seq.n_prompt
+        truth["cached_tokens"] = self.seq.cached_tokens
+        truth["completion_tokens"] = self.sent
+        self.engine.record_truth(truth)
+
+
+class Trickle:
+    """Writes a request's bytes a few at a time (the ``trickle`` fault)."""
+
+    def __init__(self, conn: HttpConnection, bytes_per_write: int, interval_s: float) -> None:
+        self.conn = conn
+        self.size = bytes_per_write
+        self.interval = interval_s
+        self.buf = bytearray()
+        self.close_after = False
+        self.handle: asyncio.TimerHandle | None = None
+
+    def push(self, payload: bytes, last: bool) -> None:
+        self.buf += b"%x\r\n%s\r\n" % (len(payload), payload)
+        if last:
+            self.buf += b"0\r\n\r\n"
+            self.close_after = True
+        if self.handle is None:
+            self._tick()
+
+    def _tick(self) -> None:
+        self.handle = None
+        if self.conn.closed:
+            return
+        piece, self.buf = bytes(self.buf[: self.size]), self.buf[self.size :]
+        self.conn.write_raw(piece)
+        if self.buf:
+            self.handle = asyncio.get_running_loop().call_later(self.interval, self._tick)
+        elif self.close_after:
+            self.conn._done()

@@ -1,0 +1,147 @@
+"""What every wire protocol shares: the parsed request, the outcome, and the format interface.
+
+A format turns one request's stream into bytes: ``start`` (sent with the first token, e.g. the
+role chunk), ``token`` (one token-bearing event), ``end`` (finish event, usage, end marker),
+``error`` (an in-band error event), ``malformed`` (an event no parser accepts) and ``body``
+(the whole non-streamed answer). HTTP framing (chunked encoding) is the server's business.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from loadkit.sim.textgen import OutputCorpus
+
+
+class WireError(Exception):
+    """A request the engine refuses: status code and the engine's own error body."""
+
+    def __init__(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+        super().__init__(body.decode("utf-8", "replace"))
+        self.status = status
+        self.body = body
+        self.headers = headers or {}
+
+
+@dataclass(slots=True)
+class RequestSpec:
+    """An engine-neutral generation request, as the protocol parser understood it."""
+
+    prompt: str
+    max_tokens: int
+    stream: bool
+    model: str
+    exact: bool = False  # ignore_eos, or min_tokens >= max_tokens
+    min_tokens: int = 0
+    include_usage: bool = False
+    prompt_ids: list[int] | None = None  # when the client sent token ids
+    cache_prompt: bool = True
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What happened to a request, for final events and non-streamed bodies."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    finish_reason: str  # "length" or "stop"
+    prefill_ms: float = 0.0
+    decode_ms: float = 0.0
+
+
+class StreamFormat:
+    """Base of every per-request formatter; subclasses set the class attributes."""
+
+    content_type = "text/event-stream; charset=utf-8"
+    ndjson = False
+
+    def __init__(self, spec: RequestSpec, rid: str, created: int, corpus: OutputCorpus, start: int) -> None:
+        self.spec = spec
+        self.rid = rid
+        self.created = created
+        self.corpus = corpus
+        self.start_word = start
+
+    def start(self) -> bytes:
+        return b""
+
+    def token(self, text: bytes, index: int, n: int) -> bytes:
+        raise NotImplementedError
+
+    def last_token(self, text: bytes, index: int, n: int, out: Outcome) -> bytes:
+        """The event with the last tokens; most engines send the finish in ``end`` instead."""
+        return self.token(text, index, n)
+
+    def end(self, out: Outcome) -> bytes:
+        raise NotImplementedError
+
+    def error(self, message: str) -> bytes:
+        return sse({"error": {"message": message, "type": "InternalServerError", "code": 500}})
+
+    def malformed(self) -> bytes:
+        return b'data: {"choices":[{"index":0,"delta":{"content":"\n\n'
+
+    def body(self, text: bytes, out: Outcome) -> bytes:
+        raise NotImplementedError
+
+    def ids(self, index: int, n: int) -> list[int]:
+        return self.corpus.ids_of(self.start_word + index, n)
+
+
+def dumps(obj: Any) -> bytes:
+    return orjson.dumps(obj)
+
+
+def sse(obj: Any) -> bytes:
+    return b"data: " + orjson.dumps(obj) + b"\n\n"
+
+
+def json_str(text: bytes) -> bytes:
+    """A JSON string literal of already-safe text (the simulator's words need no escaping)."""
+    return b'"' + text + b'"'
+
+
+def as_int(body: dict[str, Any], key: str, default: int, error: type[Exception] = ValueError) -> int:
+    value = body.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise error(f"{key} must be an integer, got {value!r}")
+    return value
+
+
+def parse_json_object(raw: bytes) -> dict[str, Any]:
+    """The body as a JSON object; ValueError with a readable reason otherwise."""
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"invalid JSON body: {exc}") from None
+    if not isinstance(obj, dict):
+        raise ValueError("the request body must be a JSON object")
+    return obj
+
+
+def messages_prompt(messages: Any) -> str:
+    """Chat messages rendered with a fixed template (the simulator's "chat template")."""
+    if not isinstance(messages, list) or not messages:
+        raise ValueError("messages must be a non-empty list")
+    parts = []
+    for m in messages:
+        if not isinstance(m, dict) or "role" not in m:
+            raise ValueError("each message must be an object with a role")
+        parts.append(f"<|{m['role']}|>\n{_content_text(m.get('content'))}\n")
+    return "".join(parts) + "<|assistant|>\n"
+
+
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # OpenAI content parts: keep the text ones
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    raise ValueError("message content must be a string or a list of parts")
