@@ -4,8 +4,8 @@ Counted: token embeddings, the LM head unless tied, per layer the attention proj
 (GQA-aware; MLA's low-rank q/kv projections), the MLP (three matrices when gated, two when not;
 MoE routed experts, shared experts and router), q/k/v biases where the family has them, and the
 RMS/LayerNorm weights. Not counted: multi-token-prediction heads (DeepSeek-V3's extra 14B),
-vision towers, position-embedding tables, and quantisation scales. Within ~1% of the published
-counts for the presets (tests/capacity/test_params.py).
+vision towers, position-embedding tables, and quantisation scales. Matches the published
+counts for the presets, exact for the dense ones and Mixtral (tests/capacity/test_params.py).
 """
 
 from __future__ import annotations
