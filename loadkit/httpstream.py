@@ -54,7 +54,9 @@ class ResponseHead:
     keep_alive: bool = True
 
 
-def encode_request(ep: Endpoint, method: str, path: str, headers: dict[str, str], body: bytes | None) -> bytes:
+def encode_request(
+    ep: Endpoint, method: str, path: str, headers: dict[str, str], body: bytes | None
+) -> bytes:
     lines = [f"{method} {ep.base_path}{path} HTTP/1.1", f"Host: {ep.host_header}"]
     for name, value in headers.items():
         lines.append(f"{name}: {value}")
