@@ -20,6 +20,7 @@ from loadkit.capacity.paging import blocks_per_sequence, fragmentation
 from loadkit.capacity.params import ParamCount, count_params
 from loadkit.capacity.planner import SCHEMA, plan
 from loadkit.capacity.render import render_html, render_table
+from loadkit.capacity.report import report_section
 
 __all__ = [
     "SCHEMA",
@@ -41,5 +42,6 @@ __all__ = [
     "read_lengths",
     "render_html",
     "render_table",
+    "report_section",
     "variant_table",
 ]

@@ -7,7 +7,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from loadkit.capacity import CapacityError, plan, render_html, render_table
+from loadkit.capacity import CapacityError, plan, render_html, render_table, report_section
 
 GIB = 2**30
 ISSUE_LENGTHS = [12, 105, 43, 512, 88, 3, 230]
@@ -85,3 +85,18 @@ def test_table_shows_issue_figures_and_html_is_escaped() -> None:
     assert "2.26%" in text and "18.34%" in text
     page = render_html({**p, "model": {**p["model"], "name": "<b>x</b>"}})
     assert "&lt;b&gt;x&lt;/b&gt;" in page and "<b>x</b>" not in page
+
+
+def test_report_section_uses_the_run_raw_log(tmp_path: Path, fixtures: Path) -> None:
+    (tmp_path / "requests.jsonl").write_bytes((fixtures / "requests.jsonl").read_bytes())
+    result, page = report_section("llama-3-8b", tmp_path, block_sizes=[16])
+    assert result is not None and result["lengths"]["count"] == 3
+    assert page.startswith('<section class="loadkit-capacity">') and "fragmentation" in page
+
+
+def test_report_section_never_raises(tmp_path: Path) -> None:
+    result, page = report_section("llama-3-8b", tmp_path)  # no raw log: still KV and fit in tokens
+    assert result is not None and result["lengths"] is None and result["fit"]["rows"][0]["max_tokens"] > 0
+    assert any("no raw log" in w for w in result["warnings"])
+    missing, page = report_section(tmp_path / "nope.json", tmp_path)
+    assert missing is None and "capacity plan not computed" in page and "no such config file" in page
