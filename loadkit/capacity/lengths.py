@@ -157,12 +157,12 @@ def _read_jsonl(path: Path) -> LengthSample:
         raise CapacityError(f"{path}: no JSON objects in this file")
     if "input_length" in first and "output_length" in first:
         acc: _RawLogAccumulator | _MooncakeAccumulator = _MooncakeAccumulator(skipped)
-    elif "n_in" in first and "n_out" in first:
+    elif "n_in" in first or "outcome" in first:
         acc = _RawLogAccumulator(skipped)
     else:
         keys = ", ".join(sorted(first)[:8])
         raise CapacityError(
-            f"{path}: not a raw log (n_in, n_out) or Mooncake trace (input_length, output_length); keys: {keys}"
+            f"{path}: not a raw log (n_in, n_out, outcome) or Mooncake trace (input_length, output_length); keys: {keys}"
         )
     acc.add(first)
     for obj in objects:
@@ -246,6 +246,13 @@ class _MooncakeAccumulator:
 
 
 def _read_csv(path: Path) -> LengthSample:
+    try:
+        return _parse_csv(path)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise CapacityError(f"{path}: cannot read as UTF-8 CSV: {exc}") from None
+
+
+def _parse_csv(path: Path) -> LengthSample:
     with path.open(newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)
         header = reader.fieldnames or []

@@ -24,11 +24,14 @@ _MAX_TURNS_PER_SESSION = 1_000
 def lengths_from_scenario(path: Path, n: int) -> LengthSample:
     source = _request_source(path)
     walk = _Walk()
-    while walk.requests < n:
-        item = source.next_item()
-        if item is None:
-            break
-        walk.visit(item)
+    try:
+        while walk.requests < n:
+            item = source.next_item()
+            if item is None:
+                break
+            walk.visit(item)
+    except (ValueError, OSError) as exc:  # ScenarioError is a ValueError; a trace file may vanish
+        raise CapacityError(str(exc) or f"{path}: cannot build requests") from None
     arr = np.asarray(walk.lengths, dtype=np.int64)
     prefix = None
     if walk.expected_seen:

@@ -103,3 +103,17 @@ def test_real_mooncake_block_sharing_matches_readme() -> None:
     s = read_lengths(trace("mooncake-fast25/conversation_trace.jsonl"))
     assert s.lengths.size == 12_031 and s.prefix is not None
     assert s.prefix.to_json()["saved_fraction_of_prompt"] == pytest.approx(0.366, abs=0.0005)
+
+
+def test_unreadable_csv_is_one_error(tmp_path: Path) -> None:
+    bad = tmp_path / "latin1.csv"
+    bad.write_bytes(b"ContextTokens,GeneratedTokens\n\xff\xfe,1\n")
+    with pytest.raises(CapacityError, match=r"latin1\.csv: cannot read as UTF-8 CSV"):
+        read_lengths(bad)
+
+
+def test_raw_log_recognised_by_outcome_when_counts_are_absent(tmp_path: Path) -> None:
+    log = tmp_path / "requests.jsonl"
+    log.write_text('{"outcome": "connect_error"}\n{"outcome": "ok", "n_in": 5, "n_out": 6}\n')
+    s = read_lengths(log)
+    assert s.lengths.tolist() == [11] and s.skipped == {"outcome connect_error": 1}
