@@ -1,0 +1,65 @@
+"""The plugin as loadkit sees it: through its entry point, in `loadkit plugins`, in
+--engine auto, and in a real run against a local server streaming the docs' example."""
+
+import importlib.metadata
+import os
+import subprocess
+import sys
+
+import orjson
+import pytest
+from anthropic_helpers import messages_server, stream_body
+
+from loadkit import GenerationRequest, types
+from loadkit.detect import detect_engine
+from loadkit.engines.base import AdapterOptions
+from loadkit.plugins import get_engine, new_plugin_manager
+from loadkit.timer import Timeouts, run_request
+
+installed = pytest.mark.skipif(
+    not any(ep.value == "loadkit_anthropic" for ep in importlib.metadata.entry_points(group="loadkit")),
+    reason="loadkit-anthropic is not pip-installed (pip install -e plugins/loadkit-anthropic)",
+)
+
+
+def plugins_json(env_extra: dict[str, str]) -> dict:
+    env = {**os.environ, **env_extra}
+    out = subprocess.run([sys.executable, "-m", "loadkit.cli", "plugins"], capture_output=True, env=env,
+                         timeout=60, check=True)
+    return orjson.loads(out.stdout)
+
+
+@installed
+def test_listed_by_loadkit_plugins():
+    engines = {e["engine"]: e for e in plugins_json({})["engines"]}
+    assert engines["anthropic"]["plugin"] == "loadkit-anthropic" and engines["anthropic"]["version"] == "0.1.0"
+
+
+@installed
+def test_not_loaded_when_plugins_limited():
+    env = {"LOADKIT_LOAD_PLUGINS": "none"}
+    assert "anthropic" not in {e["engine"] for e in plugins_json(env)["engines"]}
+
+
+@installed
+def test_run_and_detect_through_the_entry_point():
+    pm = new_plugin_manager()
+    adapter = get_engine("anthropic", pm).adapter(AdapterOptions(model="claude-test", api_key="k"))
+    with messages_server(stream_body("messages_stream.sse")) as (url, requests):
+        found = detect_engine(url, pm, timeout_s=2.0)
+        record = run_request(adapter, url, GenerationRequest(prompt="Hi", max_tokens=20),
+                             timeouts=Timeouts(connect_s=2, first_token_s=5, total_s=10))
+    assert found.engine == "anthropic" and "installed plugin" in found.explanation
+    assert record.outcome == types.OK, record.error
+    assert record.event_tokens == [1, 1] and record.text == "Hello!"
+    assert (record.n_out, record.n_out_source, record.n_in, record.cached_tokens) == (15, "usage", 125, 100)
+    assert requests[0][0] == "/v1/messages" and requests[0][1]["x-api-key"] == "k"
+
+
+def test_error_stream_is_in_band_error_in_a_run():
+    from loadkit_anthropic import AnthropicAdapter
+
+    with messages_server(stream_body("error_stream.sse")) as (url, _):
+        record = run_request(AnthropicAdapter(), url, GenerationRequest(prompt="Hi"),
+                             timeouts=Timeouts(connect_s=2, first_token_s=5, total_s=10))
+    assert record.outcome == types.IN_BAND_ERROR and "overloaded" in (record.error or "")
