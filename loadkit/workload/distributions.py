@@ -22,6 +22,10 @@ import numpy as np
 
 from loadkit.workload.errors import Ctx, check_keys, get_list, get_number, get_str, get_table, require
 
+# Hard caps on any sample: a mistyped parameter must not ask for a 10^12-token prompt.
+MAX_TOKENS = 1 << 20
+MAX_SECONDS = 86_400.0
+MAX_PARAM = 1e9
 FAMILIES = ("fixed", "uniform", "normal", "lognormal", "gamma", "pareto", "zipf", "empirical", "mixture")
 _COMMON = ("dist", "min", "max")
 PathResolver = Callable[[Ctx, str], Path]
@@ -48,13 +52,18 @@ class Distribution:
         return _DRAWERS[self.family](self, rng)
 
     def sample(self, rng: np.random.Generator) -> float:
-        value = self.draw(rng)
-        floor = 1.0 if self.integer else 0.0
+        cap = float(MAX_TOKENS) if self.integer else MAX_SECONDS
+        try:
+            value = self.draw(rng)
+        except (OverflowError, ValueError):  # numpy refuses ranges beyond float64
+            value = math.inf
+        if math.isnan(value):
+            value = cap
         if self.low is not None:
             value = max(value, self.low)
         if self.high is not None:
             value = min(value, self.high)
-        value = max(value, floor)
+        value = min(max(value, 1.0 if self.integer else 0.0), cap)
         return float(round(value)) if self.integer else float(value)
 
     def sample_int(self, rng: np.random.Generator) -> int:
@@ -115,7 +124,7 @@ _DRAWERS: dict[str, Callable[[Distribution, np.random.Generator], float]] = {
 def parse_distribution(ctx: Ctx, raw: Any, resolve: PathResolver, *, integer: bool = True) -> Distribution:
     """Validate one distribution table (or a bare number, meaning fixed) and return it."""
     if isinstance(raw, int | float) and not isinstance(raw, bool):
-        value = get_number(ctx, raw, low=0.0)
+        value = get_number(ctx, raw, low=0.0, high=MAX_PARAM)
         return Distribution("fixed", {"value": value}, integer=integer)
     table = get_table(ctx, raw)
     family = get_str(ctx.at("dist"), require(ctx, table, "dist"), FAMILIES)
@@ -129,7 +138,7 @@ def parse_distribution(ctx: Ctx, raw: Any, resolve: PathResolver, *, integer: bo
 
 
 def _opt_number(ctx: Ctx, value: Any) -> float | None:
-    return None if value is None else get_number(ctx, value, low=0.0)
+    return None if value is None else get_number(ctx, value, low=0.0, high=MAX_PARAM)
 
 
 def _params(ctx: Ctx, table: dict[str, Any], names: tuple[str, ...], **bounds: tuple[float, bool]) -> dict[str, float]:
@@ -138,7 +147,8 @@ def _params(ctx: Ctx, table: dict[str, Any], names: tuple[str, ...], **bounds: t
     out = {}
     for name in names:
         low, strict = bounds.get(name, (0.0, False))
-        out[name] = get_number(ctx.at(name), require(ctx, table, name), low=low, strict_low=strict)
+        out[name] = get_number(ctx.at(name), require(ctx, table, name), low=low, high=MAX_PARAM,
+                               strict_low=strict)
     return out
 
 
@@ -164,7 +174,7 @@ def _parse_lognormal(ctx: Ctx, table: dict[str, Any], resolve: PathResolver, int
     if "median" in table:
         p = _params(ctx, table, ("median", "sigma"), median=(0.0, True))
         return Distribution("lognormal", {"mu": math.log(p["median"]), "sigma": p["sigma"]})
-    p = _params(ctx, table, ("mean", "std"), mean=(0.0, True))
+    p = _params(ctx, table, ("mean", "std"), mean=(1e-6, False))
     sigma2 = math.log1p((p["std"] / p["mean"]) ** 2)
     return Distribution("lognormal", {"mu": math.log(p["mean"]) - sigma2 / 2, "sigma": math.sqrt(sigma2)})
 
@@ -173,7 +183,7 @@ def _parse_gamma(ctx: Ctx, table: dict[str, Any], resolve: PathResolver, integer
     """Either (shape, scale) or (mean, cv): shape = 1/cv², scale = mean·cv²."""
     if "shape" in table:
         return Distribution("gamma", _params(ctx, table, ("shape", "scale"), shape=(0.0, True), scale=(0.0, True)))
-    p = _params(ctx, table, ("mean", "cv"), mean=(0.0, True), cv=(0.0, True))
+    p = _params(ctx, table, ("mean", "cv"), mean=(0.0, True), cv=(1e-3, False))
     return Distribution("gamma", {"shape": 1.0 / p["cv"] ** 2, "scale": p["mean"] * p["cv"] ** 2})
 
 
@@ -183,8 +193,8 @@ def _parse_pareto(ctx: Ctx, table: dict[str, Any], resolve: PathResolver, intege
 
 def _parse_zipf(ctx: Ctx, table: dict[str, Any], resolve: PathResolver, integer: bool) -> Distribution:
     check_keys(ctx, table, _COMMON + ("a", "scale"))
-    a = get_number(ctx.at("a"), require(ctx, table, "a"), low=1.0, strict_low=True)
-    scale = get_number(ctx.at("scale"), table.get("scale", 1), low=0.0, strict_low=True)
+    a = get_number(ctx.at("a"), require(ctx, table, "a"), low=1.0, high=MAX_PARAM, strict_low=True)
+    scale = get_number(ctx.at("scale"), table.get("scale", 1), low=0.0, high=MAX_PARAM, strict_low=True)
     return Distribution("zipf", {"a": a, "scale": scale})
 
 
