@@ -1,0 +1,36 @@
+"""The example third-party distribution is laid out as the design asks, and, when installed,
+is loaded through its entry point (and not loaded when LOADKIT_LOAD_PLUGINS excludes it)."""
+
+import importlib.metadata
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import orjson
+import pytest
+
+PLUGIN = Path(__file__).resolve().parents[2] / "plugins" / "loadkit-anthropic"
+
+
+def test_distribution_layout():
+    meta = tomllib.loads((PLUGIN / "pyproject.toml").read_text())
+    assert meta["project"]["name"] == "loadkit-anthropic"
+    assert meta["project"]["entry-points"]["loadkit"] == {"anthropic": "loadkit_anthropic"}
+    assert (PLUGIN / "src" / "loadkit_anthropic" / "__init__.py").is_file()
+    assert list((PLUGIN / "tests").glob("test_*.py"))
+
+
+def engines(env: dict[str, str]) -> set[str]:
+    out = subprocess.run([sys.executable, "-m", "loadkit.cli", "plugins"], capture_output=True, timeout=60,
+                         env={**os.environ, **env}, check=True)
+    return {e["engine"] for e in orjson.loads(out.stdout)["engines"]}
+
+
+@pytest.mark.skipif(not any(ep.value == "loadkit_anthropic" for ep in importlib.metadata.entry_points(group="loadkit")),
+                    reason="pip install -e plugins/loadkit-anthropic first (CI does)")
+def test_installed_plugin_is_loaded_only_when_allowed():
+    assert "anthropic" in engines({})
+    assert "anthropic" in engines({"LOADKIT_LOAD_PLUGINS": "anthropic"})
+    assert "anthropic" not in engines({"LOADKIT_LOAD_PLUGINS": "none"})
