@@ -140,14 +140,22 @@ def server_options(args: argparse.Namespace) -> ServerOptions:
                          retry_after_s=args.retry_after, spin_us=args.spin_us)
 
 
-async def serve(specs: list[EngineSpec], options: ServerOptions, stop: asyncio.Event) -> None:
-    """Run engines until ``stop`` is set; prints the ready lines."""
+async def serve(specs: list[EngineSpec], options: ServerOptions, stop: asyncio.Event,
+                state: dict[str, Any] | None = None) -> None:
+    """Run engines until ``stop`` is set; prints the ready lines (``state`` gets the engines)."""
     truth = TruthLog(options.truth_log) if options.truth_log else None
     engines = [SimEngine(s, options, truth, i) for i, s in enumerate(specs)]
     started = [await start_engine(e, options.host) for e in engines]
+    if state is not None:
+        state["engines"] = engines
+        return await _wait_and_close(stop, started, truth)
     for e in engines:
         print(f"loadkit sim: listening on http://{options.host}:{e.port} engine={e.family} "
               f"profile={e.profile.name} model={e.model}", flush=True)
+    await _wait_and_close(stop, started, truth)
+
+
+async def _wait_and_close(stop: asyncio.Event, started: list[Any], truth: TruthLog | None) -> None:
     flusher = asyncio.get_running_loop().create_task(_flush_every(truth, 0.5))
     try:
         await stop.wait()

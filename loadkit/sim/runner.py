@@ -104,17 +104,28 @@ class EngineRunner:
             pass
 
     def _deliver(self, emissions: list[tuple[Any, int]], due: int) -> None:
-        first = True
+        """Hand each emission to its sink; histogram inlined (this loop runs per token)."""
+        hist = self.lateness
+        buckets, top = hist.buckets, _N_BUCKETS - 1
+        first_t = count = tokens = 0
+        t = 0
         for seq, n in emissions:
             sink = seq.sink
-            if sink is not None and not seq.aborted:
-                t = sink.on_tokens(n)
-                if t:
-                    self.lateness.add(t - due)
-                    if first:
-                        self.step_lateness.add(t - due)
-                        first = False
-                    self.tokens_written += n
+            if sink is None or seq.aborted:
+                continue
+            t = sink.on_tokens(n)
+            if t:
+                i = (t - due) // _BUCKET_NS
+                buckets[i if i < top else top] += 1
+                count += 1
+                tokens += n
+                if not first_t:
+                    first_t = t
+        if count:
+            hist.count += count
+            hist.max_ns = max(hist.max_ns, t - due)
+            self.step_lateness.add(first_t - due)
+            self.tokens_written += tokens
 
     def _next_start(self, due: int) -> int:
         now = time.monotonic_ns()

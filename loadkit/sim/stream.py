@@ -28,7 +28,8 @@ class ActiveStream:
 
     __slots__ = (
         "engine", "conn", "fmt", "seq", "truth", "fault", "fault_at", "sent", "pending",
-        "streaming", "t_first_step", "chunks", "ended", "trickle",
+        "streaming", "t_first_step", "chunks", "ended", "trickle", "fast", "pre", "post", "plen",
+        "write", "text_of", "start_word", "ts", "ks",
     )  # fmt: skip
 
     def __init__(self, engine: SimEngine, conn: HttpConnection, fmt: StreamFormat, seq: Sequence,
@@ -49,10 +50,32 @@ class ActiveStream:
         self.trickle: Trickle | None = None
         conn.on_lost = self._client_gone
         conn.on_resume = self._drained
+        # Fast path (most events): fixed bytes around the text, no fault, no pause.
+        parts = fmt.parts()
+        self.fast = False
+        self.pre, self.post = parts or (b"", b"")
+        self.plen = len(self.pre) + len(self.post)
+        self.write = conn.transport.write if conn.transport is not None else None
+        self.text_of = engine.corpus.text_of
+        self.start_word = fmt.start_word
+        self.ts: list[int] = truth["t_token_ns"]
+        self.ks: list[int] = truth["tokens_per_event"]
 
     # ---- called by the runner ------------------------------------------------------------
 
     def on_tokens(self, n: int) -> int:
+        if self.fast and not self.seq.done and not self.conn.paused:
+            i = self.sent
+            text = self.text_of(self.start_word, i, n)
+            t = _mono()
+            self.write(b"%x\r\n%b%b%b\r\n" % (self.plen + len(text), self.pre, text, self.post))
+            self.sent = i + n
+            self.ts.append(t)
+            self.ks.append(n)
+            return t
+        return self._slow_tokens(n)
+
+    def _slow_tokens(self, n: int) -> int:
         if self.t_first_step is None:
             self.t_first_step = self.engine.runner.step_end_ns
         if not self.streaming:
@@ -83,8 +106,9 @@ class ActiveStream:
         else:
             self.conn.write_chunk(payload)
         self.sent, self.pending = index + n, 0
-        self.truth["t_token_ns"].append(t)
-        self.truth["tokens_per_event"].append(n)
+        self.ts.append(t)
+        self.ks.append(n)
+        self.fast = self.pre != b"" and self.fault_at < 0 and self.trickle is None and self.write is not None
         if last:
             self._finish(t)
         return t

@@ -58,6 +58,7 @@ class StreamFormat:
 
     content_type = "text/event-stream; charset=utf-8"
     ndjson = False
+    fixed_frame = False  # token() depends on the text only: the sink may build it itself
 
     def __init__(self, spec: RequestSpec, rid: str, created: int, corpus: OutputCorpus, start: int) -> None:
         self.spec = spec
@@ -68,6 +69,13 @@ class StreamFormat:
 
     def start(self) -> bytes:
         return b""
+
+    def parts(self) -> tuple[bytes, bytes] | None:
+        """(before, after) the text when ``token`` is ``before + text + after`` for any index."""
+        if not self.fixed_frame:
+            return None
+        before, after = self.token(b"\x00", 0, 1).split(b"\x00")
+        return before, after
 
     def token(self, text: bytes, index: int, n: int) -> bytes:
         raise NotImplementedError

@@ -172,6 +172,8 @@ def triton_error(status: int, message: str) -> bytes:
 
 
 class TritonGenerate(StreamFormat):
+    fixed_frame = True
+
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self.head = b'data: {"model_name":%s,"model_version":"1","sequence_end":false,"sequence_id":0,"sequence_start":false,"text_output":' % dumps(
@@ -179,6 +181,7 @@ class TritonGenerate(StreamFormat):
 
     def token(self, text: bytes, index: int, n: int) -> bytes:
         return self.head + json_str(text) + b"}\n\n"
+
 
     def end(self, out: Outcome) -> bytes:
         return b""

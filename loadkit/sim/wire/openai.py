@@ -83,6 +83,7 @@ class VllmCompletion(StreamFormat):
 
     object_name = b"text_completion"
     id_prefix = "cmpl-"
+    fixed_frame = True
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -97,6 +98,7 @@ class VllmCompletion(StreamFormat):
 
     def token(self, text: bytes, index: int, n: int) -> bytes:
         return self.head + self.choice(text, b"null") + self.tail
+
 
     def last_token(self, text: bytes, index: int, n: int, out: Outcome) -> bytes:
         # vLLM puts finish_reason on the chunk with the last text.
@@ -169,6 +171,7 @@ class LlamaCompletion(StreamFormat):
     """llama.cpp /v1/completions (key order as captured; usage always in the final chunk)."""
 
     object_name = b"text_completion"
+    fixed_frame = True
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -180,6 +183,7 @@ class LlamaCompletion(StreamFormat):
     def token(self, text: bytes, index: int, n: int) -> bytes:
         return b'data: {"choices":[{"text":%s,"index":0,"logprobs":null,"finish_reason":null}%s}\n\n' % (
             json_str(text), self.tail)
+
 
     def end(self, out: Outcome) -> bytes:
         return b'data: {"choices":[{"text":"","index":0,"logprobs":null,"finish_reason":%s}%s,"usage":%s%s,"timings":%s}\n\n' % (

@@ -1,0 +1,136 @@
+"""Benchmark: how many streamed tokens/s and concurrent streams the simulator sustains on one core.
+
+The simulator runs pinned to one core (taskset), the load client — a small asyncio raw-socket
+client, one keep-alive connection per stream, closed loop — in this process, pinned to another.
+Each stream asks for ``--max-tokens`` tokens with ignore_eos, reads until the chunked
+terminator, and asks again. After a warm-up, the simulator's own counters give tokens written
+and the lateness of every event write vs the scheduled end of its step (p50/p99).
+
+    python benchmarks/bench_sim.py --streams 2000 --decode-ms 20 --seconds 10
+
+Expected decode rate = streams / step time; the report says whether the simulator kept up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import time
+import urllib.request
+from typing import Any
+
+from loadkit.sim.testing import sim_process
+
+
+class StreamClient(asyncio.Protocol):
+    """One connection: sends a request, waits for the end of the chunked body, repeats."""
+
+    def __init__(self, request: bytes, stats: dict[str, int], stop: asyncio.Event) -> None:
+        self.request = request
+        self.stats = stats
+        self.stop = stop
+        self.transport: asyncio.Transport | None = None
+        self.closed = asyncio.get_event_loop().create_future()
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        transport.write(self.request)
+
+    def data_received(self, data: bytes) -> None:
+        self.stats["bytes"] += len(data)
+        if data.endswith(b"\r\n0\r\n\r\n"):
+            self.stats["responses"] += 1
+            if self.stop.is_set():
+                assert self.transport is not None
+                self.transport.close()
+            else:
+                assert self.transport is not None
+                self.transport.write(self.request)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+
+def build_request(port: int, max_tokens: int, prompt_words: int) -> bytes:
+    body = json.dumps({
+        "model": "sim", "prompt": " ".join(["hello"] * prompt_words), "max_tokens": max_tokens,
+        "stream": True, "ignore_eos": True,
+    }).encode()  # fmt: skip
+    return (f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+
+def stats(url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(url + "/loadkit/sim/stats", timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+async def drive(port: int, args: argparse.Namespace) -> dict[str, Any]:
+    loop = asyncio.get_running_loop()
+    counters = {"bytes": 0, "responses": 0}
+    stop = asyncio.Event()
+    request = build_request(port, args.max_tokens, args.prompt_words)
+    clients = []
+    for i in range(args.streams):
+        _, proto = await loop.create_connection(lambda: StreamClient(request, counters, stop), "127.0.0.1", port)
+        clients.append(proto)
+        if i % 100 == 99:
+            await asyncio.sleep(args.ramp_s / max(args.streams / 100, 1))
+    url = f"http://127.0.0.1:{port}"
+    await asyncio.sleep(args.warmup)
+    s0, t0, b0 = await loop.run_in_executor(None, stats, url), time.monotonic(), counters["bytes"]
+    await asyncio.sleep(args.seconds)
+    s1, t1, b1 = await loop.run_in_executor(None, stats, url), time.monotonic(), counters["bytes"]
+    stop.set()
+    await asyncio.wait([c.closed for c in clients], timeout=args.max_tokens * args.decode_ms / 1000 + 10)
+    return {"s0": s0, "s1": s1, "seconds": t1 - t0, "client_bytes": b1 - b0}
+
+
+def lateness_window(s0: dict[str, Any], s1: dict[str, Any]) -> dict[str, Any]:
+    # The histogram is cumulative since start; the warm-up is small next to the window, and the
+    # final snapshot is what is reported.
+    return s1["event_lateness"]
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    sim_args = ["--profile", "fast", "--max-num-seqs", str(args.streams + 16), "--decode-base-ms", str(args.decode_ms),
+                "--decode-per-seq-ms", "0", "--kv-read-ms-per-1k-tokens", "0", "--prefill-us-per-token", "0.5",
+                "--max-num-batched-tokens", "65536", "--num-blocks", "400000", "--no-prefix-caching"]
+    with sim_process(*sim_args, truth_log=args.truth_log or False, cpu=args.sim_cpu) as sim:
+        if args.client_cpu is not None:
+            os.sched_setaffinity(0, {args.client_cpu})
+        raw = asyncio.run(drive(sim.port, args))
+    s0, s1, secs = raw["s0"], raw["s1"], raw["seconds"]
+    tokens = s1["tokens_written"] - s0["tokens_written"]
+    return {
+        "streams": args.streams, "decode_step_ms": args.decode_ms, "max_tokens": args.max_tokens,
+        "window_s": round(secs, 2), "tokens_per_s": round(tokens / secs),
+        "expected_tokens_per_s_if_on_schedule": round(args.streams / (args.decode_ms / 1000)),
+        "steps_per_s": round((s1["steps"] - s0["steps"]) / secs, 1),
+        "client_MB_per_s": round(raw["client_bytes"] / secs / 1e6, 1),
+        "resyncs": s1["resyncs"] - s0["resyncs"],
+        "event_lateness_ms": lateness_window(s0, s1), "step_first_write_lateness_ms": s1["step_lateness"],
+    }  # fmt: skip
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--streams", type=int, default=2000)
+    p.add_argument("--decode-ms", type=float, default=20.0)
+    p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--prompt-words", type=int, default=32)
+    p.add_argument("--seconds", type=float, default=10.0)
+    p.add_argument("--warmup", type=float, default=3.0)
+    p.add_argument("--ramp-s", type=float, default=1.0)
+    p.add_argument("--sim-cpu", type=int, default=0)
+    p.add_argument("--client-cpu", type=int, default=1)
+    p.add_argument("--truth-log", default=None)
+    args = p.parse_args()
+    print(json.dumps(run(args), indent=2))
+
+
+if __name__ == "__main__":
+    main()
