@@ -6,8 +6,8 @@ below 2^(SUB_BITS+1) has a bucket of its own, so a bucket is never wider than 2^
 its lower bound. Quoting a bucket's midpoint is therefore off by at most 2^-(SUB_BITS+1) of
 the true value (0.098 % for SUB_BITS = 9) anywhere from 1 ns to centuries.
 
-Counts live in a sparse dict keyed by bucket index: memory follows the number of distinct
-buckets in use (at most ~512 per octave spanned), never the number of values. Count, sum,
+Counts live in a dense array over the span of buckets in use (at most 512 per octave
+spanned, ≤ 180 KB), so memory never depends on the number of values. Count, sum,
 min and max are kept exactly. Merging is a bucket-wise sum, so percentiles of a merge are
 identical to percentiles of one histogram fed every value.
 """
@@ -24,9 +24,6 @@ _LINEAR_LIMIT = 1 << (SUB_BITS + 1)  # below this every integer has its own buck
 MAX_RELATIVE_ERROR = 1.0 / (1 << (SUB_BITS + 1))
 
 WIRE_VERSION = 1
-
-# Values per call above which numpy beats a Python loop (measured in benchmarks/bench_stats.py).
-NUMPY_THRESHOLD = 48
 
 
 def bucket_index(value: int) -> int:
@@ -61,37 +58,71 @@ def bucket_indices(values: np.ndarray) -> np.ndarray:
 
 
 class Histogram:
-    """Exact-merge histogram of non-negative integers; see the module docstring."""
+    """Exact-merge histogram of non-negative integers; see the module docstring.
 
-    __slots__ = ("counts", "count", "total", "min", "max", "clamped")
+    Counts are a dense int64 array over the span of buckets seen so far (grown on demand,
+    ≤ 180 KB even for a span from 1 ns to 100 days), so bulk recording is a numpy bincount
+    and percentiles a cumulative sum, with no per-bucket Python work.
+    """
+
+    __slots__ = ("_counts", "_offset", "count", "total", "_min", "_max", "clamped")
 
     def __init__(self) -> None:
-        self.counts: dict[int, int] = {}
+        self._counts = np.zeros(0, dtype=np.int64)
+        self._offset = 0  # bucket index of _counts[0]
         self.count = 0
         self.total = 0  # exact sum of recorded values (times their weights)
-        self.min: int | None = None
-        self.max: int | None = None
+        self._min: int | None = None
+        self._max: int | None = None
         # Negative inputs (clock anomalies) recorded as 0; counted so a report can say so.
         self.clamped = 0
 
+    @property
+    def min(self) -> int | None:
+        return self._min
+
+    @property
+    def max(self) -> int | None:
+        return self._max
+
+    @property
+    def counts(self) -> dict[int, int]:
+        """Non-empty buckets as {bucket index: count}."""
+        nonzero = np.flatnonzero(self._counts)
+        return dict(zip((nonzero + self._offset).tolist(), self._counts[nonzero].tolist(), strict=True))
+
+    def _ensure(self, low: int, high: int) -> None:
+        """Grow the dense array to cover bucket indices low..high."""
+        size = len(self._counts)
+        if size and self._offset <= low and high < self._offset + size:
+            return
+        if size:
+            low, high = min(low, self._offset), max(high, self._offset + size - 1)
+        # Round out to whole octaves so a drifting distribution does not regrow every time.
+        low, high = (low >> SUB_BITS) << SUB_BITS, ((high >> SUB_BITS) + 1) << SUB_BITS
+        grown = np.zeros(high - low, dtype=np.int64)
+        if size:
+            grown[self._offset - low : self._offset - low + size] = self._counts
+        self._counts, self._offset = grown, low
+
     def record(self, value: int, weight: int = 1) -> None:
-        """Record ``value`` (an int) ``weight`` times. Negative values are recorded as 0."""
+        """Record ``value`` (an int) ``weight`` times. Negative values are recorded as 0.
+
+        One value at a time costs ~1 µs; the stats hot path batches into ``record_many``.
+        """
         if value < 0:
             self.clamped += weight
             value = 0
-        if value < _LINEAR_LIMIT:
-            index = value
-        else:
-            shift = value.bit_length() - (SUB_BITS + 1)
-            index = (shift << SUB_BITS) + (value >> shift)
-        counts = self.counts
-        counts[index] = counts.get(index, 0) + weight
-        self.count += weight
-        self.total += value * weight
-        if self.min is None or value < self.min:
-            self.min = value
-        if self.max is None or value > self.max:
-            self.max = value
+        index = bucket_index(value)
+        self._ensure(index, index)
+        self._counts[index - self._offset] += weight
+        self._note(weight, value * weight, value, value)
+
+    def _note(self, n: int, total: int, low: int, high: int) -> None:
+        self.count += n
+        self.total += total
+        self._min = low if self._min is None else min(self._min, low)
+        self._max = high if self._max is None else max(self._max, high)
 
     def record_many(self, values: np.ndarray, weights: np.ndarray | None = None) -> None:
         """Record an int64 array at once (optionally each value ``weights[i]`` times)."""
@@ -101,32 +132,25 @@ class Histogram:
         if negative.any():
             self.clamped += int(weights[negative].sum()) if weights is not None else int(negative.sum())
             values = np.maximum(values, 0)
-        self._add_indices(bucket_indices(values), weights)
-        self.count += int(weights.sum()) if weights is not None else int(values.size)
-        self.total += int((values * weights).sum()) if weights is not None else int(values.sum())
-        low, high = int(values.min()), int(values.max())
-        self.min = low if self.min is None else min(self.min, low)
-        self.max = high if self.max is None else max(self.max, high)
-
-    def _add_indices(self, indices: np.ndarray, weights: np.ndarray | None) -> None:
-        unique, inverse = np.unique(indices, return_inverse=True)
-        sums = np.bincount(inverse, weights=weights) if weights is not None else np.bincount(inverse)
-        counts = self.counts
-        for index, n in zip(unique.tolist(), sums.astype(np.int64).tolist(), strict=True):
-            counts[index] = counts.get(index, 0) + n
+        indices = bucket_indices(values)
+        low, high = int(indices.min()), int(indices.max())
+        self._ensure(low, high)
+        counts = np.bincount(indices - low, weights=weights, minlength=high - low + 1)
+        start = low - self._offset
+        self._counts[start : start + len(counts)] += counts.astype(np.int64)
+        n = int(weights.sum()) if weights is not None else int(values.size)
+        total = int((values * weights).sum()) if weights is not None else int(values.sum())
+        self._note(n, total, int(values.min()), int(values.max()))
 
     def merge(self, other: Histogram) -> None:
         """Add every value of ``other`` into this histogram (exact)."""
-        counts = self.counts
-        for index, n in other.counts.items():
-            counts[index] = counts.get(index, 0) + n
-        self.count += other.count
-        self.total += other.total
+        if other.count:
+            self._ensure(other._offset, other._offset + len(other._counts) - 1)
+            start = other._offset - self._offset
+            self._counts[start : start + len(other._counts)] += other._counts
+            assert other._min is not None and other._max is not None
+            self._note(other.count, other.total, other._min, other._max)
         self.clamped += other.clamped
-        if other.min is not None:
-            self.min = other.min if self.min is None else min(self.min, other.min)
-        if other.max is not None:
-            self.max = other.max if self.max is None else max(self.max, other.max)
 
     def copy(self) -> Histogram:
         clone = Histogram()
@@ -138,20 +162,12 @@ class Histogram:
 
         The quoted value is clamped into [min, max], which are exact; None when empty.
         """
-        if self.count == 0 or self.min is None or self.max is None:
+        if self.count == 0 or self._min is None or self._max is None:
             return [None] * len(quantiles)
+        cumulative = np.cumsum(self._counts)
         ranks = [max(1, _ceil_rank(q, self.count)) for q in quantiles]
-        order = sorted(range(len(ranks)), key=ranks.__getitem__)
-        out: list[float | None] = [None] * len(quantiles)
-        seen, pos = 0, 0
-        for index in sorted(self.counts):
-            seen += self.counts[index]
-            while pos < len(order) and ranks[order[pos]] <= seen:
-                out[order[pos]] = min(max(bucket_value(index), self.min), self.max)
-                pos += 1
-            if pos == len(order):
-                break
-        return out
+        positions = np.searchsorted(cumulative, ranks, side="left").tolist()
+        return [min(max(bucket_value(p + self._offset), self._min), self._max) for p in positions]
 
     def percentile(self, q: float) -> float | None:
         return self.percentiles([q])[0]
@@ -162,15 +178,15 @@ class Histogram:
 
     def to_wire(self) -> dict[str, Any]:
         """A compact JSON/msgpack-able dict: sparse buckets as two parallel lists."""
-        keys = sorted(self.counts)
+        nonzero = np.flatnonzero(self._counts)
         return {
             "v": WIRE_VERSION,
-            "i": keys,
-            "c": [self.counts[k] for k in keys],
+            "i": (nonzero + self._offset).tolist(),
+            "c": self._counts[nonzero].tolist(),
             "n": self.count,
             "s": self.total,
-            "lo": self.min,
-            "hi": self.max,
+            "lo": self._min,
+            "hi": self._max,
             "neg": self.clamped,
         }
 
@@ -179,9 +195,12 @@ class Histogram:
         if data.get("v") != WIRE_VERSION:
             raise ValueError(f"histogram wire version {data.get('v')!r}, expected {WIRE_VERSION}")
         hist = cls()
-        hist.counts = dict(zip(data["i"], data["c"], strict=True))
+        indices = np.asarray(data["i"], dtype=np.int64)
+        if indices.size:
+            hist._ensure(int(indices.min()), int(indices.max()))
+            hist._counts[indices - hist._offset] = np.asarray(data["c"], dtype=np.int64)
         hist.count, hist.total = data["n"], data["s"]
-        hist.min, hist.max, hist.clamped = data["lo"], data["hi"], data.get("neg", 0)
+        hist._min, hist._max, hist.clamped = data["lo"], data["hi"], data.get("neg", 0)
         return hist
 
     def __eq__(self, other: object) -> bool:

@@ -2,9 +2,11 @@
 
 The hot path (``GroupStats.add``) computes the metrics of DESIGN.md §1 straight from the
 record's integer nanosecond timestamps: the same formulas as ``loadkit.records`` (a test
-holds the two to each other) without a float round trip, which would cost both time and a
-nanosecond of truth per value. Latency histograms take `ok` requests only; every outcome is
-counted.
+holds the two to each other) without a float round trip. Values are appended to small
+pending lists and recorded into the histograms a few thousand at a time with numpy
+(``flush``), which costs a fraction of per-value Python work; every reader flushes first, so
+nothing observable depends on the batching. Latency histograms take `ok` requests only;
+every outcome is counted.
 """
 
 from __future__ import annotations
@@ -14,20 +16,25 @@ from typing import Any
 
 import numpy as np
 
-from loadkit.histogram import NUMPY_THRESHOLD, Histogram
+from loadkit.histogram import Histogram
 from loadkit.records import RequestRecord
+from loadkit.stats.series import Series
 from loadkit.types import CANCELLED, OK
-
-NS_PER_S = 1_000_000_000
-# One day of per-second rows per group; later seconds are counted as dropped, not stored.
-MAX_TIMESERIES_SECONDS = 86_400
 
 TIME_METRICS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "itl_ms", "itl_chunk_ms", "e2e_ms")
 TOKEN_METRICS = ("n_in", "n_out", "n_cached")
 METRICS = TIME_METRICS + TOKEN_METRICS
 
-# SLO keys a user may give, and the per-request value each is judged on (ns).
+# SLO keys a user may give; each judged on the request's own value (itl_ms: its largest gap).
 SLO_KEYS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms", "itl_ms")
+_SLO_SLOT = {key: i for i, key in enumerate(SLO_KEYS)}
+
+# Pending values per list before a numpy flush: bounds memory, amortises numpy's call cost.
+FLUSH_RECORDS = 2048
+FLUSH_ITL = 16384
+
+# Unweighted pending lists, one per histogram fed one value per request (or per event).
+_PLAIN = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms", "n_in", "n_out", "n_cached", "itl_chunk_ms", "itl_ms")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,129 +55,116 @@ class GroupStats:
     __slots__ = (
         "hists", "outcomes", "sent", "output_tokens", "output_tokens_all", "input_tokens",
         "cached_tokens", "n_out_sources", "slo_counts", "good", "judged", "first_send_wall_ns",
-        "last_end_wall_ns", "series", "series_dropped",
+        "last_end_wall_ns", "series", "wall_offset_ns", "pending", "pending_w", "pending_series",
+        "_slos",
     )  # fmt: skip
 
-    def __init__(self) -> None:
+    def __init__(self, wall_offset_ns: int = 0, slos: tuple[Slo, ...] = ()) -> None:
         self.hists: dict[str, Histogram] = {name: Histogram() for name in METRICS}
         self.outcomes: dict[str, int] = {}
         self.sent = 0
-        self.output_tokens = 0  # of ok requests: the throughput numerator (vLLM convention)
+        self.output_tokens = 0  # of ok requests: the throughput numerator (vLLM's convention)
         self.output_tokens_all = 0  # of every request that reported n_out
         self.input_tokens = 0
         self.cached_tokens = 0
         self.n_out_sources: dict[str, int] = {}
-        # Per SLO key: [met, violated, not_measured] over judged requests.
-        self.slo_counts: dict[str, list[int]] = {}
+        self.slo_counts: dict[str, list[int]] = {}  # key → [met, violated, not_measured]
         self.good = 0  # ok requests meeting every SLO
         self.judged = 0  # requests that count for attainment: every outcome but `cancelled`
         self.first_send_wall_ns: int | None = None
         self.last_end_wall_ns: int | None = None
-        # wall-clock second → [completed, ok, output tokens, in-flight ns]
-        self.series: dict[int, list[int]] = {}
-        self.series_dropped = 0
+        self.series = Series()
+        self.wall_offset_ns = wall_offset_ns  # monotonic ns + offset = Unix ns
+        self.pending: dict[str, list[int]] = {name: [] for name in _PLAIN}
+        self.pending_w: tuple[list[int], list[int]] = ([], [])  # per-token ITL of k>1 events
+        self.pending_series: tuple[list[int], list[int], list[int]] = ([], [], [])  # start, end, ok tokens/-1
+        self._slos = tuple((_SLO_SLOT[s.key], s.key, s.limit_ns) for s in slos)
 
     # -- hot path -------------------------------------------------------------------------
 
-    def add(self, r: RequestRecord, wall_offset_ns: int, slos: tuple[Slo, ...]) -> None:
-        """Count one finished request. ``wall_offset_ns`` turns monotonic ns into Unix ns."""
+    def add(self, r: RequestRecord) -> None:
+        """Count one finished request."""
         self.sent += 1
         outcome = r.outcome
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+        pending = self.pending
+        if r.n_in is not None:
+            self.input_tokens += r.n_in
+            pending["n_in"].append(r.n_in)
+        if r.cached_tokens is not None:
+            self.cached_tokens += r.cached_tokens
+            pending["n_cached"].append(r.cached_tokens)
+        if r.n_out_source is not None:
+            self.n_out_sources[r.n_out_source] = self.n_out_sources.get(r.n_out_source, 0) + 1
         n_out = r.n_out
         if n_out is not None:
             self.output_tokens_all += n_out
-        self._add_tokens(r)
-        end = r.t_end_ns if r.t_end_ns is not None else (r.event_t_ns[-1] if r.event_t_ns else r.t_send_ns)
-        ok = outcome == OK
-        if ok:
-            values = self._add_latencies(r, end)
-            if n_out is not None:
-                self.output_tokens += n_out
-            self._judge(values, slos)
+        events = r.event_t_ns
+        end = r.t_end_ns if r.t_end_ns is not None else (events[-1] if events else r.t_send_ns)
+        tokens = -1  # series marker for "not ok"
+        if outcome == OK:
+            tokens = n_out or 0
+            self.output_tokens += tokens
+            self._judge(self._add_latencies(r))
         elif outcome != CANCELLED:
             self.judged += 1
         if r.t_send_ns > 0:
-            self._add_series(r.t_send_ns + wall_offset_ns, end + wall_offset_ns, ok, (n_out or 0) if ok else 0)
+            starts, ends, toks = self.pending_series
+            starts.append(r.t_send_ns)
+            ends.append(end)
+            toks.append(tokens)
+        if len(pending["e2e_ms"]) >= FLUSH_RECORDS or len(pending["itl_chunk_ms"]) >= FLUSH_ITL:
+            self.flush()
 
-    def _add_tokens(self, r: RequestRecord) -> None:
-        hists = self.hists
-        if r.n_in is not None:
-            self.input_tokens += r.n_in
-            hists["n_in"].record(r.n_in)
-        if r.cached_tokens is not None:
-            self.cached_tokens += r.cached_tokens
-            hists["n_cached"].record(r.cached_tokens)
-        if r.n_out_source is not None:
-            self.n_out_sources[r.n_out_source] = self.n_out_sources.get(r.n_out_source, 0) + 1
-
-    def _add_latencies(self, r: RequestRecord, end: int) -> dict[str, int | None]:
-        """Record an ok request's latencies; return the per-request values SLOs are judged on."""
-        hists, events, send = self.hists, r.event_t_ns, r.t_send_ns
-        values: dict[str, int | None] = {"e2e_ms": None, "ttft_ms": None, "ttft_sched_ms": None,
-                                         "tpot_ms": None, "itl_ms": None}  # fmt: skip
+    def _add_latencies(self, r: RequestRecord) -> tuple[int | None, ...]:
+        """Queue an ok request's latencies; return (ttft, ttft_sched, tpot, e2e, max gap) in ns."""
+        pending, events, send = self.pending, r.event_t_ns, r.t_send_ns
+        e2e = ttft = sched = tpot = worst = None
         if r.t_end_ns is not None:
-            values["e2e_ms"] = e2e = r.t_end_ns - send
-            hists["e2e_ms"].record(e2e)
-        if r.n_out is not None:
-            hists["n_out"].record(r.n_out)
-        if not events:
-            return values
-        first = events[0]
-        values["ttft_ms"] = ttft = first - send
-        hists["ttft_ms"].record(ttft)
-        sched = r.t_sched_ns if r.t_sched_ns is not None else send
-        values["ttft_sched_ms"] = first - sched
-        hists["ttft_sched_ms"].record(first - sched)
+            e2e = r.t_end_ns - send
+            pending["e2e_ms"].append(e2e)
         n_out = r.n_out
-        if n_out is not None and n_out >= 2:
-            values["tpot_ms"] = tpot = _div_round(events[-1] - first, n_out - 1)
-            hists["tpot_ms"].record(tpot)
-        if len(events) > 1:
-            values["itl_ms"] = self._add_itl(events, r.event_tokens)
-        return values
+        if n_out is not None:
+            pending["n_out"].append(n_out)
+        if events:
+            first = events[0]
+            ttft = first - send
+            pending["ttft_ms"].append(ttft)
+            sched = first - (r.t_sched_ns if r.t_sched_ns is not None else send)
+            pending["ttft_sched_ms"].append(sched)
+            if n_out is not None and n_out >= 2:
+                tpot = _div_round(events[-1] - first, n_out - 1)
+                pending["tpot_ms"].append(tpot)
+            if len(events) > 1:
+                worst = self._add_itl(events, r.event_tokens)
+        return ttft, sched, tpot, e2e, worst
 
     def _add_itl(self, events: list[int], tokens: list[int]) -> int:
-        """ITL per chunk and per token (weighted by k_i); returns the largest chunk gap."""
-        if len(events) > NUMPY_THRESHOLD:
-            return self._add_itl_numpy(events, tokens)
-        chunk, per_token = self.hists["itl_chunk_ms"], self.hists["itl_ms"]
-        worst = 0
-        prev = events[0]
-        for t, k in zip(events[1:], tokens[1:], strict=False):
-            gap = t - prev
-            prev = t
-            chunk.record(gap)
-            if k > 1:
-                per_token.record(_div_round(gap, k), k)
-            else:
-                per_token.record(gap)
-            if gap > worst:
-                worst = gap
-        return worst
-
-    def _add_itl_numpy(self, events: list[int], tokens: list[int]) -> int:
-        gaps = np.diff(np.asarray(events, dtype=np.int64))
-        k = np.maximum(np.asarray(tokens[1 : len(events)], dtype=np.int64), 1)
-        self.hists["itl_chunk_ms"].record_many(gaps)
-        if int(k.max()) == 1:
-            self.hists["itl_ms"].record_many(gaps)
+        """Queue ITL per chunk and per token (weighted by k_i); return the largest chunk gap."""
+        gaps = [b - a for a, b in zip(events, events[1:], strict=False)]
+        self.pending["itl_chunk_ms"].extend(gaps)
+        ks = tokens[1 : len(events)]
+        if len(ks) < len(gaps) or max(ks) <= 1:  # token counts missing: one token per event
+            self.pending["itl_ms"].extend(gaps)
         else:
-            # Round half up, as _div_round does for the Python path.
-            self.hists["itl_ms"].record_many((2 * gaps + k) // (2 * k), k)
-        return int(gaps.max())
+            values, weights = self.pending_w
+            for gap, k in zip(gaps, ks, strict=True):
+                k = k if k > 1 else 1
+                values.append(_div_round(gap, k))
+                weights.append(k)
+        return max(gaps)
 
-    def _judge(self, values: dict[str, int | None], slos: tuple[Slo, ...]) -> None:
+    def _judge(self, values: tuple[int | None, ...]) -> None:
         self.judged += 1
         good = True
-        for slo in slos:
-            counts = self.slo_counts.get(slo.key)
+        for slot, key, limit in self._slos:
+            counts = self.slo_counts.get(key)
             if counts is None:
-                counts = self.slo_counts[slo.key] = [0, 0, 0]
-            value = values.get(slo.key)
+                counts = self.slo_counts[key] = [0, 0, 0]
+            value = values[slot]
             if value is None:
                 counts[2] += 1  # not measured (e.g. TPOT of a 1-token answer): cannot violate
-            elif value <= slo.limit_ns:
+            elif value <= limit:
                 counts[0] += 1
             else:
                 counts[1] += 1
@@ -178,43 +172,41 @@ class GroupStats:
         if good:
             self.good += 1
 
-    def _add_series(self, start: int, end: int, ok: bool, tokens: int) -> None:
-        if self.first_send_wall_ns is None or start < self.first_send_wall_ns:
-            self.first_send_wall_ns = start
-        if self.last_end_wall_ns is None or end > self.last_end_wall_ns:
-            self.last_end_wall_ns = end
-        row = self._row(end // NS_PER_S)
-        if row is not None:
-            row[0] += 1
-            row[1] += ok
-            row[2] += tokens
-        self._add_in_flight(start, max(start, end))
+    # -- batching -------------------------------------------------------------------------
 
-    def _add_in_flight(self, start: int, end: int) -> None:
-        """Spread the request's lifetime over the seconds it spans (mean concurrency per second)."""
-        second = start // NS_PER_S
-        while True:
-            row_end = (second + 1) * NS_PER_S
-            row = self._row(second)
-            if row is not None:
-                row[3] += min(end, row_end) - start
-            if end <= row_end:
-                return
-            start, second = row_end, second + 1
+    def flush(self) -> None:
+        """Move every pending value into the histograms and the series (numpy, in bulk)."""
+        for name, values in self.pending.items():
+            if values:
+                self.hists[name].record_many(np.asarray(values, dtype=np.int64))
+                values.clear()
+        values, weights = self.pending_w
+        if values:
+            self.hists["itl_ms"].record_many(np.asarray(values, dtype=np.int64), np.asarray(weights, dtype=np.int64))
+            values.clear()
+            weights.clear()
+        self._flush_series()
 
-    def _row(self, second: int) -> list[int] | None:
-        row = self.series.get(second)
-        if row is None:
-            if len(self.series) >= MAX_TIMESERIES_SECONDS:
-                self.series_dropped += 1
-                return None
-            row = self.series[second] = [0, 0, 0, 0]
-        return row
+    def _flush_series(self) -> None:
+        starts_l, ends_l, toks_l = self.pending_series
+        if not starts_l:
+            return
+        starts = np.asarray(starts_l, dtype=np.int64) + self.wall_offset_ns
+        ends = np.asarray(ends_l, dtype=np.int64) + self.wall_offset_ns
+        toks = np.asarray(toks_l, dtype=np.int64)
+        ok = toks >= 0
+        self.series.add_batch(starts, ends, ok.astype(np.int64), np.where(ok, toks, 0))
+        self.first_send_wall_ns = _min_opt(self.first_send_wall_ns, int(starts.min()))
+        self.last_end_wall_ns = _max_opt(self.last_end_wall_ns, int(np.maximum(ends, starts).max()))
+        for column in self.pending_series:
+            column.clear()
 
     # -- merge and wire -------------------------------------------------------------------
 
     def merge(self, other: GroupStats) -> None:
         """Add ``other`` into this group (exact)."""
+        self.flush()
+        other.flush()
         for name, hist in other.hists.items():
             self.hists[name].merge(hist)
         _add_counts(self.outcomes, other.outcomes)
@@ -224,26 +216,23 @@ class GroupStats:
             for i, n in enumerate(counts):
                 mine[i] += n
         for name in ("sent", "output_tokens", "output_tokens_all", "input_tokens", "cached_tokens",
-                     "good", "judged", "series_dropped"):  # fmt: skip
+                     "good", "judged"):  # fmt: skip
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.first_send_wall_ns = _min_opt(self.first_send_wall_ns, other.first_send_wall_ns)
         self.last_end_wall_ns = _max_opt(self.last_end_wall_ns, other.last_end_wall_ns)
-        for second, row in other.series.items():
-            mine_row = self._row(second)
-            if mine_row is not None:
-                for i, n in enumerate(row):
-                    mine_row[i] += n
+        self.series.merge(other.series)
 
     def to_wire(self) -> dict[str, Any]:
+        self.flush()
         return {
             "hists": {name: h.to_wire() for name, h in self.hists.items() if h.count or h.clamped},
             "outcomes": dict(self.outcomes),
             "n_out_sources": dict(self.n_out_sources),
             "slo_counts": {k: list(v) for k, v in self.slo_counts.items()},
             "counters": [self.sent, self.output_tokens, self.output_tokens_all, self.input_tokens,
-                         self.cached_tokens, self.good, self.judged, self.series_dropped],  # fmt: skip
+                         self.cached_tokens, self.good, self.judged, self.series.dropped],  # fmt: skip
             "window": [self.first_send_wall_ns, self.last_end_wall_ns],
-            "series": [[second, *row] for second, row in sorted(self.series.items())],
+            "series": self.series.to_wire(),
         }
 
     @classmethod
@@ -256,9 +245,9 @@ class GroupStats:
         group.n_out_sources = dict(data["n_out_sources"])
         group.slo_counts = {k: list(v) for k, v in data["slo_counts"].items()}
         (group.sent, group.output_tokens, group.output_tokens_all, group.input_tokens,
-         group.cached_tokens, group.good, group.judged, group.series_dropped) = data["counters"]  # fmt: skip
+         group.cached_tokens, group.good, group.judged, dropped) = data["counters"]  # fmt: skip
         group.first_send_wall_ns, group.last_end_wall_ns = data["window"]
-        group.series = {row[0]: list(row[1:]) for row in data["series"]}
+        group.series = Series.from_wire(data["series"], dropped)
         return group
 
 

@@ -63,8 +63,8 @@ class StatsCollector:
             key = (record.engine, record.label)
             group = self.groups.get(key)
             if group is None:
-                group = self.groups[key] = GroupStats()
-            group.add(record, self.wall_offset_ns, self.slos)
+                group = self.groups[key] = GroupStats(self.wall_offset_ns, self.slos)
+            group.add(record)
             if self.raw_log is not None:
                 self.raw_log.write(record)
         except Exception as exc:  # the user's greenlet must live on; the report says invalid
@@ -85,6 +85,10 @@ class StatsCollector:
         if len(self.errors) < MAX_ERRORS_KEPT:
             self.errors.append(detail)
         log.error("%s\n%s", detail, traceback.format_exc() if exc is not None else "")
+
+    def mark_invalid(self, reason: str) -> None:
+        """Mark the run invalid for a reason found outside the stats path (e.g. a plugin hook)."""
+        self.fail(reason)
 
     def warn(self, message: str) -> None:
         if message not in self.warnings:

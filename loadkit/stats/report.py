@@ -6,8 +6,9 @@ import time
 from typing import Any
 
 from loadkit.histogram import Histogram
-from loadkit.stats.aggregate import NS_PER_S, TIME_METRICS, TOKEN_METRICS, GroupStats, Slo
+from loadkit.stats.aggregate import TIME_METRICS, TOKEN_METRICS, GroupStats, Slo
 from loadkit.stats.distributed import NodeSnapshot
+from loadkit.stats.series import NS_PER_S
 from loadkit.types import OK
 
 SCHEMA = "loadkit.report/1"
@@ -84,23 +85,6 @@ def group_section(group: GroupStats, slos: tuple[Slo, ...], seconds: float | Non
     return section
 
 
-def timeseries(group: GroupStats, start_second: int) -> dict[str, list[Any]]:
-    """Columnar per-second series, contiguous from the first to the last second seen."""
-    cols: dict[str, list[Any]] = {"t": [], "unix": [], "requests": [], "ok": [], "output_tokens": [],
-                                  "in_flight": []}  # fmt: skip
-    if not group.series:
-        return cols
-    for second in range(min(group.series), max(group.series) + 1):
-        row = group.series.get(second, [0, 0, 0, 0])
-        cols["t"].append(second - start_second)
-        cols["unix"].append(second)
-        cols["requests"].append(row[0])
-        cols["ok"].append(row[1])
-        cols["output_tokens"].append(row[2])
-        cols["in_flight"].append(round(row[3] / NS_PER_S, 3))
-    return cols
-
-
 def engines_section(merged: dict[tuple[str, str], GroupStats], slos: tuple[Slo, ...],
                     start_second: int) -> dict[str, Any]:  # fmt: skip
     by_engine: dict[str, dict[str, GroupStats]] = {}
@@ -115,9 +99,9 @@ def engines_section(merged: dict[tuple[str, str], GroupStats], slos: tuple[Slo, 
         section = group_section(total, slos, seconds)
         # Label rates use the engine's window: they are shares of the engine's throughput.
         section["labels"] = {label: group_section(g, slos, seconds) for label, g in labels.items()}
-        section["timeseries"] = timeseries(total, start_second)
-        if total.series_dropped:
-            section["timeseries_dropped_requests"] = total.series_dropped
+        section["timeseries"] = total.series.columns(start_second)
+        if total.series.dropped:
+            section["timeseries_dropped_requests"] = total.series.dropped
         engines[engine] = section
     return engines
 

@@ -1,0 +1,34 @@
+"""Synthetic RequestRecords with known timings, for the stats tests."""
+
+from __future__ import annotations
+
+import itertools
+
+from loadkit.records import RequestRecord
+
+MS = 1_000_000
+BASE = 10_000 * 10**9  # a monotonic "now" far from zero
+_ids = itertools.count()
+
+
+def record(*, engine: str = "e", label: str = "default", outcome: str = "ok", send_ms: float = 0.0,
+           ttft_ms: float | None = 100.0, gaps_ms: tuple[float, ...] = (10.0, 10.0), tokens: tuple[int, ...] | None = None,
+           tail_ms: float = 1.0, n_in: int | None = 100, cached: int | None = None,
+           sched_ms: float | None = None, n_out: int | None = None) -> RequestRecord:  # fmt: skip
+    """A request sent at BASE + send_ms with first token after ttft_ms and later events after gaps_ms."""
+    send = BASE + round(send_ms * MS)
+    events: list[int] = []
+    if ttft_ms is not None:
+        t = send + round(ttft_ms * MS)
+        events.append(t)
+        for gap in gaps_ms:
+            t += round(gap * MS)
+            events.append(t)
+    ks = list(tokens) if tokens is not None else [1] * len(events)
+    end = (events[-1] if events else send) + round(tail_ms * MS)
+    return RequestRecord(
+        request_id=f"r{next(_ids)}", engine=engine, adapter="openai", label=label, outcome=outcome,
+        t_sched_ns=None if sched_ms is None else BASE + round(sched_ms * MS), t_send_ns=send,
+        t_end_ns=end, event_t_ns=events, event_tokens=ks, n_in=n_in,
+        n_out=sum(ks) if n_out is None else n_out, n_out_source="usage", cached_tokens=cached,
+    )  # fmt: skip
