@@ -25,6 +25,7 @@ class GenRoute:
     fmt: type[StreamFormat]
     error: Callable[[int, str], bytes]
     bad_status: int = 400  # status for a malformed body
+    stream: bool | None = None  # the URL decides streaming (TGI, Triton), not the body
 
 
 def _oai(chat: bool) -> Parser:
@@ -59,12 +60,12 @@ ROUTES: dict[str, dict[str, GenRoute]] = {
     "sglang": {**VLLM_ROUTES, "/generate": GenRoute(nat.parse_sglang, nat.SglangGenerate, nat.sglang_error)},
     "tgi": {
         **VLLM_ROUTES,
-        "/generate_stream": GenRoute(nat.parse_tgi, nat.TgiGenerateStream, nat.tgi_error, 422),
-        "/generate": GenRoute(nat.parse_tgi, nat.TgiGenerateStream, nat.tgi_error, 422),
+        "/generate_stream": GenRoute(nat.parse_tgi, nat.TgiGenerateStream, nat.tgi_error, 422, True),
+        "/generate": GenRoute(nat.parse_tgi, nat.TgiGenerateStream, nat.tgi_error, 422, False),
     },
     "triton": {
-        "generate_stream": GenRoute(nat.parse_triton, nat.TritonGenerate, nat.triton_error),
-        "generate": GenRoute(nat.parse_triton, nat.TritonGenerate, nat.triton_error),
+        "generate_stream": GenRoute(nat.parse_triton, nat.TritonGenerate, nat.triton_error, 400, True),
+        "generate": GenRoute(nat.parse_triton, nat.TritonGenerate, nat.triton_error, 400, False),
     },
     "llamacpp": LLAMA_ROUTES,
     "ollama": {
@@ -78,15 +79,15 @@ FAMILIES = tuple(ROUTES)
 SERVER_HEADER = {"openai": b"uvicorn", "sglang": b"uvicorn", "llamacpp": b"llama.cpp"}
 
 
-def find_route(family: str, path: str) -> tuple[GenRoute | None, bool]:
-    """The generation route for a path, and whether the stream is forced (Triton's URL)."""
+def find_route(family: str, path: str) -> GenRoute | None:
+    """The generation route for a path (Triton's carries the model name)."""
     routes = ROUTES[family]
     if family == "triton":
         parts = path.strip("/").split("/")
         if len(parts) == 4 and parts[:2] == ["v2", "models"] and parts[3] in routes:
-            return routes[parts[3]], parts[3] == "generate_stream"
-        return None, False
-    return routes.get(path), False
+            return routes[parts[3]]
+        return None
+    return routes.get(path)
 
 
 def context_error(family: str, n_prompt: int, max_out: int, limit: int) -> tuple[int, bytes]:

@@ -73,12 +73,12 @@ class SimEngine:
         return HttpConnection(self.handle, self.server_header)
 
     def handle(self, req: Request, conn: HttpConnection) -> None:
-        route, forced = find_route(self.family, req.path)
+        route = find_route(self.family, req.path)
         if route is not None:
             if req.method != "POST":
                 conn.respond(405, b'{"error":"method not allowed"}')
                 return
-            self.generate(req, conn, route, forced)
+            self.generate(req, conn, route)
             return
         info = self.routes.get((req.method, req.path))
         if info is None:
@@ -92,7 +92,7 @@ class SimEngine:
 
     # ---- generation ----------------------------------------------------------------------
 
-    def generate(self, req: Request, conn: HttpConnection, route: GenRoute, forced_stream: bool) -> None:
+    def generate(self, req: Request, conn: HttpConnection, route: GenRoute) -> None:
         t_arrival = time.monotonic_ns()
         rng = random.Random(self.seed * 1_000_003 + self.arrivals)
         self.arrivals += 1
@@ -104,8 +104,8 @@ class SimEngine:
         except ValueError as exc:
             self._refuse(conn, truth, route.bad_status, route.error(route.bad_status, str(exc)))
             return
-        if forced_stream:
-            spec.stream = True
+        if route.stream is not None:
+            spec.stream = route.stream
         if fault is not None and fault.name in HTTP_FAULTS:
             self._http_fault(conn, truth, route, fault)
             return

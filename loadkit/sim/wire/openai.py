@@ -73,6 +73,16 @@ def usage_dict(out: Outcome) -> dict[str, Any]:
     }
 
 
+def llama_usage(out: Outcome) -> dict[str, Any]:
+    """llama.cpp orders the usage keys differently from vLLM."""
+    return {
+        "completion_tokens": out.completion_tokens,
+        "prompt_tokens": out.prompt_tokens,
+        "total_tokens": out.prompt_tokens + out.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": out.cached_tokens},
+    }
+
+
 def openai_error(status: int, message: str, kind: str = "BadRequestError") -> bytes:
     """vLLM's ErrorResponse body."""
     return dumps({"error": {"message": message, "type": kind, "param": None, "code": status}})
@@ -187,7 +197,7 @@ class LlamaCompletion(StreamFormat):
 
     def end(self, out: Outcome) -> bytes:
         return b'data: {"choices":[{"text":"","index":0,"logprobs":null,"finish_reason":%s}%s,"usage":%s%s,"timings":%s}\n\n' % (
-            dumps(out.finish_reason), self.meta, dumps(usage_dict(out)), self.id_part,
+            dumps(out.finish_reason), self.meta, dumps(llama_usage(out)), self.id_part,
             dumps(llama_timings(out))) + DONE
 
     def error(self, message: str) -> bytes:
@@ -200,7 +210,7 @@ class LlamaCompletion(StreamFormat):
         return dumps({
             "choices": [{"text": text.decode(), "index": 0, "logprobs": None, "finish_reason": out.finish_reason}],
             "created": self.created, "model": self.spec.model, "system_fingerprint": "b0-unknown",
-            "object": "text_completion", "usage": usage_dict(out), "id": "chatcmpl-" + self.rid,
+            "object": "text_completion", "usage": llama_usage(out), "id": "chatcmpl-" + self.rid,
             "timings": llama_timings(out),
         })  # fmt: skip
 
@@ -227,7 +237,7 @@ class LlamaChat(LlamaCompletion):
             dumps(out.finish_reason), self.tail)
         if self.spec.include_usage:
             fin += b'data: {"choices":[%s,"usage":%s,"timings":%s}\n\n' % (
-                self.tail, dumps(usage_dict(out)), dumps(llama_timings(out)))
+                self.tail, dumps(llama_usage(out)), dumps(llama_timings(out)))
         return fin + DONE
 
     def malformed(self) -> bytes:
@@ -238,6 +248,6 @@ class LlamaChat(LlamaCompletion):
             "choices": [{"finish_reason": out.finish_reason, "index": 0,
                          "message": {"role": "assistant", "content": text.decode()}}],
             "created": self.created, "model": self.spec.model, "system_fingerprint": "b0-unknown",
-            "object": "chat.completion", "usage": usage_dict(out), "id": "chatcmpl-" + self.rid,
+            "object": "chat.completion", "usage": llama_usage(out), "id": "chatcmpl-" + self.rid,
             "timings": llama_timings(out),
         })  # fmt: skip
