@@ -149,7 +149,14 @@ def test_conservation_open_loop():
     for _ in range(3):
         c.add(record())
     cons = c.report()["conservation"]
-    assert cons == {"scheduled": 5, "sent": 3, "dropped": 2, "outcomes_total": 3, "open_loop": True, "holds": True}
+    assert cons == {
+        "scheduled": 5,
+        "sent": 3,
+        "dropped": 2,
+        "outcomes_total": 3,
+        "open_loop": True,
+        "holds": True,
+    }
     c.add(record())  # one more sent than scheduled
     report = c.report()
     assert not report["conservation"]["holds"] and not report["valid"]
