@@ -195,6 +195,7 @@ class RequestSource:
         return self._single(row, (), n_in, n_out, label or spec.label, cached=cached, text=text)
 
     def _mooncake_sessions(self, trace: Trace) -> Iterator[Item]:
+        """Plan eagerly (arrival times must exist before the first item), build sessions lazily."""
         spec = self.scenario.trace
         assert spec is not None and trace.hash_ids is not None and trace.t_s is not None
         groups = group_sessions(trace.hash_ids)
@@ -203,8 +204,7 @@ class RequestSource:
         blocks = BlockPrompts(self.builder, self.seed, spec.block_tokens)
         leading = leading_cached_blocks(trace.hash_ids)
         self.stats.attach_sharing(blocks, block_sharing(trace.hash_ids))
-        for unit, loop, _ in mine:
-            yield self._trace_session(trace, blocks, groups[unit], leading, unit, loop)
+        return (self._trace_session(trace, blocks, groups[unit], leading, unit, loop) for unit, loop, _ in mine)
 
     def _trace_session(self, trace: Trace, blocks: BlockPrompts, rows: list[int], leading: list[int],
                        unit: int, loop: int) -> TraceSession:

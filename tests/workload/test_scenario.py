@@ -62,7 +62,7 @@ def test_exposed_fields(write_scenario):
     ('name = "t"\nseed = 1\nsed = 2\n' + PART, "sed", "did you mean 'seed'"),
     ('name = "t"\nseed = 1\n', "(top level)", "expected exactly one of"),
     ('name = "t"\nseed = 1\n[[parts]]\nname = "p"\ninput = { dist = "lognormal", mean = -1, std = 1 }\noutput = 1\n',
-     "parts[0].input.mean", "expected a number > 0"),
+     "parts[0].input.mean", "expected a number >= 1e-06"),
     ('name = "t"\nseed = 1\n[[parts]]\nname = "p"\ninput = { dist = "gama", mean = 1 }\noutput = 1\n',
      "parts[0].input.dist", "expected one of"),
     ('name = "t"\nseed = 1\n[[parts]]\nname = "p"\ninput = { dist = "uniform", low = 5, hihg = 9 }\noutput = 1\n',
