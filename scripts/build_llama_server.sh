@@ -9,7 +9,7 @@
 # Exit codes: 0 built or reused; 3 build tools missing (tests may skip); other = real failure.
 #
 # Env: LOADKIT_CACHE (default ~/.cache/loadkit), LOADKIT_LLAMA_VERSION (default 0.3.36),
-#      LOADKIT_BUILD_JOBS (default 2).
+#      LOADKIT_BUILD_JOBS (default 2), LOADKIT_KEEP_BUILD=1 keeps the source tree and objects.
 set -euo pipefail
 
 VERSION="${LOADKIT_LLAMA_VERSION:-0.3.36}"
@@ -66,8 +66,12 @@ fi
 
 if [[ ! -f "$SRC/CMakeLists.txt" ]]; then
     log "extracting $SDIST"
+    # Into a scratch dir first: an interrupted extraction must not pass for a complete tree.
+    tmpx=$(mktemp -d "$SRC_ROOT/x.XXXXXX")
+    tar -xzf "$SDIST" -C "$tmpx"
     rm -rf "$SRC_ROOT/llama_cpp_python-$VERSION"
-    tar -xzf "$SDIST" -C "$SRC_ROOT"
+    mv "$tmpx/llama_cpp_python-$VERSION" "$SRC_ROOT/"
+    rm -rf "$tmpx"
 fi
 
 generator=()
@@ -103,4 +107,8 @@ elapsed=$(( $(date +%s) - started ))
 printf 'version=%s\nbuild_seconds=%s\njobs=%s\nbuilt_at=%s\n' \
     "$VERSION" "$elapsed" "$JOBS" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" > "$OUT_DIR/BUILD_INFO"
 log "built $BIN in ${elapsed}s"
+# The tree (~290 MB) and objects (~85 MB) are not needed to run; the sdist stays for rebuilds.
+if [[ "${LOADKIT_KEEP_BUILD:-0}" != 1 ]]; then
+    rm -rf "$BUILD" "$SRC_ROOT/llama_cpp_python-$VERSION"
+fi
 echo "$BIN"

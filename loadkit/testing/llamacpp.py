@@ -33,7 +33,7 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 BUILD_SCRIPT = "build_llama_server.sh"
@@ -323,6 +323,32 @@ def llama_server(
     try:
         yield srv
     finally:
-        srv.stop()
-        with contextlib.suppress(OSError):
-            srv.log_path.unlink()
+        _stop_and_clean(srv)
+
+
+def _stop_and_clean(srv: LlamaServer) -> None:
+    srv.stop()
+    with contextlib.suppress(OSError):
+        srv.log_path.unlink()
+
+
+def skip_or_fail(exc: LlamaServerUnavailable) -> NoReturn:
+    """In a test: skip because the server cannot be had, or fail if LOADKIT_REQUIRE_LLAMA is set."""
+    import pytest
+
+    if require_llama():
+        pytest.fail(f"LOADKIT_REQUIRE_LLAMA is set but llama-server is unavailable: {exc}")
+    pytest.skip(f"llama-server unavailable: {exc}")
+
+
+@contextlib.contextmanager
+def pytest_llama_server(slots: int = 4, ctx: int = 2048, **kwargs: Any) -> Iterator[LlamaServer]:
+    """`llama_server` for pytest fixtures: unavailable -> skip (or fail under CI's switch)."""
+    try:
+        srv = start_llama_server(slots, ctx, **kwargs)
+    except LlamaServerUnavailable as exc:
+        skip_or_fail(exc)
+    try:
+        yield srv
+    finally:
+        _stop_and_clean(srv)

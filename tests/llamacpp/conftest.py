@@ -22,23 +22,10 @@ SLOTS = 4
 CTX = 2048
 
 
-def unavailable(exc: LlamaServerUnavailable) -> None:
-    if llamacpp.require_llama():
-        pytest.fail(f"LOADKIT_REQUIRE_LLAMA is set but llama-server is unavailable: {exc}")
-    pytest.skip(f"llama-server unavailable: {exc}")
-
-
 @pytest.fixture(scope="module")
 def llama() -> Iterator[LlamaServer]:
-    try:
-        ctx = llamacpp.llama_server(slots=SLOTS, ctx=CTX)
-        srv = ctx.__enter__()
-    except LlamaServerUnavailable as exc:
-        unavailable(exc)
-    try:
+    with llamacpp.pytest_llama_server(slots=SLOTS, ctx=CTX) as srv:
         yield srv
-    finally:
-        ctx.__exit__(None, None, None)
 
 
 @pytest.fixture(scope="session")
@@ -58,5 +45,4 @@ def tiny_model() -> llamacpp.TinyModel:
     try:
         return llamacpp.ensure_model()
     except LlamaServerUnavailable as exc:
-        unavailable(exc)
-        raise
+        llamacpp.skip_or_fail(exc)

@@ -69,3 +69,34 @@ def test_server_that_dies_at_startup_reports_its_log(monkeypatch, tmp_path: Path
     monkeypatch.setattr(llamacpp, "ensure_model", lambda seed=0: model)
     with pytest.raises(llamacpp.LlamaServerError, match=r"exited with 7[\s\S]*model is broken"):
         llamacpp.start_llama_server(startup_timeout_s=10)
+
+
+def _unavailable(*_args, **_kwargs):
+    raise llamacpp.LlamaServerUnavailable("no cmake")
+
+
+def test_fixture_skips_when_unavailable(monkeypatch):
+    monkeypatch.delenv("LOADKIT_REQUIRE_LLAMA", raising=False)
+    monkeypatch.setattr(llamacpp, "start_llama_server", _unavailable)
+    with pytest.raises(pytest.skip.Exception, match="no cmake"):
+        with llamacpp.pytest_llama_server():
+            pass
+
+
+def test_fixture_fails_when_ci_requires_the_server(monkeypatch):
+    monkeypatch.setenv("LOADKIT_REQUIRE_LLAMA", "1")
+    monkeypatch.setattr(llamacpp, "start_llama_server", _unavailable)
+    with pytest.raises(pytest.fail.Exception, match="LOADKIT_REQUIRE_LLAMA"):
+        with llamacpp.pytest_llama_server():
+            pass
+
+
+def test_other_errors_are_never_skipped(monkeypatch):
+    def broken(*_args, **_kwargs):
+        raise llamacpp.LlamaServerError("crashed")
+
+    monkeypatch.delenv("LOADKIT_REQUIRE_LLAMA", raising=False)
+    monkeypatch.setattr(llamacpp, "start_llama_server", broken)
+    with pytest.raises(llamacpp.LlamaServerError):
+        with llamacpp.pytest_llama_server():
+            pass
