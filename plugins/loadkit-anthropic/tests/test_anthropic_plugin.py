@@ -63,3 +63,25 @@ def test_error_stream_is_in_band_error_in_a_run():
         record = run_request(AnthropicAdapter(), url, GenerationRequest(prompt="Hi"),
                              timeouts=Timeouts(connect_s=2, first_token_s=5, total_s=10))
     assert record.outcome == types.IN_BAND_ERROR and "overloaded" in (record.error or "")
+
+
+@installed
+@pytest.mark.slow
+@pytest.mark.integration
+def test_loadkit_run_uses_the_plugin(tmp_path):
+    """`loadkit run --engine auto` detects the plugin's engine and sends every request through it."""
+    with messages_server(stream_body("messages_stream.sse")) as (url, requests):
+        proc = subprocess.run(
+            [sys.executable, "-m", "loadkit.cli", "run", "--host", url, "--engine", "auto", "--model", "claude-test",
+             "-u", "2", "-r", "2", "-t", "10s", "--max-requests", "6", "--report-dir", str(tmp_path),
+             "--scrape-interval", "0"],
+            capture_output=True, text=True, timeout=120,
+        )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "--engine auto: found: anthropic" in proc.stderr
+    report = orjson.loads((tmp_path / "report.json").read_bytes())
+    assert report["manifest"]["targets"][0]["engine"] == "anthropic"
+    assert report["manifest"]["plugins"]["anthropic"] == "loadkit-anthropic==0.1.0"
+    (stats,) = report["engines"].values()
+    assert stats["outcomes"] == {"ok": 6} and report["conservation"]["holds"]
+    assert len(requests) == 6 and all(path == "/v1/messages" for path, _ in requests)
