@@ -135,7 +135,8 @@ def _stop(proc: subprocess.Popen[str]) -> None:
 
 @contextmanager
 def sim_thread(family: str = "openai", profile: str = "fast", truth_log: str | None = None,
-               faults: list[str] | None = None, seed: int = 0, **overrides: Any) -> Iterator[SimHandle]:
+               faults: list[str] | None = None, seed: int = 0, stall_seconds: float = 60.0,
+               trickle_interval_ms: float = 5.0, **overrides: Any) -> Iterator[SimHandle]:
     """Run one simulated engine on a free port in a background thread (no subprocess).
 
     ``overrides`` are profile fields (e.g. ``decode_base_ms=1``). The thread's event loop is
@@ -147,7 +148,8 @@ def sim_thread(family: str = "openai", profile: str = "fast", truth_log: str | N
     from loadkit.sim.server import EngineSpec, ServerOptions
 
     prof = get_profile(profile).replace(**overrides) if overrides else get_profile(profile)
-    options = ServerOptions(seed=seed, faults=build_plan(faults or []), truth_log=truth_log, spin_us=0)
+    options = ServerOptions(seed=seed, faults=build_plan(faults or []), truth_log=truth_log, spin_us=0,
+                            stall_seconds=stall_seconds, trickle_interval_ms=trickle_interval_ms)
     spec = EngineSpec(family, 0, prof)
     ready = threading.Event()
     state: dict[str, Any] = {}
