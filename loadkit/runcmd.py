@@ -25,7 +25,7 @@ LOCUSTFILE = Path(__file__).resolve().parent / "glue" / "locustfile.py"
 READY = re.compile(rb"listening on (http://127\.0\.0\.1:\d+)")
 DEMO_ARGS = [
     "--sim", "fast=fast", "--sim", "big=big",
-    "-u", "24", "-r", "24", "-t", "20s",
+    "-u", "96", "-r", "96", "-t", "20s",
     "--stop-timeout", "5",
     "--report-dir", "reports/demo", "--raw-log",
     "--slo", "ttft_ms=500", "--slo", "tpot_ms=50",
@@ -34,7 +34,18 @@ DEMO_ARGS = [
 
 def start_sim(name: str, profile: str, seed: int) -> tuple[subprocess.Popen[bytes], str]:
     """Start one simulator and wait (bounded) for its ready line."""
-    cmd = [sys.executable, "-m", "loadkit.cli", "sim", "--port", "0", "--profile", profile, "--seed", str(seed)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "loadkit.cli",
+        "sim",
+        "--port",
+        "0",
+        "--profile",
+        profile,
+        "--seed",
+        str(seed),
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 30
     assert proc.stdout is not None
@@ -95,7 +106,8 @@ def run(argv: list[str]) -> int:
         for i, (name, profile) in enumerate(sims):
             proc, url = start_sim(name, profile, seed=1000 + i)
             stack.callback(stop, proc)
-            targets.append(f"{name}={url}")
+            # The simulator speaks vLLM's flavour of the OpenAI API (extras and /metrics names).
+            targets.append(f"{name}={url},engine=vllm")
             print(f"loadkit run: simulator {name} (profile {profile}) at {url}", flush=True)
         locust = subprocess.Popen(locust_command(rest, targets, ui), env=os.environ.copy())
         try:

@@ -248,6 +248,7 @@ class StreamRun:
                 return
             if body.complete:
                 self._on_close(decoder, parser, clean=True)
+                self.reusable = head.keep_alive
                 return
             assert self.sock is not None
             self.sock.settimeout(max(1e-3, (self._deadline() - time.perf_counter_ns()) / 1e9))
@@ -332,6 +333,8 @@ class StreamRun:
                 self._on_meta(te)
                 if te.done:
                     return
+        if clean and getattr(self.adapter, "end_on_close", False):
+            return  # engines without an end marker (Triton's generate_stream) end by closing
         if clean:
             raise _StreamDone(t.INCOMPLETE, "stream closed without the engine's normal end")
         raise _StreamDone(t.DISCONNECTED, "connection closed mid-stream")

@@ -23,7 +23,9 @@ def test_slots_follow_schedule_and_conserve():
 
 
 def test_slot_not_yet_due_is_not_dropped_and_give_back():
-    d = Dispatcher(iter([(1.0, "s"), (2.0, "s")]), max_lag_s=None, t0_ns=0)
+    d = Dispatcher(iter([(1.0, "s"), (2.0, "s")]), max_lag_s=None)
+    assert not d.started and d.drop_overdue(10**12) == 0
+    d.start(0)
     assert d.drop_overdue(500 * MS) == 0
     slot = d.next_slot()
     assert slot == (1000 * MS, "s")

@@ -7,15 +7,18 @@ import logging
 import sys
 from typing import Any
 
+from loadkit.cli import UserError
+from loadkit.glue.manifest import run_manifest
 from loadkit.glue.options import add_arguments
 from loadkit.glue.runtime import ConfigError, ExhaustionWatch, Runtime, end_run
+from loadkit.glue.scraping import ServerMetrics
 from loadkit.plugins import PluginError
 from loadkit.targets import TargetError
 
 log = logging.getLogger("loadkit")
 SHARD_OPTION = "loadkit_shards"
 FINGERPRINT_OPTION = "loadkit_plugins"
-USER_ERRORS = (ConfigError, TargetError, PluginError)
+USER_ERRORS = (ConfigError, TargetError, PluginError, UserError)
 
 
 def _install_stats(environment: Any) -> Any:
@@ -31,6 +34,8 @@ def on_init(environment: Any, **_: Any) -> None:
 
     runtime = Runtime(environment, stats=_install_stats(environment))
     environment.loadkit = runtime
+    # spawning_complete carries no environment: bind this process's runtime here.
+    environment.events.spawning_complete.add_listener(lambda **_: runtime.start_schedule())
     runner = environment.runner
     if isinstance(runner, MasterRunner):
         runner.register_message(ExhaustionWatch.DONE_MESSAGE, _worker_done_handler(runtime))
@@ -95,6 +100,25 @@ def on_test_start(environment: Any, **_: Any) -> None:
         return
     if not environment.host and runtime.targets:
         environment.host = runtime.targets[0].spec.url
+    if not isinstance(runner, WorkerRunner):
+        _start_reporting(environment, runtime)
+
+
+def _start_reporting(environment: Any, runtime: Runtime) -> None:
+    """On the node that writes the report: the manifest, and server metrics scraping."""
+    from locust.runners import MasterRunner
+
+    options = environment.parsed_options
+    runner = environment.runner
+    workers = runner.worker_count if isinstance(runner, MasterRunner) else 1
+    if runtime.stats is not None:
+        runtime.stats.set_manifest_fields(run_manifest(runtime, options, workers))
+    if runtime.server_metrics is not None:
+        runtime.server_metrics.stop()
+    runtime.server_metrics = ServerMetrics(
+        runtime.targets, float(getattr(options, "scrape_interval", 0) or 0)
+    )
+    runtime.server_metrics.start()
 
 
 def _prepare_master(environment: Any, runtime: Runtime) -> None:
@@ -127,6 +151,10 @@ def on_test_stop(environment: Any, **_: Any) -> None:
     if runtime is None or not runtime.targets:
         return
     runtime.close_schedule()
+    if runtime.server_metrics is not None:
+        runtime.server_metrics.stop()
+        if runtime.stats is not None:
+            runtime.stats.set_manifest_fields({"server_metrics": runtime.server_metrics.section()})
     summary = runtime.schedule_summary()
     if summary is None or runtime.stats is None:
         return

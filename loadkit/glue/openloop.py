@@ -29,7 +29,9 @@ class Dispatcher:
         t0_ns: int | None = None,
     ) -> None:
         self._offsets = offsets
-        self.t0_ns = t0_ns if t0_ns is not None else time.perf_counter_ns()
+        # None until every sender exists (Locust's spawning_complete): a schedule that starts
+        # while users are still being spawned would be late through no fault of anyone.
+        self.t0_ns: int | None = t0_ns
         self.max_lag_ns = int(max_lag_s * NS) if max_lag_s else None
         self.late_ns = int(late_s * NS)
         self.late = 0
@@ -39,8 +41,18 @@ class Dispatcher:
         self.exhausted = False
         self._peek: tuple[int, str] | None = None
 
+    @property
+    def started(self) -> bool:
+        return self.t0_ns is not None
+
+    def start(self, t0_ns: int | None = None) -> None:
+        if self.t0_ns is None:
+            self.t0_ns = t0_ns if t0_ns is not None else time.perf_counter_ns()
+
     def next_slot(self) -> tuple[int, str] | None:
         """The next (t_sched_ns, stage) of this process, or None when the schedule is over."""
+        if self.t0_ns is None:
+            raise RuntimeError("schedule not started")
         if self._peek is not None:
             slot, self._peek = self._peek, None
             self.taken += 1
@@ -70,6 +82,8 @@ class Dispatcher:
 
     def drop_overdue(self, now_ns: int) -> int:
         """At test stop: slots whose time came but no user was free to take are dropped."""
+        if self.t0_ns is None:
+            return 0
         n = 0
         while True:
             if self._peek is None:

@@ -114,6 +114,14 @@ def add_core_arguments(group: OptionGroup) -> None:
         help="Open loop: a request sent more than this after its scheduled time counts as late",
     )
     group.add_argument(
+        "--scrape-interval",
+        type=float,
+        default=5.0,
+        env_var="LOADKIT_SCRAPE_INTERVAL",
+        help="Seconds between scrapes of each target's Prometheus metrics (queue, running, KV usage, "
+        "prefix hits), stored in the report (0: do not scrape)",
+    )
+    group.add_argument(
         "--session-header",
         default="",
         env_var="LOADKIT_SESSION_HEADER",

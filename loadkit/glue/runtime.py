@@ -45,8 +45,11 @@ def resolve_engine(spec: TargetSpec) -> None:
         return
     from loadkit.detect import detect_engine
 
-    spec.engine, explanation = detect_engine(spec.url)
-    log.info("loadkit: target %s: --engine auto found %s (%s)", spec.name, spec.engine, explanation)
+    found = detect_engine(spec.url)
+    spec.engine = found.engine
+    if spec.api is None and found.api is not None:
+        spec.api = found.api
+    log.info("loadkit: target %s: --engine auto: %s", spec.name, found.explanation)
 
 
 class Runtime:
@@ -64,6 +67,7 @@ class Runtime:
         self._assign = count()
         self.shard = (0, 1)
         self.dispatchers: dict[str, Dispatcher] = {}
+        self.server_metrics: Any = None
         self.watch = ExhaustionWatch(environment)
 
     def workload_exhausted(self) -> None:
@@ -85,6 +89,7 @@ class Runtime:
         self.sent = 0
         self._assign = count()
         self.dispatchers = self._dispatchers(options)
+        apply_scenario_slos(options, self.scenario)
 
     @property
     def open_loop(self) -> bool:
@@ -97,7 +102,6 @@ class Runtime:
         if model == "closed":
             return {}
         index, total = self.shard
-        t0 = time.perf_counter_ns()
         out = {}
         for target in self.targets:
             if model == "trace":
@@ -107,9 +111,15 @@ class Runtime:
                 stages = stages_from_spec(arrival)
                 offsets = worker_share(arrival_offsets(model, stages, int(self.scenario.seed)), index, total)
             out[target.name] = Dispatcher(
-                offsets, options.max_schedule_lag or None, options.late_threshold_ms / 1e3, t0
+                offsets, options.max_schedule_lag or None, options.late_threshold_ms / 1e3
             )
         return out
+
+    def start_schedule(self) -> None:
+        """All users exist (spawning complete): the open-loop clock starts now, for every target."""
+        now = time.perf_counter_ns()
+        for dispatcher in self.dispatchers.values():
+            dispatcher.start(now)
 
     def schedule_summary(self) -> dict[str, Any] | None:
         if not self.dispatchers:
@@ -162,6 +172,14 @@ class Runtime:
 
     def fingerprint(self) -> dict[str, str]:
         return plugin_fingerprint()
+
+
+def apply_scenario_slos(options: Any, scenario: Any) -> None:
+    """The scenario's SLOs count when no --slo was given (the command line wins). Written into
+    the options, so the stats layer and, through the master, every worker see them."""
+    slos = getattr(scenario, "slos", None) or {}
+    if slos and not getattr(options, "slo", None):
+        options.slo = [f"{key}={float(limit):g}" for key, limit in slos.items()]
 
 
 def share_of(total: int, index: int, workers: int) -> int:

@@ -19,7 +19,7 @@ from loadkit.glue.runtime import Runtime
 from loadkit.httpstream import ConnectionPool
 from loadkit.records import RequestRecord, e2e_ms
 from loadkit.timer import run_request
-from loadkit.types import OK, GenerationRequest
+from loadkit.types import CANCELLED, OK, GenerationRequest
 
 
 class RequestOutcomeError(Exception):
@@ -75,6 +75,8 @@ class LLMUser(FastHttpUser):
 
     def _wait_for_slot(self, dispatcher) -> tuple[int, str] | None:
         """Sleep until this user's next scheduled send; None if it was dropped as too late."""
+        while not dispatcher.started:
+            gevent.sleep(0.01)  # until spawning completes (bounded by the run itself)
         slot = dispatcher.next_slot()
         if slot is None:
             self.runtime.workload_exhausted()
@@ -131,6 +133,10 @@ class LLMUser(FastHttpUser):
 
     def _finished(self, record: RequestRecord) -> None:
         self.runtime.record(record)
+        if record.outcome == CANCELLED:
+            # Stopped by the test, not failed by the server: loadkit counts it; Locust's
+            # table would show it either as a failure or as a short success, both wrong.
+            return
         e2e = e2e_ms(record)
         self.environment.events.request.fire(
             request_type="LLM",

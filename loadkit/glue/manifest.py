@@ -1,0 +1,101 @@
+"""What a run's report must say about the conditions it was taken under.
+
+Collected on the node that writes the report (local or master) at test start: the scenario
+and its hash, the targets with what each server says about itself, the client machine and the
+versions in play. Secrets are never copied here: targets are listed without the API key.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from typing import Any
+
+from loadkit.targets import Target
+
+
+def cpu_model() -> str | None:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        return None
+    return platform.processor() or None
+
+
+def client_host() -> dict[str, Any]:
+    return {
+        "hostname": platform.node(),
+        "cpu_model": cpu_model(),
+        "cores": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+    }
+
+
+def describe_target(target: Target, probe: bool) -> dict[str, Any]:
+    spec = target.spec
+    out: dict[str, Any] = {
+        "name": spec.name,
+        "url": spec.url,
+        "engine": target.adapter.name,
+        "api": target.adapter.api,
+        "model_requested": target.adapter.options.model,
+        "server": None,
+    }
+    if probe:
+        out["server"] = server_info(target)
+    return out
+
+
+def server_info(target: Target) -> dict[str, Any] | None:
+    """Engine version and model as the server reports them; None when it says nothing."""
+    try:
+        from loadkit.engines.serverinfo import describe
+    except ImportError:
+        return None
+    try:
+        info = describe(target.adapter, target.spec.url, timeout_s=2.0)
+    except Exception as exc:  # the server's self-description is optional; say why it is missing
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    return info or None
+
+
+def scenario_fields(scenario: Any) -> dict[str, Any]:
+    if scenario is None:
+        return {}
+    return {
+        "scenario": {
+            "name": getattr(scenario, "name", None),
+            "path": str(getattr(scenario, "path", "")) or None,
+            "sha256": getattr(scenario, "sha256", None),
+            "seed": getattr(scenario, "seed", None),
+            "arrival": getattr(scenario, "arrival", None),
+            "slos": getattr(scenario, "slos", None),
+            "duration_s": getattr(scenario, "duration_s", None),
+            "max_requests": getattr(scenario, "max_requests", None),
+        }
+    }
+
+
+def run_manifest(runtime: Any, options: Any, workers: int, probe_servers: bool = True) -> dict[str, Any]:
+    from loadkit import __version__
+
+    return {
+        **scenario_fields(runtime.scenario),
+        "targets": [describe_target(t, probe_servers) for t in runtime.targets],
+        "client": client_host(),
+        "workers": workers,
+        "users": getattr(options, "num_users", None),
+        "spawn_rate": getattr(options, "spawn_rate", None),
+        "run_time": getattr(options, "run_time", None),
+        "timeouts": {"first_token_s": runtime.timeouts.first_token_s, "total_s": runtime.timeouts.total_s},
+        "open_loop": runtime.open_loop,
+        "loadkit_version": __version__,
+        "plugins": runtime.fingerprint(),
+        "metric_definitions": "docs/metrics.md (DESIGN §1): TTFT=t_first-t_send; TPOT=(t_last-t_first)/(n_out-1); "
+        "ITL per chunk and per token; E2E=t_end-t_send; latency percentiles over ok requests",
+    }
