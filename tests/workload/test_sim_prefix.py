@@ -1,0 +1,51 @@
+"""Against the embedded simulator: prompt lengths land exactly, and Mooncake prefix hits are real.
+
+The simulator's tokenizer counts one token per four-letter pseudo-word, so the approximate
+builder is exact there; its prefix cache must serve exactly the tokens the workload expected.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import pytest
+
+from loadkit.workload import load_scenario
+from tests.workload.conftest import TRACES, needs_traces
+
+pytestmark = [needs_traces, pytest.mark.integration, pytest.mark.slow]
+
+
+def complete(url: str, prompt: str) -> dict:
+    body = json.dumps({"model": "m", "prompt": prompt, "max_tokens": 1, "stream": False}).encode()
+    req = urllib.request.Request(url + "/v1/completions", data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return json.loads(resp.read())["usage"]
+
+
+def test_mooncake_prefix_hits_at_the_simulator(write_scenario):
+    from loadkit.sim.testing import sim_thread
+
+    path = write_scenario(f"""
+        max_requests = 120
+        [prompt]
+        api = "completions"
+        [trace]
+        format = "mooncake"
+        path = "{TRACES / 'mooncake-fast25' / 'conversation_trace.jsonl'}"
+        max_input_tokens = 16384
+    """)
+    src = load_scenario(path).request_source()
+    expected = cached = 0
+    with sim_thread(profile="fast", num_blocks=200_000, max_model_len=32768) as sim:
+        for req in iter(src.next_item, None):
+            usage = complete(sim.url, req.prompt)
+            assert usage["prompt_tokens"] == req.n_in_target
+            hit = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+            assert abs(hit - req.expected_cached_tokens) <= 16  # the simulator caches 16-token blocks
+            expected += req.expected_cached_tokens
+            cached += hit
+    sharing = src.realised()["prefix_sharing"]
+    assert cached == pytest.approx(expected, rel=0.01) and cached > 0
+    assert sharing["realised_ratio"] == pytest.approx(sharing["trace_ratio_items"], abs=0.002)
