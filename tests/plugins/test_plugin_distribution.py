@@ -28,9 +28,25 @@ def engines(env: dict[str, str]) -> set[str]:
     return {e["engine"] for e in orjson.loads(out.stdout)["engines"]}
 
 
-@pytest.mark.skipif(not any(ep.value == "loadkit_anthropic" for ep in importlib.metadata.entry_points(group="loadkit")),
-                    reason="pip install -e plugins/loadkit-anthropic first (CI does)")
+installed = pytest.mark.skipif(
+    not any(ep.value == "loadkit_anthropic" for ep in importlib.metadata.entry_points(group="loadkit")),
+    reason="pip install -e plugins/loadkit-anthropic first (scripts/test.sh does)",
+)
+
+
+@installed
 def test_installed_plugin_is_loaded_only_when_allowed():
     assert "anthropic" in engines({})
     assert "anthropic" in engines({"LOADKIT_LOAD_PLUGINS": "anthropic"})
     assert "anthropic" not in engines({"LOADKIT_LOAD_PLUGINS": "none"})
+
+
+@installed
+@pytest.mark.slow
+@pytest.mark.integration
+def test_plugin_suite_passes_with_nothing_skipped():
+    """The distribution's own tests, including a real `loadkit run` that must use the plugin."""
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "tests"],
+                          cwd=PLUGIN, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "passed" in proc.stdout and "skipped" not in proc.stdout, proc.stdout[-3000:]
