@@ -18,8 +18,8 @@ from typing import Any
 
 from loadkit.cli import UserError
 from loadkit.sim.config import PROFILES, ConfigError, Profile, get_profile, profile_fields, validate
-from loadkit.sim.faults import FAULTS, build_plan
 from loadkit.sim.families import FAMILIES
+from loadkit.sim.faults import FAULTS, build_plan
 from loadkit.sim.runner import TruthLog
 from loadkit.sim.server import EngineSpec, ServerOptions, SimEngine, start_engine
 

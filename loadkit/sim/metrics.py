@@ -75,8 +75,8 @@ def tgi_metrics(s: Scheduler, model: str) -> bytes:
 
 def triton_metrics(s: Scheduler, model: str) -> bytes:
     pool = s.pool
-    active = f'{{model="tensorrt_llm",request_type="active",version="1"}}'
-    sched = f'{{model="tensorrt_llm",request_type="scheduled",version="1"}}'
+    active = '{model="tensorrt_llm",request_type="active",version="1"}'
+    sched = '{model="tensorrt_llm",request_type="scheduled",version="1"}'
     lines = [
         ("nv_trt_llm_request_metrics" + active, "gauge", "TRT LLM request metrics", len(s.running) + len(s.waiting)),
         ("nv_trt_llm_request_metrics" + sched, "gauge", "TRT LLM request metrics", len(s.running)),

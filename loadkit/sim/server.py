@@ -17,8 +17,8 @@ from typing import Any
 from loadkit.sim.config import Profile
 from loadkit.sim.endpoints import routes as info_routes
 from loadkit.sim.engine import Scheduler, Sequence
-from loadkit.sim.faults import HTTP_FAULTS, Fault, FaultPlan, fault_from_header
 from loadkit.sim.families import SERVER_HEADER, GenRoute, context_error, find_route
+from loadkit.sim.faults import HTTP_FAULTS, Fault, FaultPlan, fault_from_header
 from loadkit.sim.http import HttpConnection, Request
 from loadkit.sim.runner import EngineRunner, TruthLog
 from loadkit.sim.stream import ActiveStream, Trickle

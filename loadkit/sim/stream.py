@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from loadkit.sim.engine import Sequence
@@ -21,6 +22,10 @@ if TYPE_CHECKING:
     from loadkit.sim.server import SimEngine
 
 _mono = time.monotonic_ns
+
+
+def _nowrite(data: bytes) -> None:
+    """Stand-in writer for a connection without a transport (never on the fast path)."""
 
 
 class ActiveStream:
@@ -55,7 +60,7 @@ class ActiveStream:
         self.fast = False
         self.pre, self.post = parts or (b"", b"")
         self.plen = len(self.pre) + len(self.post)
-        self.write = conn.transport.write if conn.transport is not None else None
+        self.write: Callable[[bytes], Any] = conn.transport.write if conn.transport is not None else _nowrite
         self.text_of = engine.corpus.text_of
         self.start_word = fmt.start_word
         self.ts: list[int] = truth["t_token_ns"]
@@ -108,7 +113,7 @@ class ActiveStream:
         self.sent, self.pending = index + n, 0
         self.ts.append(t)
         self.ks.append(n)
-        self.fast = self.pre != b"" and self.fault_at < 0 and self.trickle is None and self.write is not None
+        self.fast = self.pre != b"" and self.fault_at < 0 and self.trickle is None and self.write is not _nowrite
         if last:
             self._finish(t)
         return t

@@ -89,7 +89,7 @@ def _read_chunked(sock: socket.socket, resp: RawResponse, buf: bytes) -> None:
         if parsed is None:
             try:
                 more = sock.recv(65536)
-            except (ConnectionResetError, TimeoutError, socket.timeout):
+            except (ConnectionResetError, TimeoutError):
                 return
             if not more:
                 return

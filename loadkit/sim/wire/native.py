@@ -18,7 +18,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from loadkit.sim.wire.common import Outcome, RequestSpec, StreamFormat, as_int, dumps, json_str, messages_prompt
+from loadkit.sim.wire.common import (
+    Outcome,
+    RequestSpec,
+    StreamFormat,
+    as_int,
+    dumps,
+    json_str,
+    messages_prompt,
+)
 from loadkit.sim.wire.openai import DONE, llama_error, llama_timings
 
 # ---- SGLang --------------------------------------------------------------------------------
@@ -201,10 +209,10 @@ class TritonGenerate(StreamFormat):
 
 
 def parse_llama_native(body: dict[str, Any], default_max: int, model: str) -> RequestSpec:
-    prompt = body.get("prompt")
-    ids = None
+    prompt: Any = body.get("prompt")
+    ids: list[int] | None = None
     if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
-        prompt, ids = "", list(prompt)
+        prompt, ids = "", [int(t) for t in prompt]
     if not isinstance(prompt, str):
         raise ValueError('"prompt" must be provided')
     n_predict = as_int(body, "n_predict", as_int(body, "max_tokens", -1))
@@ -257,6 +265,7 @@ class LlamaNative(StreamFormat):
 
 
 def parse_ollama(body: dict[str, Any], chat: bool, default_max: int, model: str) -> RequestSpec:
+    prompt: Any
     if chat:
         prompt = messages_prompt(body.get("messages"))
     else:
@@ -285,7 +294,7 @@ def created_at() -> bytes:
     now = time.time_ns()
     if now // 1_000_000 != _stamp_cache[0]:
         secs, ns = divmod(now, 1_000_000_000)
-        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs)) + ".%09dZ" % ns
+        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs)) + f".{ns:09d}Z"
         _stamp_cache = (now // 1_000_000, b'"' + text.encode() + b'"')
     return _stamp_cache[1]
 

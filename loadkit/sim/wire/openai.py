@@ -22,7 +22,6 @@ from loadkit.sim.wire.common import (
     dumps,
     json_str,
     messages_prompt,
-    sse,
 )
 
 DONE = b"data: [DONE]\n\n"
