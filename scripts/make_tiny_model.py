@@ -198,7 +198,10 @@ def add_tokenizer_metadata(w, tok) -> None:
 def write_gguf(path: Path, cfg: TinyConfig, tok, corpus_sha: str) -> None:
     from gguf import GGUFWriter
 
-    tmp = path.with_suffix(".gguf.tmp")
+    # A unique temp name: two test processes may generate the same model at once.
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, suffix=".gguf.tmp")
+    os.close(fd)
+    tmp = Path(tmp_name)
     w = GGUFWriter(str(tmp), "llama")
     add_model_metadata(w, cfg, corpus_sha)
     add_tokenizer_metadata(w, tok)
@@ -208,6 +211,7 @@ def write_gguf(path: Path, cfg: TinyConfig, tok, corpus_sha: str) -> None:
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+    tmp.chmod(0o644)
     tmp.replace(path)  # atomic: a concurrent reader never sees a half-written model
 
 
