@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -49,3 +50,48 @@ def test_mooncake_prefix_hits_at_the_simulator(write_scenario):
     sharing = src.realised()["prefix_sharing"]
     assert cached == pytest.approx(expected, rel=0.01) and cached > 0
     assert sharing["realised_ratio"] == pytest.approx(sharing["trace_ratio_items"], abs=0.002)
+
+
+def post(url: str, path: str, body: dict) -> dict:
+    req = urllib.request.Request(url + path, data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return json.loads(resp.read())
+
+
+def send(url: str, req) -> tuple[str, dict]:
+    """Non-streaming, max_tokens cut to 8 so the check stays fast; returns (reply text, usage)."""
+    body = {"model": "m", "max_tokens": min(req.max_tokens, 8), "stream": False, "ignore_eos": True}
+    if req.messages is not None:
+        out = post(url, "/v1/chat/completions", body | {"messages": req.messages})
+        return out["choices"][0]["message"]["content"], out["usage"]
+    out = post(url, "/v1/completions", body | {"prompt": req.prompt})
+    return out["choices"][0]["text"], out["usage"]
+
+
+SHIPPED = sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("*.toml"))
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+def test_shipped_scenario_runs_against_the_simulator(path):
+    from loadkit.sim.testing import sim_thread
+    from loadkit.workload import Session, TraceSession
+
+    src = load_scenario(path).request_source()
+    with sim_thread(profile="fast", max_model_len=131072, max_num_batched_tokens=131072) as sim:
+        for _ in range(3):
+            item = src.next_item()
+            if isinstance(item, Session | TraceSession):
+                req, turns = item.next_request(None, True), 0
+                while req is not None and turns < 3:
+                    reply, usage = send(sim.url, req)
+                    assert usage["prompt_tokens"] >= req.n_in_target
+                    req, turns = item.next_request(reply, True), turns + 1
+                    if req is not None and isinstance(item, Session) and req.messages:
+                        assert reply in [m["content"].split("\n<tool_call>")[0] for m in req.messages]
+                continue
+            _, usage = send(sim.url, item)
+            if item.prompt is not None:
+                assert usage["prompt_tokens"] == item.n_in_target  # exact on the simulator's tokenizer
+            else:
+                assert usage["prompt_tokens"] >= item.n_in_target  # plus the chat template
