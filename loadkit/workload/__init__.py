@@ -7,9 +7,11 @@
 """
 
 from loadkit.workload.errors import ScenarioError
+from loadkit.workload.realised import prompt_drift
 from loadkit.workload.scenario import SCHEMA, Scenario, load_scenario, parse_scenario
 from loadkit.workload.sessions import Session, TraceSession
 from loadkit.workload.source import RequestSource
 
 __all__ = ["SCHEMA", "RequestSource", "Scenario", "ScenarioError", "Session", "TraceSession", "load_scenario",
-           "parse_scenario"]
+           "parse_scenario",
+           "prompt_drift"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -82,3 +83,25 @@ class Realised:
             "blocks_repeated": self._blocks.blocks_repeated,
             "block_tokens": self._blocks.block_tokens,
         }
+
+
+def prompt_drift(pairs: Iterable[tuple[int | None, int | None]]) -> dict[str, Any]:
+    """Drift of the server's prompt_tokens from the workload's target: (n_in_target, n_in) pairs.
+
+    Pairs with either side None (not measured) are counted apart, never as 0. ``drift`` is
+    n_in − n_in_target in tokens (chat templates and BOS make it positive on chat endpoints).
+    """
+    diffs, unmeasured = [], 0
+    for target, actual in pairs:
+        if target is None or actual is None:
+            unmeasured += 1
+        else:
+            diffs.append(actual - target)
+    if not diffs:
+        return {"count": 0, "unmeasured": unmeasured, "exact_fraction": None, "mean": None, "mean_abs": None,
+                "p50": None, "p99": None, "min": None, "max": None}
+    arr = np.asarray(diffs, dtype=float)
+    return {"count": len(arr), "unmeasured": unmeasured, "exact_fraction": float(np.mean(arr == 0)),
+            "mean": float(arr.mean()), "mean_abs": float(np.abs(arr).mean()),
+            "p50": float(np.percentile(arr, 50)), "p99": float(np.percentile(arr, 99)),
+            "min": int(arr.min()), "max": int(arr.max())}

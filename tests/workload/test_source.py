@@ -156,3 +156,13 @@ def test_realised_summary_reports_lengths(write_scenario):
     hist = real["input_tokens"]["histogram"]
     assert sum(hist["counts"]) == 60 and len(hist["edges"]) == len(hist["counts"]) + 1
     assert real["input_tokens"]["min"] >= 1 and real["output_tokens_asked"]["max"] <= 100
+
+
+def test_prompt_drift_summary_keeps_unmeasured_apart():
+    from loadkit.workload import prompt_drift
+
+    drift = prompt_drift([(100, 100), (100, 104), (50, None), (None, 7), (10, 8)])
+    assert drift["count"] == 3 and drift["unmeasured"] == 2
+    assert drift["exact_fraction"] == pytest.approx(1 / 3) and drift["max"] == 4 and drift["min"] == -2
+    assert drift["mean_abs"] == pytest.approx(2.0)
+    assert prompt_drift([(1, None)])["mean"] is None
