@@ -26,16 +26,18 @@ class Detection:
     probes: dict[str, Any] = field(default_factory=dict)
 
 
-def probe_server(base_url: str, paths: list[str] | tuple[str, ...], timeout_s: float = 2.0) -> dict[str, Any]:
+def probe_server(base_url: str, paths: list[str] | tuple[str, ...], timeout_s: float = 2.0,
+                 headers: dict[str, str] | None = None) -> dict[str, Any]:
     """GET each path: ``{path: {"status", "headers", "json", "text"}}``; unreachable paths are
-    absent. Stops early once the probing has taken 4 × ``timeout_s`` in all (a hung server)."""
+    absent. Stops early once the probing has taken 4 × ``timeout_s`` in all (a hung server).
+    ``headers`` (e.g. an Authorization header for a key-protected server) go with every GET."""
     probes: dict[str, Any] = {}
     deadline = time.monotonic() + 4 * timeout_s
     for path in paths:
         if time.monotonic() > deadline:
             break
         try:
-            resp = get(base_url, path, timeout_s)
+            resp = get(base_url, path, timeout_s, headers)
         except OSError:
             continue
         probes[path] = {"status": resp.status, "headers": resp.headers, "json": resp.json(),
@@ -52,11 +54,12 @@ def probe_paths(pm: pluggy.PluginManager) -> list[str]:
     return list(paths)
 
 
-def detect_engine(base_url: str, pm: pluggy.PluginManager | None = None, timeout_s: float = 2.0) -> Detection:
+def detect_engine(base_url: str, pm: pluggy.PluginManager | None = None, timeout_s: float = 2.0,
+                  headers: dict[str, str] | None = None) -> Detection:
     """Which engine serves ``base_url``. UserError when nothing answers or a detector names an
-    engine that is not registered."""
+    engine that is not registered. ``headers`` are sent with every probe."""
     pm = pm or get_plugin_manager()
-    probes = probe_server(base_url, probe_paths(pm), timeout_s)
+    probes = probe_server(base_url, probe_paths(pm), timeout_s, headers)
     if not probes:
         raise UserError(f"--engine auto: nothing answered at {base_url} (tried {', '.join(probe_paths(pm))})")
     name = pm.hook.loadkit_detect_engine(probes=probes)

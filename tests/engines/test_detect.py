@@ -85,3 +85,9 @@ def test_plugin_detector_runs_before_builtin_rules(pm):
     with stub_server(SERVERS["vllm"]) as (url, _):
         found = detect_engine(url, local)
     assert found.engine == "tgi" and "installed plugin" in found.explanation
+
+
+def test_probe_headers_are_sent():
+    with stub_server(SERVERS["vllm"]) as (url, server):
+        probe_server(url, ["/version"], timeout_s=2.0, headers={"Authorization": "Bearer k"})
+    assert server.seen[0][2]["Authorization"] == "Bearer k"
