@@ -1,0 +1,117 @@
+"""The LLM table: rows per (engine, label) built from a ``loadkit.report/1`` document.
+
+Two forms of every row: ``numeric_rows`` keeps the report's numbers untouched (the JSON
+endpoint, the CSV, tests), ``display_rows`` formats them for Locust's extended table, whose
+cells are plain text. Locust's UI camel-cases keys, so display keys are single lowercase words.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+from loadkit.types import OK
+
+LATENCY_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
+PERCENTILES = ("p50", "p90", "p99")
+ALL_LABELS = "*"  # the engine's total row, as in loadkit's stats.csv
+
+# (key, title) of the extended table's columns, in order.
+TABLE_STRUCTURE: list[dict[str, str]] = [
+    {"key": "engine", "title": "Engine"},
+    {"key": "label", "title": "Label"},
+    {"key": "requests", "title": "Requests"},
+    {"key": "failures", "title": "Failures"},
+    {"key": "outcomes", "title": "Failures by outcome"},
+    {"key": "ttft", "title": "TTFT ms p50 / p90 / p99"},
+    {"key": "tpot", "title": "TPOT ms p50 / p90 / p99"},
+    {"key": "itl", "title": "ITL ms p50 / p90 / p99"},
+    {"key": "e2e", "title": "E2E ms p50 / p90 / p99"},
+    {"key": "tokps", "title": "Output tok/s"},
+    {"key": "goodput", "title": "Goodput req/s"},
+]
+
+
+def numeric_row(engine: str, label: str, section: dict[str, Any]) -> dict[str, Any]:
+    """One row of report numbers; None where the report says "not measured"."""
+    row: dict[str, Any] = {
+        "engine": engine,
+        "label": label,
+        "requests": section["requests"],
+        "ok": section["ok"],
+        "failures": section["failures"],
+        "failed_outcomes": {k: v for k, v in section["outcomes"].items() if k != OK and v},
+        "output_tokens": section["output_tokens"],
+        "output_tokens_per_s": section["output_tokens_per_s"],
+        "goodput_per_s": section["goodput_per_s"],
+    }
+    for metric in LATENCY_METRICS:
+        for p in PERCENTILES:
+            row[f"{metric}_{p}"] = section[metric][p]
+    return row
+
+
+def numeric_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per engine its total row (label "*"), then one row per label when it has several."""
+    rows = []
+    for engine, section in report["engines"].items():
+        rows.append(numeric_row(engine, ALL_LABELS, section))
+        labels = section.get("labels", {})
+        if len(labels) > 1:
+            rows.extend(numeric_row(engine, label, sub) for label, sub in labels.items())
+    return rows
+
+
+def fmt_number(value: float | None, digits: int = 1) -> str:
+    """A fixed-point string; "-" for not measured (never 0)."""
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def fmt_triple(row: dict[str, Any], metric: str) -> str:
+    return " / ".join(fmt_number(row[f"{metric}_{p}"]) for p in PERCENTILES)
+
+
+def fmt_outcomes(outcomes: dict[str, int]) -> str:
+    """Failed outcomes, most frequent first: "http_error:503 ×4, timeout_total ×1"."""
+    ordered = sorted(outcomes.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(f"{name} ×{n}" for name, n in ordered) or "-"
+
+
+def display_row(row: dict[str, Any]) -> dict[str, Any]:
+    """The text Locust's extended table shows for one numeric row."""
+    out = {
+        "engine": row["engine"],
+        "label": row["label"],
+        "requests": row["requests"],
+        "failures": row["failures"],
+        "outcomes": fmt_outcomes(row["failed_outcomes"]),
+        "tokps": fmt_number(row["output_tokens_per_s"]),
+        "goodput": fmt_number(row["goodput_per_s"], 2),
+    }
+    for metric in LATENCY_METRICS:
+        out[metric.split("_")[0]] = fmt_triple(row, metric)
+    return out
+
+
+def display_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [display_row(r) for r in rows]
+
+
+CSV_FIELDS = (
+    ["engine", "label", "requests", "ok", "failures", "failed_outcomes", "output_tokens"]
+    + [f"{m}_{p}" for m in LATENCY_METRICS for p in PERCENTILES]
+    + ["output_tokens_per_s", "goodput_per_s"]
+)
+
+
+def rows_csv(rows: list[dict[str, Any]]) -> str:
+    """The table as CSV: full precision, empty cell for not measured, outcomes as k=v;k=v."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        cells = {k: "" if row[k] is None else row[k] for k in CSV_FIELDS}
+        cells["failed_outcomes"] = ";".join(f"{k}={v}" for k, v in sorted(row["failed_outcomes"].items()))
+        writer.writerow(cells)
+    return buf.getvalue()
