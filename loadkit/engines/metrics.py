@@ -6,7 +6,7 @@ Neutral names (all optional; absent = the engine does not say):
 server started), ``prefix_hit_rate_interval`` (0..1, since the previous scrape),
 ``prefix_cache_hits`` / ``prefix_cache_queries`` / ``prefix_cache_misses`` (tokens, counters),
 ``prompt_tokens_total``, ``generation_tokens_total``, ``preemptions_total``,
-``kv_blocks_used`` / ``kv_blocks_max``, ``batch_tokens``.
+``kv_blocks_used`` / ``kv_blocks_max``, ``batch_tokens``, ``active_requests``.
 
 A key in an adapter's ``metric_names`` is a metric name, optionally with a label selector
 (``name{label="value"}``). Samples that match are summed (e.g. across data-parallel engines),

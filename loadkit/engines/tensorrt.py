@@ -50,9 +50,11 @@ class TensorRTLLMAdapter(OpenAIAdapter, AdapterExtras):
     description = "TensorRT-LLM: trtllm-serve OpenAI API, or Triton /v2/models/<model>/generate_stream (api triton)"
     apis = ("chat", "completions", "triton")  # type: ignore[assignment]  # OpenAIAdapter infers fixed-length tuples
     info_paths = ("/v2", "/v1/models")  # type: ignore[assignment]  # OpenAIAdapter infers fixed-length tuples
+    # "scheduled" = in this iteration's batch; "active" also counts requests the executor holds
+    # without scheduling them; Triton's own queue is the pending count.
     metric_names = {
-        'nv_trt_llm_request_metrics{request_type="active"}': "running",
-        'nv_trt_llm_request_metrics{request_type="waiting"}': "waiting",
+        'nv_trt_llm_request_metrics{request_type="scheduled"}': "running",
+        'nv_trt_llm_request_metrics{request_type="active"}': "active_requests",
         'nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="used"}': "kv_blocks_used",
         'nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="max"}': "kv_blocks_max",
         "nv_inference_pending_request_count": "waiting",

@@ -50,7 +50,7 @@ def test_sglang_gauges():
 
 def test_triton_label_selectors_and_kv_from_blocks():
     out = neutral_metrics(TensorRTLLMAdapter.metric_names, samples("tensorrt-llm/triton_metrics.txt"))
-    assert out["running"] == 6 and out["waiting"] == 2
+    assert out["running"] == 6 and out["active_requests"] == 6 and out["waiting"] == 2
     assert out["kv_usage"] == pytest.approx(300 / 1200)
 
 

@@ -125,3 +125,8 @@ def test_server_info_tokenize_and_metrics(sims, pm, family, engine):
         assert (count_tokens(adapter, url, "hello world") or 0) > 0
     values = scrape(adapter, url)
     assert "running" in values and "waiting" in values
+
+
+def test_triton_metrics_from_the_simulator(sims, pm):
+    values = scrape(adapter_for(pm, "tensorrt-llm", "triton"), sims["triton"].url)
+    assert {"running", "waiting", "kv_usage"} <= set(values) and 0 <= values["kv_usage"] <= 1
