@@ -34,7 +34,17 @@ FLUSH_RECORDS = 2048
 FLUSH_ITL = 16384
 
 # Unweighted pending lists, one per histogram fed one value per request (or per event).
-_PLAIN = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms", "n_in", "n_out", "n_cached", "itl_chunk_ms", "itl_ms")
+_PLAIN = (
+    "ttft_ms",
+    "ttft_sched_ms",
+    "tpot_ms",
+    "e2e_ms",
+    "n_in",
+    "n_out",
+    "n_cached",
+    "itl_chunk_ms",
+    "itl_ms",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,7 +192,9 @@ class GroupStats:
                 values.clear()
         values, weights = self.pending_w
         if values:
-            self.hists["itl_ms"].record_many(np.asarray(values, dtype=np.int64), np.asarray(weights, dtype=np.int64))
+            self.hists["itl_ms"].record_many(
+                np.asarray(values, dtype=np.int64), np.asarray(weights, dtype=np.int64)
+            )
             values.clear()
             weights.clear()
         self._flush_series()
@@ -229,8 +241,16 @@ class GroupStats:
             "outcomes": dict(self.outcomes),
             "n_out_sources": dict(self.n_out_sources),
             "slo_counts": {k: list(v) for k, v in self.slo_counts.items()},
-            "counters": [self.sent, self.output_tokens, self.output_tokens_all, self.input_tokens,
-                         self.cached_tokens, self.good, self.judged, self.series.dropped],  # fmt: skip
+            "counters": [
+                self.sent,
+                self.output_tokens,
+                self.output_tokens_all,
+                self.input_tokens,
+                self.cached_tokens,
+                self.good,
+                self.judged,
+                self.series.dropped,
+            ],  # fmt: skip
             "window": [self.first_send_wall_ns, self.last_end_wall_ns],
             "series": self.series.to_wire(),
         }

@@ -137,4 +137,5 @@ class StatsCollector:
                     "stopped_unix": None if self.stopped_wall_ns is None else self.stopped_wall_ns / 1e9,
                     "slos": {s.key: s.limit_ms for s in self.slos}, **self.manifest}  # fmt: skip
         return build_report(nodes, manifest=manifest, slos=self.slos, workers=self.remote.describe(),
-                            extra_errors=self.remote.rejected, start_wall_ns=self.started_wall_ns)  # fmt: skip
+                            extra_errors=self.remote.rejected, start_wall_ns=self.started_wall_ns,
+                            stopped=self.stopped_wall_ns is not None)  # fmt: skip

@@ -172,7 +172,9 @@ class LocustStats:
     def _on_worker_report(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
         payload = data.get(PAYLOAD_KEY)
         if payload is None:
-            self.collector.warn(f"worker {client_id} sends no loadkit stats (is loadkit's locustfile loaded there?)")
+            self.collector.warn(
+                f"worker {client_id} sends no loadkit stats (is loadkit's locustfile loaded there?)"
+            )
             return
         self.collector.accept_snapshot(client_id, payload)
 
@@ -266,7 +268,9 @@ class LocustStats:
         try:
             from loadkit.plugins import get_plugin_manager
 
-            get_plugin_manager().hook.loadkit_report_written(report=report, report_dir=self.options.report_dir)
+            get_plugin_manager().hook.loadkit_report_written(
+                report=report, report_dir=self.options.report_dir
+            )
         except Exception as exc:
             log.error("a loadkit_report_written plugin failed: %r", exc)
 

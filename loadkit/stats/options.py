@@ -25,11 +25,15 @@ def parse_slo_item(text: str) -> list[Slo]:
         key, sep, value = item.partition("=")
         key = key.strip()
         if not sep or key not in SLO_KEYS:
-            raise argparse.ArgumentTypeError(f"--slo wants KEY=VALUE with KEY one of {', '.join(SLO_KEYS)}; got {item!r}")
+            raise argparse.ArgumentTypeError(
+                f"--slo wants KEY=VALUE with KEY one of {', '.join(SLO_KEYS)}; got {item!r}"
+            )
         try:
             limit = float(value)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"--slo {key}: {value!r} is not a number of milliseconds") from None
+            raise argparse.ArgumentTypeError(
+                f"--slo {key}: {value!r} is not a number of milliseconds"
+            ) from None
         if not limit > 0:
             raise argparse.ArgumentTypeError(f"--slo {key}: the limit must be > 0 ms, got {value}")
         slos.append(Slo(key, limit))
@@ -89,7 +93,11 @@ class StatsOptions:
     @classmethod
     def from_parsed(cls, options: Any) -> StatsOptions:
         """From ``environment.parsed_options`` (or None: every default)."""
-        get = (lambda name, default: getattr(options, name, default)) if options is not None else (lambda n, d: d)
+        get = (
+            (lambda name, default: getattr(options, name, default))
+            if options is not None
+            else (lambda n, d: d)
+        )
         given = get("slo", None) or []
         if isinstance(given, str):  # a single value from a config file or an older caller
             given = [given]

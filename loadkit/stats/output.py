@@ -100,7 +100,9 @@ def console_table(report: dict[str, Any], title: str = "loadkit") -> str:
             f"{'TPOT p50/p90/p99 ms':>22} {'ITL p50/p90/p99 ms':>22} {'tok/s':>9}")  # fmt: skip
     lines = [f"{title}{'' if report['valid'] else '  [INVALID]'}", head, "-" * len(head)]
     for engine, s in report["engines"].items():
-        triples = ["/".join(_fmt(s[m][p]) for p in ("p50", "p90", "p99")) for m in ("ttft_ms", "tpot_ms", "itl_ms")]
+        triples = [
+            "/".join(_fmt(s[m][p]) for p in ("p50", "p90", "p99")) for m in ("ttft_ms", "tpot_ms", "itl_ms")
+        ]
         lines.append(f"{engine[:16]:<16} {s['requests']:>7} {s['failures']:>6} {triples[0]:>22} "
                      f"{triples[1]:>22} {triples[2]:>22} {_fmt(s['output_tokens_per_s']):>9}")  # fmt: skip
     lost = report["workers"]["lost"]

@@ -41,7 +41,9 @@ class Series:
         """Add requests given as int64 arrays of Unix-ns start/end, ok flags and ok-output tokens."""
         ends = np.maximum(ends, starts)
         end_sec = ends // NS_PER_S
-        self._accumulate(end_sec, {COMPLETED: None, OK: ok, TOKENS: tokens, END_OFF: ends - end_sec * NS_PER_S})
+        self._accumulate(
+            end_sec, {COMPLETED: None, OK: ok, TOKENS: tokens, END_OFF: ends - end_sec * NS_PER_S}
+        )
         start_sec = starts // NS_PER_S
         self._accumulate(start_sec, {STARTS: None, START_OFF: starts - start_sec * NS_PER_S})
 
@@ -78,7 +80,9 @@ class Series:
 
     def columns(self, start_second: int) -> dict[str, list[Any]]:
         """Contiguous columns from the first to the last second seen."""
-        cols: dict[str, list[Any]] = {k: [] for k in ("t", "unix", "requests", "ok", "output_tokens", "in_flight")}
+        cols: dict[str, list[Any]] = {
+            k: [] for k in ("t", "unix", "requests", "ok", "output_tokens", "in_flight")
+        }
         if not self.rows:
             return cols
         open_before = 0

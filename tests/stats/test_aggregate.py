@@ -144,22 +144,28 @@ def test_no_slos_means_no_goodput_rather_than_zero():
 
 def test_conservation_open_loop():
     c = collector()
-    c.add_scheduled(5)
+    c.add_scheduled(6)
     c.add_dropped(2)
     for _ in range(3):
         c.add(record())
-    cons = c.report()["conservation"]
-    assert cons == {
-        "scheduled": 5,
-        "sent": 3,
-        "dropped": 2,
-        "outcomes_total": 3,
-        "open_loop": True,
-        "holds": True,
-    }
-    c.add(record())  # one more sent than scheduled
-    report = c.report()
-    assert not report["conservation"]["holds"] and not report["valid"]
+    live = c.report()  # one request still in flight: fine while running
+    assert live["conservation"]["in_flight"] == 1 and live["conservation"]["holds"] and live["valid"]
+    c.mark_stopped()
+    stopped = c.report()  # ... but not once the run is over
+    assert not stopped["conservation"]["holds"] and not stopped["valid"]
+    c.add(record(outcome="cancelled"))
+    assert c.report()["conservation"] == {"scheduled": 6, "sent": 4, "dropped": 2, "outcomes_total": 4,
+                                          "in_flight": 0, "holds": True}  # fmt: skip
+    c.add(record())  # more sent than scheduled never holds
+    assert not c.report()["conservation"]["holds"]
+
+
+def test_conservation_without_scheduling_counts():
+    c = collector()
+    c.add(record())
+    c.mark_stopped()
+    assert c.report()["conservation"] == {"scheduled": None, "sent": 1, "dropped": 0, "outcomes_total": 1,
+                                          "in_flight": 0, "holds": True}  # fmt: skip
 
 
 def test_throughput_over_measured_window():
