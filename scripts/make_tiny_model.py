@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 # Bump when the recipe changes so caches built by an older recipe are not reused.
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2
 BOS, EOS, IM_START, IM_END = "<|bos|>", "<|endoftext|>", "<|im_start|>", "<|im_end|>"
 SPECIAL_TOKENS = [BOS, EOS, IM_START, IM_END]
 CHAT_TEMPLATE = (
@@ -41,6 +41,14 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 )
 CORPUS_BYTES = 2_000_000
+# Output suppression (see suppress_unprintable): hidden dim 0 of the residual stream carries a
+# constant that no layer writes to, and unprintable tokens get a large negative weight on it.
+SENTINEL_DIM = 0
+SENTINEL_VALUE = 0.2
+SUPPRESS_WEIGHT = -5.0
+# Control tokens that would stream as empty text; EOS and <|im_end|> stay: they are the
+# model's natural stops, and `ignore_eos` masks them when exact lengths are wanted.
+NEVER_EMIT = (BOS, IM_START)
 
 
 @dataclass(frozen=True)
@@ -138,6 +146,51 @@ def vocab_lists(tok) -> tuple[list[str], list[int], list[str]]:
     return tokens, types, merges
 
 
+def byte_decoder() -> dict[str, int]:
+    """GPT-2 byte-level alphabet, char -> byte: printable bytes map to themselves, the rest
+    to U+0100 onwards in byte order."""
+    printable = [*range(33, 127), *range(161, 173), *range(174, 256)]
+    others = [b for b in range(256) if b not in printable]
+    table = {chr(b): b for b in printable}
+    table.update({chr(256 + i): b for i, b in enumerate(others)})
+    return table
+
+
+def unprintable_ids(tokens: list[str]) -> list[int]:
+    """Ids the model must never generate: tokens whose bytes are not complete UTF-8 on their
+    own (llama-server holds such a token back and sends it merged with the next, or drops it
+    at the end of the stream, so events would stop matching tokens), and NEVER_EMIT."""
+    table = byte_decoder()
+    bad = []
+    for tid, tok in enumerate(tokens):
+        if tok in SPECIAL_TOKENS:
+            if tok in NEVER_EMIT:
+                bad.append(tid)
+            continue
+        try:
+            bytes(table[c] for c in tok).decode("utf-8")
+        except UnicodeDecodeError:
+            bad.append(tid)
+    return bad
+
+
+def suppress_unprintable(tensors: dict[str, np.ndarray], layers: int, bad_ids: list[int]) -> None:
+    """Make `bad_ids` unreachable by sampling, whatever the random weights do.
+
+    The embedding puts SENTINEL_VALUE in dim 0 and no layer writes to it, so after the final
+    RMS norm that component is large and positive for every position; a weight of
+    SUPPRESS_WEIGHT on it lowers those logits by ~40 (probability ~e-40), and the other
+    tokens' weight on it is 0 so their logits are unchanged.
+    """
+    tensors["token_embd.weight"][:, SENTINEL_DIM] = SENTINEL_VALUE
+    for i in range(layers):
+        tensors[f"blk.{i}.attn_output.weight"][SENTINEL_DIM, :] = 0.0
+        tensors[f"blk.{i}.ffn_down.weight"][SENTINEL_DIM, :] = 0.0
+    out = tensors["output.weight"]
+    out[:, SENTINEL_DIM] = 0.0
+    out[bad_ids, SENTINEL_DIM] = SUPPRESS_WEIGHT
+
+
 def random_tensors(cfg: TinyConfig, n_vocab: int) -> dict[str, np.ndarray]:
     """Seeded weights, numpy shape (out_features, in_features) as GGUF expects."""
     rng = np.random.default_rng(cfg.seed)
@@ -205,7 +258,10 @@ def write_gguf(path: Path, cfg: TinyConfig, tok, corpus_sha: str) -> None:
     w = GGUFWriter(str(tmp), "llama")
     add_model_metadata(w, cfg, corpus_sha)
     add_tokenizer_metadata(w, tok)
-    for name, data in random_tensors(cfg, tok.get_vocab_size(with_added_tokens=True)).items():
+    tokens = vocab_lists(tok)[0]
+    tensors = random_tensors(cfg, len(tokens))
+    suppress_unprintable(tensors, cfg.layers, unprintable_ids(tokens))
+    for name, data in tensors.items():
         w.add_tensor(name, data)
     w.write_header_to_file()
     w.write_kv_data_to_file()

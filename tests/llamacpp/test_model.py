@@ -100,3 +100,30 @@ def test_prompt_of_length_rejects_too_short(tiny_model):
     tok = tokenizers.Tokenizer.from_file(str(tiny_model.tokenizer_json))
     with pytest.raises(ValueError):
         prompt_of_length(tok, 1)
+
+
+def test_byte_decoder_is_the_byte_level_alphabet(model_script):
+    table = model_script.byte_decoder()
+    assert sorted(table) == sorted(tokenizers.pre_tokenizers.ByteLevel.alphabet())
+    assert sorted(table.values()) == list(range(256))
+    assert table["A"] == 65 and table["\u0120"] == 32  # "Ġ" is the space byte
+
+
+def test_unprintable_ids_are_partial_utf8_and_silent_specials(model_script):
+    tokens = ["<|bos|>", "<|endoftext|>", "<|im_start|>", "<|im_end|>", "a", "\u0120the",
+              "\u00c3", "\u00c3\u00a9", "\u00a9"]  # Ã = byte 0xC3 (lead), Ã© = "é", © = 0xA9
+    assert model_script.unprintable_ids(tokens) == [0, 2, 6, 8]
+
+
+def test_suppression_keeps_the_sentinel_out_of_every_layer(model_script):
+    cfg = model_script.TinyConfig(vocab=300, hidden=32, layers=2, heads=4, kv_heads=2, ffn=64)
+    t = model_script.random_tensors(cfg, 300)
+    before = t["output.weight"].copy()
+    model_script.suppress_unprintable(t, cfg.layers, [5, 7])
+    assert np.all(t["token_embd.weight"][:, 0] == model_script.SENTINEL_VALUE)
+    for i in range(cfg.layers):
+        assert not t[f"blk.{i}.attn_output.weight"][0].any() and not t[f"blk.{i}.ffn_down.weight"][0].any()
+    out = t["output.weight"]
+    assert out[5, 0] == out[7, 0] == model_script.SUPPRESS_WEIGHT
+    assert not np.delete(out[:, 0], [5, 7]).any()
+    assert np.array_equal(out[:, 1:], before[:, 1:])
