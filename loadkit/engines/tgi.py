@@ -61,7 +61,8 @@ class TGIAdapter(OpenAIAdapter, AdapterExtras):
         if self.api != "native":
             return super().build_request(request)
         params: dict[str, Any] = {"max_new_tokens": request.max_tokens, "details": True}
-        body: dict[str, Any] = {"inputs": request.as_prompt(), "parameters": params, "stream": True}
+        # the route itself streams; TGI's GenerateRequest has no "stream" field
+        body: dict[str, Any] = {"inputs": request.as_prompt(), "parameters": params}
         body.update(self.options.extra_body)
         body.update(request.extra_body)
         return HttpRequest("POST", "/generate_stream", orjson.dumps(body), self.base_headers())
