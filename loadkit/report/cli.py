@@ -1,0 +1,45 @@
+"""``loadkit report DIR``: rebuild report.html from report.json (and the raw log when present)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import orjson
+
+from loadkit.cli import UserError
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="loadkit report", description=__doc__)
+    p.add_argument("report_dir", help="a run's --report-dir (holds report.json), or a report.json file")
+    p.add_argument("-o", "--output", help="where to write the HTML (default: DIR/report.html)")
+    p.add_argument("--no-raw-log", action="store_true", help="ignore requests*.jsonl (plots from percentiles only)")
+    return p
+
+
+def resolve(arg: str) -> tuple[Path, Path]:
+    """(report directory, report.json path) for a directory or a report.json argument."""
+    path = Path(arg)
+    if path.is_dir():
+        path = path / "report.json"
+    if not path.is_file():
+        raise UserError(f"{arg}: no report.json there (is it a loadkit --report-dir?)")
+    return path.parent, path
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    from loadkit.report.page import read_report, write_html
+
+    folder, path = resolve(args.report_dir)
+    try:
+        report = read_report(path)
+    except (orjson.JSONDecodeError, ValueError, OSError) as exc:
+        raise UserError(f"{path}: not a readable report: {exc}") from None
+    try:
+        out = write_html(folder, report, out=args.output, read_raw=not args.no_raw_log)
+    except OSError as exc:
+        raise UserError(f"cannot write the report: {exc}") from None
+    print(f"report: {out}")
+    return 0

@@ -1,0 +1,131 @@
+"""The conditions a run was taken under (manifest), its warnings, and the metric definitions."""
+
+from __future__ import annotations
+
+import time
+from html import escape
+from typing import Any
+
+from loadkit.report.htmlutil import NOT_MEASURED, section, table
+from loadkit.report.redact import redact
+from loadkit.report.tables import engines_of, flatten
+
+# (what the reader needs, manifest keys that may hold it, first found wins)
+CONDITIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("scenario file", ("scenario.path", "scenario_file", "scenario")),
+    ("scenario hash", ("scenario.sha256", "scenario_sha256", "scenario_hash")),
+    ("seed", ("seed", "scenario.seed")),
+    ("lengths asked", ("lengths.asked", "scenario.lengths", "lengths")),
+    ("lengths realised", ("lengths.realised", "realised_lengths")),
+    ("arrival model", ("arrival.model", "arrival", "scenario.arrival")),
+    ("concurrency (users)", ("users", "concurrency")),
+    ("stages", ("stages", "arrival.stages")),
+    ("duration", ("duration_s", "run_time")),
+    ("loadkit version", ("loadkit_version",)),
+    ("Locust version", ("locust_version",)),
+    ("Python version", ("python_version",)),
+    ("client host", ("host", "client.host")),
+    ("client CPU model", ("cpu_model", "client.cpu_model")),
+    ("client CPU cores", ("cpu_count", "cpu_cores", "client.cpu_count")),
+    ("engines as the server reported them (name, version, model)", ("engines", "server_info", "targets")),
+    ("SLOs", ("slos",)),
+)
+SKIP_IN_FULL = ("server_metrics",)  # rendered as plots in its own section
+
+
+def lookup(manifest: dict[str, Any], dotted: str) -> Any:
+    node: Any = manifest
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _derived(report: dict[str, Any], label: str) -> str | None:
+    m = report.get("manifest") or {}
+    if label == "duration" and m.get("started_unix") and m.get("stopped_unix"):
+        return f"{m['stopped_unix'] - m['started_unix']:.1f} s (started {_utc(m['started_unix'])})"
+    return None
+
+
+def _utc(unix: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(unix))
+
+
+def condition_rows(report: dict[str, Any]) -> list[tuple[str, str | None]]:
+    """(label, text or None when the manifest does not record it)."""
+    manifest = redact(report.get("manifest") or {})
+    rows: list[tuple[str, str | None]] = []
+    for label, keys in CONDITIONS:
+        value = next((v for k in keys if (v := lookup(manifest, k)) is not None), None)
+        text = None if value is None else "; ".join(f"{k}: {v}" if k else v for k, v in flatten(value))
+        rows.append((label, text or _derived(report, label)))
+    workers = report.get("workers") or {}
+    count = workers.get("count")
+    rows.append(("workers", None if count is None else f"{count} (lost {workers.get('lost', 0)})" if count
+                 else "local run (one process)"))  # fmt: skip
+    return rows
+
+
+def missing_conditions(report: dict[str, Any]) -> list[str]:
+    """What the manifest does not record (for the lead: fields to add)."""
+    return [label for label, text in condition_rows(report) if text is None]
+
+
+def manifest_section(report: dict[str, Any]) -> str:
+    cond = [[escape(label), escape(text) if text else '<span class="nm">not recorded</span>']
+            for label, text in condition_rows(report)]  # fmt: skip
+    manifest = redact({k: v for k, v in (report.get("manifest") or {}).items() if k not in SKIP_IN_FULL})
+    full = [[escape(k), f"<code>{escape(v)}</code>"] for k, v in flatten(manifest)]
+    return section("manifest", "Conditions of the run (manifest)", table(("condition", "value"), cond, "manifest"),
+                   "<details><summary>Full manifest</summary>" + table(("key", "value"), full, "manifest")
+                   + "</details>")  # fmt: skip
+
+
+def warnings_list(report: dict[str, Any], extra: list[str]) -> list[str]:
+    """The report's warnings plus what the renderer can tell: estimated token counts, validity."""
+    out = [f"error: {e}" for e in report.get("errors") or []]
+    out += [str(w) for w in report.get("warnings") or []]
+    if report.get("valid") is False:
+        out.append("the run is marked INVALID (errors, lost workers or conservation failure)")
+    for engine, s in engines_of(report).items():
+        sources = s.get("n_out_sources") or {}
+        estimated = sum(v for k, v in sources.items() if k != "usage")
+        if estimated:
+            out.append(f"{engine}: output token counts estimated (not from server usage) for {estimated} requests "
+                       f"({', '.join(f'{k} {v}' for k, v in sources.items() if k != 'usage')})")  # fmt: skip
+    return [str(redact(w)) for w in out + extra]
+
+
+def warnings_section(report: dict[str, Any], extra: list[str]) -> str:
+    items = warnings_list(report, extra)
+    body = "<ul class='warnings'>" + "".join(f"<li>{escape(w)}</li>" for w in items) + "</ul>" if items else "<p>None.</p>"
+    return section("warnings", f"Warnings ({len(items)})", body)
+
+
+DEFINITIONS = (
+    ("t_sched", "when the request was meant to be sent (open-loop schedule); equals t_send in closed loop"),
+    ("t_send", "just before the request is written (connection set-up, if any, is inside)"),
+    ("t_first", "arrival of the first stream event carrying ≥ 1 output token (role-only or empty chunks do not count)"),
+    ("t_i, k_i", "arrival of the i-th token-bearing event and the number of tokens in it"),
+    ("n_out", "output tokens: server usage when sent (exact), else tokenizer count, else token-bearing events; source recorded per request"),
+    ("TTFT", "t_first − t_send"),
+    ("TTFT from schedule", "t_first − t_sched: free of coordinated omission"),
+    ("TPOT", "(t_last − t_first) / (n_out − 1), requests with n_out ≥ 2"),
+    ("ITL per chunk", "t_i − t_{i−1}"),
+    ("ITL per token", "(t_i − t_{i−1}) / k_i, recorded k_i times (the ITL column)"),
+    ("E2E", "t_end − t_send"),
+    ("output tok/s", "Σ n_out of ok requests / measured window (first send to last end)"),
+    ("goodput", "requests/s that meet every SLO given (TTFT, TPOT, E2E), DistServe-style"),
+    ("outcomes", "every request ends in exactly one: ok, http_error:<status>, connect_error, timeout_first_token, "
+                 "timeout_total, disconnected, incomplete, in_band_error, malformed_stream, cancelled; "
+                 "latency percentiles use ok requests; everything is counted"),
+    ("not measured", f"shown as {NOT_MEASURED}: the value was not measured (never 0)"),
+)  # fmt: skip
+
+
+def definitions_section() -> str:
+    rows = [[f"<b>{escape(k)}</b>", escape(v)] for k, v in DEFINITIONS]
+    return section("definitions", "Metric definitions", "<p>All intervals use the monotonic clock "
+                   "(perf_counter_ns); wall clock only labels events.</p>", table(("metric", "definition"), rows))  # fmt: skip

@@ -1,0 +1,124 @@
+"""Report sections that are mostly tables: summary, SLOs, outcomes, manifest, warnings, definitions."""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+import orjson
+
+from loadkit.report.htmlutil import NOT_MEASURED, not_measured, note, num, pct, section, table
+from loadkit.report.svg import Bars, bar_plot, color
+
+SUMMARY_HEAD = ("engine", "label", "requests", "ok", "failed", "req/s", "output tok/s", "goodput req/s",
+                "TTFT p50", "TTFT p90", "TTFT p99", "TPOT p50", "TPOT p90", "TPOT p99", "ITL p50", "ITL p99",
+                "E2E p50", "E2E p99", "n_out source")  # fmt: skip
+LATENCY_CELLS = (("ttft_ms", "p50"), ("ttft_ms", "p90"), ("ttft_ms", "p99"), ("tpot_ms", "p50"), ("tpot_ms", "p90"),
+                 ("tpot_ms", "p99"), ("itl_ms", "p50"), ("itl_ms", "p99"), ("e2e_ms", "p50"), ("e2e_ms", "p99"))  # fmt: skip
+
+
+def engines_of(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    engines = report.get("engines")
+    return engines if isinstance(engines, dict) else {}
+
+
+def stat(section: dict[str, Any], metric: str, name: str) -> Any:
+    summary = section.get(metric)
+    return summary.get(name) if isinstance(summary, dict) else None
+
+
+def _summary_row(engine: str, label: str, s: dict[str, Any]) -> list[str]:
+    sources = s.get("n_out_sources") or {}
+    cells = [escape(engine), escape(label), num(s.get("requests")), num(s.get("ok")), num(s.get("failures")),
+             num(s.get("requests_per_s"), 2), num(s.get("output_tokens_per_s")), num(s.get("goodput_per_s"), 2)]  # fmt: skip
+    cells += [num(stat(s, m, p)) for m, p in LATENCY_CELLS]
+    cells.append(escape(", ".join(f"{k}: {v}" for k, v in sources.items())) or NOT_MEASURED)
+    return cells
+
+
+def summary_section(report: dict[str, Any]) -> str:
+    engines = engines_of(report)
+    if not engines:
+        return section("summary", "Summary", not_measured("summary", "the report has no engine sections"))
+    rows = []
+    for engine, s in engines.items():
+        rows.append(_summary_row(engine, "(all)", s))
+        for label, sub in (s.get("labels") or {}).items():
+            rows.append(_summary_row(engine, label, sub))
+    return section("summary", "Summary per engine and label",
+                   note("Latencies in ms over ok requests; rates over each engine's measured window; "
+                        f"{NOT_MEASURED} = not measured."),
+                   table(SUMMARY_HEAD, rows, "summary"))  # fmt: skip
+
+
+def _slo_rows(engine: str, slo: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for key, a in (slo.get("attainment") or {}).items():
+        rows.append([escape(engine), escape(key), num(a.get("limit_ms")), num(a.get("met")), num(a.get("violated")),
+                     num(a.get("not_measured")), pct(a.get("attainment"))])  # fmt: skip
+    rows.append([escape(engine), "<b>all SLOs (goodput)</b>", "", num(slo.get("good")),
+                 num(_minus(slo.get("judged"), slo.get("good"))), "", pct(slo.get("good_fraction"))])  # fmt: skip
+    return rows
+
+
+def _minus(a: int | None, b: int | None) -> int | None:
+    return None if a is None or b is None else a - b
+
+
+def slo_section(report: dict[str, Any]) -> str:
+    engines: dict[str, dict[str, Any]] = {e: s["slo"] for e, s in engines_of(report).items() if isinstance(s.get("slo"), dict)}
+    if not engines:
+        return section("slo", "SLO attainment and goodput", not_measured("slo", "no SLO was given (--slo ttft_ms=500 ...)"))
+    rows = [r for e, slo in engines.items() for r in _slo_rows(e, slo)]
+    keys = list(dict.fromkeys(k for slo in engines.values() for k in (slo.get("attainment") or {})))
+    groups = []
+    for i, (engine, slo) in enumerate(engines.items()):
+        att = slo.get("attainment") or {}
+        values = [_pct_or_none((att.get(k) or {}).get("attainment")) for k in keys]
+        groups.append(Bars(engine, values + [_pct_or_none(slo.get("good_fraction"))], color(i)))
+    plot = bar_plot("slo-attainment", "SLO attainment (% of judged requests)", keys + ["all (goodput)"], groups, "%")
+    goodput = [f"{escape(e)}: {num(s.get('goodput_per_s'), 2)} req/s" for e, s in engines.items()]
+    return section("slo", "SLO attainment and goodput", note("Goodput = requests/s meeting every SLO. " + "; ".join(goodput)),
+                   table(("engine", "SLO", "limit ms", "met", "violated", "not measured", "attainment"), rows), plot)  # fmt: skip
+
+
+def _pct_or_none(v: float | None) -> float | None:
+    return None if v is None else 100.0 * v
+
+
+def outcomes_section(report: dict[str, Any]) -> str:
+    engines = {e: s.get("outcomes") or {} for e, s in engines_of(report).items()}
+    names = sorted({o for outs in engines.values() for o in outs}, key=lambda o: (o != "ok", o))
+    if not names:
+        return section("outcomes", "Outcomes", not_measured("outcomes", "no requests were recorded"))
+    groups = [Bars(o, [float(outs.get(o, 0)) for outs in engines.values()], outcome_color(o, i)) for i, o in enumerate(names)]
+    plot = bar_plot("outcomes", "Outcome of every request, per engine", list(engines), groups, "requests", stacked=True)
+    rows = [[escape(e)] + [num(outs.get(o, 0)) for o in names] for e, outs in engines.items()]
+    cons = report.get("conservation") or {}
+    text = (f"Conservation (scheduled = sent + dropped, sent = Σ outcomes): "
+            f"{'holds' if cons.get('holds') else 'DOES NOT HOLD' if cons else 'not recorded'}; {_cons_text(cons)}")  # fmt: skip
+    return section("outcomes", "Outcomes", table(["engine", *names], rows), plot, note(text))
+
+
+def outcome_color(outcome: str, index: int) -> str:
+    """ok green, cancelled grey (test stopped), everything else a warm colour."""
+    fixed = {"ok": "#2ca02c", "cancelled": "#9e9e9e"}
+    warm = ("#d62728", "#ff7f0e", "#8c564b", "#e377c2", "#bcbd22", "#9467bd")
+    return fixed.get(outcome, warm[index % len(warm)])
+
+
+def _cons_text(cons: dict[str, Any]) -> str:
+    keys = ("scheduled", "sent", "dropped", "outcomes_total")
+    return ", ".join(f"{k} {NOT_MEASURED if cons.get(k) is None else cons.get(k)}" for k in keys)
+
+
+def flatten(value: Any, prefix: str = "", depth: int = 0) -> list[tuple[str, str]]:
+    """(dotted key, text) pairs; deep or long values are shown as compact JSON."""
+    if isinstance(value, dict) and value and depth < 3:
+        return [p for k, v in value.items() for p in flatten(v, f"{prefix}.{k}" if prefix else str(k), depth + 1)]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return [(prefix, " ".join(value))]
+    if isinstance(value, str):
+        return [(prefix, value)]
+    text = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY, default=str).decode()
+    return [(prefix, text if len(text) < 600 else text[:600] + " …")]
