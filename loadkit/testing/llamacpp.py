@@ -249,13 +249,17 @@ def server_args(binary: Path, model: Path, port: int, slots: int, ctx: int, thre
 
 
 def wait_healthy(srv: LlamaServer, timeout_s: float) -> None:
-    """Poll /health until 200; fail early if the process dies."""
+    """Poll /health until 200; fail early if the process dies.
+
+    "/health ok" alone could come from another server that already owns the port (ours then
+    exits on bind failure ~20 ms later), so our own log must also say it is listening.
+    """
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if srv.process.poll() is not None:
             raise LlamaServerError(f"llama-server exited with {srv.process.returncode}:\n{_tail(srv.log())}")
         with contextlib.suppress(OSError, ValueError):
-            if srv.get("/health", timeout_s=2.0).get("status") == "ok":
+            if "listening on" in srv.log() and srv.get("/health", timeout_s=2.0).get("status") == "ok":
                 return
         time.sleep(0.05)
     raise LlamaServerError(f"llama-server not healthy after {timeout_s:.0f} s:\n{_tail(srv.log())}")
@@ -287,8 +291,9 @@ def start_llama_server(
             wait_healthy(srv, startup_timeout_s)
             return srv
         except LlamaServerError:
-            srv.stop()
-            if not _port_taken(srv):
+            taken = _port_taken(srv)
+            _stop_and_clean(srv)  # the error message already carries the log's tail
+            if not taken:
                 raise
     raise LlamaServerError("llama-server could not bind a free loopback port in 3 attempts")
 

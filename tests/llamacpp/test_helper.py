@@ -100,3 +100,23 @@ def test_other_errors_are_never_skipped(monkeypatch):
     with pytest.raises(llamacpp.LlamaServerError):
         with llamacpp.pytest_llama_server():
             pass
+
+
+def test_port_taken_by_another_server_is_retried(monkeypatch, tmp_path: Path):
+    """The first two ports are 'taken' (the fake server fails to bind and exits); the third works."""
+    fake = tmp_path / "llama-server"
+    attempts = tmp_path / "attempts"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f"echo x >> {attempts}\n"
+        f"if [ $(wc -l < {attempts}) -lt 3 ]; then echo \"couldn't bind HTTP server socket\"; exit 1; fi\n"
+        "echo 'listening on'; exec sleep 30\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("LOADKIT_LLAMA_SERVER", str(fake))
+    model = llamacpp.TinyModel(tmp_path / "m.gguf", tmp_path / "t.json")
+    monkeypatch.setattr(llamacpp, "ensure_model", lambda seed=0: model)
+    # No HTTP server answers, so the third attempt times out: what matters is that it was made.
+    with pytest.raises(llamacpp.LlamaServerError, match="not healthy"):
+        llamacpp.start_llama_server(startup_timeout_s=0.5)
+    assert attempts.read_text().count("x") == 3
