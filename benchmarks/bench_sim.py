@@ -63,12 +63,22 @@ def build_request(port: int, max_tokens: int, prompt_words: int) -> bytes:
             f"Content-Length: {len(body)}\r\n\r\n").encode() + body
 
 
-def stats(url: str) -> dict[str, Any]:
+def stats(url: str, pid: int) -> dict[str, Any]:
     with urllib.request.urlopen(url + "/loadkit/sim/stats", timeout=10) as resp:
-        return json.loads(resp.read())
+        out = json.loads(resp.read())
+    out["cpu_s"] = cpu_seconds(pid)
+    out["lateness_events"] = out["event_lateness"]["events"]
+    return out
 
 
-async def drive(port: int, args: argparse.Namespace) -> dict[str, Any]:
+def cpu_seconds(pid: int) -> float:
+    """user + system CPU time of a process (Linux /proc), so a busy machine does not hide the cost."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def drive(port: int, pid: int, args: argparse.Namespace) -> dict[str, Any]:
     loop = asyncio.get_running_loop()
     counters = {"bytes": 0, "responses": 0}
     stop = asyncio.Event()
@@ -81,9 +91,9 @@ async def drive(port: int, args: argparse.Namespace) -> dict[str, Any]:
             await asyncio.sleep(args.ramp_s / max(args.streams / 100, 1))
     url = f"http://127.0.0.1:{port}"
     await asyncio.sleep(args.warmup)
-    s0, t0, b0 = await loop.run_in_executor(None, stats, url), time.monotonic(), counters["bytes"]
+    s0, t0, b0 = await loop.run_in_executor(None, stats, url, pid), time.monotonic(), counters["bytes"]
     await asyncio.sleep(args.seconds)
-    s1, t1, b1 = await loop.run_in_executor(None, stats, url), time.monotonic(), counters["bytes"]
+    s1, t1, b1 = await loop.run_in_executor(None, stats, url, pid), time.monotonic(), counters["bytes"]
     stop.set()
     await asyncio.wait([c.closed for c in clients], timeout=args.max_tokens * args.decode_ms / 1000 + 10)
     return {"s0": s0, "s1": s1, "seconds": t1 - t0, "client_bytes": b1 - b0}
@@ -98,22 +108,80 @@ def lateness_window(s0: dict[str, Any], s1: dict[str, Any]) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     sim_args = ["--profile", "fast", "--max-num-seqs", str(args.streams + 16), "--decode-base-ms", str(args.decode_ms),
                 "--decode-per-seq-ms", "0", "--kv-read-ms-per-1k-tokens", "0", "--prefill-us-per-token", "0.5",
-                "--max-num-batched-tokens", "65536", "--num-blocks", "400000", "--no-prefix-caching"]
+                "--max-num-batched-tokens", "65536", "--num-blocks", "400000", "--no-prefix-caching",
+                "--spec-tokens", str(args.spec_tokens)]
     with sim_process(*sim_args, truth_log=args.truth_log or False, cpu=args.sim_cpu) as sim:
         if args.client_cpu is not None:
             os.sched_setaffinity(0, {args.client_cpu})
-        raw = asyncio.run(drive(sim.port, args))
+        try:
+            import uvloop
+
+            raw = uvloop.run(drive(sim.port, sim.process.pid, args))
+        except ImportError:
+            raw = asyncio.run(drive(sim.port, sim.process.pid, args))
     s0, s1, secs = raw["s0"], raw["s1"], raw["seconds"]
     tokens = s1["tokens_written"] - s0["tokens_written"]
+    cpu = s1["cpu_s"] - s0["cpu_s"]
     return {
         "streams": args.streams, "decode_step_ms": args.decode_ms, "max_tokens": args.max_tokens,
+        "spec_tokens": args.spec_tokens, "events_per_s": round((s1["lateness_events"] - s0["lateness_events"]) / secs),
         "window_s": round(secs, 2), "tokens_per_s": round(tokens / secs),
+        "sim_cpu_s": round(cpu, 2), "sim_core_share": round(cpu / secs, 2),
+        "tokens_per_cpu_s": round(tokens / cpu) if cpu else None,
+        "load_avg_1m": os.getloadavg()[0],
         "expected_tokens_per_s_if_on_schedule": round(args.streams / (args.decode_ms / 1000)),
         "steps_per_s": round((s1["steps"] - s0["steps"]) / secs, 1),
         "client_MB_per_s": round(raw["client_bytes"] / secs / 1e6, 1),
         "resyncs": s1["resyncs"] - s0["resyncs"],
         "event_lateness_ms": lateness_window(s0, s1), "step_first_write_lateness_ms": s1["step_lateness"],
     }  # fmt: skip
+
+
+def send_baseline(streams: int, size: int, seconds: float, cpu: int, client_cpu: int) -> dict[str, Any]:
+    """The floor under any Python server here: a bare loop of send() calls of one event's size,
+    one per connection, pinned like the simulator. Reported per CPU-second and per wall-second."""
+    import socket
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(streams)
+    port = srv.getsockname()[1]
+    pid = os.fork()
+    if pid == 0:  # reader: drains every connection
+        os.sched_setaffinity(0, {client_cpu})
+        _drain(port, streams, seconds + 2)
+        os._exit(0)
+    os.sched_setaffinity(0, {cpu})
+    conns = [srv.accept()[0] for _ in range(streams)]
+    for c in conns:
+        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    msg, n = b"x" * size, 0
+    t0, c0 = time.monotonic(), time.process_time()
+    while time.monotonic() - t0 < seconds:
+        for c in conns:
+            c.send(msg)
+        n += len(conns)
+    wall, cpu_s = time.monotonic() - t0, time.process_time() - c0
+    os.waitpid(pid, 0)
+    return {"sends_per_s": round(n / wall), "sends_per_cpu_s": round(n / cpu_s), "us_per_send_cpu": round(cpu_s / n * 1e6, 2)}
+
+
+def _drain(port: int, streams: int, seconds: float) -> None:
+    import selectors
+    import socket
+
+    sel = selectors.DefaultSelector()
+    for _ in range(streams):
+        c = socket.create_connection(("127.0.0.1", port))
+        c.setblocking(False)
+        sel.register(c, selectors.EVENT_READ)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        for key, _ in sel.select(0.1):
+            try:
+                key.fileobj.recv(1 << 20)  # type: ignore[union-attr]
+            except BlockingIOError:
+                pass
 
 
 def main() -> None:
@@ -128,8 +196,13 @@ def main() -> None:
     p.add_argument("--sim-cpu", type=int, default=0)
     p.add_argument("--client-cpu", type=int, default=1)
     p.add_argument("--truth-log", default=None)
+    p.add_argument("--spec-tokens", type=int, default=1, help="tokens per decode step and event (1..K)")
+    p.add_argument("--baseline", action="store_true", help="also measure a bare send() loop (the floor)")
     args = p.parse_args()
-    print(json.dumps(run(args), indent=2))
+    result = run(args)
+    if args.baseline:
+        result["bare_send_loop"] = send_baseline(min(args.streams, 2000), 250, 4.0, args.sim_cpu, args.client_cpu)
+    print(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

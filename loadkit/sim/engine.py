@@ -127,30 +127,36 @@ class Scheduler:
     def step(self) -> StepPlan:
         plan = StepPlan(0)
         budget = self.p.max_num_batched_tokens
-        decoding = self._reserve_decode(plan)
+        decoding, kv = self._reserve_decode(plan)
         budget -= len(decoding)
         budget = self._continue_prefills(plan, budget)
         self._admit(plan, budget)
         self._decode(plan, decoding)
-        plan.duration_ns = self._duration_ns(plan, decoding)
+        plan.duration_ns = self._duration_ns(plan, len(decoding), kv)
         self.counters.steps += 1
         self.counters.busy_ns += plan.duration_ns
         return plan
 
-    def _reserve_decode(self, plan: StepPlan) -> list[Sequence]:
-        """Grow the KV of decoding sequences by one token, preempting from the tail."""
+    def _reserve_decode(self, plan: StepPlan) -> tuple[list[Sequence], int]:
+        """Grow the KV of decoding sequences by one token, preempting from the tail.
+
+        Returns the decoding sequences and the KV tokens they read. Runs once per sequence
+        per step, hence the inlined arithmetic.
+        """
         bs = self.p.block_size
         decoding: list[Sequence] = []
-        i = 0
-        while i < len(self.running):
-            seq = self.running[i]
+        kv = i = 0
+        running = self.running
+        while i < len(running):
+            seq = running[i]
             if seq.prefill_left == 0:
-                ctx = seq.context_len() + 1
-                if ctx > (len(seq.held) + seq.private) * bs and not self._grow(seq, plan):
+                ctx = seq.n_prompt + seq.n_out
+                if ctx >= (len(seq.held) + seq.private) * bs and not self._grow(seq, plan):
                     continue  # seq itself was preempted; the list shifted
                 decoding.append(seq)
+                kv += ctx
             i += 1
-        return decoding
+        return decoding, kv
 
     def _grow(self, seq: Sequence, plan: StepPlan) -> bool:
         while not self.pool.allocate(1):
@@ -232,10 +238,21 @@ class Scheduler:
 
     def _decode(self, plan: StepPlan, decoding: list[Sequence]) -> None:
         k = self.p.spec_tokens
-        rand = self._rng.random
-        for seq in decoding:
-            self._emit(seq, 1 if k == 1 else 1 + int(rand() * k), plan)
         plan.decode_seqs = len(decoding)
+        if k > 1:
+            rand = self._rng.random
+            for seq in decoding:
+                self._emit(seq, 1 + int(rand() * k), plan)
+            return
+        emissions, n = plan.emissions, 0
+        for seq in decoding:  # the common case, inlined: one token each
+            if seq.n_out + 1 >= seq.target_out:
+                self._emit(seq, 1, plan)
+                continue
+            seq.n_out += 1
+            emissions.append((seq, 1))
+            n += 1
+        self.counters.generation_tokens += n
 
     def _emit(self, seq: Sequence, n: int, plan: StepPlan) -> None:
         n = min(n, seq.target_out - seq.n_out)
@@ -261,14 +278,13 @@ class Scheduler:
         self.pool.release(seq.held, seq.private)
         seq.held, seq.private = [], 0
 
-    def _duration_ns(self, plan: StepPlan, decoding: list[Sequence]) -> int:
+    def _duration_ns(self, plan: StepPlan, n_decoding: int, kv: int) -> int:
         p = self.p
-        if not plan.emissions and not plan.prefill_tokens and not decoding:
+        if not plan.emissions and not plan.prefill_tokens and not n_decoding:
             return 0
-        kv = sum(s.context_len() for s in decoding)
         ms = (
             p.decode_base_ms
-            + p.decode_per_seq_ms * len(decoding)
+            + p.decode_per_seq_ms * n_decoding
             + p.kv_read_ms_per_1k_tokens * kv / 1000.0
             + p.prefill_us_per_token * plan.prefill_tokens / 1000.0
         )

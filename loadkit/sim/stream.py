@@ -34,7 +34,7 @@ class ActiveStream:
     __slots__ = (
         "engine", "conn", "fmt", "seq", "truth", "fault", "fault_at", "sent", "pending",
         "streaming", "t_first_step", "chunks", "ended", "trickle", "fast", "pre", "post", "plen",
-        "write", "text_of", "start_word", "ts", "ks",
+        "write", "text_of", "start_word", "ts", "ks", "ctext", "coff",
     )  # fmt: skip
 
     def __init__(self, engine: SimEngine, conn: HttpConnection, fmt: StreamFormat, seq: Sequence,
@@ -62,6 +62,9 @@ class ActiveStream:
         self.plen = len(self.pre) + len(self.post)
         self.write: Callable[[bytes], Any] = conn.transport.write if conn.transport is not None else _nowrite
         self.text_of = engine.corpus.text_of
+        # The corpus is doubled and a window starts in its first half, so the text of tokens
+        # [i, i+n) is ctext[coff[start+i]:coff[start+i+n]] without wrapping (max_model_len <= its length).
+        self.ctext, self.coff = engine.corpus.text, engine.corpus.offsets
         self.start_word = fmt.start_word
         self.ts: list[int] = truth["t_token_ns"]
         self.ks: list[int] = truth["tokens_per_event"]
@@ -71,7 +74,9 @@ class ActiveStream:
     def on_tokens(self, n: int) -> int:
         if self.fast and not self.seq.done and not self.conn.paused:
             i = self.sent
-            text = self.text_of(self.start_word, i, n)
+            a = self.start_word + i
+            coff = self.coff
+            text = self.ctext[coff[a] : coff[a + n]]
             t = _mono()
             self.write(b"%x\r\n%b%b%b\r\n" % (self.plen + len(text), self.pre, text, self.post))
             self.sent = i + n
