@@ -12,6 +12,7 @@ from loadkit.glue.manifest import run_manifest
 from loadkit.glue.options import add_arguments
 from loadkit.glue.runtime import ConfigError, ExhaustionWatch, Runtime, end_run
 from loadkit.glue.scraping import ServerMetrics
+from loadkit.glue.sessions import SessionGlue
 from loadkit.plugins import PluginError
 from loadkit.targets import TargetError
 
@@ -34,6 +35,10 @@ def on_init(environment: Any, **_: Any) -> None:
 
     runtime = Runtime(environment, stats=_install_stats(environment))
     environment.loadkit = runtime
+    runtime.sessions = SessionGlue(environment)
+    runtime.sessions.install()
+    if runtime.stats is not None and hasattr(runtime.stats, "add_section"):
+        runtime.stats.add_section("sessions", runtime.sessions.report)
     # spawning_complete carries no environment: bind this process's runtime here.
     environment.events.spawning_complete.add_listener(lambda **_: runtime.start_schedule())
     runner = environment.runner

@@ -68,6 +68,7 @@ class Runtime:
         self.shard = (0, 1)
         self.dispatchers: dict[str, Dispatcher] = {}
         self.server_metrics: Any = None
+        self.sessions: Any = None
         self.watch = ExhaustionWatch(environment)
 
     def workload_exhausted(self) -> None:
@@ -169,6 +170,8 @@ class Runtime:
                 self.stats.mark_invalid(f"plugin loadkit_request_finished raised {exc!r}")
         if self.stats is not None:
             self.stats.add(rec)
+        if self.sessions is not None and rec.turn is not None:
+            self.sessions.add_turn(rec)
 
     def fingerprint(self) -> dict[str, str]:
         return plugin_fingerprint()

@@ -102,15 +102,24 @@ class LLMUser(FastHttpUser):
         if request is not None:
             request.t_sched_ns, request.stage = t_sched, stage or request.stage
         budgeted = t_sched is not None
-        while request is not None:
-            record = self.send(request, budgeted=budgeted)
-            budgeted = False
-            ok = record.outcome == OK
-            request = session.next_request(record.text if ok else None, ok)
-            if request is not None:
-                gevent.sleep(session.think_time_s())
-        if hasattr(self.runtime.stats, "add_session"):
-            self.runtime.stats.add_session(session)
+        try:
+            while request is not None:
+                record = self.send(request, budgeted=budgeted)
+                budgeted = False
+                ok = record.outcome == OK
+                request = session.next_request(record.text if ok else None, ok, None if ok else record.outcome)
+                if request is not None:
+                    gevent.sleep(session.think_time_s())
+        except BaseException:
+            # Stopped mid-session (test stop, budget spent): the session did not complete.
+            session.next_request(None, False, CANCELLED)
+            raise
+        finally:
+            self._session_ended(session)
+
+    def _session_ended(self, session) -> None:
+        if self.runtime.sessions is not None:
+            self.runtime.sessions.add_session(self.target.name, session)
 
     def send(self, request: GenerationRequest, budgeted: bool = False) -> RequestRecord:
         if not budgeted and not self.runtime.take_budget():
