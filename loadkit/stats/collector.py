@@ -41,6 +41,8 @@ class StatsCollector:
         self.seq = 0  # per process, never reset: the master drops anything not newer
         self.epoch = 0  # bumped at every reset so the master can drop pre-reset snapshots
         self.reset_listeners: list[Callable[[], None]] = []
+        # Extra top-level report sections computed on demand (e.g. session stats from the glue).
+        self.sections: dict[str, Callable[[], Any]] = {}
         self._clear()
 
     def _clear(self) -> None:
@@ -130,8 +132,22 @@ class StatsCollector:
         """Master side: take a worker's snapshot ("accepted" / "stale" / "rejected")."""
         return self.remote.accept(client_id, payload)
 
+    def add_section(self, name: str, provider: Callable[[], Any]) -> None:
+        """Add a top-level report section ``name``, computed by ``provider()`` at report time."""
+        self.sections[name] = provider
+
     def report(self) -> dict[str, Any]:
         """The merged ``loadkit.report/1`` document for everything seen so far."""
+        doc = self._report()
+        for name, provider in self.sections.items():
+            try:
+                doc[name] = provider()
+            except Exception as exc:  # a broken section must not lose the rest of the report
+                self.fail(f"report section {name!r} failed", exc)
+                doc["valid"] = False
+        return doc
+
+    def _report(self) -> dict[str, Any]:
         nodes = [self.local_snapshot(), *self.remote.snapshots()]
         manifest = {"started_unix": self.started_wall_ns / 1e9,
                     "stopped_unix": None if self.stopped_wall_ns is None else self.stopped_wall_ns / 1e9,
