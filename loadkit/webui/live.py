@@ -20,8 +20,9 @@ from flask import Blueprint, Response, jsonify, make_response, request, send_fil
 from loadkit.histogram import Histogram
 from loadkit.stats.report import merge_nodes
 from loadkit.webui import view
+from loadkit.webui.formsecrets import install_secret_hiding
 from loadkit.webui.page import chart_page
-from loadkit.webui.timeline import CHART_METRICS, Timeline, seconds_series
+from loadkit.webui.timeline import CHART_METRICS, MAX_POINTS, Timeline, seconds_series
 
 log = logging.getLogger("loadkit.webui")
 
@@ -118,6 +119,7 @@ class LiveView:
             "window_s": self.timeline.window_s,
             "windowed": self.timeline.to_json(),
             "seconds": seconds_series(report, now if self.state() in RUNNING_STATES else None),
+            "queue": self.queue_series(),
         }
 
     def sample_once(self) -> None:
@@ -128,11 +130,25 @@ class LiveView:
         self.timeline.sample(self.clock(), collector.epoch, merged_histograms(collector), queue)
 
     def _read_queue(self) -> dict[str, float | None]:
+        """Scrape queue lengths only where the glue does not already scrape server metrics."""
         runtime = getattr(self.env, "loadkit", None)
         targets = getattr(runtime, "targets", None)
-        if not targets or self.state() not in RUNNING_STATES:
+        if hasattr(runtime, "server_metrics") or not targets or self.state() not in RUNNING_STATES:
             return {}
         return self.queue.read(targets)
+
+    def queue_series(self) -> dict[str, dict[str, list[Any]]]:
+        """Per engine, server queue length over time: the glue's scrapes, else our own."""
+        runtime = getattr(self.env, "loadkit", None)
+        if not hasattr(runtime, "server_metrics"):
+            points = self.timeline.to_json()
+            return {e: {"t": p["t"], "waiting": p["queue"]} for e, p in points.items()}
+        metrics = getattr(runtime, "server_metrics", None)
+        out: dict[str, dict[str, list[Any]]] = {}
+        for name, rows in (getattr(metrics, "samples", None) or {}).items():
+            recent = rows[-MAX_POINTS:]
+            out[name] = {"t": [r["t"] for r in recent], "waiting": [r["values"].get("waiting") for r in recent]}
+        return out
 
     def _sample_loop(self) -> None:
         while True:
@@ -146,6 +162,7 @@ class LiveView:
 
     def install(self) -> None:
         self._extend_template_args()
+        install_secret_hiding(self.web_ui, self.base)
         self.web_ui.app.register_blueprint(self._blueprint())
         self.web_ui.app.after_request(self._add_extended_stats)
         gevent.spawn(self._sample_loop)

@@ -124,7 +124,7 @@ function render(doc) {
   draw("tpot", lat("tpot_ms"));
   draw("tokps", lines(s, (e, d, c, out) => out.push({engine: e, color: c, x: d.unix, y: d.output_tokens})));
   const inflight = lines(s, (e, d, c, out) => out.push({engine: e, color: c, x: d.unix, y: d.in_flight}));
-  lines(w, (e, d, c, out) => { if (d.queue.some(v => v !== null)) out.push({engine: e, color: c, x: d.t, y: d.queue, dashed: true}); })
+  lines(doc.queue || {}, (e, d, c, out) => { if (d.waiting.some(v => v !== null)) out.push({engine: e, color: c, x: d.t, y: d.waiting, dashed: true}); })
     .forEach(ln => { ln.color = inflight.find(o => o.engine === ln.engine)?.color || ln.color; inflight.push(ln); });
   draw("inflight", inflight);
   const st = document.getElementById("status");

@@ -1,0 +1,182 @@
+"""loadkit's routes and the LLM tab on a real Locust web UI app (Flask test client, no browser)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+from types import SimpleNamespace
+
+import pytest
+from locust import HttpUser, task
+from locust.argument_parser import parse_options
+from locust.env import Environment
+
+from loadkit.stats import StatsCollector
+from loadkit.webui import install_web_ui
+from loadkit.webui.report import find_report
+from tests.webui.records import record
+
+
+class Idle(HttpUser):
+    host = "http://127.0.0.1:9"
+
+    @task
+    def nothing(self) -> None:  # never runs: no test here starts users
+        pass
+
+
+def make_env(tmp_path, web_login: bool = False) -> tuple[Environment, StatsCollector]:
+    options = parse_options(args=[])
+    options.report_dir = str(tmp_path)
+    env = Environment(user_classes=[Idle], parsed_options=options)
+    env.create_local_runner()
+    collector = StatsCollector()
+    env.events.reset_stats.add_listener(collector.reset)  # as loadkit's stats glue does
+    env.loadkit = SimpleNamespace(stats=collector, targets=[])
+    env.create_web_ui("127.0.0.1", 0, delayed_start=True, web_login=web_login)
+    return env, collector
+
+
+@pytest.fixture(autouse=True)
+def plain_argv(monkeypatch):
+    # Locust's index page re-parses sys.argv for the start form: give it no pytest flags.
+    monkeypatch.setattr("sys.argv", ["locust"])
+
+
+@pytest.fixture
+def live(tmp_path):
+    env, collector = make_env(tmp_path)
+    view = install_web_ui(env)
+    for i in range(20):
+        collector.add(record(engine="vllm-a", label="chat", ttft_ms=10.0 + i, send_ms=i * 50.0))
+    collector.add(record(engine="vllm-a", label="chat", outcome="http_error:500"))
+    collector.add(record(engine="sglang-b", ttft_ms=30.0))
+    yield SimpleNamespace(env=env, collector=collector, view=view, client=env.web_ui.app.test_client())
+    env.runner.quit()
+
+
+def test_no_web_ui_no_install():
+    env = Environment(user_classes=[Idle])
+    assert install_web_ui(env) is None
+
+
+def test_index_keeps_the_llm_tab_after_locust_rebuilds_its_template_args(live):
+    assert live.client.get("/").status_code == 200  # calls update_template_args()
+    args = live.env.web_ui.template_args
+    assert {"title": "LLM", "key": "llm"} in args["extended_tabs"]
+    assert [t["key"] for t in args["extended_tables"]] == ["llm"]
+    hrefs = [f["href"] for f in args["extended_csv_files"]]
+    assert hrefs == ["./loadkit/stats.csv", "./loadkit/", "./loadkit/report"]
+
+
+def test_stats_requests_carries_the_llm_rows(live):
+    body = live.client.get("/stats/requests").get_json()
+    assert "stats" in body  # Locust's own payload is intact
+    (ext,) = [e for e in body["extended_stats"] if e["key"] == "llm"]
+    by_engine = {(r["engine"], r["label"]): r for r in ext["data"]}
+    assert set(by_engine) == {("vllm-a", "*"), ("sglang-b", "*")}
+    row = by_engine[("vllm-a", "*")]
+    assert row["requests"] == 21 and row["failures"] == 1 and row["outcomes"] == "http_error:500 ×1"
+    p50 = live.collector.report()["engines"]["vllm-a"]["ttft_ms"]["p50"]
+    assert row["ttft"].split(" / ")[0] == f"{p50:.1f}"
+
+
+def test_stats_json_rows_and_windowed_series(live):
+    live.view.sample_once()
+    doc = live.client.get("/loadkit/stats.json").get_json()
+    assert doc["schema"] == "loadkit.webui/1" and doc["valid"] is True
+    totals = {r["engine"]: r for r in doc["rows"] if r["label"] == "*"}
+    assert totals["sglang-b"]["ttft_ms_p50"] == pytest.approx(30.0, rel=0.002)
+    assert set(doc["windowed"]) == {"vllm-a", "sglang-b"}
+    assert doc["windowed"]["vllm-a"]["ttft_ms_p99"][0] == pytest.approx(29.0, rel=0.002)
+    assert set(doc["seconds"]["vllm-a"]) == {"unix", "output_tokens", "in_flight"}
+
+
+def test_csv_download(live):
+    resp = live.client.get("/loadkit/stats.csv")
+    assert resp.headers["Content-Disposition"].startswith("attachment; filename=loadkit_llm_stats_")
+    rows = list(csv.DictReader(io.StringIO(resp.get_data(as_text=True))))
+    assert {r["engine"] for r in rows} == {"vllm-a", "sglang-b"}
+
+
+def test_chart_page_is_self_contained(live):
+    html = live.client.get("/loadkit/").get_data(as_text=True)
+    for chart in ("ttft", "tpot", "tokps", "inflight"):
+        assert f'<svg id="{chart}">' in html
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)  # nothing fetched from outside
+    assert 'fetch("stats.json"' in html
+
+
+def test_reset_from_the_ui_resets_loadkit(live):
+    live.view.sample_once()
+    assert live.client.post("/stats/reset").status_code == 200
+    assert live.collector.report()["engines"] == {}
+    live.view.sample_once()
+    assert live.client.get("/loadkit/stats.json").get_json()["windowed"] == {}
+
+
+def test_report_route_before_and_after_a_run(live, tmp_path):
+    resp = live.client.get("/loadkit/report")
+    assert resp.status_code == 404 and "no report yet" in resp.get_data(as_text=True)
+    (tmp_path / "report.json").write_text("{}")
+    (tmp_path / "report.html").write_text("<html>final</html>")
+    os.utime(tmp_path / "report.json", (1, 1))  # the HTML is newer: served as it is
+    resp = live.client.get("/loadkit/report")
+    assert resp.status_code == 200 and b"final" in resp.data
+
+
+def test_report_route_refuses_while_running(tmp_path):
+    (tmp_path / "report.html").write_text("old run")
+    path, why = find_report(str(tmp_path), running=True)
+    assert path is None and "still going" in why
+
+
+def test_stale_html_is_rendered_again(tmp_path, monkeypatch):
+    import loadkit.webui.report as rep
+
+    (tmp_path / "report.html").write_text("old run")
+    os.utime(tmp_path / "report.html", (1, 1))
+    (tmp_path / "report.json").write_text("{}")
+    calls = []
+
+    def fake_render(report_dir: str) -> None:
+        calls.append(report_dir)
+        (tmp_path / "report.html").write_text("new run")
+
+    monkeypatch.setattr(rep, "render_html", fake_render)
+    path, _ = find_report(str(tmp_path), running=False)
+    assert calls == [str(tmp_path)] and open(path).read() == "new run"
+
+
+def test_routes_require_login_when_web_login_is_on(tmp_path):
+    env, _ = make_env(tmp_path, web_login=True)
+    env.web_ui.app.secret_key = "test"
+    env.web_ui.login_manager.user_loader(lambda user_id: None)  # nobody is logged in
+    install_web_ui(env)
+    client = env.web_ui.app.test_client()
+    for path in ("/loadkit/", "/loadkit/stats.json", "/loadkit/stats.csv", "/loadkit/report"):
+        resp = client.get(path)
+        assert resp.status_code in (302, 401), path
+    env.runner.quit()
+
+
+def test_secret_option_is_blanked_in_the_page_and_kept_when_the_form_leaves_it_empty(tmp_path):
+    env, _ = make_env(tmp_path)
+    env.parsed_options.api_key = "sk-startup"
+    env.web_ui.template_args["extra_options"] = {
+        "api_key": {"default_value": "sk-startup", "is_secret": True, "help_text": "API key"},
+        "engine": {"default_value": "vllm", "is_secret": False, "help_text": "engine"},
+    }
+    install_web_ui(env)
+    options = env.web_ui.template_args["extra_options"]
+    assert options["api_key"]["default_value"] == "" and options["engine"]["default_value"] == "vllm"
+    client = env.web_ui.app.test_client()
+    form = {"user_count": "0", "spawn_rate": "1", "host": "http://127.0.0.1:9", "engine": "vllm"}
+    assert client.post("/swarm", data={**form, "api_key": ""}).get_json()["success"]
+    assert env.parsed_options.api_key == "sk-startup"  # blank means keep
+    client.post("/stop")
+    assert client.post("/swarm", data={**form, "api_key": "sk-typed"}).get_json()["success"]
+    assert env.parsed_options.api_key == "sk-typed"  # typed means replace
+    env.runner.quit()
