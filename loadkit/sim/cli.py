@@ -13,17 +13,22 @@ import argparse
 import asyncio
 import signal
 import sys
-from dataclasses import fields
 from typing import Any
 
 from loadkit.cli import UserError
-from loadkit.sim.config import PROFILES, ConfigError, Profile, get_profile, profile_fields, validate
+from loadkit.sim.config import (
+    PROFILE_HELP,
+    PROFILES,
+    ConfigError,
+    Profile,
+    get_profile,
+    profile_fields,
+    validate,
+)
 from loadkit.sim.families import FAMILIES
 from loadkit.sim.faults import FAULTS, build_plan
 from loadkit.sim.runner import TruthLog
 from loadkit.sim.server import EngineSpec, ServerOptions, SimEngine, start_engine
-
-_HELP = {f.name: f.name for f in fields(Profile)}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,10 +57,12 @@ def _add_profile_options(p: argparse.ArgumentParser) -> None:
     for f in profile_fields():
         flag = "--" + f.name.replace("_", "-")
         if f.type in ("bool", bool):
-            g.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None)
+            g.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None,
+                           help=PROFILE_HELP[f.name])
         else:
             kind = float if "float" in str(f.type) else int if "int" in str(f.type) else str
-            g.add_argument(flag, dest=f.name, type=kind, default=None, metavar=kind.__name__.upper())
+            g.add_argument(flag, dest=f.name, type=kind, default=None, metavar=kind.__name__.upper(),
+                           help=PROFILE_HELP[f.name])
 
 
 def _global_overrides(args: argparse.Namespace) -> dict[str, Any]:

@@ -40,8 +40,8 @@ class Profile:
     kv_bytes_per_token: int = 131072
     prefix_caching: bool = True
     # Without ignore_eos / min_tokens, a request stops at a seeded "EOS": output length is
-    # geometric with this mean (0 = never stop early).
-    eos_mean_tokens: float = 0.0
+    # geometric with this mean (0 = never stop early). The fast profile never stops early.
+    eos_mean_tokens: float = 512.0
     # Tokens per stream event: 1 = one event per token; K > 1 = each decode step yields 1..K
     # tokens in one event (speculative decoding), drawn from the seeded generator.
     spec_tokens: int = 1
@@ -58,6 +58,26 @@ class Profile:
         return validate(dataclasses.replace(self, **changes))
 
 
+PROFILE_HELP: dict[str, str] = {
+    "model": "model name the engine reports (models list, chunks without a model field)",
+    "decode_base_ms": "fixed time of every step: reading the weights once (ms)",
+    "decode_per_seq_ms": "extra step time per decoding sequence (ms)",
+    "kv_read_ms_per_1k_tokens": "extra step time per 1000 KV tokens read by decoding sequences (ms)",
+    "prefill_us_per_token": "step time per uncached prompt token computed in the step (us)",
+    "max_num_seqs": "cap on running sequences; the rest wait in FCFS order",
+    "max_num_batched_tokens": "token budget of one step (decode tokens + prefill chunk)",
+    "chunked_prefill": "split long prompts over steps within the token budget",
+    "max_model_len": "context length: prompt + max_tokens above it gets the engine's 400",
+    "block_size": "tokens per KV block",
+    "num_blocks": "KV blocks in the pool (default: kv_memory_gb / kv_bytes_per_token / block_size)",
+    "kv_memory_gb": "KV pool size in GiB when num_blocks is not set",
+    "kv_bytes_per_token": "KV bytes per token (2 x layers x kv_heads x head_dim x dtype bytes)",
+    "prefix_caching": "reuse cached full blocks of earlier prompts and answers",
+    "eos_mean_tokens": "mean output length before a seeded EOS when a request allows one (0 = never)",
+    "spec_tokens": "tokens per decode step and event, drawn 1..K (speculative decoding)",
+    "default_max_tokens": "max_tokens when the request gives none",
+}
+
 PROFILES: dict[str, Profile] = {
     # An ~8B model on one 80 GB GPU: ~7 ms decode steps, ~60 us per prompt token.
     "default": Profile(),
@@ -70,6 +90,7 @@ PROFILES: dict[str, Profile] = {
         kv_read_ms_per_1k_tokens=0.01,
         prefill_us_per_token=2.0,
         num_blocks=65536,
+        eos_mean_tokens=0.0,
     ),
     # A ~70B model on one GPU slice: slow steps and prefill, a small KV pool.
     "big": Profile(
