@@ -1,7 +1,7 @@
 """Prompt text of a chosen token length: approximate (pseudo-words) or exact (a real tokenizer).
 
 Text is made of pseudo-words (two consonant-vowel syllables, lowercase, e.g. ``tomu baki``)
-separated by single spaces, drawn by a Generator seeded from (seed, key...). The approximate
+separated by single spaces, drawn from SHAKE-128 of (seed, key...). The approximate
 builder assumes **one pseudo-word = one token**, which is what a whitespace / word-ish
 tokenizer (like the embedded simulator's) counts; a real BPE tokenizer will count 1-3 tokens
 per pseudo-word, so approximate prompts are labelled approximate everywhere.
@@ -15,6 +15,7 @@ the server's ``usage.prompt_tokens`` minus the target is the drift loadkit repor
 from __future__ import annotations
 
 import bisect
+import hashlib
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -28,12 +29,31 @@ VOCAB = np.array([a + b for a in _SYLLABLES for b in _SYLLABLES])  # 4,900 four-
 _PADS = (" a", ".", ",", " x", " I", "-", "!", " the")
 
 
+_MASK64 = (1 << 64) - 1
+# Every word is 4 ASCII letters: as a (V, 5) byte table of " word" rows, a text is one gather.
+_SPACED = np.frombuffer("".join(" " + w for w in VOCAB.tolist()).encode("ascii"), dtype=np.uint8).reshape(-1, 5)
+
+
+def _word_indices(seed: int, key: Sequence[int], n_words: int) -> np.ndarray:
+    """Word indices from SHAKE-128 over (seed, key): specified bit for bit on every platform,
+    ~5x cheaper to start than a numpy Generator, and a longer text extends a shorter one."""
+    material = b"loadkit-words/1" + b"".join((int(k) & _MASK64).to_bytes(8, "little") for k in (seed, *key))
+    raw = hashlib.shake_128(material).digest(2 * n_words)
+    return np.frombuffer(raw, dtype="<u2") % len(VOCAB)
+
+
 def pseudo_words(seed: int, key: Sequence[int], n_words: int) -> list[str]:
     """n pseudo-words, a pure function of (seed, key): the same on every run and machine."""
     if n_words <= 0:
         return []
-    rng = np.random.default_rng([seed & 0xFFFFFFFF, *[int(k) & 0xFFFFFFFF for k in key]])
-    return VOCAB[rng.integers(0, len(VOCAB), n_words)].tolist()
+    return VOCAB[_word_indices(seed, key, n_words)].tolist()
+
+
+def pseudo_text(seed: int, key: Sequence[int], n_words: int) -> str:
+    """``" ".join(pseudo_words(...))``, ~20x faster (one numpy gather, no per-word objects)."""
+    if n_words <= 0:
+        return ""
+    return _SPACED[_word_indices(seed, key, n_words)].tobytes()[1:].decode("ascii")
 
 
 class TextBuilder(Protocol):
@@ -60,7 +80,7 @@ class ApproxBuilder:
 
     def text(self, seed: int, key: Sequence[int], n_tokens: int) -> str:
         self.last_count = max(n_tokens, 0)
-        return " ".join(pseudo_words(seed, key, n_tokens))
+        return pseudo_text(seed, key, n_tokens)
 
 
 class ExactBuilder:

@@ -104,3 +104,10 @@ def test_server_tokenize_endpoint_gives_exact_prompts(bytelevel_tokenizer_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_fast_text_equals_joined_words():
+    from loadkit.workload.text import pseudo_text
+
+    for n in (0, 1, 2, 513):
+        assert pseudo_text(8, (4, n), n) == " ".join(pseudo_words(8, (4, n), n))
