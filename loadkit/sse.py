@@ -3,7 +3,8 @@
 Bytes may be split anywhere, including inside a multi-byte UTF-8 character and between the CR
 and LF of a CRLF. Lines end in LF, CRLF or CR. Fields: ``data`` (joined with LF when repeated),
 ``event``, ``id`` (ignored if it contains NUL), ``retry``; lines starting with ``:`` are
-comments (keep-alives). An event is dispatched at a blank line, and only if it has data.
+comments (keep-alives). One deliberate extension: an ``error`` field (llama.cpp's in-band
+error line) becomes data of an event named "error" rather than being ignored. An event is dispatched at a blank line, and only if it has data.
 
 The decoder does not timestamp: the caller stamps the read that completed each event.
 """
@@ -109,6 +110,12 @@ class SSEDecoder:
         elif name == "retry":
             if value.isdigit():
                 self._retry = int(value)
+        elif name == "error":
+            # Not a WHATWG field: llama.cpp's server reports stream errors as `error: {json}`.
+            # Dropping it (as the spec would) turns an engine error into a silent short
+            # stream, so it becomes an event named "error" that adapters classify.
+            self._data.append(value)
+            self._event = "error"
         # other field names are ignored, per spec
 
     def _dispatch(self, events: list[SSEEvent]) -> None:

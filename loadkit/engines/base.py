@@ -62,8 +62,9 @@ class EngineAdapter:
     metric_names: ClassVar[dict[str, str]] = {}
     # Paths that identify this engine (for --engine auto) and describe the server.
     info_paths: ClassVar[tuple[str, ...]] = ()
-    # True when a stream message's end is the end of the stream without a sentinel
-    # (e.g. llama.cpp native `stop: true`); the parser sets TokenEvent.done either way.
+    # True for engines with no end marker, whose clean close of the body is the normal end
+    # (Triton's generate_stream); otherwise a clean close without `done` is `incomplete`.
+    end_on_close: ClassVar[bool] = False
 
     def __init__(self, options: AdapterOptions | None = None) -> None:
         self.options = options or AdapterOptions()

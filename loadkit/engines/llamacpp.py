@@ -83,8 +83,8 @@ class LlamaCppOpenAIParser(OpenAIStreamParser):
 class LlamaCppAdapter(OpenAIAdapter, AdapterExtras):
     name = "llamacpp"
     description = "llama.cpp llama-server: native /completion (token ids per event, timings) and OpenAI API"
-    apis = ("native", "chat", "completions")  # type: ignore[assignment]  # OpenAIAdapter infers fixed-length tuples
-    info_paths = ("/props", "/v1/models")  # type: ignore[assignment]  # OpenAIAdapter infers fixed-length tuples
+    apis = ("native", "chat", "completions")
+    info_paths = ("/props", "/v1/models")
     metric_names = {
         "llamacpp:requests_processing": "running",
         "llamacpp:requests_deferred": "waiting",

@@ -98,8 +98,8 @@ class OpenAIStreamParser(StreamParser):
 class OpenAIAdapter(EngineAdapter):
     name = "openai"
     description = "Generic OpenAI-compatible API: /v1/chat/completions and /v1/completions (SSE)"
-    apis = ("chat", "completions")
-    info_paths = ("/v1/models",)
+    apis: ClassVar[tuple[str, ...]] = ("chat", "completions")
+    info_paths: ClassVar[tuple[str, ...]] = ("/v1/models",)
     chat_path: ClassVar[str] = "/v1/chat/completions"
     completions_path: ClassVar[str] = "/v1/completions"
 

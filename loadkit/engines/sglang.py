@@ -89,8 +89,8 @@ def meta_usage(meta: dict[str, Any]) -> Usage:
 class SGLangAdapter(OpenAIAdapter, AdapterExtras):
     name = "sglang"
     description = "SGLang: OpenAI API (chat, completions) and native /generate with meta_info token counts"
-    apis = ("chat", "completions", "native")  # type: ignore[assignment]  # OpenAIAdapter infers fixed-length tuples
-    info_paths = ("/get_model_info", "/get_server_info", "/server_info", "/v1/models")  # type: ignore[assignment]  # OpenAIAdapter infers fixed-length tuples
+    apis = ("chat", "completions", "native")
+    info_paths = ("/get_model_info", "/get_server_info", "/server_info", "/v1/models")
     metric_names = {
         "sglang:num_running_reqs": "running",
         "sglang:num_queue_reqs": "waiting",

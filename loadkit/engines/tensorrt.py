@@ -48,8 +48,8 @@ class TritonGenerateParser(StreamParser):
 class TensorRTLLMAdapter(OpenAIAdapter, AdapterExtras):
     name = "tensorrt-llm"
     description = "TensorRT-LLM: trtllm-serve OpenAI API, or Triton /v2/models/<model>/generate_stream (api triton)"
-    apis = ("chat", "completions", "triton")  # type: ignore[assignment]  # OpenAIAdapter infers fixed-length tuples
-    info_paths = ("/v2", "/v1/models")  # type: ignore[assignment]  # OpenAIAdapter infers fixed-length tuples
+    apis = ("chat", "completions", "triton")
+    info_paths = ("/v2", "/v1/models")
     # "scheduled" = in this iteration's batch; "active" also counts requests the executor holds
     # without scheduling them; Triton's own queue is the pending count.
     metric_names = {

@@ -59,7 +59,7 @@ class VLLMAdapter(OpenAIAdapter, AdapterExtras):
     name = "vllm"
     description = "vLLM OpenAI-compatible server: ignore_eos/min_tokens, per-chunk usage, /tokenize, vllm: metrics"
     apis = ("chat", "completions")
-    info_paths = ("/version", "/v1/models")  # type: ignore[assignment]  # OpenAIAdapter infers fixed-length tuples
+    info_paths = ("/version", "/v1/models")
     metric_names = {
         "vllm:num_requests_running": "running",
         "vllm:num_requests_waiting": "waiting",

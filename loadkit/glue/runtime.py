@@ -40,12 +40,13 @@ def target_specs(options: Any, host: str | None) -> list[TargetSpec]:
     return specs
 
 
-def resolve_engine(spec: TargetSpec) -> None:
+def resolve_engine(spec: TargetSpec, api_key: str | None) -> None:
     if spec.engine != "auto":
         return
     from loadkit.detect import detect_engine
 
-    found = detect_engine(spec.url)
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+    found = detect_engine(spec.url, headers=headers)
     spec.engine = found.engine
     if spec.api is None and found.api is not None:
         spec.api = found.api
@@ -77,7 +78,7 @@ class Runtime:
     def configure(self, options: Any, host: str | None, shard: tuple[int, int]) -> None:
         specs = target_specs(options, host)
         for spec in specs:
-            resolve_engine(spec)
+            resolve_engine(spec, options.api_key or None)
         self.targets = [build_target(s, options.api_key or None, options.model or None) for s in specs]
         self.timeouts = Timeouts(first_token_s=options.first_token_timeout, total_s=options.request_timeout)
         self.shard = shard
