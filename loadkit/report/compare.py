@@ -1,0 +1,233 @@
+"""``loadkit compare A B [C ...]``: the same metrics side by side, the change, and CI gating.
+
+Each argument is a report directory or a report.json. The first run is the baseline; every
+later run is compared with it, engine by engine (matched by name). Where both runs wrote raw
+logs, a seeded bootstrap gives a 95 % interval for the change of p50/p90/p99 of the
+per-request latencies. ``--fail-if`` rules make the exit code 1 when a regression is found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from loadkit.cli import UserError
+from loadkit.report.bootstrap import diff_ci
+from loadkit.report.rawdata import RawData, load_raw
+from loadkit.report.rules import Rule, RuleError, metric_value, parse_rule
+
+STATS = ("p50", "p90", "p99")
+LATENCIES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
+RATES = ("requests_per_s", "output_tokens_per_s", "goodput_per_s", "error_rate")
+METRICS = RATES + tuple(f"{m}.{s}" for m in LATENCIES for s in STATS)
+RAW_METRICS = ("ttft_ms", "tpot_ms", "e2e_ms")  # the raw log has no per-token ITL values
+QS = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
+
+
+@dataclass
+class Run:
+    arg: str
+    folder: Path
+    report: dict[str, Any]
+    raw: RawData | None = None
+
+    def engines(self) -> dict[str, dict[str, Any]]:
+        engines = self.report.get("engines")
+        return engines if isinstance(engines, dict) else {}
+
+
+@dataclass
+class Pair:
+    """One engine of the baseline matched with one engine of a later run."""
+
+    base: Run
+    other: Run
+    engine_a: str
+    engine_b: str
+    note: str = ""
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+def load_run(arg: str, with_raw: bool) -> Run:
+    path = Path(arg)
+    file = path / "report.json" if path.is_dir() else path
+    if not file.is_file():
+        raise UserError(f"{arg}: no report.json there")
+    try:
+        report = orjson.loads(file.read_bytes())
+    except (orjson.JSONDecodeError, OSError) as exc:
+        raise UserError(f"{file}: not a readable report: {exc}") from None
+    if not isinstance(report, dict) or not isinstance(report.get("engines"), dict):
+        raise UserError(f"{file}: not a loadkit report (no engines section)")
+    return Run(arg, file.parent, report, load_raw(file.parent) if with_raw else None)
+
+
+def match_engines(base: Run, other: Run, engine: str | None) -> list[Pair]:
+    a, b = base.engines(), other.engines()
+    if engine is not None:
+        for run, engines in ((base, a), (other, b)):
+            if engine not in engines:
+                raise UserError(f"{run.arg}: no engine {engine!r} (has: {', '.join(engines) or 'none'})")
+        return [Pair(base, other, engine, engine)]
+    common = [e for e in a if e in b]
+    if common:
+        return [Pair(base, other, e, e) for e in common]
+    if len(a) == 1 and len(b) == 1:
+        (ea,), (eb,) = a, b
+        return [Pair(base, other, ea, eb, f"different engine names: comparing {ea!r} with {eb!r}")]
+    raise UserError(f"{base.arg} and {other.arg} have no engine in common ({', '.join(a)} vs {', '.join(b)}); "
+                    "pick one with --engine")  # fmt: skip
+
+
+def _change(a: float | None, b: float | None) -> tuple[float | None, float | None]:
+    if a is None or b is None:
+        return None, None
+    pct = None if a == 0 else (b - a) / abs(a) * 100.0
+    return b - a, pct
+
+
+def fill_rows(pair: Pair, resamples: int, seed: int) -> None:
+    sa, sb = pair.base.engines()[pair.engine_a], pair.other.engines()[pair.engine_b]
+    cis = _cis(pair, resamples, seed)
+    for metric in METRICS:
+        a, b = metric_value(sa, metric), metric_value(sb, metric)
+        delta, pct = _change(a, b)
+        ci = cis.get(metric)
+        pair.rows.append({"metric": metric, "a": a, "b": b, "delta": delta, "delta_pct": pct,
+                          "ci95": None if ci is None else list(ci),
+                          "significant": None if ci is None else bool(ci[0] > 0 or ci[1] < 0)})  # fmt: skip
+
+
+def _cis(pair: Pair, resamples: int, seed: int) -> dict[str, tuple[float, float] | None]:
+    """Bootstrap intervals for RAW_METRICS × STATS when both runs have raw logs."""
+    ra, rb = pair.base.raw, pair.other.raw
+    if ra is None or rb is None:
+        return {}
+    out: dict[str, tuple[float, float] | None] = {}
+    for metric in RAW_METRICS:
+        intervals = diff_ci(ra.values(metric, pair.engine_a), rb.values(metric, pair.engine_b),
+                            [QS[s] for s in STATS], resamples=resamples, seed=seed)  # fmt: skip
+        out.update({f"{metric}.{s}": ci for s, ci in zip(STATS, intervals, strict=True)})
+    return out
+
+
+def evaluate(rule: Rule, pairs: list[Pair], require_significant: bool) -> list[str]:
+    """One line per firing (pair, rule); empty when the rule holds everywhere."""
+    fired = []
+    for pair in pairs:
+        a = metric_value(pair.base.engines()[pair.engine_a], rule.metric)
+        b = metric_value(pair.other.engines()[pair.engine_b], rule.metric)
+        if not rule.fires(a, b):
+            continue
+        row = next((r for r in pair.rows if r["metric"] == rule.metric), None)
+        if require_significant and row is not None and row["significant"] is False:
+            continue
+        fired.append(f"{_who(pair)}: {_fmt(a)} -> {_fmt(b)}"
+                     + ("" if a is None or b is None else f" ({_signed(rule.change(a, b), rule.percent)})")
+                     + (" [not measured]" if a is None or b is None else ""))  # fmt: skip
+    return fired
+
+
+def _who(pair: Pair) -> str:
+    names = pair.engine_a if pair.engine_a == pair.engine_b else f"{pair.engine_a}/{pair.engine_b}"
+    return f"{pair.other.arg} engine {names}"
+
+
+def _fmt(v: float | None) -> str:
+    return "not measured" if v is None else f"{v:.4g}"
+
+
+def _signed(v: float | None, percent: bool) -> str:
+    if v is None:
+        return "—"
+    return f"{v:+.1f}%" if percent else f"{v:+.4g}"
+
+
+def render_text(pairs: list[Pair]) -> str:
+    lines = []
+    for pair in pairs:
+        lines.append(f"\n{pair.base.arg} [{pair.engine_a}]  vs  {pair.other.arg} [{pair.engine_b}]")
+        if pair.note:
+            lines.append(f"  note: {pair.note}")
+        lines.append(f"  {'metric':<22}{'A':>12}{'B':>12}{'change':>12}{'change %':>10}  95% CI of change")
+        for r in pair.rows:
+            ci = "" if r["ci95"] is None else f"[{r['ci95'][0]:+.3g}, {r['ci95'][1]:+.3g}]" + (
+                " *" if r["significant"] else "")
+            lines.append(f"  {r['metric']:<22}{_fmt(r['a']):>12}{_fmt(r['b']):>12}{_signed(r['delta'], False):>12}"
+                         f"{_signed(r['delta_pct'], True):>10}  {ci}")  # fmt: skip
+    if any(r["ci95"] for p in pairs for r in p.rows):
+        lines.append("\n  * the 95% bootstrap interval of the change excludes 0 (from the raw logs)")
+    return "\n".join(lines)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="loadkit compare", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("runs", nargs="+", metavar="RUN", help="report directories or report.json files; the first is the baseline")
+    p.add_argument("--engine", help="compare only this engine (default: every engine present in both)")
+    p.add_argument("--fail-if", action="append", default=[], metavar="RULE",
+                   help='exit 1 when RULE fires, e.g. "ttft_ms.p99>+10%%", "tpot_ms.p50>+5", "goodput.rps<-10%%"')
+    p.add_argument("--require-significant", action="store_true",
+                   help="a rule on a metric with a bootstrap interval fires only when the interval excludes 0")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    p.add_argument("--no-raw-log", action="store_true", help="skip the raw logs (no confidence intervals)")
+    p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (bounded for big logs)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    return p
+
+
+def compare_runs(args: Sequence[str], *, engine: str | None = None, rules: Sequence[str] = (),
+                 with_raw: bool = True, resamples: int = 1000, seed: int = 0,
+                 require_significant: bool = False) -> dict[str, Any]:  # fmt: skip
+    """The comparison as a dict (what ``--json`` prints); ``exit_code`` 1 when a rule fired.
+
+    Raises UserError for unreadable runs, unknown engines and bad rules.
+    """
+    return _compare(args, engine, rules, with_raw, resamples, seed, require_significant)[0]
+
+
+def _compare(args: Sequence[str], engine: str | None, rules: Sequence[str], with_raw: bool, resamples: int,
+             seed: int, require_significant: bool) -> tuple[dict[str, Any], list[Pair]]:  # fmt: skip
+    if len(args) < 2:
+        raise UserError("compare needs at least two runs")
+    try:
+        parsed = [parse_rule(r) for r in rules]
+        runs = [load_run(a, with_raw) for a in args]
+        pairs = [p for other in runs[1:] for p in match_engines(runs[0], other, engine)]
+        for pair in pairs:
+            fill_rows(pair, resamples, seed)
+        results = [{"rule": r.text, "fired": (f := evaluate(r, pairs, require_significant)) != [], "details": f}
+                   for r in parsed]  # fmt: skip
+    except RuleError as exc:
+        raise UserError(str(exc)) from None
+    result = {"baseline": args[0], "comparisons": [_pair_json(p) for p in pairs], "rules": results,
+              "exit_code": 1 if any(r["fired"] for r in results) else 0}  # fmt: skip
+    return result, pairs
+
+
+def _pair_json(pair: Pair) -> dict[str, Any]:
+    return {"run": pair.other.arg, "engine_a": pair.engine_a, "engine_b": pair.engine_b, "note": pair.note or None,
+            "raw_logs": pair.base.raw is not None and pair.other.raw is not None, "metrics": pair.rows}  # fmt: skip
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    if args.resamples < 1:
+        raise UserError("--resamples must be at least 1")
+    result, pairs = _compare(args.runs, args.engine, args.fail_if, not args.no_raw_log, args.resamples, args.seed,
+                             args.require_significant)  # fmt: skip
+    if args.json:
+        sys.stdout.write(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        print(render_text(pairs))
+        for r in result["rules"]:
+            print(f"\n{'FAIL' if r['fired'] else 'pass'}  --fail-if {r['rule']}")
+            for line in r["details"]:
+                print(f"      {line}")
+    return int(result["exit_code"])
