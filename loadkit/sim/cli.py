@@ -47,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trickle-interval-ms", type=float, default=5.0, help="trickle: pause between small writes")
     p.add_argument("--retry-after", type=int, default=1, help="Retry-After seconds of http_429")
     p.add_argument("--spin-us", type=float, default=1200.0, help="busy-wait this long before each step end (timing precision)")
+    p.add_argument("--sndbuf", type=int, default=None, metavar="BYTES",
+                   help="SO_SNDBUF of client connections (default: kernel autotuning)")
     p.add_argument("--list-profiles", action="store_true", help="print the named profiles as JSON and exit")
     _add_profile_options(p)
     return p
@@ -139,12 +141,14 @@ def engine_specs(args: argparse.Namespace) -> list[EngineSpec]:
 
 
 def server_options(args: argparse.Namespace) -> ServerOptions:
+    if args.sndbuf is not None and args.sndbuf < 1:
+        raise ConfigError("--sndbuf must be >= 1")
     for name in ("stall_seconds", "trickle_interval_ms", "spin_us", "retry_after"):
         if not getattr(args, name) >= 0:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 0")
     return ServerOptions(host=args.host, seed=args.seed, faults=build_plan(args.fault), truth_log=args.truth_log,
                          stall_seconds=args.stall_seconds, trickle_interval_ms=args.trickle_interval_ms,
-                         retry_after_s=args.retry_after, spin_us=args.spin_us)
+                         retry_after_s=args.retry_after, spin_us=args.spin_us, sndbuf=args.sndbuf)
 
 
 async def serve(specs: list[EngineSpec], options: ServerOptions, stop: asyncio.Event,

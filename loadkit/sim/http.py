@@ -42,8 +42,10 @@ class Request:
 class HttpConnection(asyncio.Protocol):
     """One client connection; ``handler(request, connection)`` answers each request."""
 
-    def __init__(self, handler: Callable[[Request, HttpConnection], None], server_header: bytes) -> None:
+    def __init__(self, handler: Callable[[Request, HttpConnection], None], server_header: bytes,
+                 sndbuf: int | None = None) -> None:
         self.handler = handler
+        self.sndbuf = sndbuf
         self.server_header = server_header
         self.transport: asyncio.Transport | None = None
         self.buf = bytearray()
@@ -61,6 +63,8 @@ class HttpConnection(asyncio.Protocol):
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.sndbuf:  # a small kernel buffer makes a slow client push back sooner
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.sndbuf)
 
     def data_received(self, data: bytes) -> None:
         self.buf += data

@@ -38,6 +38,7 @@ class ServerOptions:
     trickle_interval_ms: float = 5.0
     retry_after_s: int = 1
     spin_us: float = 1200.0
+    sndbuf: int | None = None
 
 
 @dataclass(slots=True)
@@ -70,7 +71,7 @@ class SimEngine:
     # ---- connections ---------------------------------------------------------------------
 
     def protocol(self) -> HttpConnection:
-        return HttpConnection(self.handle, self.server_header)
+        return HttpConnection(self.handle, self.server_header, self.options.sndbuf)
 
     def handle(self, req: Request, conn: HttpConnection) -> None:
         route = find_route(self.family, req.path)

@@ -136,7 +136,8 @@ def _stop(proc: subprocess.Popen[str]) -> None:
 @contextmanager
 def sim_thread(family: str = "openai", profile: str = "fast", truth_log: str | None = None,
                faults: list[str] | None = None, seed: int = 0, stall_seconds: float = 60.0,
-               trickle_interval_ms: float = 5.0, **overrides: Any) -> Iterator[SimHandle]:
+               trickle_interval_ms: float = 5.0, sndbuf: int | None = None,
+               **overrides: Any) -> Iterator[SimHandle]:
     """Run one simulated engine on a free port in a background thread (no subprocess).
 
     ``overrides`` are profile fields (e.g. ``decode_base_ms=1``). The thread's event loop is
@@ -149,7 +150,7 @@ def sim_thread(family: str = "openai", profile: str = "fast", truth_log: str | N
 
     prof = get_profile(profile).replace(**overrides) if overrides else get_profile(profile)
     options = ServerOptions(seed=seed, faults=build_plan(faults or []), truth_log=truth_log, spin_us=0,
-                            stall_seconds=stall_seconds, trickle_interval_ms=trickle_interval_ms)
+                            stall_seconds=stall_seconds, trickle_interval_ms=trickle_interval_ms, sndbuf=sndbuf)
     spec = EngineSpec(family, 0, prof)
     ready = threading.Event()
     state: dict[str, Any] = {}
