@@ -66,6 +66,16 @@ class Scenario:
         """Which workload the file describes: "parts", "trace" or "sessions"."""
         return "sessions" if self.sessions else "trace" if self.trace else "parts"
 
+    @property
+    def lengths_asked(self) -> dict[str, Any]:
+        """The length part of the file as written (for the report beside ``realised()``)."""
+        if self.sessions is not None:
+            keys = ("turns", "user_tokens", "output_tokens", "think_time_s", "system_prompts", "tool", "context")
+            return {"sessions": {k: self.raw["sessions"][k] for k in keys if k in self.raw["sessions"]}}
+        if self.trace is not None:
+            return {"trace": {k: v for k, v in self.raw["trace"].items()}}
+        return {"parts": {p["name"]: {k: v for k, v in p.items() if k != "name"} for p in self.raw["parts"]}}
+
     def request_source(self, worker_index: int = 0, worker_count: int = 1, *,
                        server_url: str | None = None) -> RequestSource:
         from loadkit.workload.source import RequestSource

@@ -124,3 +124,12 @@ def test_cli_show_bad_file_is_one_line(write_scenario, capsys):
     assert loadkit_main(["scenarios", "show", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_lengths_asked_echoes_the_file(write_scenario):
+    sc = load_scenario(write_scenario('[[parts]]\nname = "p"\ninput = { dist = "uniform", low = 1, high = 9 }\n'
+                                      'output = 5\n'))
+    assert sc.lengths_asked == {"parts": {"p": {"input": {"dist": "uniform", "low": 1, "high": 9}, "output": 5}}}
+    sc = load_scenario(write_scenario("[sessions]\nturns = 2\nuser_tokens = 5\noutput_tokens = 4\nlabels = {}\n",
+                                      name="s2.toml"))
+    assert sc.lengths_asked == {"sessions": {"turns": 2, "user_tokens": 5, "output_tokens": 4}}
