@@ -154,4 +154,5 @@ class StatsCollector:
                     "slos": {s.key: s.limit_ms for s in self.slos}, **self.manifest}  # fmt: skip
         return build_report(nodes, manifest=manifest, slos=self.slos, workers=self.remote.describe(),
                             extra_errors=self.remote.rejected, start_wall_ns=self.started_wall_ns,
-                            stopped=self.stopped_wall_ns is not None)  # fmt: skip
+                            stopped=self.stopped_wall_ns is not None,
+                            lost_nodes=[w.snapshot for w in self.remote.lost() if w.snapshot is not None])  # fmt: skip

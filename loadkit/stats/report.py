@@ -106,13 +106,13 @@ def engines_section(merged: dict[tuple[str, str], GroupStats], slos: tuple[Slo, 
     return engines
 
 
-def conservation(
-    nodes: list[NodeSnapshot], merged: dict[tuple[str, str], GroupStats], stopped: bool
-) -> dict[str, Any]:
+def conservation(nodes: list[NodeSnapshot], merged: dict[tuple[str, str], GroupStats], stopped: bool,
+                 lost: list[NodeSnapshot]) -> dict[str, Any]:  # fmt: skip
     """scheduled = sent + dropped (once add_scheduled was used) and sent = Σ outcomes.
 
     While a run is live, requests in flight are scheduled but not yet sent-and-finished: the
-    check then only asks that none is negative; once stopped, in_flight must be 0.
+    check then only asks that none is negative; once stopped, in_flight must be 0 except for
+    the requests lost workers had in flight at their last snapshot (``lost_in_flight``).
     """
     scheduled = sum(n.scheduled for n in nodes)
     dropped = sum(n.dropped for n in nodes)
@@ -120,15 +120,18 @@ def conservation(
     outcomes_total = sum(sum(g.outcomes.values()) for g in merged.values())
     counted = scheduled > 0 or dropped > 0
     in_flight = scheduled - sent - dropped if counted else 0
-    holds = sent == outcomes_total and (in_flight == 0 or (not stopped and in_flight > 0))
+    lost_in_flight = sum(n.scheduled - n.dropped - sum(g.sent for g in n.groups.values()) for n in lost)
+    settled = in_flight == (lost_in_flight if counted else 0)
+    holds = sent == outcomes_total and (settled or (not stopped and in_flight >= lost_in_flight))
     return {"scheduled": scheduled if counted else None, "sent": sent, "dropped": dropped,
-            "outcomes_total": outcomes_total, "in_flight": in_flight, "holds": holds}  # fmt: skip
+            "outcomes_total": outcomes_total, "in_flight": in_flight, "lost_in_flight": lost_in_flight,
+            "holds": holds}  # fmt: skip
 
 
 def build_report(nodes: list[NodeSnapshot], *, manifest: dict[str, Any], slos: tuple[Slo, ...],
                  workers: list[dict[str, Any]], extra_errors: list[str], start_wall_ns: int,
-                 stopped: bool = True) -> dict[str, Any]:  # fmt: skip
-    """Merge every node's snapshot into one report document."""
+                 stopped: bool = True, lost_nodes: list[NodeSnapshot] | None = None) -> dict[str, Any]:  # fmt: skip
+    """Merge every node's snapshot (lost workers' included) into one report document."""
     merged = merge_nodes(nodes)
     errors = [e for n in nodes for e in n.errors] + list(extra_errors)
     warnings = list(dict.fromkeys(w for n in nodes for w in n.warnings))
@@ -136,7 +139,7 @@ def build_report(nodes: list[NodeSnapshot], *, manifest: dict[str, Any], slos: t
     for w in lost:
         warnings.append(f"worker {w['index']} ({w['client_id']}) lost at unix {w['lost_at_unix']:.3f}: "
                         f"{w['lost_reason']}; its data up to snapshot {w['last_seq']} is kept")  # fmt: skip
-    cons = conservation(nodes, merged, stopped)
+    cons = conservation(nodes, merged, stopped, lost_nodes or [])
     if not cons["holds"]:
         warnings.append(f"conservation does not hold: {cons}")
     return {

@@ -155,7 +155,7 @@ def test_conservation_open_loop():
     assert not stopped["conservation"]["holds"] and not stopped["valid"]
     c.add(record(outcome="cancelled"))
     assert c.report()["conservation"] == {"scheduled": 6, "sent": 4, "dropped": 2, "outcomes_total": 4,
-                                          "in_flight": 0, "holds": True}  # fmt: skip
+                                          "in_flight": 0, "lost_in_flight": 0, "holds": True}  # fmt: skip
     c.add(record())  # more sent than scheduled never holds
     assert not c.report()["conservation"]["holds"]
 
@@ -165,7 +165,7 @@ def test_conservation_without_scheduling_counts():
     c.add(record())
     c.mark_stopped()
     assert c.report()["conservation"] == {"scheduled": None, "sent": 1, "dropped": 0, "outcomes_total": 1,
-                                          "in_flight": 0, "holds": True}  # fmt: skip
+                                          "in_flight": 0, "lost_in_flight": 0, "holds": True}  # fmt: skip
 
 
 def test_throughput_over_measured_window():

@@ -80,6 +80,9 @@ def test_lost_worker_keeps_its_last_snapshot_and_the_report_says_so():
     for r in _records(50):
         alive.add(r)
         dying.add(r)
+    dying.add_scheduled(53)  # 50 finished + 3 in flight when it died
+    alive.add_scheduled(50)
+    master.mark_stopped()
     master.accept_snapshot("dying", dying.snapshot_payload())
     master.accept_snapshot("alive", alive.snapshot_payload(final=True))
     assert master.remote.mark_lost("dying", "heartbeat missing", now=1234.5)
@@ -92,6 +95,8 @@ def test_lost_worker_keeps_its_last_snapshot_and_the_report_says_so():
                      "last_report_unix": lost[0]["last_report_unix"], "lost_at_unix": 1234.5,
                      "lost_reason": "heartbeat missing", "recovered": 0}]  # fmt: skip
     assert any("lost" in w and "worker 1" in w for w in report["warnings"])
+    cons = report["conservation"]
+    assert (cons["in_flight"], cons["lost_in_flight"], cons["holds"]) == (3, 3, True)
 
 
 def test_a_lost_worker_that_reports_again_recovers():

@@ -135,7 +135,9 @@ def test_killed_worker_is_marked_lost_and_its_data_kept(tmp_path):
     assert (
         lost["index"] == 1 and lost["last_seq"] >= 1 and killed_at <= lost["lost_at_unix"] <= killed_at + 15
     )
+    assert lost["lost_reason"] in ("heartbeat missing", "no final stats within 5 s of stop")
     assert any("lost" in w for w in report["warnings"])
+    assert report["conservation"]["holds"], report["conservation"]  # lost in-flight accounted apart
     fake = report["engines"]["fake"]
     # All of worker 0's requests are in the report, and worker 1's up to its last snapshot
     # (it had ≥ 50 requests 3.5 s before it died; it reports every 3 s).
