@@ -12,23 +12,28 @@ from loadkit.report.tables import engines_of, flatten
 
 # (what the reader needs, manifest keys that may hold it, first found wins)
 CONDITIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("scenario file", ("scenario.path", "scenario_file", "scenario")),
-    ("scenario hash", ("scenario.sha256", "scenario_sha256", "scenario_hash")),
-    ("seed", ("seed", "scenario.seed")),
-    ("lengths asked", ("lengths.asked", "scenario.lengths", "lengths")),
-    ("lengths realised", ("lengths.realised", "realised_lengths")),
-    ("arrival model", ("arrival.model", "arrival", "scenario.arrival")),
-    ("concurrency (users)", ("users", "concurrency")),
-    ("stages", ("stages", "arrival.stages")),
-    ("duration", ("duration_s", "run_time")),
+    ("scenario file", ("scenario.path", "scenario_file", "scenario.name")),
+    ("scenario hash (sha256)", ("scenario.sha256", "scenario_sha256", "scenario_hash")),
+    ("seed", ("scenario.seed", "seed")),
+    ("lengths asked", ("scenario.lengths_asked", "lengths_asked", "lengths.asked", "scenario.lengths")),
+    ("lengths realised", ("scenario.lengths_realised", "lengths_realised", "lengths.realised", "realised_lengths")),
+    ("arrival model", ("scenario.arrival.model", "arrival.model", "arrival")),
+    ("open loop", ("open_loop",)),
+    ("concurrency (users, spawn rate)", ("users", "concurrency")),
+    ("stages", ("scenario.arrival.stages", "stages", "arrival.stages")),
+    ("duration asked", ("scenario.duration_s", "run_time", "duration_s")),
+    ("duration", ("_derived",)),
     ("loadkit version", ("loadkit_version",)),
     ("Locust version", ("locust_version",)),
-    ("Python version", ("python_version",)),
-    ("client host", ("host", "client.host")),
-    ("client CPU model", ("cpu_model", "client.cpu_model")),
-    ("client CPU cores", ("cpu_count", "cpu_cores", "client.cpu_count")),
-    ("engines as the server reported them (name, version, model)", ("engines", "server_info", "targets")),
+    ("Python version", ("client.python", "python_version")),
+    ("client host", ("client.hostname", "host")),
+    ("client CPU model", ("client.cpu_model", "cpu_model")),
+    ("client CPU cores", ("client.cores", "cpu_count", "cpu_cores")),
+    ("client platform", ("client.platform",)),
+    ("worker processes", ("workers",)),
+    ("engines as the server reported them", ("targets", "engines", "server_info")),
     ("SLOs", ("slos",)),
+    ("metric definitions", ("metric_definitions",)),
 )
 SKIP_IN_FULL = ("server_metrics",)  # rendered as plots in its own section
 
@@ -44,9 +49,25 @@ def lookup(manifest: dict[str, Any], dotted: str) -> Any:
 
 def _derived(report: dict[str, Any], label: str) -> str | None:
     m = report.get("manifest") or {}
+    if label == "concurrency (users, spawn rate)" and m.get("users") is not None:
+        return f"{m['users']} users, spawn rate {m.get('spawn_rate', '?')}/s"
+    if label == "lengths realised" and lookup(m, "scenario.lengths_realised") is None:
+        return _realised(report)
     if label == "duration" and m.get("started_unix") and m.get("stopped_unix"):
         return f"{m['stopped_unix'] - m['started_unix']:.1f} s (started {_utc(m['started_unix'])})"
     return None
+
+
+def _realised(report: dict[str, Any]) -> str | None:
+    """Realised lengths from the report's n_in / n_out summaries (ok requests)."""
+    parts = []
+    for engine, sec in engines_of(report).items():
+        for name in ("n_in", "n_out"):
+            summ = sec.get(name)
+            if isinstance(summ, dict) and summ.get("count"):
+                stats = " ".join(f"{k} {summ[k]:.0f}" for k in ("mean", "p50", "p90", "p99", "max") if summ.get(k) is not None)
+                parts.append(f"{engine} {name}: {stats}")
+    return "; ".join(parts) + " (tokens, from the report)" if parts else None
 
 
 def _utc(unix: float) -> str:
@@ -59,13 +80,35 @@ def condition_rows(report: dict[str, Any]) -> list[tuple[str, str | None]]:
     rows: list[tuple[str, str | None]] = []
     for label, keys in CONDITIONS:
         value = next((v for k in keys if (v := lookup(manifest, k)) is not None), None)
-        text = None if value is None else "; ".join(f"{k}: {v}" if k else v for k, v in flatten(value))
-        rows.append((label, text or _derived(report, label)))
+        text = _derived(report, label)
+        if text is None and value is not None:
+            text = targets_text(value) if label.startswith("engines") else _text(value)
+        rows.append((label, text))
     workers = report.get("workers") or {}
     count = workers.get("count")
-    rows.append(("workers", None if count is None else f"{count} (lost {workers.get('lost', 0)})" if count
+    rows.append(("distributed workers", None if count is None else f"{count} (lost {workers.get('lost', 0)})" if count
                  else "local run (one process)"))  # fmt: skip
     return rows
+
+
+def _text(value: Any) -> str:
+    return "; ".join(f"{k}: {v}" if k else v for k, v in flatten(value))
+
+
+def targets_text(targets: Any) -> str:
+    """One line per target: name, adapter, what the server said about itself, URL."""
+    if not isinstance(targets, list):
+        return _text(targets)
+    lines = []
+    for t in targets:
+        if not isinstance(t, dict):
+            lines.append(str(t))
+            continue
+        server = t["server"] if isinstance(t.get("server"), dict) else {}
+        said = ", ".join(f"{k} {v}" for k, v in server.items()) or "the server reported nothing"
+        lines.append(f"{t.get('name')}: adapter {t.get('engine')} ({t.get('api') or '?'} API) at {t.get('url')}; "
+                     f"server: {said}; model asked: {t.get('model_requested') or 'server default'}")  # fmt: skip
+    return " | ".join(lines)
 
 
 def missing_conditions(report: dict[str, Any]) -> list[str]:

@@ -7,7 +7,7 @@ from html import escape
 from typing import Any
 
 from loadkit.report import analysis
-from loadkit.report.htmlutil import not_measured, note, num, section, table
+from loadkit.report.htmlutil import not_measured, note, num, pct, section, table
 from loadkit.report.rawdata import RawData
 from loadkit.report.svg import Bars, Series, bar_plot, color, line_plot
 from loadkit.report.tables import engines_of
@@ -33,10 +33,9 @@ def _cdf_series(report: dict[str, Any], raw: RawData | None, metric: str) -> tup
 
 
 def cdf_section(report: dict[str, Any], raw: RawData | None) -> str:
-    open_loop = bool((report.get("conservation") or {}).get("open_loop"))
     parts = []
     for plot_id, metric, title in CDFS:
-        if metric == "ttft_sched_ms" and not open_loop:
+        if metric == "ttft_sched_ms" and not _scheduled(report):
             continue  # closed loop: identical to TTFT by definition
         series, source = _cdf_series(report, raw, metric)
         if not series:
@@ -45,6 +44,14 @@ def cdf_section(report: dict[str, Any], raw: RawData | None) -> str:
         parts.append(f'<figure>{line_plot(plot_id, f"{title} CDF", series, f"{title} (ms, log scale)", "fraction of tokens" if metric == "itl_ms" else "fraction of requests", x_log=True, y_lo=0.0, y_hi=1.0)}'
                      f"<figcaption>From the {escape(source)}.</figcaption></figure>")  # fmt: skip
     return section("cdfs", "Latency distributions (CDF)", *parts)
+
+
+def _scheduled(report: dict[str, Any]) -> bool:
+    """Open loop (a schedule was kept), or TTFT from schedule differs from TTFT anywhere."""
+    cons = report.get("conservation") or {}
+    if cons.get("open_loop") or cons.get("scheduled") is not None:
+        return True
+    return any(s.get("ttft_sched_ms") != s.get("ttft_ms") for s in engines_of(report).values())
 
 
 def timeseries_section(report: dict[str, Any], raw: RawData | None) -> str:
@@ -127,20 +134,70 @@ def _get(by: dict[str, Any], bucket: str, attr: str) -> float | None:
 
 def turns_section(report: dict[str, Any], raw: RawData | None) -> str:
     title = "TTFT per session turn"
-    if raw is None:
-        return section("turns", title, not_measured("ttft-turn", "needs the raw log (--raw-log)"))
-    per_engine = {e: analysis.per_turn(raw, e) for e in engines_of(report)}
-    per_engine = {e: rows for e, rows in per_engine.items() if rows}
+    per_engine = _turn_rows(report, raw)
+    sessions = _sessions_table(report)
     if not per_engine:
-        return section("turns", title, not_measured("ttft-turn", "the run had no multi-turn sessions"))
+        why = "the run had no multi-turn sessions" if raw is not None or report.get("sessions") else \
+            "needs the raw log (--raw-log) or the report's sessions section"
+        return section("turns", title, not_measured("ttft-turn", why), sessions)
     series, rows = [], []
     for i, (engine, trows) in enumerate(per_engine.items()):
         series += [Series(f"{engine} p50", [t[0] for t in trows], [t[2] for t in trows], i, markers=True),
                    Series(f"{engine} p90", [t[0] for t in trows], [t[3] for t in trows], i, True, True)]  # fmt: skip
         rows += [[escape(engine), num(t[0]), num(t[1]), num(t[2]), num(t[3]), num(t[4])] for t in trows]
     plot = line_plot("ttft-turn", "TTFT by turn index (later turns should hit the prefix cache)", series,
-                     "turn", "TTFT ms", y_lo=0.0)  # fmt: skip
-    return section("turns", title, plot, table(("engine", "turn", "ok requests", "TTFT p50", "TTFT p90", "TTFT p99"), rows))
+                     "turn", "TTFT ms", y_lo=0.0, x_integer=True)  # fmt: skip
+    source = note("From the raw log." if raw is not None else "From the report's sessions section.")
+    return section("turns", title, plot, source,
+                   table(("engine", "turn", "ok requests", "TTFT p50", "TTFT p90", "TTFT p99"), rows), sessions)  # fmt: skip
+
+
+TurnRow = tuple[int, int, float | None, float | None, float | None]
+
+
+def _turn_rows(report: dict[str, Any], raw: RawData | None) -> dict[str, list[TurnRow]]:
+    if raw is not None:
+        found = {e: analysis.per_turn(raw, e) for e in engines_of(report)}
+        return {e: rows for e, rows in found.items() if rows}
+    out: dict[str, list[TurnRow]] = {}
+    for engine, sec in _sessions(report).items():
+        turns = _turns(sec)
+        rows: list[TurnRow] = [(int(t), int(v.get("ok") or 0), _ttft(v, "p50"), _ttft(v, "p90"), _ttft(v, "p99"))
+                               for t, v in sorted(turns.items(), key=lambda kv: int(kv[0]))]  # fmt: skip
+        if rows:
+            out[engine] = rows
+    return out
+
+
+def _turns(sec: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    turns = sec.get("turns")
+    if not isinstance(turns, dict):
+        return {}
+    return {str(t): v for t, v in turns.items() if str(t).isdigit() and isinstance(v, dict)}
+
+
+def _ttft(turn: dict[str, Any], q: str) -> float | None:
+    summary = turn.get("ttft_ms")
+    return summary.get(q) if isinstance(summary, dict) else None
+
+
+def _sessions(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    found = report.get("sessions")
+    return {e: v for e, v in found.items() if isinstance(v, dict)} if isinstance(found, dict) else {}
+
+
+def _sessions_table(report: dict[str, Any]) -> str:
+    """Session outcomes and prefix-cache ratios per turn, from the report's sessions section."""
+    rows = []
+    for engine, sec in _sessions(report).items():
+        for t, v in sorted(_turns(sec).items(), key=lambda kv: int(kv[0])):
+            rows.append([escape(engine), escape(str(t)), num(v.get("requests")), num(v.get("ok")),
+                         pct(v.get("prefix_expected_ratio")), pct(v.get("prefix_reported_ratio"))])  # fmt: skip
+    if not rows:
+        return ""
+    summary = "; ".join(f"{e}: {v.get('sessions')} sessions, {v.get('completed')} completed, {v.get('broken')} broken"
+                        for e, v in _sessions(report).items())  # fmt: skip
+    return note(summary) + table(("engine", "turn", "requests", "ok", "prefix expected", "prefix reported (cached)"), rows)
 
 
 def server_metrics_of(report: dict[str, Any]) -> dict[str, Any] | None:
@@ -148,7 +205,7 @@ def server_metrics_of(report: dict[str, Any]) -> dict[str, Any] | None:
     return found if isinstance(found, dict) and found else None
 
 
-def _server_series(metrics: dict[str, Any]) -> tuple[dict[str, list[Series]], int]:
+def _server_series(metrics: dict[str, Any], order: list[str]) -> tuple[dict[str, list[Series]], int]:
     """Per neutral metric name, one series per target; t relative to the earliest sample."""
     samples = {t: [s for s in (sec.get("samples") or []) if isinstance(s, dict)] for t, sec in metrics.items()
                if isinstance(sec, dict)}  # fmt: skip
@@ -156,7 +213,8 @@ def _server_series(metrics: dict[str, Any]) -> tuple[dict[str, list[Series]], in
     t0 = min(times) if times else 0.0
     errors = sum(1 for rows in samples.values() for s in rows if s.get("error"))
     by_name: dict[str, list[Series]] = {}
-    for i, (target, rows) in enumerate(samples.items()):
+    for target, rows in samples.items():
+        i = order.index(target) if target in order else len(order) + list(samples).index(target)
         names = sorted({k for s in rows for k in (s.get("values") or {})})
         for name in names:
             pts = [(s["t"] - t0, (s.get("values") or {}).get(name)) for s in rows if isinstance(s.get("t"), int | float)]
@@ -174,7 +232,7 @@ def server_metrics_section(report: dict[str, Any]) -> str:
     if metrics is None:
         return section("server", title, not_measured("server-metrics", "no server metrics were scraped "
                                                       "(engine exposes none, or --scrape-interval 0)"))  # fmt: skip
-    by_name, errors = _server_series(metrics)
+    by_name, errors = _server_series(metrics, list(engines_of(report)))
     names = sorted(by_name, key=lambda n: (PREFERRED.index(n) if n in PREFERRED else len(PREFERRED), n))
     plots = [line_plot(f"server-{re.sub(r'[^a-z0-9_-]+', '-', n.lower())}", n, by_name[n], "seconds since first scrape", n)
              for n in names if any(s.xs for s in by_name[n])]  # fmt: skip
