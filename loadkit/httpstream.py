@@ -9,13 +9,25 @@ so this code cooperates with other virtual users without changes.
 
 from __future__ import annotations
 
+import os
 import socket
+import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 MAX_HEADER_BYTES = 64 * 1024
 RECV_SIZE = 65536
+
+# Linux values; Python's socket module does not export them. SCM_TIMESTAMPNS == SO_TIMESTAMPNS.
+SO_TIMESTAMPNS = 35
+SCM_TIMESTAMPNS = SO_TIMESTAMPNS
+_TIMESPEC = struct.Struct("@qq")  # struct timespec on 64-bit Linux: tv_sec, tv_nsec
+_ANC_SIZE = socket.CMSG_SPACE(_TIMESPEC.size)
+# Re-sample the wall/monotonic offset this often: NTP slews the wall clock slowly, so a
+# second-old offset is off by well under a microsecond.
+OFFSET_REFRESH_NS = 1_000_000_000
 
 
 class ConnectFailed(OSError):
@@ -52,6 +64,8 @@ class ResponseHead:
     # Body bytes that arrived in the same reads as the head.
     leftover: bytes = b""
     keep_alive: bool = True
+    # Arrival of the read that completed the head (and holds `leftover`), perf_counter ns.
+    t_arrival_ns: int | None = None
 
 
 def encode_request(
@@ -72,19 +86,114 @@ def connect(ep: Endpoint, timeout_s: float) -> socket.socket:
     except OSError as exc:
         raise ConnectFailed(f"cannot connect to {ep.host}:{ep.port}: {exc}") from exc
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if kernel_timestamps_wanted():
+        enable_kernel_timestamps(sock)
     return sock
 
 
-def read_head(sock: socket.socket, deadline_ns: int) -> ResponseHead:
+def kernel_timestamps_wanted() -> bool:
+    """Kernel receive timestamps are on unless LOADKIT_KERNEL_TIMESTAMPS=0 (benchmarks compare)."""
+    return os.environ.get("LOADKIT_KERNEL_TIMESTAMPS", "1") != "0"
+
+
+def enable_kernel_timestamps(sock: socket.socket) -> bool:
+    """Ask the kernel to stamp each read with the arrival time of its newest data."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    except OSError:
+        return False  # not Linux, or not a socket that supports it: reads are stamped in user space
+    return True
+
+
+def kernel_timestamps_on(sock: socket.socket) -> bool:
+    try:
+        return bool(sock.getsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS))
+    except OSError:
+        return False
+
+
+class ArrivalClock:
+    """Maps kernel receive stamps (CLOCK_REALTIME ns) onto ``time.perf_counter_ns()``.
+
+    The offset comes from the tightest of a few (mono, wall, mono) reading triples and is
+    refreshed every OFFSET_REFRESH_NS, so wall-clock steps and NTP slewing stay out of intervals.
+    """
+
+    __slots__ = ("_mono", "_wall", "_offset", "_next_refresh")
+
+    def __init__(self, mono: Callable[[], int] = time.perf_counter_ns, wall: Callable[[], int] = time.time_ns) -> None:
+        self._mono, self._wall = mono, wall
+        self._offset = 0
+        self._next_refresh = 0
+
+    def sample_offset(self, tries: int = 5) -> int:
+        """wall − mono from the tightest reading pair: its error is at most half the gap."""
+        best_gap, best = None, 0
+        for _ in range(tries):
+            m1 = self._mono()
+            w = self._wall()
+            m2 = self._mono()
+            if best_gap is None or m2 - m1 < best_gap:
+                best_gap, best = m2 - m1, w - (m1 + m2) // 2
+        return best
+
+    def to_mono(self, wall_ns: int, now_mono: int) -> int:
+        if now_mono >= self._next_refresh:
+            self._offset = self.sample_offset()
+            self._next_refresh = now_mono + OFFSET_REFRESH_NS
+        return wall_ns - self._offset
+
+
+ARRIVAL_CLOCK = ArrivalClock()
+
+
+@dataclass(slots=True)
+class ReadCounters:
+    """Process-wide read statistics: how often the kernel stamp was used, how often a read
+    held several token events (their earlier events carry the newest one's arrival time)."""
+
+    reads: int = 0
+    kernel_stamped: int = 0
+    coalesced: int = 0
+
+
+READS = ReadCounters()
+
+
+def recv_stamped(sock: socket.socket, kernel: bool) -> tuple[bytes, int]:
+    """One read and the arrival time of its newest byte (perf_counter ns).
+
+    With kernel stamps the time is the kernel's, mapped to the monotonic clock and capped at
+    the user-space read time; otherwise (or when no stamp came back) the time the read returned.
+    """
+    READS.reads += 1
+    if not kernel:
+        data = sock.recv(RECV_SIZE)
+        return data, time.perf_counter_ns()
+    data, anc, _flags, _addr = sock.recvmsg(RECV_SIZE, _ANC_SIZE)
+    t_user = time.perf_counter_ns()
+    for level, kind, raw in anc:
+        if level == socket.SOL_SOCKET and kind == SCM_TIMESTAMPNS and len(raw) >= _TIMESPEC.size:
+            sec, nsec = _TIMESPEC.unpack_from(raw)
+            READS.kernel_stamped += 1
+            t_kernel = ARRIVAL_CLOCK.to_mono(sec * 1_000_000_000 + nsec, t_user)
+            return data, t_kernel if t_kernel < t_user else t_user
+    return data, t_user
+
+
+def read_head(sock: socket.socket, deadline_ns: int, kernel: bool = False) -> ResponseHead:
     buf = b""
+    t_read: int | None = None
     while True:
         end = buf.find(b"\r\n\r\n")
         if end >= 0:
-            return parse_head(buf[:end], buf[end + 4 :])
+            head = parse_head(buf[:end], buf[end + 4 :])
+            head.t_arrival_ns = t_read
+            return head
         if len(buf) > MAX_HEADER_BYTES:
             raise ProtocolError(f"response head longer than {MAX_HEADER_BYTES} bytes")
         set_deadline(sock, deadline_ns)
-        data = sock.recv(RECV_SIZE)
+        data, t_read = recv_stamped(sock, kernel)
         if not data:
             raise ConnectionResetError("connection closed before the response head was complete")
         buf += data

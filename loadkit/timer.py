@@ -1,7 +1,8 @@
 """The stream timer: sends one request through an adapter and measures it into a RequestRecord.
 
-Timestamps are taken the moment a read returns, before any decoding; every event completed by
-that read gets that arrival time. Work done on a read (SSE framing, JSON) is therefore never
+Every read carries the arrival time of its newest byte: the kernel's receive timestamp
+(SO_TIMESTAMPNS, mapped to the monotonic clock) where available, else the moment the read
+returned, taken before any decoding; every event completed by that read gets that time. Work done on a read (SSE framing, JSON) is therefore never
 charged to the events in it. Exactly one outcome is set on every path out, including
 `cancelled` when the greenlet is killed at test stop (GreenletExit is a BaseException, so it
 would otherwise slip past `except Exception` and look like a short success).
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from loadkit import types as t
 from loadkit.engines.base import EngineAdapter, StreamParser
 from loadkit.httpstream import (
+    READS,
     RECV_SIZE,
     BodyReader,
     ConnectFailed,
@@ -27,7 +29,9 @@ from loadkit.httpstream import (
     ResponseHead,
     connect,
     encode_request,
+    kernel_timestamps_wanted,
     read_head,
+    recv_stamped,
 )
 from loadkit.records import RequestRecord
 from loadkit.sse import NDJSONDecoder, SSEDecoder
@@ -124,6 +128,7 @@ class StreamRun:
         self.reusable = False
         self.text_parts: list[str] = []
         self.tokens_from_events = 0
+        self.kernel = kernel_timestamps_wanted()
 
     def run(self, request: t.GenerationRequest, extra_headers: dict[str, str] | None) -> None:
         http = self.adapter.build_request(request)
@@ -177,7 +182,7 @@ class StreamRun:
     def _exchange(self, payload: bytes) -> None:
         head = self._send(payload)
         rec = self.record
-        rec.t_headers_ns = time.perf_counter_ns()
+        rec.t_headers_ns = head.t_arrival_ns or time.perf_counter_ns()
         rec.http_status = head.status
         body = BodyReader.for_head(head)
         if head.status != 200:
@@ -202,7 +207,7 @@ class StreamRun:
                 self.sock = sock
                 sock.settimeout(self.timeouts.connect_s)
                 sock.sendall(payload)
-                return read_head(sock, self._deadline())
+                return read_head(sock, self._deadline(), self.kernel)
             except ConnectFailed as exc:
                 raise _StreamDone(t.CONNECT_ERROR, str(exc)) from None
             except TimeoutError:
@@ -210,7 +215,8 @@ class StreamRun:
             except ProtocolError as exc:
                 raise _StreamDone(t.MALFORMED_STREAM, f"bad HTTP response: {exc}") from None
             except OSError as exc:
-                sock.close()
+                if sock is not None:
+                    sock.close()
                 self.sock = None
                 # A kept-alive socket the server already closed: retry once on a fresh one.
                 if reused:
@@ -252,8 +258,7 @@ class StreamRun:
                 return
             assert self.sock is not None
             self.sock.settimeout(max(1e-3, (self._deadline() - time.perf_counter_ns()) / 1e9))
-            data = self.sock.recv(RECV_SIZE)
-            t_read = time.perf_counter_ns()
+            data, t_read = recv_stamped(self.sock, self.kernel)
             if not data:
                 # Without a length or chunking, close is the normal end of the body.
                 self._on_close(decoder, parser, clean=not body.chunked and body.remaining is None)
@@ -282,6 +287,7 @@ class StreamRun:
                 break
         if token_events > 1:
             self.record.coalesced_reads += 1
+            READS.coalesced += 1
         return done
 
     def _parse(self, parser: StreamParser, data: str, event: str | None) -> t.TokenEvent | None:

@@ -1,0 +1,68 @@
+"""loadkit's own client: ``run_request`` in one gevent greenlet per stream, as Locust runs it.
+
+    python benchmarks/clients/loadkit_gevent.py --url http://127.0.0.1:8000 --streams 500 \\
+        --max-tokens 100 --seconds 10 --out /tmp/lk.jsonl
+
+LOADKIT_KERNEL_TIMESTAMPS=0 turns kernel receive timestamps off (user-space stamps only).
+"""
+
+from gevent import monkey
+
+monkey.patch_all()
+
+import sys  # noqa: E402
+import time  # noqa: E402
+import uuid  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import gevent  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import Usage, parse_args, write_results  # noqa: E402
+
+from loadkit import httpstream  # noqa: E402
+from loadkit.engines.base import AdapterOptions  # noqa: E402
+from loadkit.engines.openai import OpenAIAdapter  # noqa: E402
+from loadkit.httpstream import ConnectionPool, Endpoint  # noqa: E402
+from loadkit.records import RequestRecord  # noqa: E402
+from loadkit.timer import run_request  # noqa: E402
+from loadkit.types import GenerationRequest  # noqa: E402
+
+
+def stream_loop(adapter: OpenAIAdapter, ep: Endpoint, max_tokens: int, stop_at: float,
+                rows: list[dict[str, Any]], prefix: str) -> None:  # fmt: skip
+    pool = ConnectionPool()
+    request = GenerationRequest(prompt="hello world", max_tokens=max_tokens, extra_body={"ignore_eos": True})
+    n = 0
+
+    def sink(rec: RequestRecord) -> None:
+        rows.append({"rid": rec.request_id, "t_send": rec.t_send_ns, "ev": rec.event_t_ns,
+                     "outcome": rec.outcome, "coalesced": rec.coalesced_reads})  # fmt: skip
+
+    while time.perf_counter() < stop_at:
+        n += 1
+        run_request(adapter, ep, request, request_id=f"{prefix}{n}", pool=pool, sink=sink)
+    pool.close()
+
+
+def main() -> int:
+    args = parse_args(None, __doc__.split("\n\n")[0])
+    adapter = OpenAIAdapter(AdapterOptions(model="sim", api="completions"))
+    ep = Endpoint.parse(args.url)
+    rows: list[dict[str, Any]] = []
+    usage = Usage()
+    usage.start()
+    stop_at = time.perf_counter() + args.seconds
+    tag = uuid.uuid4().hex[:6]
+    greenlets = [gevent.spawn(stream_loop, adapter, ep, args.max_tokens, stop_at, rows, f"g{tag}-{i}-")
+                 for i in range(args.streams)]  # fmt: skip
+    gevent.joinall(greenlets, timeout=args.seconds + 120)
+    r = httpstream.READS
+    summary = usage.stop(reads=r.reads, kernel_stamped=r.kernel_stamped, coalesced=r.coalesced)
+    write_results(args.out, [row for row in rows if row["outcome"] == "ok"], summary)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
