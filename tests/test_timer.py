@@ -191,3 +191,72 @@ def test_cancel_records_cancelled_and_reraises():
             run_request(adapter, srv.url, REQ, sink=seen.append)
     assert len(seen) == 1 and seen[0].outcome == t.CANCELLED
     assert seen[0].t_end_ns is not None
+
+
+# ---- kernel receive timestamps ------------------------------------------------------------
+
+
+def _tcp_pair():
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    cli = socket.create_connection(srv.getsockname())
+    peer, _ = srv.accept()
+    srv.close()
+    return cli, peer
+
+
+def test_kernel_stamp_is_arrival_time_not_read_time():
+    import time
+
+    from loadkit.httpstream import enable_kernel_timestamps, kernel_timestamps_on, recv_stamped
+
+    cli, peer = _tcp_pair()
+    try:
+        assert enable_kernel_timestamps(cli) and kernel_timestamps_on(cli)
+        t_write = time.perf_counter_ns()
+        peer.sendall(b"data: x\n\n")
+        time.sleep(0.05)  # the reader is "busy": the data waits in the socket
+        data, t_kernel = recv_stamped(cli, kernel=True)
+        t_read = time.perf_counter_ns()
+        peer.sendall(b"y")
+        time.sleep(0.02)
+        _, t_user = recv_stamped(cli, kernel=False)
+    finally:
+        cli.close()
+        peer.close()
+    assert data == b"data: x\n\n"
+    assert t_write - 1_000_000 <= t_kernel <= t_write + 5_000_000  # arrival, within the clock mapping error
+    assert t_read - t_kernel >= 40_000_000  # a read-time stamp would have been ≥ 50 ms late
+    assert t_user - t_write >= 60_000_000  # user-space stamps are read times
+
+
+def test_arrival_clock_maps_wall_to_mono_and_refreshes():
+    from loadkit.httpstream import OFFSET_REFRESH_NS, ArrivalClock
+
+    state = {"mono": 1_000, "wall": 5_000_000}
+
+    def mono() -> int:
+        state["mono"] += 1
+        return state["mono"]
+
+    def wall() -> int:
+        return state["wall"] + state["mono"]
+
+    clock = ArrivalClock(mono=mono, wall=wall)
+    assert clock.to_mono(5_000_000 + 2_000, now_mono=0) == 2_000
+    state["wall"] += 7  # wall clock stepped: the offset follows only at the next refresh
+    assert clock.to_mono(5_000_000 + 2_000, now_mono=10) == 2_000
+    assert clock.to_mono(5_000_000 + 2_000, now_mono=OFFSET_REFRESH_NS + 1) == 2_000 - 7
+
+
+def test_timer_without_kernel_stamps_still_measures(monkeypatch):
+    monkeypatch.setenv("LOADKIT_KERNEL_TIMESTAMPS", "0")
+    writes = [(0.0, ROLE), (0.02, delta("a")), (0.02, delta("b")), (0.0, DONE), (0.0, END_CHUNK)]
+    with ScriptedServerProcess(Script(writes=writes)) as srv:
+        rec = run_request(OpenAIAdapter(), srv.url, REQ)
+        truth = srv.write_times()
+    assert rec.outcome == t.OK, rec.error
+    assert len(rec.event_t_ns) == 2
+    for measured, sent in zip(rec.event_t_ns, truth[1:3], strict=True):
+        assert 0 <= measured - sent < 5_000_000
