@@ -68,9 +68,12 @@ def _chunks(path: Path) -> Iterator[list[bytes]]:
 
 def _parse(chunk: list[bytes]) -> tuple[list[dict[str, Any]], int]:
     try:  # one orjson call for the whole chunk is several times faster than one per line
-        return orjson.loads(b"[" + b",".join(chunk) + b"]"), 0
+        rows = orjson.loads(b"[" + b",".join(chunk) + b"]")
     except orjson.JSONDecodeError:
         return _parse_lines(chunk)
+    if all(isinstance(row, dict) for row in rows):
+        return rows, 0
+    return _parse_lines(chunk)
 
 
 def _parse_lines(chunk: list[bytes]) -> tuple[list[dict[str, Any]], int]:

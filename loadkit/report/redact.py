@@ -42,7 +42,7 @@ def redact_argv(argv: list[Any]) -> list[str]:
             hide_next = False
             continue
         flag, eq, _ = arg.partition("=")
-        if flag.startswith("-") and (is_secret_key(flag.lstrip("-")) or flag.lstrip("-").lower() in ("header", "H")):
+        if flag.startswith("-") and (is_secret_key(flag.lstrip("-")) or flag.lstrip("-").lower() in ("header", "h")):
             if eq:
                 out.append(f"{flag}={MASK}")
             else:
