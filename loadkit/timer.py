@@ -25,6 +25,7 @@ from loadkit.httpstream import (
     ConnectFailed,
     ConnectionPool,
     Endpoint,
+    FastSSEDecoder,
     ProtocolError,
     ResponseHead,
     connect,
@@ -34,7 +35,7 @@ from loadkit.httpstream import (
     recv_stamped,
 )
 from loadkit.records import RequestRecord
-from loadkit.sse import NDJSONDecoder, SSEDecoder
+from loadkit.sse import NDJSONDecoder
 
 MAX_ERROR_BODY = 64 * 1024
 
@@ -242,7 +243,7 @@ class StreamRun:
         return f"HTTP {head.status}: {text[:500]}"
 
     def _stream(self, head: ResponseHead, body: BodyReader) -> None:
-        decoder = SSEDecoder() if self.adapter.framing == "sse" else NDJSONDecoder()
+        decoder = FastSSEDecoder() if self.adapter.framing == "sse" else NDJSONDecoder()
         parser = self.adapter.new_parser()
         data = head.leftover
         t_read = self.record.t_headers_ns or time.perf_counter_ns()
@@ -265,7 +266,7 @@ class StreamRun:
                 return
 
     def _on_read(
-        self, t_read: int, chunk: bytes, decoder: SSEDecoder | NDJSONDecoder, parser: StreamParser
+        self, t_read: int, chunk: bytes, decoder: FastSSEDecoder | NDJSONDecoder, parser: StreamParser
     ) -> bool:
         """Handle the body bytes of one read; True once the engine's normal end arrived."""
         try:
@@ -324,7 +325,7 @@ class StreamRun:
         if te.server_timings is not None:
             rec.server_timings = te.server_timings
 
-    def _on_close(self, decoder: SSEDecoder | NDJSONDecoder, parser: StreamParser, clean: bool) -> None:
+    def _on_close(self, decoder: FastSSEDecoder | NDJSONDecoder, parser: StreamParser, clean: bool) -> None:
         """The body ended (cleanly or not) without the engine's normal end marker."""
         self.record.t_end_ns = time.perf_counter_ns()
         try:

@@ -61,7 +61,7 @@ def test_timestamps_match_server_writes_and_metrics_agree():
     assert ttft_ms(rec) >= 50
     assert ttft_ms(rec) == pytest.approx((token_writes[0] - rec.t_send_ns) / 1e6, abs=5)
     assert tpot_ms(rec) == pytest.approx((token_writes[-1] - token_writes[0]) / 4e6, abs=1.5)
-    true_gaps = [(b - a) / 1e6 for a, b in zip(token_writes, token_writes[1:])]
+    true_gaps = [(b - a) / 1e6 for a, b in zip(token_writes, token_writes[1:], strict=False)]
     assert itl_chunk_ms(rec) == pytest.approx(true_gaps, abs=5)
     assert e2e_ms(rec) >= ttft_ms(rec) + 4 * 19
     assert rec.text == "w0w1w2w3w4"
@@ -260,3 +260,72 @@ def test_timer_without_kernel_stamps_still_measures(monkeypatch):
     assert len(rec.event_t_ns) == 2
     for measured, sent in zip(rec.event_t_ns, truth[1:3], strict=True):
         assert 0 <= measured - sent < 5_000_000
+
+
+def test_chunked_body_reader_any_split():
+    """The offset-based chunked decoder gives the same body however the bytes are split."""
+    import random
+
+    from loadkit.httpstream import BodyReader
+
+    rng = random.Random(7)
+    for _ in range(200):
+        pieces = [bytes(rng.randrange(256) for _ in range(rng.randrange(1, 40))) for _ in range(rng.randrange(1, 8))]
+        wire = b"".join(b"%x;ext=1\r\n%b\r\n" % (len(p), p) for p in pieces) + b"0\r\n\r\n"
+        cuts = sorted(rng.sample(range(1, len(wire)), k=min(len(wire) - 1, rng.randrange(0, 12))))
+        reader = BodyReader(chunked=True, remaining=None)
+        got = b"".join(reader.feed(wire[a:b]) for a, b in zip([0, *cuts], [*cuts, len(wire)], strict=True))
+        assert got == b"".join(pieces)
+        assert reader.complete
+
+
+def test_chunked_body_reader_rejects_bad_framing():
+    from loadkit.httpstream import BodyReader, ProtocolError
+
+    with pytest.raises(ProtocolError, match="bad chunk size"):
+        BodyReader(chunked=True, remaining=None).feed(b"zz\r\n")
+    with pytest.raises(ProtocolError, match="missing CRLF"):
+        BodyReader(chunked=True, remaining=None).feed(b"2\r\nabXY\r\n")
+    with pytest.raises(ProtocolError, match="too long"):
+        BodyReader(chunked=True, remaining=None).feed(b"1" * 5000)
+
+
+FAST_SSE_STREAMS = [
+    b'data: {"a": 1}\n\ndata: {"b": "\xc3\xa9\xe2\x82\xac"}\n\ndata: [DONE]\n\n',
+    b": keep-alive\n\ndata: x\n\nevent: error\ndata: boom\n\ndata: y\n\n",
+    b"data: line1\ndata: line2\n\n\n\ndata:nospace\n\nid: 7\ndata: z\n\n",
+    b"data: a\r\n\r\ndata: b\r\rdata: c\n\n",
+    b"\xef\xbb\xbfdata: bom\n\ndata: next\n\n",
+    b"data: unterminated at close\n",
+    b"retry: 10\nfoo: bar\ndata: q\n\n",
+]
+
+
+@pytest.mark.parametrize("wire", FAST_SSE_STREAMS)
+def test_fast_sse_decoder_matches_full_decoder_for_any_split(wire):
+    import random
+
+    from loadkit.httpstream import FastSSEDecoder
+    from loadkit.sse import SSEDecoder
+
+    def run(decoder, pieces):
+        events = [e for p in pieces for e in decoder.feed(p)] + decoder.close()
+        return [(e.data, e.event) for e in events]
+
+    expected = run(SSEDecoder(), [wire])
+    rng = random.Random(len(wire))
+    for _ in range(60):
+        cuts = sorted(rng.sample(range(1, len(wire)), k=min(len(wire) - 1, rng.randrange(0, 10))))
+        pieces = [wire[a:b] for a, b in zip([0, *cuts], [*cuts, len(wire)], strict=True)]
+        assert run(FastSSEDecoder(), pieces) == expected
+
+
+def test_fast_sse_decoder_raises_on_invalid_utf8():
+    from loadkit.httpstream import FastSSEDecoder
+
+    with pytest.raises(UnicodeDecodeError):
+        FastSSEDecoder().feed(b"data: \xff\xfe\n\n")
+    dec = FastSSEDecoder()
+    dec.feed(b"data: ok\n\ndata: \xe2\x82")  # cut inside a character, then the stream ends
+    with pytest.raises(UnicodeDecodeError):
+        dec.close()
