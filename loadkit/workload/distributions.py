@@ -69,10 +69,6 @@ class Distribution:
     def sample_int(self, rng: np.random.Generator) -> int:
         return int(self.sample(rng))
 
-    def mean_hint(self) -> float:
-        """A rough mean for sizing (context caps, docs); not used for sampling."""
-        rng = np.random.default_rng(0)
-        return float(np.mean([self.sample(rng) for _ in range(256)]))
 
 
 def _draw_fixed(d: Distribution, rng: np.random.Generator) -> float:
