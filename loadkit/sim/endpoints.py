@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from loadkit.sim.metrics import METRICS
-from loadkit.sim.textgen import count_tokens, detokenize_ids, tokenize, tokenize_pieces
+from loadkit.sim.textgen import detokenize_ids, tokenize, tokenize_pieces
 from loadkit.sim.wire.common import messages_prompt, parse_json_object
 
 if TYPE_CHECKING:
@@ -169,7 +169,3 @@ def _ollama_routes(e: SimEngine) -> dict[tuple[str, str], Callable[[bytes], Repl
         ("GET", "/api/ps"): lambda b: _json({"models": []}),
         ("GET", "/v1/models"): lambda b: _models(e, "library"),
     }
-
-
-def prompt_tokens(text: str) -> int:
-    return count_tokens(text)

@@ -53,10 +53,6 @@ class Sequence:
         self.out_ids: list[int] | None = None
         self.sink = sink
 
-    def context_len(self) -> int:
-        """Tokens whose KV this sequence holds or is about to write."""
-        return self.n_prompt + self.n_out
-
 
 @dataclass(slots=True)
 class StepPlan:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import sys
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -116,7 +118,13 @@ class HttpConnection(asyncio.Protocol):
         conn_hdr = headers.get("connection", "").lower()
         self.keep_alive = "close" not in conn_hdr
         self.busy = True
-        self.handler(Request(method, path, query, headers, body, self.keep_alive), self)
+        try:
+            self.handler(Request(method, path, query, headers, body, self.keep_alive), self)
+        except Exception:  # a simulator bug must not take the server down: log it, answer 500
+            traceback.print_exc(file=sys.stderr)
+            if self.busy:
+                self.keep_alive = False
+                self.respond(500, b'{"error":"internal simulator error"}')
 
     def _fail(self, status: int, message: str) -> None:
         self.keep_alive = False

@@ -55,20 +55,6 @@ def count_tokens(text: str) -> int:
     return len(_PIECE.findall(text))
 
 
-class WordSource:
-    """Seeded stream of output word indices for one request."""
-
-    __slots__ = ("_rng",)
-
-    def __init__(self, seed: int) -> None:
-        self._rng = random.Random(seed)
-
-    def next_words(self, n: int) -> list[int]:
-        top = len(WORDS) - 1
-        randint = self._rng.randint
-        return [randint(0, top) for _ in range(n)]
-
-
 def detokenize_ids(ids: list[int]) -> str:
     """Best-effort text for ids: output words map back, other ids become ``<id>``."""
     by_id = {i: w for i, w in zip(WORD_IDS, WORDS, strict=True)}
