@@ -76,7 +76,7 @@ class LiveView:
         self.clock = clock
         self.timeline = Timeline()
         self.queue = QueueProbe()
-        self._cached: tuple[float, int, dict[str, Any]] | None = None
+        self._cached: tuple[float, tuple[int, str], dict[str, Any]] | None = None
         self.base = (getattr(environment.parsed_options, "web_base_path", None) or "").rstrip("/")
 
     # -- data -----------------------------------------------------------------------------
@@ -87,14 +87,15 @@ class LiveView:
         return getattr(runtime, "stats", None)
 
     def report(self) -> dict[str, Any]:
-        """The collector's merged report, recomputed at most once per REPORT_CACHE_S."""
+        """The collector's merged report, recomputed at most once per REPORT_CACHE_S while the
+        stats epoch and the runner's state stay the same (a stop shows final numbers at once)."""
         collector = self.collector
-        now = time.monotonic()
+        now, key = time.monotonic(), (collector.epoch, self.state())
         cached = self._cached
-        if cached is not None and now - cached[0] < REPORT_CACHE_S and cached[1] == collector.epoch:
+        if cached is not None and now - cached[0] < REPORT_CACHE_S and cached[1] == key:
             return cached[2]
         report = collector.report()
-        self._cached = (now, collector.epoch, report)
+        self._cached = (now, key, report)
         return report
 
     def state(self) -> str:
@@ -113,7 +114,7 @@ class LiveView:
             "errors": report["errors"],
             "warnings": report["warnings"],
             "slos": report["manifest"].get("slos", {}),
-            "workers": {k: report["workers"][k] for k in ("count", "lost")},
+            "workers": report["workers"],
             "conservation": report["conservation"],
             "rows": view.numeric_rows(report),
             "window_s": self.timeline.window_s,

@@ -77,7 +77,8 @@ function axes(svg, b, sx, sy) {
   const span = b.x1 - b.x0;
   for (let i = 0; i <= 4; i++) {
     const x = b.x0 + span * i / 4;
-    el("text", {x: sx(x), y: H - 6, "text-anchor": "middle"}, svg).textContent =
+    const anchor = i === 0 ? "start" : i === 4 ? "end" : "middle";
+    el("text", {x: sx(x), y: H - 6, "text-anchor": anchor}, svg).textContent =
       new Date(x * 1000).toTimeString().slice(0, 8);
   }
   el("line", {x1: L, x2: L, y1: T, y2: H - B, class: "axis"}, svg);

@@ -1,0 +1,129 @@
+"""Helpers for the browser tests: Locust processes on loopback, chromium, and the LLM tab's DOM."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+LOCUSTFILE = Path(__file__).resolve().parent / "locustfile_webui.py"
+SCENARIO = REPO / "tests" / "integration" / "scenarios" / "closed_small.toml"
+ARTIFACTS = REPO / "test-artifacts"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-quic"]  # fmt: skip
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def sync_playwright_or_skip() -> Any:
+    """Playwright's entry point; skip (or fail with LOADKIT_REQUIRE_BROWSER=1) when unavailable."""
+    require = os.environ.get("LOADKIT_REQUIRE_BROWSER") == "1"
+    problem = None
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        problem = "playwright is not installed (pip install playwright)"
+    if problem is None and not os.access(CHROMIUM, os.X_OK):
+        problem = f"{CHROMIUM} is missing (apt-get install -y chromium)"
+    if problem is not None:
+        if require:
+            pytest.fail(f"LOADKIT_REQUIRE_BROWSER=1 but {problem}")
+        pytest.skip(problem)
+    return sync_playwright
+
+
+def wait_for(what: str, probe: Callable[[], Any], timeout_s: float, every_s: float = 0.25) -> Any:
+    """Poll ``probe`` until it returns something truthy; fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = probe()
+        except Exception as exc:  # a server still starting, a DOM still rendering
+            last = exc
+        if last and not isinstance(last, Exception):
+            return last
+        time.sleep(every_s)
+    pytest.fail(f"timed out after {timeout_s:g} s waiting for {what} (last: {last!r})")
+
+
+def get_json(url: str, timeout_s: float = 5.0) -> Any:
+    with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+        return json.loads(resp.read())
+
+
+@contextmanager
+def locust_process(log_path: Path, *args: str) -> Iterator[subprocess.Popen[bytes]]:
+    """``locust -f <test locustfile> ARGS``, output to ``log_path``; stopped on exit."""
+    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--no-console-table", *args]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+        try:
+            yield proc
+        finally:
+            stop_process(proc)
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+def web_ready(base: str) -> Callable[[], bool]:
+    def probe() -> bool:
+        with urllib.request.urlopen(base + "/", timeout=2) as resp:
+            return resp.status == 200
+
+    return probe
+
+
+def table_rows(page: Any) -> list[dict[str, str]]:
+    """The visible table's rows as {column title: cell text}."""
+    return page.evaluate(
+        """() => {
+            const table = document.querySelector("table");
+            if (!table) return [];
+            const heads = [...table.querySelectorAll("thead th")].map(th => th.textContent.trim());
+            return [...table.querySelectorAll("tbody tr")].map(tr => {
+                const row = {};
+                [...tr.querySelectorAll("td")].forEach((td, i) => { row[heads[i]] = td.textContent.trim(); });
+                return row;
+            });
+        }"""
+    )
+
+
+def triple(text: str) -> list[float | None]:
+    return [None if part == "-" else float(part) for part in text.split(" / ")]
+
+
+def totals(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {r["engine"]: r for r in doc["rows"] if r["label"] == "*"}
+
+
+def shot(page: Any, name: str) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / name
+    page.screenshot(path=str(path), full_page=True)
+    return path
