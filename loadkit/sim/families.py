@@ -63,7 +63,8 @@ ROUTES: dict[str, dict[str, GenRoute]] = {
         "/generate_stream": GenRoute(nat.parse_tgi, nat.TgiGenerateStream, nat.tgi_error, 422, True),
         "/generate": GenRoute(nat.parse_tgi, nat.TgiGenerateStream, nat.tgi_error, 422, False),
     },
-    "triton": {
+    "triton": {  # Triton's generate extension; trtllm-serve's OpenAI routes too
+        **VLLM_ROUTES,
         "generate_stream": GenRoute(nat.parse_triton, nat.TritonGenerate, nat.triton_error, 400, True),
         "generate": GenRoute(nat.parse_triton, nat.TritonGenerate, nat.triton_error, 400, False),
     },
@@ -82,12 +83,12 @@ SERVER_HEADER = {"openai": b"uvicorn", "sglang": b"uvicorn", "llamacpp": b"llama
 def find_route(family: str, path: str) -> GenRoute | None:
     """The generation route for a path (Triton's carries the model name)."""
     routes = ROUTES[family]
-    if family == "triton":
+    if family == "triton" and path.startswith("/v2/models/"):
         parts = path.strip("/").split("/")
-        if len(parts) == 4 and parts[:2] == ["v2", "models"] and parts[3] in routes:
+        if len(parts) == 4 and parts[3] in ("generate", "generate_stream"):
             return routes[parts[3]]
         return None
-    return routes.get(path)
+    return routes.get(path) if path.startswith("/") else None
 
 
 def context_error(family: str, n_prompt: int, max_out: int, limit: int) -> tuple[int, bytes]:
