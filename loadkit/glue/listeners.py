@@ -12,7 +12,8 @@ from loadkit.glue.manifest import run_manifest
 from loadkit.glue.options import add_arguments
 from loadkit.glue.runtime import ConfigError, ExhaustionWatch, Runtime, end_run
 from loadkit.glue.scraping import ServerMetrics
-from loadkit.glue.sessions import SessionGlue
+from loadkit.glue.shape import StageShape
+from loadkit.glue.sidestats import SideStats
 from loadkit.plugins import PluginError
 from loadkit.targets import TargetError
 
@@ -35,17 +36,33 @@ def on_init(environment: Any, **_: Any) -> None:
 
     runtime = Runtime(environment, stats=_install_stats(environment))
     environment.loadkit = runtime
-    runtime.sessions = SessionGlue(environment)
+    runtime.sessions = SideStats(environment)
     runtime.sessions.install()
     if runtime.stats is not None and hasattr(runtime.stats, "add_section"):
-        runtime.stats.add_section("sessions", runtime.sessions.report)
+        runtime.stats.add_section("sessions", runtime.sessions.sessions_report)
+        runtime.stats.add_section("stages", runtime.sessions.stages_report)
     # spawning_complete carries no environment: bind this process's runtime here.
     environment.events.spawning_complete.add_listener(lambda **_: runtime.start_schedule())
+    environment.events.test_stopping.add_listener(lambda **_: runtime.stopping())
     runner = environment.runner
     if isinstance(runner, MasterRunner):
         runner.register_message(ExhaustionWatch.DONE_MESSAGE, _worker_done_handler(runtime))
     if not isinstance(runner, WorkerRunner):
         _check_options_early(environment)
+        _install_shape(environment)
+
+
+def _install_shape(environment: Any) -> None:
+    """Stages (or a warm-up) drive the user count through a load shape; none: -u/-t as usual."""
+    runtime: Runtime = environment.loadkit
+    if not runtime.targets:
+        try:
+            runtime.configure(environment.parsed_options, environment.host, (0, 1))
+        except USER_ERRORS:
+            return  # the web UI may still fix the options; test_start reports the error
+    if runtime.plan and environment.shape_class is None:
+        environment.shape_class = StageShape(runtime.plan, closed=not runtime.open_loop)
+        environment.shape_class.runner = environment.runner
 
 
 def _check_options_early(environment: Any) -> None:
@@ -130,6 +147,7 @@ def _prepare_master(environment: Any, runtime: Runtime) -> None:
     """Validate on the master too, and hand each worker its shard and the plugin set."""
     options = environment.parsed_options
     runtime.configure(options, environment.host, (0, 1))
+    runtime.dispatchers = {}  # the master sends nothing: workers hold the schedule
     runner = environment.runner
     workers = sorted(runner.clients.keys(), key=runner.get_worker_index)
     setattr(options, SHARD_OPTION, {client_id: [i, len(workers)] for i, client_id in enumerate(workers)})

@@ -13,15 +13,18 @@ from itertools import count
 from pathlib import Path
 from typing import Any
 
-from loadkit.arrival import arrival_offsets, stages_from_spec, worker_share
+from loadkit.arrival import Stage, arrival_offsets, stages_from_spec, worker_share
+from loadkit.glue.shape import stage_at
 from loadkit.glue.openloop import Dispatcher
 from loadkit.plugins import plugin_fingerprint
 from loadkit.records import RequestRecord
+from loadkit.stagestats import stage_plan
 from loadkit.targets import Target, TargetSpec, build_target, check_unique_names, parse_target
 from loadkit.timer import Timeouts
 
 log = logging.getLogger("loadkit")
 
+WARMUP = "warmup"
 DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "uneven_chat.toml"
 
 
@@ -70,6 +73,7 @@ class Runtime:
         self.dispatchers: dict[str, Dispatcher] = {}
         self.server_metrics: Any = None
         self.sessions: Any = None
+        self.schedule_end_ns: int | None = None
         self.watch = ExhaustionWatch(environment)
 
     def workload_exhausted(self) -> None:
@@ -90,8 +94,21 @@ class Runtime:
         self.budget = share_of(options.max_requests, index, total) if options.max_requests else None
         self.sent = 0
         self._assign = count()
-        self.dispatchers = self._dispatchers(options)
         apply_scenario_slos(options, self.scenario)
+        self.warmup_s = float(getattr(options, "warmup", 0) or 0)
+        self.plan = stage_plan(dict(self.scenario.arrival or {"model": "closed"}), self.warmup_s)
+        self.dispatchers = self._dispatchers(options)
+        self.t_start_ns = time.perf_counter_ns()
+        self.schedule_end_ns: int | None = None
+        if self.sessions is not None:
+            self.sessions.plan = self.plan
+            self.sessions.set_slos(slo_limits(options))
+
+    def stage_now(self) -> str | None:
+        """Closed loop: the stage this moment of the run belongs to (by elapsed time)."""
+        if not self.plan:
+            return None
+        return stage_at(self.plan, (time.perf_counter_ns() - self.t_start_ns) / 1e9) or self.plan[-1]["name"]
 
     @property
     def open_loop(self) -> bool:
@@ -111,6 +128,9 @@ class Runtime:
                 offsets: Iterator[tuple[float, str]] = ((float(x), "trace") for x in times)
             else:
                 stages = stages_from_spec(arrival)
+                if self.warmup_s > 0:
+                    first = stages[0]
+                    stages = [Stage(self.warmup_s, first.rate, first.cv, None, WARMUP), *stages]
                 offsets = worker_share(arrival_offsets(model, stages, int(self.scenario.seed)), index, total)
             out[target.name] = Dispatcher(
                 offsets, options.max_schedule_lag or None, options.late_threshold_ms / 1e3
@@ -139,20 +159,28 @@ class Runtime:
         self.sent += 1
         return True
 
-    def count_sent(self) -> None:
-        """A request about to be written: scheduled and sent (its record follows, any outcome)."""
+    def count_sent(self, request: Any = None) -> None:
+        """A request about to be written: scheduled and sent (its record follows, any outcome).
+        Warm-up requests are outside the measured run and outside its accounting."""
+        if request is not None and request.stage == WARMUP:
+            return
         if self.stats is not None:
             self.stats.add_scheduled(1)
 
-    def count_dropped(self) -> None:
+    def count_dropped(self, stage: str | None = None) -> None:
         """An open-loop request dropped as too late: scheduled, never sent."""
-        if self.stats is not None:
+        if self.stats is not None and stage != WARMUP:
             self.stats.add_scheduled(1)
             self.stats.add_dropped(1)
 
+    def stopping(self) -> None:
+        """The run is ending (Locust's test_stopping): slots due after now were never part of it."""
+        if self.schedule_end_ns is None:
+            self.schedule_end_ns = time.perf_counter_ns()
+
     def close_schedule(self) -> None:
         """At test stop: overdue slots no user took are dropped; the summary goes to the report."""
-        now = time.perf_counter_ns()
+        now = self.schedule_end_ns or time.perf_counter_ns()
         for dispatcher in self.dispatchers.values():
             n = dispatcher.drop_overdue(now)
             if n and self.stats is not None:
@@ -163,6 +191,10 @@ class Runtime:
         from loadkit.plugins import get_plugin_manager
 
         rec.worker = self.shard[0] if self.shard[1] > 1 else None
+        if self.sessions is not None and rec.stage is not None and self.plan:
+            self.sessions.add_staged(rec)
+        if rec.stage == WARMUP:
+            return  # warm-up is excluded from the run's stats (it shows in the stage table)
         try:
             get_plugin_manager().hook.loadkit_request_finished(record=rec)
         except Exception as exc:  # a plugin must not lose the record, but the run is invalid
@@ -184,6 +216,20 @@ def apply_scenario_slos(options: Any, scenario: Any) -> None:
     slos = getattr(scenario, "slos", None) or {}
     if slos and not getattr(options, "slo", None):
         options.slo = [f"{key}={float(limit):g}" for key, limit in slos.items()]
+
+
+def slo_limits(options: Any) -> dict[str, float]:
+    """{metric: limit ms} from the --slo options (after the scenario's were applied)."""
+    out: dict[str, float] = {}
+    for item in getattr(options, "slo", None) or []:
+        for part in str(item).split(","):
+            key, sep, value = part.partition("=")
+            if sep:
+                try:
+                    out[key.strip()] = float(value)
+                except ValueError:
+                    continue  # the stats layer refuses bad SLOs with a clear message
+    return out
 
 
 def share_of(total: int, index: int, workers: int) -> int:

@@ -91,7 +91,7 @@ class LLMUser(FastHttpUser):
             raise
         if not dispatcher.admit(t_sched, time.perf_counter_ns()):
             self.runtime.sent -= 1  # the budget counted a send that did not happen
-            self.runtime.count_dropped()
+            self.runtime.count_dropped(slot[1])
             return None
         return slot
 
@@ -125,7 +125,9 @@ class LLMUser(FastHttpUser):
         if not budgeted and not self.runtime.take_budget():
             self.runtime.workload_exhausted()
             raise StopUser()
-        self.runtime.count_sent()
+        if request.stage is None:
+            request.stage = self.runtime.stage_now()
+        self.runtime.count_sent(request)
         headers = {}
         if self.session_header and request.session_id:
             headers[self.session_header] = request.session_id

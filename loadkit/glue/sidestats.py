@@ -1,5 +1,6 @@
-"""Session stats across Locust nodes: workers piggyback a cumulative snapshot on every stats
-report (`report_to_master`), the master keeps the newest per worker and merges on demand.
+"""Session and stage stats across Locust nodes: workers piggyback a cumulative snapshot on
+every stats report (`report_to_master`), the master keeps the newest per worker and merges on
+demand.
 
 Cumulative snapshots make a lost or cleared interval harmless; a sequence number makes an
 older one arriving late harmless too.
@@ -12,17 +13,22 @@ from typing import Any
 
 from loadkit.records import RequestRecord
 from loadkit.sessionstats import SessionStats
+from loadkit.stagestats import StageStats
 
 log = logging.getLogger("loadkit")
-KEY = "loadkit_sessions"
+KEY = "loadkit_side"
 
 
-class SessionGlue:
+class SideStats:
+    """This node's session and stage stats, and (on the master) the workers' latest."""
+
     def __init__(self, environment: Any) -> None:
         self.environment = environment
         self.local = SessionStats()
-        self.remote: dict[str, tuple[int, SessionStats]] = {}
+        self.stages = StageStats()
+        self.remote: dict[str, tuple[int, SessionStats, StageStats]] = {}
         self.seq = 0
+        self.plan: list[dict[str, Any]] = []
 
     def install(self) -> None:
         from locust.runners import MasterRunner, WorkerRunner
@@ -39,10 +45,17 @@ class SessionGlue:
 
     def reset(self, **_: Any) -> None:
         self.local = SessionStats()
+        self.stages = StageStats(self.stages.slos)
         self.remote.clear()
+
+    def set_slos(self, slos: dict[str, float]) -> None:
+        self.stages.slos = dict(slos)
 
     def add_turn(self, record: RequestRecord) -> None:
         self.local.add_turn(record)
+
+    def add_staged(self, record: RequestRecord) -> None:
+        self.stages.add(record)
 
     def add_session(self, engine: str, session: Any) -> None:
         self.local.add_session(
@@ -51,7 +64,7 @@ class SessionGlue:
 
     def on_report_to_master(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
         self.seq += 1
-        data[KEY] = {"seq": self.seq, "stats": self.local.to_wire()}
+        data[KEY] = {"seq": self.seq, "sessions": self.local.to_wire(), "stages": self.stages.to_wire()}
 
     def on_worker_report(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
         payload = data.get(KEY)
@@ -62,13 +75,23 @@ class SessionGlue:
         if held is not None and held[0] >= seq:
             return  # an older snapshot arriving late
         try:
-            self.remote[client_id] = (seq, SessionStats.from_wire(payload["stats"]))
+            sessions = SessionStats.from_wire(payload["sessions"])
+            stages = StageStats.from_wire(payload["stages"])
         except (KeyError, ValueError, TypeError) as exc:
-            log.error("loadkit: bad session stats from worker %s: %s", client_id, exc)
+            log.error("loadkit: bad session/stage stats from worker %s: %s", client_id, exc)
+            return
+        self.remote[client_id] = (seq, sessions, stages)
 
-    def report(self) -> dict[str, Any]:
+    def sessions_report(self) -> dict[str, Any]:
         merged = SessionStats()
         merged.merge(self.local)
-        for _, stats in self.remote.values():
-            merged.merge(stats)
+        for _, sessions, _ in self.remote.values():
+            merged.merge(sessions)
         return merged.report()
+
+    def stages_report(self) -> dict[str, Any]:
+        merged = StageStats()
+        merged.merge(self.stages)
+        for _, _, stages in self.remote.values():
+            merged.merge(stages)
+        return merged.report(self.plan)

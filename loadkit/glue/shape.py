@@ -1,0 +1,47 @@
+"""Stages as a Locust load shape: the user count per stage of a closed-loop sweep, or a fixed
+pool of senders for an open-loop schedule whose rate changes by stage. The run ends after the
+last stage. Installed at `init` only when the scenario has stages (or a warm-up)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from locust import LoadTestShape
+
+
+class StageShape(LoadTestShape):
+    """tick() → (users, spawn rate) for the stage the run is in; None after the last stage."""
+
+    use_common_options = True  # -u is the open-loop sender pool and the closed-loop default
+
+    def __init__(self, plan: list[dict[str, Any]], closed: bool) -> None:
+        super().__init__()
+        self.plan = plan
+        self.closed = closed
+
+    def users_for(self, stage: dict[str, Any]) -> int:
+        default = int(getattr(self.runner.environment.parsed_options, "num_users", None) or 1) if self.runner else 1
+        if self.closed and stage.get("level") is not None:
+            return int(stage["level"])
+        return default
+
+    def tick(self) -> tuple[int, float] | None:
+        elapsed = self.get_run_time()
+        start = 0.0
+        for stage in self.plan:
+            start += float(stage["duration_s"])
+            if elapsed < start:
+                users = self.users_for(stage)
+                # Reach each level at once: a sweep level is measured at its full load.
+                return users, float(max(users, 1) * 10)
+        return None
+
+
+def stage_at(plan: list[dict[str, Any]], elapsed_s: float) -> str | None:
+    """The name of the stage running `elapsed_s` into the run (None past the end)."""
+    start = 0.0
+    for stage in plan:
+        start += float(stage["duration_s"])
+        if elapsed_s < start:
+            return str(stage["name"])
+    return None
