@@ -64,7 +64,9 @@ def sglang_error(status: int, message: str) -> bytes:
 
 class SglangGenerate(StreamFormat):
     def meta(self, n_out: int, out: Outcome | None) -> dict[str, Any]:
-        finish = None if out is None else {"type": out.finish_reason, "length": n_out}
+        finish: dict[str, Any] | None = None
+        if out is not None:  # SGLang: {"type": "length", "length": N} or {"type": "stop", "matched": <eos id>}
+            finish = {"type": "length", "length": n_out} if out.finish_reason == "length" else {"type": "stop", "matched": 2}
         return {
             "id": self.rid, "finish_reason": finish,
             "prompt_tokens": out.prompt_tokens if out else self._prompt_tokens,
