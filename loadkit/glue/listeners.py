@@ -60,6 +60,12 @@ def _install_shape(environment: Any) -> None:
             runtime.configure(environment.parsed_options, environment.host, (0, 1))
         except USER_ERRORS:
             return  # the web UI may still fix the options; test_start reports the error
+    options = environment.parsed_options
+    if runtime.open_loop and options is not None and options.num_users:
+        # Open loop: users are a pool of senders and the schedule waits until all exist;
+        # spawning them one a second (Locust's default) would only delay the run.
+        if not options.spawn_rate or options.spawn_rate < options.num_users:
+            options.spawn_rate = float(options.num_users)
     if runtime.plan and environment.shape_class is None:
         environment.shape_class = StageShape(runtime.plan, closed=not runtime.open_loop)
         environment.shape_class.runner = environment.runner
