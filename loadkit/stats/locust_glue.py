@@ -11,11 +11,13 @@ Timeline on a distributed run (the part Locust gets wrong for us, DESIGN.md §6)
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import gevent
@@ -34,6 +36,20 @@ log = logging.getLogger("loadkit.stats")
 FINAL_MESSAGE = "loadkit_final"
 RESET_MESSAGE = "loadkit_reset"
 MONITOR_INTERVAL_S = 1.0
+
+
+def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Listener wrapper: an exception marks the run invalid instead of breaking Locust's loop."""
+
+    @functools.wraps(method)
+    def wrapper(self: LocustStats, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as exc:
+            self.collector.fail(f"loadkit stats listener {method.__name__} failed", exc)
+            return None
+
+    return wrapper
 
 
 def install_stats(environment: Any) -> StatsCollector:
@@ -97,6 +113,7 @@ class LocustStats:
 
     # -- run lifecycle --------------------------------------------------------------------
 
+    @_guarded
     def _on_test_start(self, environment: Any, **_: Any) -> None:
         # Workers get the master's options just before test_start: read them again here.
         self.options = StatsOptions.from_parsed(environment.parsed_options)
@@ -123,6 +140,7 @@ class LocustStats:
                 "expect_workers": getattr(self.env.parsed_options, "expect_workers", None)
                 if self.role == "master" else None}  # fmt: skip
 
+    @_guarded
     def _on_test_stop(self, environment: Any, **_: Any) -> None:
         self.stopped = True
         self.collector.mark_stopped()
@@ -137,18 +155,22 @@ class LocustStats:
         elif self.role == "local":
             self._write("test_stop")
 
+    @_guarded
     def _on_quitting(self, environment: Any, **_: Any) -> None:
-        if self.role == "master" and not self.quit_started:
-            self.runner.quit()  # SIGTERM / Ctrl-C: collect finals before anything is written
-        if self.role != "worker":
-            self._write("quitting", final=True)
-        elif self.collector.raw_log is not None:
-            self.collector.raw_log.close()
-        if self.collector.error_count:
-            environment.process_exit_code = 1
+        try:
+            if self.role == "master" and not self.quit_started:
+                self.runner.quit()  # SIGTERM / Ctrl-C: collect finals before anything is written
+            if self.role != "worker":
+                self._write("quitting", final=True)
+            elif self.collector.raw_log is not None:
+                self.collector.raw_log.close()
+        finally:
+            if self.collector.error_count:
+                environment.process_exit_code = 1
 
     # -- worker side ----------------------------------------------------------------------
 
+    @_guarded
     def _on_report_to_master(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
         try:
             self.collector.worker_index = self.runner.worker_index
@@ -162,6 +184,7 @@ class LocustStats:
         except Exception as exc:
             self.collector.fail("sending the final stats snapshot failed", exc)
 
+    @_guarded
     def _on_reset_message(self, environment: Any, msg: Message, **_: Any) -> None:
         listeners, self.collector.reset_listeners = self.collector.reset_listeners, []
         self.collector.reset()
@@ -169,6 +192,7 @@ class LocustStats:
 
     # -- master side ----------------------------------------------------------------------
 
+    @_guarded
     def _on_worker_report(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
         payload = data.get(PAYLOAD_KEY)
         if payload is None:
@@ -178,6 +202,7 @@ class LocustStats:
             return
         self.collector.accept_snapshot(client_id, payload)
 
+    @_guarded
     def _on_final_message(self, environment: Any, msg: Message, **_: Any) -> None:
         self.collector.accept_snapshot(msg.node_id, msg.data)
 

@@ -79,3 +79,57 @@ def test_report_to_master_payload_is_added_by_a_worker_glue(tmp_path):
     assert (
         data[PAYLOAD_KEY]["worker"] == 4 and data[PAYLOAD_KEY]["seq"] == 1 and not data[PAYLOAD_KEY]["final"]
     )
+
+
+def _master(tmp_path):
+    from loadkit.stats.locust_glue import LocustStats
+
+    env = _env(tmp_path, expect_workers=2)
+    env.runner = None
+    runner = env.create_master_runner("127.0.0.1", 0)
+    glue = LocustStats(env)
+    return env, runner, glue
+
+
+def _close(runner) -> None:
+    runner.greenlet.kill(block=True)
+    runner.server.close(linger=0)
+
+
+def test_master_marks_missing_and_silent_workers_lost(tmp_path):
+    from locust.runners import STATE_MISSING, WorkerNode
+
+    from loadkit.stats import StatsCollector
+
+    env, runner, glue = _master(tmp_path)
+    try:
+        worker = StatsCollector()
+        worker.add(record())
+        for client_id in ("gone", "silent", "done"):
+            runner.clients[client_id] = WorkerNode(client_id)
+            glue._on_worker_report(
+                client_id, {PAYLOAD_KEY: worker.snapshot_payload(final=client_id == "done")}
+            )
+        runner.clients["gone"].state = STATE_MISSING
+        glue._check_workers()
+        glue._await_finals()  # "silent" never sends its final within --final-report-wait (1 s)
+        nodes = {w["client_id"]: w for w in glue.collector.report()["workers"]["nodes"]}
+        assert nodes["gone"]["status"] == "lost" and nodes["gone"]["lost_reason"] == "heartbeat missing"
+        assert nodes["silent"]["status"] == "lost" and "no final stats" in nodes["silent"]["lost_reason"]
+        assert nodes["done"]["status"] == "final"
+        assert glue.collector.report()["engines"]["e"]["requests"] == 3  # every worker's data kept
+    finally:
+        _close(runner)
+
+
+def test_master_reset_is_propagated_to_workers_but_not_at_test_start(tmp_path):
+    env, runner, glue = _master(tmp_path)
+    sent = []
+    runner.send_message = lambda msg_type, data=None, client_id=None: sent.append(msg_type)
+    try:
+        env.events.test_start.fire(environment=env)
+        assert sent == []  # workers reset on their own test_start; a message could wipe early records
+        env.events.reset_stats.fire()
+        assert sent == ["loadkit_reset"]
+    finally:
+        _close(runner)
