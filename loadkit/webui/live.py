@@ -148,7 +148,10 @@ class LiveView:
         out: dict[str, dict[str, list[Any]]] = {}
         for name, rows in (getattr(metrics, "samples", None) or {}).items():
             recent = rows[-MAX_POINTS:]
-            out[name] = {"t": [r["t"] for r in recent], "waiting": [r["values"].get("waiting") for r in recent]}
+            out[name] = {
+                "t": [r["t"] for r in recent],
+                "waiting": [r["values"].get("waiting") for r in recent],
+            }
         return out
 
     def _sample_loop(self) -> None:
@@ -210,7 +213,9 @@ class LiveView:
     def _no_stats(self) -> Response | None:
         if self.collector is not None:
             return None
-        return make_response("loadkit's stats are not installed on this node (is loadkit's locustfile loaded?)\n", 503)
+        return make_response(
+            "loadkit's stats are not installed on this node (is loadkit's locustfile loaded?)\n", 503
+        )
 
     def charts_page(self) -> Response:
         resp = make_response(chart_page(self.timeline.window_s))

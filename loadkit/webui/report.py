@@ -29,7 +29,9 @@ def render_html(report_dir: str) -> str | None:
     try:
         from loadkit.report import write_html  # type: ignore[import-not-found, attr-defined, unused-ignore]
     except ImportError:
-        return "loadkit's HTML report module (loadkit.report) is not installed; report.json is in " + report_dir
+        return (
+            "loadkit's HTML report module (loadkit.report) is not installed; report.json is in " + report_dir
+        )
     try:
         write_html(report_dir)
     except Exception as exc:  # shown to the user, and logged with its traceback

@@ -62,7 +62,9 @@ class Timeline:
         self._snapshots.clear()
         self.points = {}
 
-    def sample(self, t: float, epoch: int, hists: Hists, queue: dict[str, float | None] | None = None) -> None:
+    def sample(
+        self, t: float, epoch: int, hists: Hists, queue: dict[str, float | None] | None = None
+    ) -> None:
         """Add one point per engine at unix time ``t``; a new stats ``epoch`` (reset) starts over."""
         if epoch != self.epoch:
             self.clear()
@@ -91,7 +93,11 @@ class Timeline:
         series["queue"].append(queue)
         qs = [q for _, q in CHART_QUANTILES]
         for metric in CHART_METRICS:
-            values = window_percentiles(metrics[metric], base.get(metric), qs) if metric in metrics else [None] * len(qs)
+            values = (
+                window_percentiles(metrics[metric], base.get(metric), qs)
+                if metric in metrics
+                else [None] * len(qs)
+            )
             for (name, _), value in zip(CHART_QUANTILES, values, strict=True):
                 series[f"{metric}_{name}"].append(None if value is None else round(value / NS_PER_MS, 3))
 

@@ -81,7 +81,9 @@ def check_rows_agree(rows: list[dict[str, str]], doc: dict[str, Any], exact: boo
             assert p50 == pytest.approx(want, abs=0.051) if exact else p50 == pytest.approx(want, rel=0.3), (
                 row, metric, want)  # fmt: skip
         tokps = float(row["Output tok/s"])
-        assert tokps == pytest.approx(data["output_tokens_per_s"], abs=0.051 if exact else None, rel=None if exact else 0.3)
+        assert tokps == pytest.approx(
+            data["output_tokens_per_s"], abs=0.051 if exact else None, rel=None if exact else 0.3
+        )
 
 
 def check_charts(context: Any, base: str, name: str) -> None:
@@ -112,7 +114,9 @@ def reset_from_ui(page: Any, base: str, before: dict[str, Any]) -> None:
 
         def workers_reset() -> bool:
             nodes = get_json(base + "/loadkit/stats.json")["workers"]["nodes"]
-            return all(n["epoch"] > epochs.get(n["client_id"], -1) for n in nodes) and len(nodes) == len(epochs)
+            return all(n["epoch"] > epochs.get(n["client_id"], -1) for n in nodes) and len(nodes) == len(
+                epochs
+            )
 
         wait_for("every worker to report stats after the reset", workers_reset, 10)
 
@@ -206,7 +210,9 @@ def test_llm_view_local(tmp_path):
 def test_llm_view_master_with_two_workers(tmp_path):
     web, master_port = free_port(), free_port()
     base = f"http://127.0.0.1:{web}"
-    with sim_process("--serve", "openai:0:profile=fast", "--serve", "openai:0:profile=fast", truth_log=False) as sim:
+    with sim_process(
+        "--serve", "openai:0:profile=fast", "--serve", "openai:0:profile=fast", truth_log=False
+    ) as sim:
         targets = [a for i, url in enumerate(sim.urls) for a in ("--target", f"sim{i}={url}")]
         master_args = ["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(master_port),
                        "--expect-workers", "2", "--web-host", "127.0.0.1", "--web-port", str(web),

@@ -25,7 +25,12 @@ def test_rows_per_engine_and_label_carry_report_numbers():
     recs.append(record(engine="b", outcome="http_error:503"))
     report = collector_with(recs).report()
     rows = view.numeric_rows(report)
-    assert [(r["engine"], r["label"]) for r in rows] == [("a", "*"), ("a", "long"), ("a", "short"), ("b", "*")]
+    assert [(r["engine"], r["label"]) for r in rows] == [
+        ("a", "*"),
+        ("a", "long"),
+        ("a", "short"),
+        ("b", "*"),
+    ]
     a = rows[0]
     assert a["requests"] == 11 and a["failures"] == 0
     assert a["ttft_ms_p50"] == report["engines"]["a"]["ttft_ms"]["p50"]
@@ -58,7 +63,11 @@ def test_outcomes_most_frequent_first():
 
 
 def test_csv_round_trips_numbers_and_empties():
-    recs = [record(engine="a"), record(engine="a", outcome="disconnected"), record(engine="b", outcome="cancelled")]
+    recs = [
+        record(engine="a"),
+        record(engine="a", outcome="disconnected"),
+        record(engine="b", outcome="cancelled"),
+    ]
     rows = view.numeric_rows(collector_with(recs).report())
     parsed = list(csv.DictReader(io.StringIO(view.rows_csv(rows))))
     assert [p["engine"] for p in parsed] == ["a", "b"]
