@@ -45,7 +45,7 @@ def test_stage_stats_per_stage_summary_and_slos_and_merge():
     assert out[0]["level"] == 2 and out[1]["level"] == 4
     assert s1["requests"] == 10 and s1["output_tokens_per_s"] == 10.0 and s1["slo_attainment"] == 1.0
     assert s2["requests"] == 2 and s2["ok"] == 1 and s2["slo_attainment"] == 0.0
-    assert s1["ttft_ms"]["p50"] == 14.0
+    assert abs(s1["ttft_ms"]["p50"] - 14.0) <= 14.0 * 1e-3  # histogram precision
 
 
 def test_plan_with_warmup_and_open_loop_levels():
