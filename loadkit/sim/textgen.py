@@ -13,6 +13,7 @@ ASCII letters only, so they need no JSON escaping.
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 import zlib
@@ -72,14 +73,10 @@ class OutputCorpus:
 
     def __init__(self, seed: int, length: int = 1 << 16) -> None:
         rng = random.Random(seed)
-        top = len(WORDS) - 1
-        base = [rng.randint(0, top) for _ in range(length)]
+        base = rng.choices(range(len(WORDS)), k=length)
         self.length = length
         self.words = base + base  # doubled so a window never wraps
-        offsets = [0]
-        for w in self.words:
-            offsets.append(offsets[-1] + len(WORD_BYTES[w]))
-        self.offsets = offsets
+        self.offsets = [0, *itertools.accumulate(len(WORD_BYTES[w]) for w in self.words)]
         self.text = b"".join(WORD_BYTES[w] for w in self.words)
 
     def start_for(self, rng: random.Random) -> int:
