@@ -55,7 +55,10 @@ class TurnStats:
     def to_wire(self) -> dict[str, Any]:
         return {
             "ttft_ns": self.ttft_ns.to_wire(),
-            **{k: getattr(self, k) for k in ("requests", "ok", "n_in", "expected_cached", "reported_cached", "reported")},
+            **{
+                k: getattr(self, k)
+                for k in ("requests", "ok", "n_in", "expected_cached", "reported_cached", "reported")
+            },
         }
 
     @classmethod
@@ -73,7 +76,9 @@ class TurnStats:
             "ok": self.ok,
             "ttft_ms": {"count": self.ttft_ns.count, "p50": ms[0], "p90": ms[1], "p99": ms[2]},
             "prefix_expected_ratio": self.expected_cached / self.n_in if self.n_in else None,
-            "prefix_reported_ratio": self.reported_cached / self.n_in if self.n_in and self.reported else None,
+            "prefix_reported_ratio": self.reported_cached / self.n_in
+            if self.n_in and self.reported
+            else None,
             "expected_cached_tokens": self.expected_cached,
             "reported_cached_tokens": self.reported_cached if self.reported else None,
         }
@@ -109,7 +114,9 @@ class SessionStats:
         eng = self.engines.setdefault(record.engine, EngineSessions())
         eng.turns.setdefault(turn_key(record.turn), TurnStats()).add(record)
 
-    def add_session(self, engine: str, status: str, turns_sent: int, reason: str | None, end: str | None) -> None:
+    def add_session(
+        self, engine: str, status: str, turns_sent: int, reason: str | None, end: str | None
+    ) -> None:
         eng = self.engines.setdefault(engine, EngineSessions())
         if status == "broken":
             eng.broken += 1

@@ -27,7 +27,12 @@ COUNTERS = ("requests", "ok", "output_tokens", "judged", "good")
 
 
 def _metric_values(r: RequestRecord) -> dict[str, float | None]:
-    return {"ttft_ms": ttft_ms(r), "ttft_sched_ms": ttft_from_schedule_ms(r), "tpot_ms": tpot_ms(r), "e2e_ms": e2e_ms(r)}
+    return {
+        "ttft_ms": ttft_ms(r),
+        "ttft_sched_ms": ttft_from_schedule_ms(r),
+        "tpot_ms": tpot_ms(r),
+        "e2e_ms": e2e_ms(r),
+    }
 
 
 @dataclass
@@ -53,7 +58,9 @@ class StageCell:
                 self.hists[name].record(round(value * 1000))  # µs: sub-ms resolution
         if slos:
             self.judged += 1
-            if all(values.get(k) is not None and values[k] <= limit for k, limit in slos.items() if k in values):
+            if all(
+                values.get(k) is not None and values[k] <= limit for k, limit in slos.items() if k in values
+            ):
                 self.good += 1
 
     def merge(self, other: StageCell) -> None:
@@ -63,7 +70,10 @@ class StageCell:
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
     def to_wire(self) -> dict[str, Any]:
-        return {"hists": {m: h.to_wire() for m, h in self.hists.items()}, **{c: getattr(self, c) for c in COUNTERS}}
+        return {
+            "hists": {m: h.to_wire() for m, h in self.hists.items()},
+            **{c: getattr(self, c) for c in COUNTERS},
+        }
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> StageCell:
@@ -76,7 +86,9 @@ class StageCell:
         out: dict[str, Any] = {"requests": self.requests, "ok": self.ok, "output_tokens": self.output_tokens}
         for name, hist in self.hists.items():
             q = hist.percentiles([0.5, 0.9, 0.99]) if hist.count else [None] * 3
-            out[name] = {k: (None if v is None else v / 1000) for k, v in zip(("p50", "p90", "p99"), q, strict=True)}
+            out[name] = {
+                k: (None if v is None else v / 1000) for k, v in zip(("p50", "p90", "p99"), q, strict=True)
+            }
         rate = duration_s if duration_s and duration_s > 0 else None
         out["requests_per_s"] = self.ok / rate if rate else None
         out["output_tokens_per_s"] = self.output_tokens / rate if rate else None
@@ -137,7 +149,13 @@ def analyse(
     for prev, cur in zip(usable, usable[1:]):
         tp0, tp1 = prev["stats"]["output_tokens_per_s"], cur["stats"]["output_tokens_per_s"]
         lat0, lat1 = prev["stats"]["ttft_ms"]["p50"], cur["stats"]["ttft_ms"]["p50"]
-        if tp0 and lat0 and lat1 is not None and tp1 < tp0 * (1 + min_gain) and lat1 > lat0 * (1 + min_latency_rise):
+        if (
+            tp0
+            and lat0
+            and lat1 is not None
+            and tp1 < tp0 * (1 + min_gain)
+            and lat1 > lat0 * (1 + min_latency_rise)
+        ):
             saturation = {"stage": cur["name"], "level": cur.get("level"), "previous_level": prev.get("level"),
                           "throughput_gain": tp1 / tp0 - 1, "ttft_p50_rise": lat1 / lat0 - 1}  # fmt: skip
             break

@@ -41,6 +41,7 @@ def on_init(environment: Any, **_: Any) -> None:
     if runtime.stats is not None and hasattr(runtime.stats, "add_section"):
         runtime.stats.add_section("sessions", runtime.sessions.sessions_report)
         runtime.stats.add_section("stages", runtime.sessions.stages_report)
+        runtime.stats.add_section("lengths", runtime.sessions.lengths_report)
     # spawning_complete carries no environment: bind this process's runtime here.
     environment.events.spawning_complete.add_listener(lambda **_: runtime.start_schedule())
     environment.events.test_stopping.add_listener(lambda **_: runtime.stopping())
@@ -180,6 +181,7 @@ def on_test_stop(environment: Any, **_: Any) -> None:
     if runtime is None or not runtime.targets:
         return
     runtime.close_schedule()
+    runtime.snapshot_realised()
     if runtime.server_metrics is not None:
         runtime.server_metrics.stop()
         if runtime.stats is not None:

@@ -114,7 +114,10 @@ def add_core_arguments(group: OptionGroup) -> None:
         help="Open loop: a request sent more than this after its scheduled time counts as late",
     )
     group.add_argument(
-        "--warmup", type=float, default=0.0, env_var="LOADKIT_WARMUP",
+        "--warmup",
+        type=float,
+        default=0.0,
+        env_var="LOADKIT_WARMUP",
         help="Seconds of warm-up at the start of the run, excluded from the stats (shown as its own stage)",
     )
     group.add_argument(

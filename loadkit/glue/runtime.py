@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from loadkit.arrival import Stage, arrival_offsets, stages_from_spec, worker_share
-from loadkit.glue.shape import stage_at
 from loadkit.glue.openloop import Dispatcher
+from loadkit.glue.shape import stage_at
 from loadkit.plugins import plugin_fingerprint
 from loadkit.records import RequestRecord
 from loadkit.stagestats import stage_plan
@@ -103,6 +103,19 @@ class Runtime:
         if self.sessions is not None:
             self.sessions.plan = self.plan
             self.sessions.set_slos(slo_limits(options))
+            self.sessions.asked = getattr(self.scenario, "lengths_asked", None)
+
+    def snapshot_realised(self) -> None:
+        """The workload sources' own summaries (realised lengths, prefix sharing) for the report."""
+        if self.sessions is None:
+            return
+        out = {}
+        for name, source in self.sources.items():
+            try:
+                out[name] = source.realised()
+            except Exception as exc:  # a summary is optional; its absence is stated
+                out[name] = {"error": f"{type(exc).__name__}: {exc}"}
+        self.sessions.realised = out
 
     def stage_now(self) -> str | None:
         """Closed loop: the stage this moment of the run belongs to (by elapsed time)."""
@@ -195,6 +208,8 @@ class Runtime:
             self.sessions.add_staged(rec)
         if rec.stage == WARMUP:
             return  # warm-up is excluded from the run's stats (it shows in the stage table)
+        if self.sessions is not None:
+            self.sessions.add_lengths(rec)
         try:
             get_plugin_manager().hook.loadkit_request_finished(record=rec)
         except Exception as exc:  # a plugin must not lose the record, but the run is invalid

@@ -20,7 +20,9 @@ class StageShape(LoadTestShape):
         self.closed = closed
 
     def users_for(self, stage: dict[str, Any]) -> int:
-        default = int(getattr(self.runner.environment.parsed_options, "num_users", None) or 1) if self.runner else 1
+        default = (
+            int(getattr(self.runner.environment.parsed_options, "num_users", None) or 1) if self.runner else 1
+        )
         if self.closed and stage.get("level") is not None:
             return int(stage["level"])
         return default

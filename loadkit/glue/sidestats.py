@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from loadkit.lengthstats import LengthStats
 from loadkit.records import RequestRecord
 from loadkit.sessionstats import SessionStats
 from loadkit.stagestats import StageStats
@@ -26,9 +27,12 @@ class SideStats:
         self.environment = environment
         self.local = SessionStats()
         self.stages = StageStats()
-        self.remote: dict[str, tuple[int, SessionStats, StageStats]] = {}
+        self.lengths = LengthStats()
+        self.realised: dict[str, Any] = {}  # this node's workload sources' own summaries
+        self.remote: dict[str, tuple[int, SessionStats, StageStats, LengthStats, dict[str, Any]]] = {}
         self.seq = 0
         self.plan: list[dict[str, Any]] = []
+        self.asked: dict[str, Any] | None = None  # the scenario's length spec, as written
 
     def install(self) -> None:
         from locust.runners import MasterRunner, WorkerRunner
@@ -46,6 +50,7 @@ class SideStats:
     def reset(self, **_: Any) -> None:
         self.local = SessionStats()
         self.stages = StageStats(self.stages.slos)
+        self.lengths = LengthStats()
         self.remote.clear()
 
     def set_slos(self, slos: dict[str, float]) -> None:
@@ -57,14 +62,22 @@ class SideStats:
     def add_staged(self, record: RequestRecord) -> None:
         self.stages.add(record)
 
+    def add_lengths(self, record: RequestRecord) -> None:
+        self.lengths.add(record)
+
     def add_session(self, engine: str, session: Any) -> None:
         self.local.add_session(
-            engine, session.status, session.turns_sent, session.broken_reason, getattr(session, "end_reason", None)
+            engine,
+            session.status,
+            session.turns_sent,
+            session.broken_reason,
+            getattr(session, "end_reason", None),
         )
 
     def on_report_to_master(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
         self.seq += 1
-        data[KEY] = {"seq": self.seq, "sessions": self.local.to_wire(), "stages": self.stages.to_wire()}
+        data[KEY] = {"seq": self.seq, "sessions": self.local.to_wire(), "stages": self.stages.to_wire(),
+                     "lengths": self.lengths.to_wire(), "realised": self.realised}  # fmt: skip
 
     def on_worker_report(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
         payload = data.get(KEY)
@@ -77,21 +90,32 @@ class SideStats:
         try:
             sessions = SessionStats.from_wire(payload["sessions"])
             stages = StageStats.from_wire(payload["stages"])
+            lengths = LengthStats.from_wire(payload["lengths"])
         except (KeyError, ValueError, TypeError) as exc:
             log.error("loadkit: bad session/stage stats from worker %s: %s", client_id, exc)
             return
-        self.remote[client_id] = (seq, sessions, stages)
+        self.remote[client_id] = (seq, sessions, stages, lengths, dict(payload.get("realised") or {}))
 
     def sessions_report(self) -> dict[str, Any]:
         merged = SessionStats()
         merged.merge(self.local)
-        for _, sessions, _ in self.remote.values():
+        for _, sessions, *_ in self.remote.values():
             merged.merge(sessions)
         return merged.report()
 
     def stages_report(self) -> dict[str, Any]:
         merged = StageStats()
         merged.merge(self.stages)
-        for _, _, stages in self.remote.values():
+        for _, _, stages, *_ in self.remote.values():
             merged.merge(stages)
         return merged.report(self.plan)
+
+    def lengths_report(self) -> dict[str, Any]:
+        merged = LengthStats()
+        merged.merge(self.lengths)
+        realised = [self.realised] if self.realised else []
+        for _, _, _, lengths, real in self.remote.values():
+            merged.merge(lengths)
+            if real:
+                realised.append(real)
+        return {"asked": self.asked, "by_target": merged.report(), "workload_sources": realised}

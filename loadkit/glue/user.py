@@ -107,7 +107,9 @@ class LLMUser(FastHttpUser):
                 record = self.send(request, budgeted=budgeted)
                 budgeted = False
                 ok = record.outcome == OK
-                request = session.next_request(record.text if ok else None, ok, None if ok else record.outcome)
+                request = session.next_request(
+                    record.text if ok else None, ok, None if ok else record.outcome
+                )
                 if request is not None:
                     gevent.sleep(session.think_time_s())
         except BaseException:
