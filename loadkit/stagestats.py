@@ -146,7 +146,7 @@ def analyse(
     """Saturation and goodput level over stages ordered by increasing load."""
     usable = [r for r in rows if r["stats"] and r["stats"]["output_tokens_per_s"] is not None]
     saturation = None
-    for prev, cur in zip(usable, usable[1:]):
+    for prev, cur in zip(usable, usable[1:], strict=False):
         tp0, tp1 = prev["stats"]["output_tokens_per_s"], cur["stats"]["output_tokens_per_s"]
         lat0, lat1 = prev["stats"]["ttft_ms"]["p50"], cur["stats"]["ttft_ms"]["p50"]
         if (
