@@ -34,6 +34,7 @@ from tests.webui.browser import (
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.integration]
 
 RUN_S = 8.0
+SECRET = "sk-browser-test-secret"
 
 
 def start_from_form(page: Any, base: str, host: str) -> None:
@@ -47,6 +48,8 @@ def start_from_form(page: Any, base: str, host: str) -> None:
         page.get_by_text("Custom parameters").click()
     page.fill("input[name=scenario]", str(SCENARIO))
     assert page.get_attribute("input[name=apiKey]", "type") == "password"
+    assert page.input_value("input[name=apiKey]") == ""
+    assert SECRET not in page.content()  # not in the form, nor in the page's template arguments
     shot(page, "webui-start-form.png")
     page.get_by_role("button", name="Start").click()
 
@@ -201,7 +204,8 @@ def test_llm_view_local(tmp_path):
     web = free_port()
     base = f"http://127.0.0.1:{web}"
     with sim_process("--profile", "fast", truth_log=False) as sim:
-        args = ["--web-host", "127.0.0.1", "--web-port", str(web), "--report-dir", str(tmp_path / "report")]
+        args = ["--web-host", "127.0.0.1", "--web-port", str(web), "--report-dir", str(tmp_path / "report"),
+                "--api-key", SECRET]  # fmt: skip
         with locust_process(tmp_path / "locust.log", *args):
             wait_for("Locust's web UI", web_ready(base), 30)
             drive(base, sim.url, {"openai"}, "local")

@@ -27,15 +27,17 @@ class Idle(HttpUser):
         pass
 
 
-def make_env(tmp_path, web_login: bool = False) -> tuple[Environment, StatsCollector]:
-    options = parse_options(args=[])
+def make_env(tmp_path, web_login: bool = False, base_path: str = "") -> tuple[Environment, StatsCollector]:
+    options = parse_options(args=["--web-base-path", base_path] if base_path else [])
     options.report_dir = str(tmp_path)
     env = Environment(user_classes=[Idle], parsed_options=options)
     env.create_local_runner()
     collector = StatsCollector()
     env.events.reset_stats.add_listener(collector.reset)  # as loadkit's stats glue does
     env.loadkit = SimpleNamespace(stats=collector, targets=[])
-    env.create_web_ui("127.0.0.1", 0, delayed_start=True, web_login=web_login)
+    env.create_web_ui(
+        "127.0.0.1", 0, delayed_start=True, web_login=web_login, web_base_path=base_path or None
+    )
     return env, collector
 
 
@@ -179,4 +181,16 @@ def test_secret_option_is_blanked_in_the_page_and_kept_when_the_form_leaves_it_e
     client.post("/stop")
     assert client.post("/swarm", data={**form, "api_key": "sk-typed"}).get_json()["success"]
     assert env.parsed_options.api_key == "sk-typed"  # typed means replace
+    env.runner.quit()
+
+
+def test_routes_follow_the_web_base_path(tmp_path):
+    env, collector = make_env(tmp_path, base_path="/lk")
+    install_web_ui(env)
+    collector.add(record(engine="x"))
+    client = env.web_ui.app.test_client()
+    assert client.get("/loadkit/stats.json").status_code == 404
+    assert client.get("/lk/loadkit/stats.json").get_json()["rows"][0]["engine"] == "x"
+    body = client.get("/lk/stats/requests").get_json()
+    assert [e["key"] for e in body["extended_stats"]] == ["llm"]
     env.runner.quit()
