@@ -126,8 +126,7 @@ class SimEngine:
         if not spec.cache_prompt:
             seq.hashes = []  # llama.cpp's cache_prompt=false: no reuse
         fmt = route.fmt(spec, truth["request_id"], self.created, self.corpus, start)
-        if hasattr(fmt, "set_prompt"):
-            fmt.set_prompt(len(ids), 0)
+        fmt.set_prompt(len(ids), 0)
         truth["fault"] = fault.name if fault is not None else None
         sink = ActiveStream(self, conn, fmt, seq, truth, fault)
         seq.sink = sink

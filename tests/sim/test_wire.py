@@ -77,6 +77,13 @@ def test_vllm_completions_stream_matches_fixture(sims: dict[str, SimHandle]) -> 
     assert got[-1] == "[DONE]"
 
 
+def test_vllm_continuous_usage_stats(sims: dict[str, SimHandle]) -> None:
+    body = {**CHAT, "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+    got = data_lines(request(sims["openai"].port, "POST", "/v1/chat/completions", body))
+    counts = [e["usage"]["completion_tokens"] for e in got[:-1]]
+    assert counts == [0, 1, 2, 3, 4, 4]  # role chunk, 4 tokens, final usage chunk
+
+
 def test_usage_chunk_only_when_asked(sims: dict[str, SimHandle]) -> None:
     body = {**COMPLETION, "stream_options": None}
     got = data_lines(request(sims["openai"].port, "POST", "/v1/completions", body))

@@ -39,6 +39,7 @@ class RequestSpec:
     include_usage: bool = False
     prompt_ids: list[int] | None = None  # when the client sent token ids
     cache_prompt: bool = True
+    continuous_usage: bool = False  # vLLM's stream_options.continuous_usage_stats
 
 
 @dataclass(slots=True)
@@ -66,6 +67,11 @@ class StreamFormat:
         self.created = created
         self.corpus = corpus
         self.start_word = start
+        self.n_prompt = 0
+        self.n_cached = 0
+
+    def set_prompt(self, prompt_tokens: int, cached: int) -> None:
+        self.n_prompt, self.n_cached = prompt_tokens, cached
 
     def start(self) -> bytes:
         return b""

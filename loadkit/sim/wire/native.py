@@ -69,15 +69,9 @@ class SglangGenerate(StreamFormat):
             finish = {"type": "length", "length": n_out} if out.finish_reason == "length" else {"type": "stop", "matched": 2}
         return {
             "id": self.rid, "finish_reason": finish,
-            "prompt_tokens": out.prompt_tokens if out else self._prompt_tokens,
-            "completion_tokens": n_out, "cached_tokens": out.cached_tokens if out else self._cached,
+            "prompt_tokens": out.prompt_tokens if out else self.n_prompt,
+            "completion_tokens": n_out, "cached_tokens": out.cached_tokens if out else self.n_cached,
         }  # fmt: skip
-
-    _prompt_tokens = 0
-    _cached = 0
-
-    def set_prompt(self, prompt_tokens: int, cached: int) -> None:
-        self._prompt_tokens, self._cached = prompt_tokens, cached
 
     def token(self, text: bytes, index: int, n: int) -> bytes:
         so_far = self.corpus.text_of(self.start_word, 0, index + n)
@@ -225,13 +219,6 @@ def parse_llama_native(body: dict[str, Any], default_max: int, model: str) -> Re
 
 
 class LlamaNative(StreamFormat):
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self.n_prompt = 0
-
-    def set_prompt(self, prompt_tokens: int, cached: int) -> None:
-        self.n_prompt = prompt_tokens
-
     def token(self, text: bytes, index: int, n: int) -> bytes:
         ids = b",".join(b"%d" % i for i in self.ids(index, n))
         return b'data: {"index":0,"content":%s,"tokens":[%s],"stop":false,"id_slot":-1,"tokens_predicted":%d,"tokens_evaluated":%d}\n\n' % (

@@ -41,6 +41,7 @@ def parse_openai(body: dict[str, Any], chat: bool, default_max: int, model: str)
     if not isinstance(opts, dict):
         raise ValueError("stream_options must be an object")
     return RequestSpec(
+        continuous_usage=bool(opts.get("continuous_usage_stats")),
         prompt=prompt,
         prompt_ids=ids,
         max_tokens=max_tokens,
@@ -100,18 +101,25 @@ class VllmCompletion(StreamFormat):
             (self.id_prefix + self.rid).encode(), self.object_name, self.created, dumps(self.spec.model))
         self.head = head
         self.tail = b"]}\n\n"
+        if self.spec.continuous_usage:  # usage in every chunk: the frame changes per event
+            self.fixed_frame = False
+
+    def running_tail(self, n_out: int) -> bytes:
+        if not self.spec.continuous_usage:
+            return self.tail
+        p = self.n_prompt
+        return b'],"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d}}\n\n' % (p, p + n_out, n_out)
 
     def choice(self, text: bytes, finish: bytes) -> bytes:
         return b'{"index":0,"text":%s,"logprobs":null,"finish_reason":%s,"stop_reason":null}' % (
             json_str(text), finish)
 
     def token(self, text: bytes, index: int, n: int) -> bytes:
-        return self.head + self.choice(text, b"null") + self.tail
-
+        return self.head + self.choice(text, b"null") + self.running_tail(index + n)
 
     def last_token(self, text: bytes, index: int, n: int, out: Outcome) -> bytes:
         # vLLM puts finish_reason on the chunk with the last text.
-        return self.head + self.choice(text, dumps(out.finish_reason)) + self.tail
+        return self.head + self.choice(text, dumps(out.finish_reason)) + self.running_tail(index + n)
 
     def end(self, out: Outcome) -> bytes:
         if not self.spec.include_usage:
@@ -144,7 +152,7 @@ class VllmChat(VllmCompletion):
 
     def start(self) -> bytes:
         role = b'{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}'
-        return self.head + role + self.tail
+        return self.head + role + self.running_tail(0)
 
     def body(self, text: bytes, out: Outcome) -> bytes:
         return dumps({
