@@ -59,6 +59,7 @@ class LatenessStats:
             "p99_ms": self.quantile_ms(0.99),
             "p999_ms": self.quantile_ms(0.999),
             "max_ms": self.max_ns / 1e6 if self.count else None,
+            "within_1ms": sum(self.buckets[: 1_000_000 // _BUCKET_NS]) / self.count if self.count else None,
         }
 
 
