@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from loadkit import types as t
 from loadkit.engines.base import EngineAdapter, StreamParser
@@ -53,6 +54,39 @@ class Timeouts:
         for name in ("connect_s", "first_token_s", "total_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"timeout {name} must be > 0")
+
+
+def is_gevent_socket(sock: socket.socket) -> bool:
+    """True for gevent's cooperative sockets (Locust monkey-patches `socket`)."""
+    return type(sock).__module__.startswith("gevent")
+
+
+class GeventDeadline:
+    """Under gevent, one timer per deadline rather than one per read: a socket timeout makes
+    gevent arm and cancel a fresh Timeout around every wait (~5 µs of ~25 per read, profiled).
+    The deadline only changes once, when the first token ends the first-token limit."""
+
+    __slots__ = ("_timeout", "_deadline_ns")
+
+    def __init__(self) -> None:
+        self._timeout: Any = None
+        self._deadline_ns: int | None = None
+
+    def arm(self, deadline_ns: int) -> None:
+        if deadline_ns == self._deadline_ns:
+            return
+        import gevent
+
+        self.cancel()
+        seconds = max(1e-3, (deadline_ns - time.perf_counter_ns()) / 1e9)
+        self._timeout = gevent.Timeout(seconds, TimeoutError)
+        self._timeout.start()
+        self._deadline_ns = deadline_ns
+
+    def cancel(self) -> None:
+        if self._timeout is not None:
+            self._timeout.cancel()
+            self._timeout, self._deadline_ns = None, None
 
 
 class _StreamDone(Exception):
@@ -243,6 +277,18 @@ class StreamRun:
         return f"HTTP {head.status}: {text[:500]}"
 
     def _stream(self, head: ResponseHead, body: BodyReader) -> None:
+        assert self.sock is not None
+        guard = GeventDeadline() if is_gevent_socket(self.sock) else None
+        if guard is not None:
+            # Bounded by the guard's timer: a socket timeout would arm a new one per read.
+            self.sock.settimeout(None)
+        try:
+            self._read_loop(head, body, guard)
+        finally:
+            if guard is not None:
+                guard.cancel()
+
+    def _read_loop(self, head: ResponseHead, body: BodyReader, guard: GeventDeadline | None) -> None:
         decoder = FastSSEDecoder() if self.adapter.framing == "sse" else NDJSONDecoder()
         parser = self.adapter.new_parser()
         data = head.leftover
@@ -250,6 +296,8 @@ class StreamRun:
         while True:
             if data and self._on_read(t_read, body.feed(data), decoder, parser):
                 self.record.t_end_ns = t_read
+                if guard is not None:
+                    guard.cancel()
                 self._drain(body)
                 self.reusable = body.complete and head.keep_alive
                 return
@@ -258,7 +306,10 @@ class StreamRun:
                 self.reusable = head.keep_alive
                 return
             assert self.sock is not None
-            self.sock.settimeout(max(1e-3, (self._deadline() - time.perf_counter_ns()) / 1e9))
+            if guard is not None:
+                guard.arm(self._deadline())
+            else:
+                self.sock.settimeout(max(1e-3, (self._deadline() - time.perf_counter_ns()) / 1e9))
             data, t_read = recv_stamped(self.sock, self.kernel)
             if not data:
                 # Without a length or chunking, close is the normal end of the body.

@@ -329,3 +329,54 @@ def test_fast_sse_decoder_raises_on_invalid_utf8():
     dec.feed(b"data: ok\n\ndata: \xe2\x82")  # cut inside a character, then the stream ends
     with pytest.raises(UnicodeDecodeError):
         dec.close()
+
+
+def test_gevent_deadline_guard_is_cancelled_on_every_exit():
+    """Only meaningful under gevent (run by the test below): after a request ends, no timer of
+    its deadline guard may fire into the greenlet that goes on running."""
+    from loadkit.timer import is_gevent_socket
+
+    probe = socket.socket()
+    patched = is_gevent_socket(probe)
+    probe.close()
+    if not patched:
+        pytest.skip("socket is not gevent's here")
+    import gevent
+
+    writes = [(0, delta("a")), (0, DONE), (0, END_CHUNK)]
+    with serve(Script(writes=writes, close=False)) as srv:
+        rec = run_request(OpenAIAdapter(), srv.url, REQ, timeouts=Timeouts(first_token_s=0.1, total_s=0.2))
+        gevent.sleep(0.3)  # a stray guard would raise TimeoutError here
+    assert rec.outcome == t.OK
+    with serve(Script(writes=[(0.5, delta("late"))])) as srv:
+        rec = run_request(OpenAIAdapter(), srv.url, REQ, timeouts=Timeouts(first_token_s=0.1, total_s=0.2))
+        gevent.sleep(0.3)
+    assert rec.outcome == t.TIMEOUT_FIRST_TOKEN
+
+    def killed() -> None:
+        run_request(OpenAIAdapter(), srv.url, REQ, sink=seen.append)
+
+    seen: list = []
+    with serve(Script(writes=[(0, delta("a")), (1.0, delta("b"))])) as srv:
+        g = gevent.spawn(killed)
+        gevent.sleep(0.2)
+        g.kill()
+    assert seen and seen[0].outcome == t.CANCELLED and len(seen[0].event_t_ns) == 1
+
+
+@pytest.mark.slow
+def test_timer_under_gevent_monkey_patching():
+    """The whole module again with gevent's sockets (what Locust runs): the cooperative
+    deadline guard and gevent's recvmsg take the place of socket timeouts and recv."""
+    import subprocess
+    import sys
+
+    code = (
+        "from gevent import monkey; monkey.patch_all()\n"
+        "import sys, pytest\n"
+        "sys.exit(pytest.main(['tests/test_timer.py', '-q', '-x', '-p', 'no:cacheprovider', '-p', 'no:anyio',"
+        " '-p', 'no:trio', '-k', 'not under_gevent_monkey', '-rs']))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "socket is not gevent's" not in proc.stdout
