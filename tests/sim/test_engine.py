@@ -215,3 +215,14 @@ def test_speculative_tokens_coalesce_into_one_event() -> None:
     while not a.done:
         sizes += [n for q, n in s.step().emissions]
     assert sum(sizes) == 200 and max(sizes) > 1 and max(sizes) <= 4
+
+
+def test_lateness_histogram_quantiles() -> None:
+    from loadkit.sim.runner import LatenessStats
+
+    h = LatenessStats()
+    assert h.summary()["p50_ms"] is None
+    for late_us in [5] * 90 + [500] * 9 + [3000]:
+        h.add(late_us * 1000)
+    s = h.summary()
+    assert s["p50_ms"] == 0.01 and s["p99_ms"] == 0.51 and s["max_ms"] == 3.0 and s["within_1ms"] == 0.99
