@@ -95,6 +95,13 @@ def check_charts(context: Any, base: str, name: str) -> None:
     for chart in ("ttft", "tpot", "tokps", "inflight"):
         wait_for(f"a drawn line in chart {chart}",
                  lambda chart=chart: charts.locator(f"svg#{chart} path.series").count() > 0, 10)  # fmt: skip
+    queue = get_json(base + "/loadkit/stats.json")["queue"]
+    if any(v is not None for q in queue.values() for v in q["waiting"]):  # server metrics scraped
+        wait_for(
+            "the server queue line",
+            lambda: charts.locator("svg#inflight path[stroke-dasharray]").count() > 0,
+            10,
+        )
     d = charts.locator("svg#ttft path.series").first.get_attribute("d") or ""
     assert d.startswith("M") and "L" in d  # a line through several points, not a dot
     shot(charts, name)
@@ -217,10 +224,11 @@ def test_llm_view_master_with_two_workers(tmp_path):
     with sim_process(
         "--serve", "openai:0:profile=fast", "--serve", "openai:0:profile=fast", truth_log=False
     ) as sim:
-        targets = [a for i, url in enumerate(sim.urls) for a in ("--target", f"sim{i}={url}")]
+        # vLLM's adapter scrapes the simulator's vLLM-style /metrics: the queue line is drawn too.
+        targets = [a for i, url in enumerate(sim.urls) for a in ("--target", f"sim{i}={url},engine=vllm")]
         master_args = ["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(master_port),
                        "--expect-workers", "2", "--web-host", "127.0.0.1", "--web-port", str(web),
-                       "--report-dir", str(tmp_path / "report"), *targets]  # fmt: skip
+                       "--report-dir", str(tmp_path / "report"), "--scrape-interval", "1", *targets]  # fmt: skip
         worker_args = ["--worker", "--master-host", "127.0.0.1", "--master-port", str(master_port)]
         with (
             locust_process(tmp_path / "master.log", *master_args),
