@@ -89,6 +89,8 @@ class RequestRecord:
             "stage": self.stage,
             "worker": self.worker,
             "finish_reason": self.finish_reason,
+            # Engine-reported timings (llama.cpp's prompt_ms, predicted_per_token_ms...), as sent.
+            "server_timings": self.server_timings,
         }
 
 
