@@ -142,16 +142,20 @@ def ttft_over_time(raw: RawData, engine: str) -> dict[str, list[float]]:
     keep = raw.mask(engine) & np.isfinite(col["t_first_ns"]) & np.isfinite(col["ttft_ms"])
     if not keep.any():
         return {"t": [], "p50": [], "p99": []}
-    starts = {f: np.nanmin(col["t_send_ns"][col["file"] == f]) for f in np.unique(col["file"][keep])}
-    offsets = np.array([starts[f] for f in col["file"][keep]])
-    secs = (col["t_first_ns"][keep] - offsets) / 1e9
+    files = col["file"]
+    starts = np.full(int(files.max()) + 1 if files.size else 1, np.nan)
+    for f in np.unique(files[keep]):
+        starts[f] = np.nanmin(col["t_send_ns"][files == f])
+    secs = (col["t_first_ns"][keep] - starts[files[keep]]) / 1e9
     width = max(1.0, float(np.ceil((secs.max() + 1e-9) / MAX_TIME_BINS)))
     bins = np.floor(secs / width).astype(np.int64)
-    ttft = col["ttft_ms"][keep]
+    order = np.argsort(bins, kind="stable")
+    bins, ttft = bins[order], col["ttft_ms"][keep][order]
+    edges = np.flatnonzero(np.diff(bins)) + 1
     out: dict[str, list[float]] = {"t": [], "p50": [], "p99": []}
-    for b in np.unique(bins):
-        v = ttft[bins == b]
+    for b, v in zip(bins[np.r_[0, edges]], np.split(ttft, edges), strict=True):
+        p50, p99 = np.quantile(v, [0.5, 0.99])
         out["t"].append(float(b * width))
-        out["p50"].append(float(np.quantile(v, 0.5)))
-        out["p99"].append(float(np.quantile(v, 0.99)))
+        out["p50"].append(float(p50))
+        out["p99"].append(float(p99))
     return out

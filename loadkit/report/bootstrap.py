@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-WORK_BUDGET = 20_000_000
+WORK_BUDGET = 10_000_000
 MIN_RESAMPLES = 200
 BATCH_VALUES = 2_000_000
 

@@ -223,6 +223,7 @@ def _server_series(metrics: dict[str, Any], order: list[str]) -> tuple[dict[str,
     return by_name, errors
 
 
+RATIO_METRICS = ("kv_usage", "prefix_hit_rate", "prefix_hit_rate_interval")
 PREFERRED = ("running", "waiting", "kv_usage", "prefix_hit_rate", "prefix_hit_rate_interval")
 
 
@@ -234,7 +235,10 @@ def server_metrics_section(report: dict[str, Any]) -> str:
                                                       "(engine exposes none, or --scrape-interval 0)"))  # fmt: skip
     by_name, errors = _server_series(metrics, list(engines_of(report)))
     names = sorted(by_name, key=lambda n: (PREFERRED.index(n) if n in PREFERRED else len(PREFERRED), n))
-    plots = [line_plot(f"server-{re.sub(r'[^a-z0-9_-]+', '-', n.lower())}", n, by_name[n], "seconds since first scrape", n)
+    # One time axis for every server plot, so a queue spike lines up across them.
+    t_end = max((float(x) for ss in by_name.values() for s in ss for x in s.xs if x is not None), default=1.0)
+    plots = [line_plot(f"server-{re.sub(r'[^a-z0-9_-]+', '-', n.lower())}", n, by_name[n], "seconds since first scrape", n,
+                       x_lo=0.0, x_hi=max(t_end, 1.0), y_lo=0.0, y_hi=1.0 if n in RATIO_METRICS else None)
              for n in names if any(s.xs for s in by_name[n])]  # fmt: skip
     if not plots:
         plots = [not_measured("server-metrics", "every scrape failed or returned no known metric")]

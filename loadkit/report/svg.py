@@ -171,9 +171,10 @@ def _path(s: Series, xs: Scale, ys: Scale) -> str:
 
 def line_plot(plot_id: str, title: str, series: list[Series], xlabel: str, ylabel: str, *,
               x_log: bool = False, y_log: bool = False, y_lo: float | None = None,
-              y_hi: float | None = None, x_integer: bool = False) -> str:  # fmt: skip
+              y_hi: float | None = None, x_integer: bool = False, x_lo: float | None = None,
+              x_hi: float | None = None) -> str:  # fmt: skip
     """A line chart; with ``x_log``/``y_log`` that axis is log10 (values ≤ 0 are not drawn)."""
-    x0, x1, xt = _domain([float(v) for s in series for v in s.xs if v is not None], x_log, None, None)
+    x0, x1, xt = _domain([float(v) for s in series for v in s.xs if v is not None], x_log, x_lo, x_hi)
     if x_integer:  # turn indexes: no 1.5th turn
         xt = [t for t in xt if float(t).is_integer()]
     y0, y1, yt = _domain([float(v) for s in series for v in s.ys if v is not None], y_log, y_lo, y_hi)
