@@ -129,7 +129,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "sim_cpu_s": round(cpu, 2), "sim_core_share": round(cpu / secs, 2),
         "tokens_per_cpu_s": round(tokens / cpu) if cpu else None,
         "load_avg_1m": os.getloadavg()[0],
-        "expected_tokens_per_s_if_on_schedule": round(args.streams / (args.decode_ms / 1000)),
+        # spec_tokens=K draws 1..K tokens per event: (K+1)/2 on average.
+        "expected_tokens_per_s_if_on_schedule": round(args.streams / (args.decode_ms / 1000) * (args.spec_tokens + 1) / 2),
         "steps_per_s": round((s1["steps"] - s0["steps"]) / secs, 1),
         "client_MB_per_s": round(raw["client_bytes"] / secs / 1e6, 1),
         "resyncs": s1["resyncs"] - s0["resyncs"],
