@@ -293,6 +293,7 @@ class StreamRun:
         parser = self.adapter.new_parser()
         data = head.leftover
         t_read = self.record.t_headers_ns or time.perf_counter_ns()
+        armed_for: bool | None = None  # the guard's phase: before (False) / after (True) the first token
         while True:
             if data and self._on_read(t_read, body.feed(data), decoder, parser):
                 self.record.t_end_ns = t_read
@@ -307,7 +308,10 @@ class StreamRun:
                 return
             assert self.sock is not None
             if guard is not None:
-                guard.arm(self._deadline())
+                has_tokens = bool(self.record.event_t_ns)
+                if armed_for is not has_tokens:  # first pass, or the first token changed the limit
+                    armed_for = has_tokens
+                    guard.arm(self._deadline())
             else:
                 self.sock.settimeout(max(1e-3, (self._deadline() - time.perf_counter_ns()) / 1e9))
             data, t_read = recv_stamped(self.sock, self.kernel)
@@ -324,6 +328,9 @@ class StreamRun:
             events = decoder.feed(chunk)
         except UnicodeDecodeError as exc:
             raise _StreamDone(t.MALFORMED_STREAM, f"invalid UTF-8 in stream: {exc}") from None
+        # The per-event path, kept flat: it runs once for every token of every stream.
+        rec = self.record
+        event_t, event_k, texts = rec.event_t_ns, rec.event_tokens, self.text_parts
         token_events = 0
         done = False
         for ev in events:
@@ -332,13 +339,19 @@ class StreamRun:
                 continue
             if te.tokens > 0 or te.text or te.reasoning_text:
                 token_events += 1
-                self._on_tokens(t_read, te)
-            self._on_meta(te)
+                k = te.tokens if te.tokens > 0 else 1
+                event_t.append(t_read)
+                event_k.append(k)
+                self.tokens_from_events += k
+                if te.text:
+                    texts.append(te.text)
+            if te.usage is not None or te.finish_reason is not None or te.server_timings is not None:
+                self._on_meta(te)
             if te.done:
                 done = True
                 break
         if token_events > 1:
-            self.record.coalesced_reads += 1
+            rec.coalesced_reads += 1
             READS.coalesced += 1
         return done
 
