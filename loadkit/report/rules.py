@@ -40,6 +40,8 @@ def metric_value(section: dict[str, Any], path: str) -> float | None:
         return failures / requests if requests else None
     node: Any = section
     for part in path.split("."):
+        if node is None:  # e.g. slo.good_fraction when the run gave no SLO: not measured
+            return None
         if not isinstance(node, dict) or part not in node:
             raise RuleError(f"unknown metric {path!r} (e.g. ttft_ms.p99, tpot_ms.p50, output_tokens_per_s, goodput.rps)")
         node = node[part]

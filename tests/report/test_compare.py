@@ -49,6 +49,7 @@ def test_metric_paths_and_aliases():
     sec = {"ttft_ms": {"p99": 12.0, "p50": None}, "goodput_per_s": 3.0, "requests": 10, "failures": 2, "slo": None}
     assert metric_value(sec, "ttft_ms.p99") == 12.0 and metric_value(sec, "ttft_ms.p50") is None
     assert metric_value(sec, "goodput.rps") == 3.0 and metric_value(sec, "error_rate") == 0.2
+    assert metric_value(sec, "goodput.fraction") is None  # no SLO given: not measured, not an error
     with pytest.raises(RuleError):
         metric_value(sec, "ttfb_ms.p99")
     with pytest.raises(RuleError):
