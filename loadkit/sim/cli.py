@@ -159,14 +159,15 @@ async def serve(specs: list[EngineSpec], options: ServerOptions, stop: asyncio.E
     started = [await start_engine(e, options.host) for e in engines]
     if state is not None:
         state["engines"] = engines
-        return await _wait_and_close(stop, started, truth)
+        return await _wait_and_close(stop, started, truth, engines)
     for e in engines:
         print(f"loadkit sim: listening on http://{options.host}:{e.port} engine={e.family} "
               f"profile={e.profile.name} model={e.model}", flush=True)
-    await _wait_and_close(stop, started, truth)
+    await _wait_and_close(stop, started, truth, engines)
 
 
-async def _wait_and_close(stop: asyncio.Event, started: list[Any], truth: TruthLog | None) -> None:
+async def _wait_and_close(stop: asyncio.Event, started: list[Any], truth: TruthLog | None,
+                          engines: list[SimEngine]) -> None:
     flusher = asyncio.get_running_loop().create_task(_flush_every(truth, 0.5))
     try:
         await stop.wait()
@@ -175,6 +176,8 @@ async def _wait_and_close(stop: asyncio.Event, started: list[Any], truth: TruthL
         for server, task in started:
             server.close()
             task.cancel()
+        for engine in engines:
+            engine.shutdown()
         if truth is not None:
             truth.close()
 

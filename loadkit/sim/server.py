@@ -184,6 +184,16 @@ class SimEngine:
         if self.truth is not None:
             self.truth.write(truth)
 
+    def shutdown(self) -> None:
+        """Record and cut every request still in the engine (the truth log stays complete)."""
+        for seq in [*self.scheduler.running, *self.scheduler.waiting]:
+            sink = seq.sink
+            if isinstance(sink, ActiveStream) and not sink.ended:
+                sink.truth["server_shutdown"] = True
+                sink.conn.on_lost = None
+                sink._finish(time.monotonic_ns())
+                sink.conn.abort()
+
     def stats(self) -> dict[str, Any]:
         c, r = self.scheduler.counters, self.runner
         return {

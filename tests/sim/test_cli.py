@@ -73,6 +73,24 @@ def test_two_engines_one_process_then_clean_sigint() -> None:
 
 
 @pytest.mark.integration
+def test_sigterm_mid_stream_still_records_the_request() -> None:
+    import socket
+
+    with sim_process("--profile", "fast") as sim:
+        body = b'{"prompt": "hi", "max_tokens": 5000, "stream": true, "ignore_eos": true}'
+        sock = socket.create_connection(("127.0.0.1", sim.port), timeout=5)
+        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        sock.recv(4096)  # the stream has started
+        time.sleep(0.3)  # some tokens are out
+        assert sim.process is not None
+        sim.process.terminate()
+        assert sim.process.wait(timeout=10) == 0
+        (record,) = sim.truth_records()
+        sock.close()
+    assert record["server_shutdown"] is True and 0 < record["completion_tokens"] < 5000
+
+
+@pytest.mark.integration
 def test_truth_log_matches_what_the_client_saw() -> None:
     with sim_process("--profile", "fast", "--decode-base-ms", "20") as sim:
         resp = request(sim.port, "POST", "/v1/completions", BODY, {"X-Request-ID": "req-42"})
