@@ -134,8 +134,9 @@ class LocustStats:
     def _manifest(self) -> dict[str, Any]:
         from loadkit import __version__
 
+        # No argv: command lines can carry secrets (API keys) and report.json gets shared.
         return {"role": self.role, "loadkit_version": __version__, "locust_version": locust_version,
-                "host": socket.gethostname(), "pid": os.getpid(), "argv": list(sys.argv),
+                "host": socket.gethostname(), "pid": os.getpid(),
                 "report_dir": os.path.abspath(self.options.report_dir), "raw_log": self.options.raw_log,
                 "expect_workers": getattr(self.env.parsed_options, "expect_workers", None)
                 if self.role == "master" else None}  # fmt: skip
