@@ -87,7 +87,9 @@ def per_turn(raw: RawData, engine: str) -> list[tuple[int, int, float | None, fl
     out = []
     for turn in np.unique(turns):
         v = _finite(ttft[turns == turn])
-        out.append((int(turn), int((turns == turn).sum()), quantile(v, 0.5), quantile(v, 0.9), quantile(v, 0.99)))
+        out.append(
+            (int(turn), int((turns == turn).sum()), quantile(v, 0.5), quantile(v, 0.9), quantile(v, 0.99))
+        )
     return out
 
 

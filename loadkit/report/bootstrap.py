@@ -18,7 +18,9 @@ def resamples_for(n: int, wanted: int) -> int:
     return max(MIN_RESAMPLES, min(wanted, WORK_BUDGET // max(n, 1)))
 
 
-def boot_quantiles(values: np.ndarray, qs: list[float], resamples: int, rng: np.random.Generator) -> np.ndarray:
+def boot_quantiles(
+    values: np.ndarray, qs: list[float], resamples: int, rng: np.random.Generator
+) -> np.ndarray:
     """(resamples, len(qs)) quantiles of resamples-with-replacement of ``values``."""
     n = values.size
     out = np.empty((resamples, len(qs)))

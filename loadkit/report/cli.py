@@ -14,7 +14,9 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="loadkit report", description=__doc__)
     p.add_argument("report_dir", help="a run's --report-dir (holds report.json), or a report.json file")
     p.add_argument("-o", "--output", help="where to write the HTML (default: DIR/report.html)")
-    p.add_argument("--no-raw-log", action="store_true", help="ignore requests*.jsonl (plots from percentiles only)")
+    p.add_argument(
+        "--no-raw-log", action="store_true", help="ignore requests*.jsonl (plots from percentiles only)"
+    )
     return p
 
 

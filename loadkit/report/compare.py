@@ -157,8 +157,11 @@ def render_text(pairs: list[Pair]) -> str:
             lines.append(f"  note: {pair.note}")
         lines.append(f"  {'metric':<22}{'A':>12}{'B':>12}{'change':>12}{'change %':>10}  95% CI of change")
         for r in pair.rows:
-            ci = "" if r["ci95"] is None else f"[{r['ci95'][0]:+.3g}, {r['ci95'][1]:+.3g}]" + (
-                " *" if r["significant"] else "")
+            ci = (
+                ""
+                if r["ci95"] is None
+                else f"[{r['ci95'][0]:+.3g}, {r['ci95'][1]:+.3g}]" + (" *" if r["significant"] else "")
+            )
             lines.append(f"  {r['metric']:<22}{_fmt(r['a']):>12}{_fmt(r['b']):>12}{_signed(r['delta'], False):>12}"
                          f"{_signed(r['delta_pct'], True):>10}  {ci}")  # fmt: skip
     if any(r["ci95"] for p in pairs for r in p.rows):
@@ -169,12 +172,25 @@ def render_text(pairs: list[Pair]) -> str:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="loadkit compare", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    p.add_argument("runs", nargs="+", metavar="RUN", help="report directories or report.json files; the first is the baseline")
+    p.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUN",
+        help="report directories or report.json files; the first is the baseline",
+    )
     p.add_argument("--engine", help="compare only this engine (default: every engine present in both)")
-    p.add_argument("--fail-if", action="append", default=[], metavar="RULE",
-                   help='exit 1 when RULE fires, e.g. "ttft_ms.p99>+10%%", "tpot_ms.p50>+5", "goodput.rps<-10%%"')
-    p.add_argument("--require-significant", action="store_true",
-                   help="a rule on a metric with a bootstrap interval fires only when the interval excludes 0")
+    p.add_argument(
+        "--fail-if",
+        action="append",
+        default=[],
+        metavar="RULE",
+        help='exit 1 when RULE fires, e.g. "ttft_ms.p99>+10%%", "tpot_ms.p50>+5", "goodput.rps<-10%%"',
+    )
+    p.add_argument(
+        "--require-significant",
+        action="store_true",
+        help="a rule on a metric with a bootstrap interval fires only when the interval excludes 0",
+    )
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     p.add_argument("--no-raw-log", action="store_true", help="skip the raw logs (no confidence intervals)")
     p.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (bounded for big logs)")

@@ -16,7 +16,10 @@ CONDITIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("scenario hash (sha256)", ("scenario.sha256", "scenario_sha256", "scenario_hash")),
     ("seed", ("scenario.seed", "seed")),
     ("lengths asked", ("scenario.lengths_asked", "lengths_asked", "lengths.asked", "scenario.lengths")),
-    ("lengths realised", ("scenario.lengths_realised", "lengths_realised", "lengths.realised", "realised_lengths")),
+    (
+        "lengths realised",
+        ("scenario.lengths_realised", "lengths_realised", "lengths.realised", "realised_lengths"),
+    ),
     ("arrival model", ("scenario.arrival.model", "arrival.model", "arrival")),
     ("open loop", ("open_loop",)),
     ("concurrency (users, spawn rate)", ("users", "concurrency")),
@@ -65,7 +68,11 @@ def _realised(report: dict[str, Any]) -> str | None:
         for name in ("n_in", "n_out"):
             summ = sec.get(name)
             if isinstance(summ, dict) and summ.get("count"):
-                stats = " ".join(f"{k} {summ[k]:.0f}" for k in ("mean", "p50", "p90", "p99", "max") if summ.get(k) is not None)
+                stats = " ".join(
+                    f"{k} {summ[k]:.0f}"
+                    for k in ("mean", "p50", "p90", "p99", "max")
+                    if summ.get(k) is not None
+                )
                 parts.append(f"{engine} {name}: {stats}")
     return "; ".join(parts) + " (tokens, from the report)" if parts else None
 
@@ -143,7 +150,11 @@ def warnings_list(report: dict[str, Any], extra: list[str]) -> list[str]:
 
 def warnings_section(report: dict[str, Any], extra: list[str]) -> str:
     items = warnings_list(report, extra)
-    body = "<ul class='warnings'>" + "".join(f"<li>{escape(w)}</li>" for w in items) + "</ul>" if items else "<p>None.</p>"
+    body = (
+        "<ul class='warnings'>" + "".join(f"<li>{escape(w)}</li>" for w in items) + "</ul>"
+        if items
+        else "<p>None.</p>"
+    )
     return section("warnings", f"Warnings ({len(items)})", body)
 
 

@@ -52,7 +52,9 @@ def _safe(name: str, build: Callable[[], str], errors: list[str]) -> str:
 def capacity_section(report: dict[str, Any], report_dir: Path) -> str:
     model_config = (report.get("manifest") or {}).get("model_config")
     if not model_config:
-        return section("capacity", "KV-cache capacity", not_measured("capacity", "the run named no model config"))
+        return section(
+            "capacity", "KV-cache capacity", not_measured("capacity", "the run named no model config")
+        )
     from loadkit.capacity import report_section
 
     _, html = report_section(model_config, report_dir)
@@ -76,7 +78,9 @@ def _header(report: dict[str, Any], raw: RawData | None) -> str:
 def build_html(report: dict[str, Any], raw: RawData | None = None, report_dir: str | Path = ".") -> str:
     """The whole report page as a string (no I/O except the capacity hook's raw-log read)."""
     errors: list[str] = []
-    extra = [] if raw is None or not raw.malformed else [f"raw log: {raw.malformed} malformed line(s) not used"]
+    extra = (
+        [] if raw is None or not raw.malformed else [f"raw log: {raw.malformed} malformed line(s) not used"]
+    )
     parts = [
         _safe("summary", lambda: tables.summary_section(report), errors),
         _safe("slo", lambda: tables.slo_section(report), errors),

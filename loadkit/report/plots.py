@@ -92,7 +92,11 @@ def stages_section(report: dict[str, Any], raw: RawData | None) -> str:
     per_engine = {e: analysis.stages(raw, e) for e in engines_of(report)}
     per_engine = {e: rows for e, rows in per_engine.items() if rows}
     if not per_engine:
-        return section("stages", title, not_measured("latency-throughput", "the raw log names no stages (open-loop arrival stages)"))
+        return section(
+            "stages",
+            title,
+            not_measured("latency-throughput", "the raw log names no stages (open-loop arrival stages)"),
+        )
     series, rows = [], []
     for i, (engine, stage_rows) in enumerate(per_engine.items()):
         pts = [r for r in stage_rows if r.output_tokens_per_s is not None and r.ttft_p99 is not None]
@@ -102,8 +106,23 @@ def stages_section(report: dict[str, Any], raw: RawData | None) -> str:
                   num(r.output_tokens_per_s), num(r.ttft_p50), num(r.ttft_p99), num(r.tpot_p50)] for r in stage_rows]  # fmt: skip
     plot = line_plot("latency-throughput", "TTFT vs achieved output tokens/s, one point per stage", series,
                      "output tokens/s achieved in the stage", "TTFT ms", y_lo=0.0)  # fmt: skip
-    head = ("engine", "stage", "sent", "ok", "window s", "req/s", "output tok/s", "TTFT p50", "TTFT p99", "TPOT p50")
-    single = note("Only one stage: a single point; sweep stages draw the curve.") if all(len(r) == 1 for r in per_engine.values()) else ""
+    head = (
+        "engine",
+        "stage",
+        "sent",
+        "ok",
+        "window s",
+        "req/s",
+        "output tok/s",
+        "TTFT p50",
+        "TTFT p99",
+        "TPOT p50",
+    )
+    single = (
+        note("Only one stage: a single point; sweep stages draw the curve.")
+        if all(len(r) == 1 for r in per_engine.values())
+        else ""
+    )
     return section("stages", title, plot, single, table(head, rows))
 
 
@@ -112,9 +131,15 @@ def buckets_section(report: dict[str, Any], raw: RawData | None) -> str:
     if raw is None:
         return section("buckets", title, not_measured("length-buckets", "needs the raw log (--raw-log)"))
     per_engine = {e: analysis.length_buckets(raw, e) for e in engines_of(report)}
-    labels = [b for _, b in analysis.LENGTH_BUCKETS if any(r.bucket == b for rows in per_engine.values() for r in rows)]
+    labels = [
+        b
+        for _, b in analysis.LENGTH_BUCKETS
+        if any(r.bucket == b for rows in per_engine.values() for r in rows)
+    ]
     if not labels:
-        return section("buckets", title, not_measured("length-buckets", "no ok request with a known input length"))
+        return section(
+            "buckets", title, not_measured("length-buckets", "no ok request with a known input length")
+        )
     groups, rows = [], []
     for i, (engine, brows) in enumerate(per_engine.items()):
         by = {r.bucket: r for r in brows}
@@ -123,7 +148,16 @@ def buckets_section(report: dict[str, Any], raw: RawData | None) -> str:
         rows += [[escape(engine), escape(r.bucket), num(r.count), num(r.ttft_p50), num(r.ttft_p99), num(r.tpot_p50),
                   num(r.tpot_p99), num(r.e2e_p50)] for r in brows]  # fmt: skip
     plot = bar_plot("length-buckets", "TTFT by input length (tokens)", labels, groups, "TTFT ms")
-    head = ("engine", "input tokens", "ok requests", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "E2E p50")
+    head = (
+        "engine",
+        "input tokens",
+        "ok requests",
+        "TTFT p50",
+        "TTFT p99",
+        "TPOT p50",
+        "TPOT p99",
+        "E2E p50",
+    )
     return section("buckets", title, plot, table(head, rows))
 
 
@@ -137,8 +171,11 @@ def turns_section(report: dict[str, Any], raw: RawData | None) -> str:
     per_engine = _turn_rows(report, raw)
     sessions = _sessions_table(report)
     if not per_engine:
-        why = "the run had no multi-turn sessions" if raw is not None or report.get("sessions") else \
-            "needs the raw log (--raw-log) or the report's sessions section"
+        why = (
+            "the run had no multi-turn sessions"
+            if raw is not None or report.get("sessions")
+            else "needs the raw log (--raw-log) or the report's sessions section"
+        )
         return section("turns", title, not_measured("ttft-turn", why), sessions)
     series, rows = [], []
     for i, (engine, trows) in enumerate(per_engine.items()):
@@ -197,7 +234,9 @@ def _sessions_table(report: dict[str, Any]) -> str:
         return ""
     summary = "; ".join(f"{e}: {v.get('sessions')} sessions, {v.get('completed')} completed, {v.get('broken')} broken"
                         for e, v in _sessions(report).items())  # fmt: skip
-    return note(summary) + table(("engine", "turn", "requests", "ok", "prefix expected", "prefix reported (cached)"), rows)
+    return note(summary) + table(
+        ("engine", "turn", "requests", "ok", "prefix expected", "prefix reported (cached)"), rows
+    )
 
 
 def server_metrics_of(report: dict[str, Any]) -> dict[str, Any] | None:
@@ -217,9 +256,15 @@ def _server_series(metrics: dict[str, Any], order: list[str]) -> tuple[dict[str,
         i = order.index(target) if target in order else len(order) + list(samples).index(target)
         names = sorted({k for s in rows for k in (s.get("values") or {})})
         for name in names:
-            pts = [(s["t"] - t0, (s.get("values") or {}).get(name)) for s in rows if isinstance(s.get("t"), int | float)]
+            pts = [
+                (s["t"] - t0, (s.get("values") or {}).get(name))
+                for s in rows
+                if isinstance(s.get("t"), int | float)
+            ]
             pts = [(t, float(v)) for t, v in pts if isinstance(v, int | float)]
-            by_name.setdefault(name, []).append(Series(target, [p[0] for p in pts], [p[1] for p in pts], i, markers=len(pts) < 3))
+            by_name.setdefault(name, []).append(
+                Series(target, [p[0] for p in pts], [p[1] for p in pts], i, markers=len(pts) < 3)
+            )
     return by_name, errors
 
 

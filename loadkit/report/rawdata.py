@@ -123,7 +123,9 @@ def _floats(rows: list[dict[str, Any]], name: str) -> np.ndarray:
 
 
 def _texts(rows: list[dict[str, Any]], name: str) -> np.ndarray:
-    return np.array([v if v is None or isinstance(v, str) else str(v) for v in _column(rows, name)], dtype=object)
+    return np.array(
+        [v if v is None or isinstance(v, str) else str(v) for v in _column(rows, name)], dtype=object
+    )
 
 
 def _collect(rows: list[dict[str, Any]], out: dict[str, list[np.ndarray]], file_index: int) -> None:
@@ -137,7 +139,9 @@ def _collect(rows: list[dict[str, Any]], out: dict[str, list[np.ndarray]], file_
 def read_raw_logs(paths: Iterable[str | Path]) -> RawData:
     """Stream every file in ``paths`` into one RawData (the file index kept per row)."""
     data = RawData()
-    parts: dict[str, list[np.ndarray]] = {n: [] for n in FLOAT_COLUMNS + NS_COLUMNS + TEXT_COLUMNS + ("file",)}
+    parts: dict[str, list[np.ndarray]] = {
+        n: [] for n in FLOAT_COLUMNS + NS_COLUMNS + TEXT_COLUMNS + ("file",)
+    }
     for index, path in enumerate(paths):
         data.files.append(str(path))
         for chunk in _chunks(Path(path)):

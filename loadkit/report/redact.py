@@ -17,7 +17,10 @@ _SECRET_TEXT = (
     (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]+"), r"\1 " + MASK),
     (re.compile(r"\bsk-[A-Za-z0-9_-]{6,}"), MASK),
     (re.compile(r"\bhf_[A-Za-z0-9]{6,}"), MASK),
-    (re.compile(r"(?i)((?:api[_-]?key|authorization|password|token|secret)\s*[=:]\s*)[^\s&,;]+"), r"\1" + MASK),
+    (
+        re.compile(r"(?i)((?:api[_-]?key|authorization|password|token|secret)\s*[=:]\s*)[^\s&,;]+"),
+        r"\1" + MASK,
+    ),
     (re.compile(r"(://[^/\s:@]+:)[^/\s@]+@"), r"\1" + MASK + "@"),
 )
 
@@ -42,7 +45,9 @@ def redact_argv(argv: list[Any]) -> list[str]:
             hide_next = False
             continue
         flag, eq, _ = arg.partition("=")
-        if flag.startswith("-") and (is_secret_key(flag.lstrip("-")) or flag.lstrip("-").lower() in ("header", "h")):
+        if flag.startswith("-") and (
+            is_secret_key(flag.lstrip("-")) or flag.lstrip("-").lower() in ("header", "h")
+        ):
             if eq:
                 out.append(f"{flag}={MASK}")
             else:

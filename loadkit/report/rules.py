@@ -43,7 +43,9 @@ def metric_value(section: dict[str, Any], path: str) -> float | None:
         if node is None:  # e.g. slo.good_fraction when the run gave no SLO: not measured
             return None
         if not isinstance(node, dict) or part not in node:
-            raise RuleError(f"unknown metric {path!r} (e.g. ttft_ms.p99, tpot_ms.p50, output_tokens_per_s, goodput.rps)")
+            raise RuleError(
+                f"unknown metric {path!r} (e.g. ttft_ms.p99, tpot_ms.p50, output_tokens_per_s, goodput.rps)"
+            )
         node = node[part]
     if node is None:
         return None
@@ -79,6 +81,8 @@ class Rule:
 def parse_rule(text: str) -> Rule:
     m = _RULE.match(text)
     if not m:
-        raise RuleError(f"bad --fail-if rule {text!r}: expected METRIC.STAT>+10%, METRIC.STAT>+5 or METRIC<-10%")
+        raise RuleError(
+            f"bad --fail-if rule {text!r}: expected METRIC.STAT>+10%, METRIC.STAT>+5 or METRIC<-10%"
+        )
     metric, op, number, unit = m.groups()
     return Rule(text.strip(), canonical(metric), op, float(number), unit == "%")

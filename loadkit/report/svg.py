@@ -93,7 +93,9 @@ def log_ticks(lo: float, hi: float) -> list[float]:
     return [t for t in ticks if below <= t <= above]
 
 
-def _domain(values: list[float], log: bool, lo: float | None, hi: float | None) -> tuple[float, float, list[float]]:
+def _domain(
+    values: list[float], log: bool, lo: float | None, hi: float | None
+) -> tuple[float, float, list[float]]:
     finite = [v for v in values if math.isfinite(v) and (v > 0 or not log)]
     vmin = lo if lo is not None else (min(finite) if finite else (1.0 if log else 0.0))
     vmax = hi if hi is not None else (max(finite) if finite else vmin + 1.0)
@@ -114,7 +116,9 @@ def _legend(items: list[tuple[str, str, str]], y0: float) -> tuple[list[str], fl
             x, y = LEFT, y + LEGEND_ROW
         if kind.startswith("bar"):
             opacity = kind.partition(":")[2] or "1"
-            mark = f'<rect x="{x}" y="{y - 10}" width="16" height="10" fill="{fill}" fill-opacity="{opacity}"/>'
+            mark = (
+                f'<rect x="{x}" y="{y - 10}" width="16" height="10" fill="{fill}" fill-opacity="{opacity}"/>'
+            )
         else:
             dash = ' stroke-dasharray="5 3"' if kind == "dashed" else ""
             mark = f'<line x1="{x}" y1="{y - 4}" x2="{x + 18}" y2="{y - 4}" stroke="{fill}" stroke-width="3"{dash}/>'
@@ -134,7 +138,9 @@ def _axes(xs: Scale, ys: Scale, xt: list[float], yt: list[float], xlabel: str, y
         y = ys(t)
         out.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{xs.end}" y2="{y:.1f}" class="grid"/>'
                    f'<text x="{LEFT - 5}" y="{y + 4:.1f}" class="tk" text-anchor="end">{fmt_num(t)}</text>')  # fmt: skip
-    out.append(f'<text x="{(LEFT + xs.end) / 2}" y="{bottom + 32}" class="al" text-anchor="middle">{escape(xlabel)}</text>')
+    out.append(
+        f'<text x="{(LEFT + xs.end) / 2}" y="{bottom + 32}" class="al" text-anchor="middle">{escape(xlabel)}</text>'
+    )
     mid = (top + bottom) / 2
     out.append(f'<text x="14" y="{mid}" class="al" text-anchor="middle" transform="rotate(-90 14 {mid})">'
                f"{escape(ylabel)}</text>")  # fmt: skip
@@ -181,12 +187,15 @@ def line_plot(plot_id: str, title: str, series: list[Series], xlabel: str, ylabe
     xs = Scale(x0, x1, x_log, LEFT, WIDTH - RIGHT)
     ys = Scale(y0, y1, y_log, TOP + PLOT_H, TOP)
     body = _axes(xs, ys, xt, yt, xlabel, ylabel) + [_path(s, xs, ys) for s in series]
-    return _frame(plot_id, title, body, [(s.name, color(s.color), "dashed" if s.dashed else "line") for s in series])
+    return _frame(
+        plot_id, title, body, [(s.name, color(s.color), "dashed" if s.dashed else "line") for s in series]
+    )
 
 
 def bar_plot(plot_id: str, title: str, categories: list[str], groups: list[Bars], ylabel: str, *,
              stacked: bool = False) -> str:  # fmt: skip
     """Bars per category: one bar per group side by side, or stacked."""
+
     def level(i: int) -> float:
         vals = [v for g in groups if (v := g.values[i]) is not None and math.isfinite(v)]
         return (sum(vals) if stacked else max(vals)) if vals else 0.0

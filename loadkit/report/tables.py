@@ -66,9 +66,15 @@ def _minus(a: int | None, b: int | None) -> int | None:
 
 
 def slo_section(report: dict[str, Any]) -> str:
-    engines: dict[str, dict[str, Any]] = {e: s["slo"] for e, s in engines_of(report).items() if isinstance(s.get("slo"), dict)}
+    engines: dict[str, dict[str, Any]] = {
+        e: s["slo"] for e, s in engines_of(report).items() if isinstance(s.get("slo"), dict)
+    }
     if not engines:
-        return section("slo", "SLO attainment and goodput", not_measured("slo", "no SLO was given (--slo ttft_ms=500 ...)"))
+        return section(
+            "slo",
+            "SLO attainment and goodput",
+            not_measured("slo", "no SLO was given (--slo ttft_ms=500 ...)"),
+        )
     rows = [r for e, slo in engines.items() for r in _slo_rows(e, slo)]
     keys = list(dict.fromkeys(k for slo in engines.values() for k in (slo.get("attainment") or {})))
     groups = []
@@ -76,7 +82,9 @@ def slo_section(report: dict[str, Any]) -> str:
         att = slo.get("attainment") or {}
         values = [_pct_or_none((att.get(k) or {}).get("attainment")) for k in keys]
         groups.append(Bars(engine, values + [_pct_or_none(slo.get("good_fraction"))], color(i)))
-    plot = bar_plot("slo-attainment", "SLO attainment (% of judged requests)", keys + ["all (goodput)"], groups, "%")
+    plot = bar_plot(
+        "slo-attainment", "SLO attainment (% of judged requests)", keys + ["all (goodput)"], groups, "%"
+    )
     goodput = [f"{escape(e)}: {num(s.get('goodput_per_s'), 2)} req/s" for e, s in engines.items()]
     return section("slo", "SLO attainment and goodput", note("Goodput = requests/s meeting every SLO. " + "; ".join(goodput)),
                    table(("engine", "SLO", "limit ms", "met", "violated", "not measured", "attainment"), rows), plot)  # fmt: skip
@@ -91,8 +99,13 @@ def outcomes_section(report: dict[str, Any]) -> str:
     names = sorted({o for outs in engines.values() for o in outs}, key=lambda o: (o != "ok", o))
     if not names:
         return section("outcomes", "Outcomes", not_measured("outcomes", "no requests were recorded"))
-    groups = [Bars(o, [float(outs.get(o, 0)) for outs in engines.values()], outcome_color(o, i)) for i, o in enumerate(names)]
-    plot = bar_plot("outcomes", "Outcome of every request, per engine", list(engines), groups, "requests", stacked=True)
+    groups = [
+        Bars(o, [float(outs.get(o, 0)) for outs in engines.values()], outcome_color(o, i))
+        for i, o in enumerate(names)
+    ]
+    plot = bar_plot(
+        "outcomes", "Outcome of every request, per engine", list(engines), groups, "requests", stacked=True
+    )
     rows = [[escape(e)] + [num(outs.get(o, 0)) for o in names] for e, outs in engines.items()]
     cons = report.get("conservation") or {}
     text = (f"Conservation (scheduled = sent + dropped, sent = Σ outcomes): "
@@ -115,10 +128,14 @@ def _cons_text(cons: dict[str, Any]) -> str:
 def flatten(value: Any, prefix: str = "", depth: int = 0) -> list[tuple[str, str]]:
     """(dotted key, text) pairs; deep or long values are shown as compact JSON."""
     if isinstance(value, dict) and value and depth < 3:
-        return [p for k, v in value.items() for p in flatten(v, f"{prefix}.{k}" if prefix else str(k), depth + 1)]
+        return [
+            p for k, v in value.items() for p in flatten(v, f"{prefix}.{k}" if prefix else str(k), depth + 1)
+        ]
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return [(prefix, " ".join(value))]
     if isinstance(value, str):
         return [(prefix, value)]
-    text = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY, default=str).decode()
+    text = orjson.dumps(
+        value, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY, default=str
+    ).decode()
     return [(prefix, text if len(text) < 600 else text[:600] + " …")]

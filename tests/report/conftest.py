@@ -66,7 +66,10 @@ def report_from_rows(rows_by_engine: dict[str, list[dict[str, Any]]], **extra: A
 
 def engine_section(rows: list[dict[str, Any]]) -> dict[str, Any]:
     ok = [r for r in rows if r["outcome"] == "ok"]
-    col = {k: np.array([r[k] for r in ok], dtype=float) for k in ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms", "n_in", "n_out")}
+    col = {
+        k: np.array([r[k] for r in ok], dtype=float)
+        for k in ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms", "n_in", "n_out")
+    }
     outcomes: dict[str, int] = {}
     for r in rows:
         outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
@@ -88,7 +91,9 @@ def engine_section(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return section
 
 
-def write_run(folder: Path, rows_by_engine: dict[str, list[dict[str, Any]]], raw: bool = True, **extra: Any) -> Path:
+def write_run(
+    folder: Path, rows_by_engine: dict[str, list[dict[str, Any]]], raw: bool = True, **extra: Any
+) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "report.json").write_bytes(orjson.dumps(report_from_rows(rows_by_engine, **extra)))
     if raw:

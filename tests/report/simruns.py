@@ -25,5 +25,7 @@ def sim_run(report_dir: Path, *args: str, seconds: int = 8, users: int = 12) -> 
     proc = loadkit("run", *args, "-u", str(users), "-r", str(users), "-t", f"{seconds}s",
                    "--report-dir", str(report_dir), "--raw-log")  # fmt: skip
     if not (report_dir / "report.json").is_file():
-        raise AssertionError(f"run wrote no report (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        raise AssertionError(
+            f"run wrote no report (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        )
     return report_dir

@@ -60,9 +60,15 @@ def test_report_of_a_real_run_renders_in_chromium(real_report: Path):
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.on("console", lambda m: errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+            page.on(
+                "console",
+                lambda m: errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None,
+            )
             page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
-            page.on("request", lambda r: errors.append(f"fetched {r.url}") if not r.url.startswith("file://") else None)
+            page.on(
+                "request",
+                lambda r: errors.append(f"fetched {r.url}") if not r.url.startswith("file://") else None,
+            )
             page.goto(real_report.as_uri(), wait_until="load")
             plots = page.evaluate(PLOT_STATE)
             ARTIFACT.parent.mkdir(exist_ok=True)

@@ -46,7 +46,13 @@ def test_rule_firing(rule, a, b, fires):
 
 
 def test_metric_paths_and_aliases():
-    sec = {"ttft_ms": {"p99": 12.0, "p50": None}, "goodput_per_s": 3.0, "requests": 10, "failures": 2, "slo": None}
+    sec = {
+        "ttft_ms": {"p99": 12.0, "p50": None},
+        "goodput_per_s": 3.0,
+        "requests": 10,
+        "failures": 2,
+        "slo": None,
+    }
     assert metric_value(sec, "ttft_ms.p99") == 12.0 and metric_value(sec, "ttft_ms.p50") is None
     assert metric_value(sec, "goodput.rps") == 3.0 and metric_value(sec, "error_rate") == 0.2
     assert metric_value(sec, "goodput.fraction") is None  # no SLO given: not measured, not an error
@@ -60,7 +66,9 @@ def test_changes_and_intervals_find_a_doubled_ttft(two_runs):
     result = compare_runs(two_runs, seed=1)
     r = row(result, "ttft_ms.p50")
     assert r["b"] / r["a"] == pytest.approx(2.0, rel=0.15)
-    assert r["delta"] == pytest.approx(r["b"] - r["a"]) and r["delta_pct"] == pytest.approx(100 * (r["b"] / r["a"] - 1))
+    assert r["delta"] == pytest.approx(r["b"] - r["a"]) and r["delta_pct"] == pytest.approx(
+        100 * (r["b"] / r["a"] - 1)
+    )
     lo, hi = r["ci95"]
     assert 0 < lo < r["delta"] < hi and r["significant"] is True
     assert row(result, "tpot_ms.p50")["significant"] is False  # same TPOT distribution
@@ -72,7 +80,7 @@ def test_bootstrap_interval_covers_the_true_shift():
     hits = 0
     for trial in range(20):
         a, b = rng.normal(100, 10, 400), rng.normal(103, 10, 400)
-        (lo, hi), = diff_ci(a, b, [0.5], resamples=300, seed=trial)
+        ((lo, hi),) = diff_ci(a, b, [0.5], resamples=300, seed=trial)
         hits += lo <= 3.0 <= hi
     assert hits >= 16  # ~95% coverage; 16/20 fails only by bad luck (p < 0.02)
     assert diff_ci(np.array([1.0]), b, [0.5]) == [None]
@@ -80,7 +88,10 @@ def test_bootstrap_interval_covers_the_true_shift():
 
 
 def test_bootstrap_is_seeded(two_runs):
-    assert row(compare_runs(two_runs, seed=3), "ttft_ms.p99")["ci95"] == row(compare_runs(two_runs, seed=3), "ttft_ms.p99")["ci95"]
+    assert (
+        row(compare_runs(two_runs, seed=3), "ttft_ms.p99")["ci95"]
+        == row(compare_runs(two_runs, seed=3), "ttft_ms.p99")["ci95"]
+    )
 
 
 def test_rules_set_the_exit_code(two_runs):
@@ -114,7 +125,9 @@ def test_engine_matching(tmp_path):
 
 
 def test_three_runs_compare_each_with_the_first(tmp_path):
-    runs = [str(write_run(tmp_path / n, {"e": make_rows("e", 50, i)}, raw=False)) for i, n in enumerate("ABC")]
+    runs = [
+        str(write_run(tmp_path / n, {"e": make_rows("e", 50, i)}, raw=False)) for i, n in enumerate("ABC")
+    ]
     res = compare_runs(runs)
     assert [c["run"] for c in res["comparisons"]] == runs[1:]
     assert all(r["ci95"] is None for c in res["comparisons"] for r in c["metrics"])  # no raw logs

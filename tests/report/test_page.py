@@ -32,7 +32,8 @@ def test_every_section_renders_from_a_full_run(full_run: Path):
         assert f'<section id="{sec}">' in html
     assert "From the raw log (every ok request)" in html
     assert "<script" not in html and "http://" not in html.replace("http://www.w3.org/2000/svg", "").replace(
-        "http://127.0.0.1:1", "")
+        "http://127.0.0.1:1", ""
+    )
 
 
 def test_every_plot_draws_marks(full_run: Path):
@@ -115,7 +116,9 @@ def test_malformed_raw_lines_are_counted_and_shown(full_run: Path):
 
 def test_server_metrics_top_level_section_is_used_too():
     report = report_from_rows({"a": make_rows("a", 20, 1)})
-    report["server_metrics"] = {"a": {"samples": [{"t": 1.0, "values": {"running": 3}}, {"t": 2.0, "values": {"running": 5}}]}}
+    report["server_metrics"] = {
+        "a": {"samples": [{"t": 1.0, "values": {"running": 3}}, {"t": 2.0, "values": {"running": 5}}]}
+    }
     assert "server-running" in plots_in(build_html(report, None))
 
 

@@ -31,7 +31,9 @@ def test_raw_log_nulls_become_nan_and_columns_align(tmp_path):
 
 def test_raw_logs_from_several_workers_are_concatenated(tmp_path):
     a = write_rows(tmp_path / "requests.worker0.jsonl", [{"engine": "a", "outcome": "ok", "ttft_ms": 1.0}])
-    b = write_rows(tmp_path / "requests.worker1.jsonl", [{"engine": "a", "outcome": "ok", "ttft_ms": 2.0}, "junk"])
+    b = write_rows(
+        tmp_path / "requests.worker1.jsonl", [{"engine": "a", "outcome": "ok", "ttft_ms": 2.0}, "junk"]
+    )
     raw = read_raw_logs([a, b])
     assert raw.values("ttft_ms", "a").tolist() == [1.0, 2.0]
     assert raw.columns["file"].tolist() == [0, 1] and raw.malformed == 1
@@ -56,7 +58,9 @@ def test_cdf_from_summary_uses_the_reported_points():
 def rows_for_buckets():
     rows = []
     for n_in, ttft in ((100, 10.0), (200, 20.0), (300, 30.0), (5000, 500.0), (20000, 900.0)):
-        rows.append({"engine": "a", "outcome": "ok", "n_in": n_in, "ttft_ms": ttft, "tpot_ms": 5.0, "e2e_ms": 99.0})
+        rows.append(
+            {"engine": "a", "outcome": "ok", "n_in": n_in, "ttft_ms": ttft, "tpot_ms": 5.0, "e2e_ms": 99.0}
+        )
     rows.append({"engine": "a", "outcome": "timeout_total", "n_in": 100, "ttft_ms": 9999.0})
     return rows
 
@@ -106,7 +110,9 @@ def test_log_scale_maps_decades_evenly():
 
 
 def test_line_plot_skips_undrawable_points_and_escapes():
-    svg = line_plot("p", "T <&>", [Series("x<y", [0.0, 1.0, None, 10.0], [0.1, 0.5, 0.7, 1.0])], "ms", "F", x_log=True)
+    svg = line_plot(
+        "p", "T <&>", [Series("x<y", [0.0, 1.0, None, 10.0], [0.1, 0.5, 0.7, 1.0])], "ms", "F", x_log=True
+    )
     assert svg.startswith('<svg class="plot" data-plot="p"') and "T &lt;&amp;&gt;" in svg and "x&lt;y" in svg
     path = svg.split('class="series" d="')[1].split('"')[0]
     assert path.count("L") == 1  # 0 is not drawable on a log axis, None is skipped
