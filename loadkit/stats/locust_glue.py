@@ -126,9 +126,14 @@ class LocustStats:
         collector.reset_listeners = listeners
         if self.role == "worker":
             collector.worker_index = self.runner.worker_index
-        if self.role != "master" and self.options.raw_log and collector.raw_log is None:
+        if collector.raw_log is not None:
+            collector.raw_log.close()
+            collector.raw_log = None
+        if self.role != "master" and self.options.raw_log:
+            # A new run starts a new log, so the log holds exactly the requests of report.json.
             index = collector.worker_index if self.role == "worker" else None
-            collector.raw_log = RawLog(os.path.join(self.options.report_dir, raw_log_name(index)))
+            path = os.path.join(self.options.report_dir, raw_log_name(index))
+            collector.raw_log = RawLog(path, truncate=True)
         collector.set_manifest_fields(self._manifest())
 
     def _manifest(self) -> dict[str, Any]:

@@ -27,11 +27,14 @@ def raw_log_name(worker_index: int | None) -> str:
 class RawLog:
     """Append RequestRecord.to_json() lines to ``path``; see the module docstring."""
 
-    def __init__(self, path: str, clock_ns: Callable[[], int] = time.monotonic_ns) -> None:
+    def __init__(
+        self, path: str, clock_ns: Callable[[], int] = time.monotonic_ns, truncate: bool = False
+    ) -> None:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         self.path = path
         self._clock_ns = clock_ns
-        self._file: IO[bytes] = open(path, "ab", buffering=1 << 16)  # noqa: SIM115 - closed in close()
+        mode = "wb" if truncate else "ab"
+        self._file: IO[bytes] = open(path, mode, buffering=1 << 16)  # noqa: SIM115 - closed in close()
         self._pending_since: int | None = None
         self.lines = 0
 

@@ -133,3 +133,15 @@ def test_master_reset_is_propagated_to_workers_but_not_at_test_start(tmp_path):
         assert sent == ["loadkit_reset"]
     finally:
         _close(runner)
+
+
+def test_each_run_starts_a_fresh_raw_log(tmp_path):
+    (tmp_path / "requests.jsonl").write_text('{"stale": true}\n')  # a previous run in the same directory
+    env = _env(tmp_path)
+    collector = install_stats(env)
+    for _ in range(2):  # two runs in one process (web UI)
+        env.events.test_start.fire(environment=env)
+        collector.add(record())
+        env.events.test_stop.fire(environment=env)
+        rows = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
+        assert len(rows) == 1 and "request_id" in rows[0]
