@@ -19,6 +19,7 @@ import orjson
 
 from loadkit.cli import UserError
 from loadkit.report.bootstrap import diff_ci
+from loadkit.report.manifest import condition_rows
 from loadkit.report.rawdata import RawData, load_raw
 from loadkit.report.rules import Rule, RuleError, metric_value, parse_rule
 
@@ -169,6 +170,24 @@ def render_text(pairs: list[Pair]) -> str:
     return "\n".join(lines)
 
 
+def render_conditions(differ: dict[str, dict[str, list[str | None]]]) -> str:
+    lines = []
+    for run, diffs in differ.items():
+        if not diffs:
+            lines.append(f"\nconditions of {run}: same as the baseline")
+            continue
+        lines.append(f"\nconditions of {run} that differ from the baseline:")
+        for label, (a, b) in diffs.items():
+            lines.append(f"  {label}: {_short(a)}  ->  {_short(b)}")
+    return "\n".join(lines)
+
+
+def _short(text: str | None) -> str:
+    if text is None:
+        return "not recorded"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="loadkit compare", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
@@ -222,9 +241,32 @@ def _compare(args: Sequence[str], engine: str | None, rules: Sequence[str], with
                    for r in parsed]  # fmt: skip
     except RuleError as exc:
         raise UserError(str(exc)) from None
+    differ = {other.arg: conditions_differ(runs[0], other) for other in runs[1:]}
     result = {"baseline": args[0], "comparisons": [_pair_json(p) for p in pairs], "rules": results,
-              "exit_code": 1 if any(r["fired"] for r in results) else 0}  # fmt: skip
+              "conditions_differ": differ, "exit_code": 1 if any(r["fired"] for r in results) else 0}  # fmt: skip
     return result, pairs
+
+
+# Conditions that should match for a fair comparison (duration and host are expected to vary).
+COMPARABLE = ("scenario file", "scenario hash (sha256)", "seed", "arrival model", "open loop",
+              "concurrency (users, spawn rate)", "stages", "duration asked", "loadkit version", "Locust version",
+              "Python version", "client CPU model", "client CPU cores", "worker processes", "SLOs")  # fmt: skip
+
+
+def _servers(report: dict[str, Any]) -> str | None:
+    """What each target's server said about itself (model, version), without URLs or ports."""
+    targets = (report.get("manifest") or {}).get("targets")
+    if not isinstance(targets, list):
+        return None
+    said = [f"{t.get('name')}: {t.get('server')}" for t in targets if isinstance(t, dict)]
+    return "; ".join(sorted(said)) or None
+
+
+def conditions_differ(base: Run, other: Run) -> dict[str, list[str | None]]:
+    """{condition: [baseline value, other value]} for the comparable conditions that differ."""
+    a, b = dict(condition_rows(base.report)), dict(condition_rows(other.report))
+    a["servers"], b["servers"] = _servers(base.report), _servers(other.report)
+    return {k: [a.get(k), b.get(k)] for k in (*COMPARABLE, "servers") if a.get(k) != b.get(k)}
 
 
 def _pair_json(pair: Pair) -> dict[str, Any]:
@@ -242,6 +284,7 @@ def main(argv: list[str]) -> int:
         sys.stdout.write(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
         print(render_text(pairs))
+        print(render_conditions(result["conditions_differ"]))
         for r in result["rules"]:
             print(f"\n{'FAIL' if r['fired'] else 'pass'}  --fail-if {r['rule']}")
             for line in r["details"]:

@@ -164,3 +164,18 @@ def test_loadkit_report_cli(two_runs, capsys, tmp_path):
     assert cli_main(["report", str(tmp_path / "missing")]) == 2
     assert cli_main(["report", a, "--no-raw-log", "-o", str(tmp_path / "x.html")]) == 0
     assert 'data-missing="length-buckets"' in (tmp_path / "x.html").read_text()
+
+
+def test_conditions_that_differ_are_shown(tmp_path, capsys):
+    a = write_run(tmp_path / "A", {"e": make_rows("e", 30, 1)}, raw=False)
+    b = write_run(tmp_path / "B", {"e": make_rows("e", 30, 2)}, raw=False)
+    report = orjson.loads((b / "report.json").read_bytes())
+    report["manifest"]["scenario"]["seed"] = 4
+    report["manifest"]["targets"][0]["server"]["engine_version"] = "0.12"
+    report["manifest"]["targets"][0]["url"] = "http://127.0.0.1:2"  # a new port is not a new condition
+    (b / "report.json").write_bytes(orjson.dumps(report))
+    differ = compare_runs([str(a), str(b)])["conditions_differ"][str(b)]
+    assert set(differ) == {"seed", "servers"} and differ["seed"] == ["3", "4"]
+    assert cli_main(["compare", str(a), str(b)]) == 0
+    assert "that differ from the baseline:\n  seed: 3  ->  4" in capsys.readouterr().out
+    assert compare_runs([str(a), str(a)])["conditions_differ"] == {str(a): {}}
