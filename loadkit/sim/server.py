@@ -127,7 +127,8 @@ class SimEngine:
             seq.hashes = []  # llama.cpp's cache_prompt=false: no reuse
         fmt = route.fmt(spec, truth["request_id"], self.created, self.corpus, start)
         fmt.set_prompt(len(ids), 0)
-        truth["fault"] = fault.name if fault is not None else None
+        # Mid-stream faults are recorded when they strike (a short answer may end first).
+        truth["fault"] = "trickle" if fault is not None and fault.name == "trickle" else None
         sink = ActiveStream(self, conn, fmt, seq, truth, fault)
         seq.sink = sink
         if spec.stream:

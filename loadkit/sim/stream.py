@@ -159,6 +159,7 @@ class ActiveStream:
             return t
         name = fault.name
         self.fault_at = -1
+        self.truth["fault"] = name
         if name == "malformed":
             self.conn.write_chunk(self.fmt.malformed())
             rest = n - before

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -24,8 +25,19 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
         yield handle
 
 
-def forced(sim: SimHandle, fault: str, body: dict[str, object] | None = None) -> object:
-    return request(sim.port, "POST", "/v1/completions", body or BODY, {"X-Loadkit-Fault": fault}, timeout_s=3)
+def forced(sim: SimHandle, fault: str, body: dict[str, object] | None = None, rid: str = "") -> object:
+    headers = {"X-Loadkit-Fault": fault, **({"X-Request-ID": rid} if rid else {})}
+    return request(sim.port, "POST", "/v1/completions", body or BODY, headers, timeout_s=3)
+
+
+def truth_of(sim: SimHandle, ids: list[str]) -> dict[str, dict[str, object]]:
+    """Truth records of the given request ids, polling until all are flushed (0.5 s period)."""
+    deadline = time.monotonic() + 5
+    while True:
+        got = {r["request_id"]: r for r in sim.truth_records() if r["request_id"] in ids}
+        if len(got) == len(ids) or time.monotonic() > deadline:
+            return got
+        time.sleep(0.05)
 
 
 def test_drop_mid_stream_cuts_the_connection(sim: SimHandle) -> None:
@@ -87,9 +99,13 @@ def test_trickle_sends_tiny_writes(sim: SimHandle) -> None:
 
 
 def test_faults_are_recorded_in_the_truth_log(sim: SimHandle) -> None:
-    forced(sim, "http_503")
-    records = sim.wait_truth(1)
-    assert any(r["fault"] == "http_503" and r["status"] == 503 for r in records)
+    forced(sim, "http_503", {**BODY, "max_tokens": 3}, "t1")
+    forced(sim, "close_early=2", {**BODY, "max_tokens": 3}, "t2")
+    forced(sim, "drop_mid_stream=50", {**BODY, "max_tokens": 3}, "t3")  # ends before the fault point
+    rec = truth_of(sim, ["t1", "t2", "t3"])
+    assert rec["t1"]["fault"] == "http_503" and rec["t1"]["status"] == 503
+    assert rec["t2"]["fault"] == "close_early" and rec["t2"]["completion_tokens"] == 2
+    assert rec["t3"]["fault"] is None and rec["t3"]["completion_tokens"] == 3
 
 
 def test_unknown_fault_header_is_a_400(sim: SimHandle) -> None:
