@@ -234,7 +234,8 @@ class GroupStats:
         self.last_end_wall_ns = _max_opt(self.last_end_wall_ns, other.last_end_wall_ns)
         self.series.merge(other.series)
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self, series_delta: bool = False) -> dict[str, Any]:
+        """Everything, JSON/msgpack-able; ``series_delta``: only the changed time-series rows."""
         self.flush()
         return {
             "hists": {name: h.to_wire() for name, h in self.hists.items() if h.count or h.clamped},
@@ -252,7 +253,7 @@ class GroupStats:
                 self.series.dropped,
             ],  # fmt: skip
             "window": [self.first_send_wall_ns, self.last_end_wall_ns],
-            "series": self.series.to_wire(),
+            "series": self.series.delta_to_wire() if series_delta else self.series.to_wire(),
         }
 
     @classmethod

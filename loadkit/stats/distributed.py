@@ -49,7 +49,11 @@ def encode_snapshot(node: NodeSnapshot, *, seq: int, epoch: int, worker: int | N
         "dropped": node.dropped,
         "errors": list(node.errors),
         "warnings": list(node.warnings),
-        "groups": [[engine, label, g.to_wire()] for (engine, label), g in node.groups.items()],
+        # Periodic snapshots carry only changed time-series rows; the final one carries all.
+        "series_delta": not final,
+        "groups": [
+            [engine, label, g.to_wire(series_delta=not final)] for (engine, label), g in node.groups.items()
+        ],
     }
 
 
@@ -63,6 +67,15 @@ def decode_snapshot(payload: dict[str, Any]) -> NodeSnapshot:
                             list(payload["errors"]), list(payload["warnings"]))  # fmt: skip
     except (KeyError, TypeError, ValueError) as exc:
         raise PayloadError(f"malformed stats payload: {exc!r}") from exc
+
+
+def _apply_series_deltas(previous: NodeSnapshot, new: NodeSnapshot) -> None:
+    """Give ``new`` (a delta snapshot) the previous time series updated with its rows."""
+    for key, group in new.groups.items():
+        old = previous.groups.get(key)
+        if old is not None:
+            old.series.apply_rows(group.series.to_wire(), group.series.dropped)
+            group.series = old.series
 
 
 @dataclass(slots=True)
@@ -111,6 +124,10 @@ class RemoteSnapshots:
         return "accepted"
 
     def _store(self, state: WorkerState, payload: dict[str, Any], snapshot: NodeSnapshot, now: float) -> None:
+        same_epoch = state.snapshot is not None and payload["epoch"] == state.epoch
+        if payload.get("series_delta") and same_epoch:
+            assert state.snapshot is not None
+            _apply_series_deltas(state.snapshot, snapshot)
         state.seq, state.epoch = payload["seq"], payload["epoch"]
         state.index = payload.get("worker", state.index)
         state.final = bool(payload.get("final"))

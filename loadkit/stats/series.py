@@ -23,11 +23,15 @@ COMPLETED, OK, TOKENS, STARTS, START_OFF, END_OFF = range(6)
 
 
 class Series:
-    __slots__ = ("rows", "dropped")
+    __slots__ = ("rows", "dropped", "_dirty", "_sent_dirty")
 
     def __init__(self) -> None:
         self.rows: dict[int, list[int]] = {}
         self.dropped = 0
+        # Seconds changed since the last delta (and in the one before): a worker's periodic
+        # snapshot carries only those rows, so its size does not grow with the run's length.
+        self._dirty: set[int] = set()
+        self._sent_dirty: set[int] = set()
 
     def _row(self, second: int) -> list[int] | None:
         row = self.rows.get(second)
@@ -35,6 +39,7 @@ class Series:
             if len(self.rows) >= MAX_SECONDS:
                 return None
             row = self.rows[second] = [0, 0, 0, 0, 0, 0]
+        self._dirty.add(second)
         return row
 
     def add_batch(self, starts: np.ndarray, ends: np.ndarray, ok: np.ndarray, tokens: np.ndarray) -> None:
@@ -70,6 +75,19 @@ class Series:
 
     def to_wire(self) -> list[list[int]]:
         return [[second, *row] for second, row in sorted(self.rows.items())]
+
+    def delta_to_wire(self) -> list[list[int]]:
+        """Rows changed since the previous delta, plus those it carried (sent twice, so one
+        delta the master never applied costs nothing). Rows are whole cumulative values."""
+        seconds = sorted((self._dirty | self._sent_dirty) & self.rows.keys())
+        self._sent_dirty, self._dirty = self._dirty, set()
+        return [[second, *self.rows[second]] for second in seconds]
+
+    def apply_rows(self, rows: list[list[int]], dropped: int) -> None:
+        """Master side: overwrite rows with a newer delta's values."""
+        for row in rows:
+            self.rows[row[0]] = list(row[1:])
+        self.dropped = dropped
 
     @classmethod
     def from_wire(cls, rows: list[list[int]], dropped: int = 0) -> Series:

@@ -147,3 +147,19 @@ def test_payload_is_versioned_and_numbered(final):
     worker.worker_index = 3
     first, second = worker.snapshot_payload(), worker.snapshot_payload(final=final)
     assert (first["v"], first["seq"], second["seq"], second["worker"], second["final"]) == (1, 1, 2, 3, final)
+
+
+def test_periodic_snapshots_carry_only_changed_series_rows_and_merge_to_the_same_series():
+    worker, master = StatsCollector(), StatsCollector()
+    sizes = []
+    for batch in range(6):  # six report intervals, each 10 s of requests
+        for i in range(20):
+            worker.add(record(send_ms=batch * 10_000 + i * 500))
+        payload = worker.snapshot_payload()
+        sizes.append(len(payload["groups"][0][2]["series"]))
+        if batch != 3:  # one periodic snapshot never applied: the next one re-sends its rows
+            master.accept_snapshot("w", _wire(payload))
+    assert max(sizes) <= 2 * 11  # this interval's rows and the previous interval's, not all 60 s
+    assert master.report()["engines"]["e"]["timeseries"] == worker.report()["engines"]["e"]["timeseries"]
+    master.accept_snapshot("w", _wire(worker.snapshot_payload(final=True)))  # final: every row
+    assert master.report()["engines"]["e"]["timeseries"] == worker.report()["engines"]["e"]["timeseries"]
