@@ -54,6 +54,10 @@ def _derived(report: dict[str, Any], label: str) -> str | None:
     m = report.get("manifest") or {}
     if label == "concurrency (users, spawn rate)" and m.get("users") is not None:
         return f"{m['users']} users, spawn rate {m.get('spawn_rate', '?')}/s"
+    arrival = lookup(m, "scenario.arrival")
+    if label == "stages" and isinstance(arrival, dict) and not arrival.get("stages"):
+        rate = arrival.get("rate")
+        return "one stage for the whole run" + (f" at {rate}/s" if rate is not None else "")
     if label == "lengths realised" and lookup(m, "scenario.lengths_realised") is None:
         return _realised(report)
     if label == "duration" and m.get("started_unix") and m.get("stopped_unix"):
