@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+import psutil
 
 from loadkit.sim.testing import sim_process
 
@@ -40,7 +41,28 @@ CLIENTS = {
     "loadkit": ("loadkit_gevent.py", {}),
     "loadkit-user": ("loadkit_gevent.py", {"LOADKIT_KERNEL_TIMESTAMPS": "0"}),
     "aiohttp": ("aiohttp_vllm_style.py", {}),
+    "locust": ("", {}),  # a real `locust -f locustfiles/llm.py` process; see run_locust
 }
+REPO = os.path.dirname(HERE)
+SCENARIO = """schema = "loadkit.scenario/1"
+name = "bench-client"
+seed = 1
+duration_s = 3600
+
+[arrival]
+model = "closed"
+users = {users}
+
+[prompt]
+tokenizer = "approx"
+api = "completions"
+
+[[parts]]
+name = "fixed"
+weight = 1.0
+input = {{ dist = "fixed", value = 16 }}
+output = {{ dist = "fixed", value = {max_tokens} }}
+"""
 
 
 @dataclass
@@ -57,6 +79,7 @@ class Point:
     events_per_s: float | None = None
     tokens_per_s: float | None = None
     cpu_pct: float | None = None
+    cpu_us_per_event: float | None = None
     ttft_err_ms: dict[str, float | None] = field(default_factory=dict)
     itl_err_ms: dict[str, float | None] = field(default_factory=dict)
     coalesced_read_pct: float | None = None
@@ -72,9 +95,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--lengths", default="32,512", help="output tokens per request, comma list (short,long)")
     p.add_argument("--streams", default="50,100,200,300,500,700,1000", help="stream-count ladder, ascending")
     p.add_argument("--seconds", type=float, default=6.0, help="sending time per point (requests then finish)")
+    p.add_argument("--warmup-s", type=float, default=1.0, help="leave out requests sent in the first seconds")
     p.add_argument("--processes", type=int, default=1, help="client processes per point, streams split evenly")
     p.add_argument("--client-cpus", default="1", help="cores for the client processes (taskset list)")
     p.add_argument("--sim-cpu", type=int, default=0, help="core for the simulator")
+    p.add_argument("--nice", type=int, default=0,
+                   help="niceness of simulator and clients (e.g. -10 on a shared machine; negative needs root)")
+    p.add_argument("--rt", type=int, default=0,
+                   help="run simulator and clients SCHED_FIFO at this priority (chrt; root): on a shared, busy "
+                        "machine wake-up delays of other processes' making otherwise dominate the errors")
     p.add_argument("--limit-ms", type=float, default=1.0, help="p99 error bound for 'accurate'")
     p.add_argument("--no-stop", action="store_true", help="run the whole ladder even past the first miss")
     p.add_argument("--quick", action="store_true", help="smoke run: one interval, one length, two points")
@@ -96,30 +125,87 @@ def sim_args(interval_ms: float) -> list[str]:
 
 
 def client_cmd(name: str, url: str, streams: int, max_tokens: int, seconds: float, out: str,
-               cpus: str, seed: int) -> list[str]:  # fmt: skip
+               cpus: str, seed: int, nice: int = 0, rt: int = 0) -> list[str]:  # fmt: skip
     script = os.path.join(HERE, "clients", CLIENTS[name][0])
-    return ["taskset", "-c", cpus, sys.executable, script, "--url", url, "--streams", str(streams),
+    prio = ["chrt", "-f", str(rt)] if rt else ["nice", "-n", str(nice)]
+    return [*prio, "taskset", "-c", cpus, sys.executable, script, "--url", url, "--streams", str(streams),
             "--max-tokens", str(max_tokens), "--seconds", str(seconds), "--out", out, "--seed", str(seed)]  # fmt: skip
 
 
-def run_clients(pt: Point, url: str, seconds: float, cpus: list[str], tmp: str) -> list[str]:
+def run_clients(pt: Point, url: str, args: argparse.Namespace, tmp: str) -> list[str]:
     """Start the point's client processes together and wait; returns their result files."""
     env = {**os.environ, **CLIENTS[pt.client][1]}
     outs, procs = [], []
     for i in range(pt.processes):
         share = pt.streams // pt.processes + (1 if i < pt.streams % pt.processes else 0)
         out = os.path.join(tmp, f"{pt.client}-{pt.streams}-{i}.jsonl")
-        cmd = client_cmd(pt.client, url, share, pt.max_tokens, seconds, out, cpus[i % len(cpus)], i)
+        cpus = args.client_cpus.split(",")
+        cmd = client_cmd(pt.client, url, share, pt.max_tokens, args.seconds, out, cpus[i % len(cpus)], i,
+                         args.nice, args.rt)  # fmt: skip
         procs.append(subprocess.Popen(cmd, env=env))
         outs.append(out)
-    limit = seconds + pt.max_tokens * pt.interval_ms / 1000 * 4 + 60
+    limit = args.seconds + pt.max_tokens * pt.interval_ms / 1000 * 4 + 60
     for proc in procs:
         proc.wait(timeout=limit)
     return outs
 
 
+def run_locust(pt: Point, url: str, args: argparse.Namespace, tmp: str) -> list[str]:
+    """The Locust path users run: one `locust --headless` process, loadkit's locustfile, a
+    closed-loop scenario of fixed lengths, `--raw-log`; its CPU sampled with psutil."""
+    scenario = os.path.join(tmp, "scenario.toml")
+    with open(scenario, "w") as fh:
+        fh.write(SCENARIO.format(users=pt.streams, max_tokens=pt.max_tokens))
+    report = os.path.join(tmp, "report")
+    prio = ["chrt", "-f", str(args.rt)] if args.rt else ["nice", "-n", str(args.nice)]
+    cmd = [*prio, "taskset", "-c", args.client_cpus.split(",")[0], sys.executable, "-m", "locust",
+           "-f", os.path.join(REPO, "locustfiles", "llm.py"), "--headless", "--host", url, "-u", str(pt.streams),
+           "-r", str(pt.streams), "-t", f"{args.seconds:g}s", "--scenario", scenario, "--api", "completions",
+           "--report-dir", report, "--raw-log", "--no-console-table", "--only-summary", "--stop-timeout",
+           str(int(pt.max_tokens * pt.interval_ms / 1000 * 3 + 5))]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "locust.log"), "wb"))
+    t0 = time.perf_counter()
+    cpu_s = sample_cpu(proc)
+    out = os.path.join(tmp, "locust.jsonl")
+    n = convert_raw_log(report, out, cpu_s, time.perf_counter() - t0)
+    if n == 0:
+        with open(os.path.join(tmp, "locust.log"), errors="replace") as fh:
+            print("locust produced no requests; its log ends:\n" + fh.read()[-1500:], file=sys.stderr)
+    return [out]
+
+
+def sample_cpu(proc: subprocess.Popen[bytes]) -> float:
+    """CPU seconds of a running process, last value seen before it exits."""
+    ps, cpu = psutil.Process(proc.pid), 0.0
+    while proc.poll() is None:
+        try:
+            cpu = sum(ps.cpu_times()[:2])
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.2)
+    return cpu
+
+
+def convert_raw_log(report: str, out: str, cpu_s: float, wall_s: float) -> int:
+    """Raw-log lines → the client result format; only first and last arrivals are logged,
+    so ITL error becomes the error of the last token (t_last − truth last write)."""
+    rows: list[dict[str, Any]] = []
+    for name in sorted(os.listdir(report)) if os.path.isdir(report) else []:
+        if name.startswith("requests") and name.endswith(".jsonl"):
+            with open(os.path.join(report, name)) as fh:
+                rows += [json.loads(line) for line in fh if line.strip()]
+    with open(out, "w") as fh:
+        for r in rows:
+            if r.get("outcome") == "ok" and r.get("t_first_ns") is not None:
+                fh.write(json.dumps({"rid": r["request_id"], "t_send": r["t_send_ns"], "ev": [r["t_first_ns"], r["t_last_ns"]],
+                                     "n_events": r["n_events"], "coalesced": r["coalesced_reads"]}) + "\n")  # fmt: skip
+        fh.write(json.dumps({"summary": True, "cpu_s": cpu_s, "wall_s": wall_s, "rss_mib": 0.0}) + "\n")
+    return len(rows)
+
+
 def load_rows(paths: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    rows, summaries = [], []
+    rows: list[dict[str, Any]] = []
+    summaries: list[dict[str, Any]] = []
     for path in paths:
         with open(path) as fh:
             for line in fh:
@@ -135,6 +221,8 @@ def errors(rows: list[dict[str, Any]], truth: dict[str, dict[str, Any]]) -> tupl
         tr = truth.get(row["rid"])
         c = row["ev"]
         s = tr["t_token_ns"] if tr else None
+        if s and "n_events" in row and row["n_events"] == len(s):
+            s = [s[0], s[-1]]  # Locust raw log: first and last token only
         if not s or len(s) != len(c):
             unmatched += 1
             continue
@@ -152,32 +240,53 @@ def pct_ms(values: np.ndarray) -> dict[str, float | None]:
     return {"p50": round(float(p50), 3), "p99": round(float(p99), 3), "max": round(float(values.max()) / 1e6, 3)}
 
 
+def after_warmup(rows: list[dict[str, Any]], warmup_s: float) -> list[dict[str, Any]]:
+    """Requests sent after the first ``warmup_s`` (connects, imports, spawning)."""
+    if not rows:
+        return rows
+    t0 = min(r["t_send"] for r in rows)
+    return [r for r in rows if r["t_send"] >= t0 + warmup_s * 1e9]
+
+
 def score(pt: Point, rows: list[dict[str, Any]], summaries: list[dict[str, Any]],
-          truth: dict[str, dict[str, Any]], limit_ms: float) -> None:  # fmt: skip
-    ttft, itl, pt.unmatched = errors(rows, truth)
-    pt.requests = len(rows)
+          truth: dict[str, dict[str, Any]], args: argparse.Namespace) -> None:  # fmt: skip
+    """Errors from requests after warm-up; throughput and CPU from all of them."""
+    measured = after_warmup(rows, args.warmup_s)
+    ttft, itl, pt.unmatched = errors(measured, truth)
+    pt.requests = len(measured)
     pt.ttft_err_ms, pt.itl_err_ms = pct_ms(ttft), pct_ms(itl)
     wall = max(s["wall_s"] for s in summaries)
-    n_events = sum(len(r["ev"]) for r in rows)
+    n_events = sum(r.get("n_events", len(r["ev"])) for r in rows)
     pt.events_per_s = pt.tokens_per_s = round(n_events / wall)
-    pt.cpu_pct = round(100 * sum(s["cpu_s"] for s in summaries) / wall / pt.processes, 1)
+    cpu_s = sum(s["cpu_s"] for s in summaries)
+    pt.cpu_pct = round(100 * cpu_s / wall / pt.processes, 1)
+    pt.cpu_us_per_event = round(1e6 * cpu_s / n_events, 2) if n_events else None
     pt.rss_mib = round(sum(s["rss_mib"] for s in summaries), 1)
     reads = sum(s.get("reads", 0) for s in summaries)
     if reads:
         pt.coalesced_read_pct = round(100 * sum(s["coalesced"] for s in summaries) / reads, 2)
         pt.kernel_stamped_pct = round(100 * sum(s["kernel_stamped"] for s in summaries) / reads, 1)
     p99s = (pt.ttft_err_ms["p99"], pt.itl_err_ms["p99"])
-    pt.accurate = pt.requests > 0 and pt.unmatched == 0 and all(v is not None and v <= limit_ms for v in p99s)
+    pt.accurate = pt.requests > 0 and pt.unmatched == 0 and all(v is not None and v <= args.limit_ms for v in p99s)
+
+
+def prioritize(pid: int, args: argparse.Namespace) -> None:
+    if args.rt:
+        os.sched_setscheduler(pid, os.SCHED_FIFO, os.sched_param(args.rt))
+    elif args.nice:
+        psutil.Process(pid).nice(args.nice)
 
 
 def run_point(pt: Point, args: argparse.Namespace) -> Point:
-    cpus = args.client_cpus.split(",")
     with tempfile.TemporaryDirectory(prefix="lk-bench-") as tmp, \
             sim_process(*sim_args(pt.interval_ms), cpu=args.sim_cpu) as sim:  # fmt: skip
-        outs = run_clients(pt, sim.url, args.seconds, cpus, tmp)
+        if sim.process is not None:
+            prioritize(sim.process.pid, args)
+        runner = run_locust if pt.client == "locust" else run_clients
+        outs = runner(pt, sim.url, args, tmp)
         rows, summaries = load_rows(outs)
         truth = {r["request_id"]: r for r in sim.wait_truth(len(rows), timeout_s=5.0)}
-        score(pt, rows, summaries, truth, args.limit_ms)
+        score(pt, rows, summaries, truth, args)
     return pt
 
 
@@ -185,7 +294,7 @@ def show(pt: Point) -> None:
     t, i = pt.ttft_err_ms, pt.itl_err_ms
     print(f"{pt.client:13s} {pt.interval_ms:5g} ms x{pt.max_tokens:5d} tok {pt.streams:5d} streams/{pt.processes}p | "
           f"TTFT err p50 {t['p50']} p99 {t['p99']} | ITL err p50 {i['p50']} p99 {i['p99']} ms | "
-          f"{pt.events_per_s} ev/s cpu {pt.cpu_pct}% coalesced {pt.coalesced_read_pct}% "
+          f"{pt.events_per_s} ev/s cpu {pt.cpu_pct}% {pt.cpu_us_per_event} us/ev coalesced {pt.coalesced_read_pct}% "
           f"rss {pt.rss_mib} MiB n={pt.requests} unmatched={pt.unmatched} {'OK' if pt.accurate else 'MISS'}",
           flush=True)  # fmt: skip
 
