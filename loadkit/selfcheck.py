@@ -238,6 +238,16 @@ class SelfCheck:
                                         "client_selfcheck": self.monitor.health_field()})  # fmt: skip
 
 
+class LogOnlyStats:
+    """Stand-in when the process has no stats collector: warnings still reach the console."""
+
+    def warn(self, message: str) -> None:
+        log.warning(message)
+
+    def set_manifest_fields(self, fields: dict[str, Any]) -> None:
+        pass
+
+
 def node_name(environment: Any) -> str:
     runner = getattr(environment, "runner", None)
     index = getattr(runner, "worker_index", None)
@@ -254,9 +264,9 @@ def install(environment: Any, config: SelfCheckConfig | None = None) -> None:
     def on_test_start(**_kw: Any) -> None:
         if "Master" in type(environment.runner).__name__:
             return
-        stats = environment.loadkit.stats
+        stats = getattr(getattr(environment, "loadkit", None), "stats", None) or LogOnlyStats()
         check = holder.get("check")
-        if check is None or check.stats is not stats:
+        if check is None or (check.stats is not stats and not isinstance(stats, LogOnlyStats)):
             check = holder["check"] = SelfCheck(stats, config, node_name(environment))
         check.start()
 

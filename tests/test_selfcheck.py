@@ -192,3 +192,27 @@ def test_install_starts_on_workers_and_local_only():
     assert local.loadkit.stats.manifest["client_saturation"] is None
     local.events.test_stop.fire()
     assert local.loadkit.stats.manifest["client_selfcheck"]["node"] == "local"
+
+
+def test_install_without_a_stats_collector_logs_instead(caplog):
+    from loadkit.selfcheck import LogOnlyStats
+
+    class Hook:
+        def __init__(self) -> None:
+            self.fns: list = []
+
+        def add_listener(self, fn) -> None:
+            self.fns.append(fn)
+
+    class LocalRunner:
+        pass
+
+    env = type("Env", (), {})()
+    env.events = type("Events", (), {"test_start": Hook(), "test_stop": Hook()})()
+    env.runner = LocalRunner()
+    env.loadkit = type("R", (), {"stats": None})()
+    install(env)
+    env.events.test_start.fns[0]()
+    env.events.test_stop.fns[0]()  # no collector: nothing to raise on
+    LogOnlyStats().warn("client saturated (test)")
+    assert "client saturated (test)" in caplog.text
