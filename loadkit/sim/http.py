@@ -4,9 +4,9 @@ Why not a framework: every byte and every fault must be under control (a stream 
 mid-chunk, trickled, or stalled) and per-event cost must stay at a few microseconds.
 
 Supported: keep-alive (HTTP/1.1 default, ``Connection: close`` honoured), request bodies with
-``Content-Length``, responses with ``Content-Length`` or chunked transfer encoding, one
-request at a time per connection (pipelined requests wait in the buffer). Not supported:
-chunked request bodies (411), ``Expect: 100-continue`` handshakes, HTTP/2.
+``Content-Length`` (``Expect: 100-continue`` answered), responses with ``Content-Length`` or
+chunked transfer encoding, one request at a time per connection (pipelined requests wait in
+the buffer). Not supported: chunked request bodies (411), HTTP/2.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ class HttpConnection(asyncio.Protocol):
         self.keep_alive = True
         self.closed = False
         self.paused = False
+        self.continued = False  # "100 Continue" sent for the request being read
         self.on_lost: Callable[[], None] | None = None
         self.on_resume: Callable[[], None] | None = None
 
@@ -108,7 +109,11 @@ class HttpConnection(asyncio.Protocol):
             self._fail(400 if length is None else 413, "bad Content-Length")
             return
         if len(self.buf) < end + 4 + length:
+            if headers.get("expect", "").lower() == "100-continue" and not self.continued:
+                self.continued = True  # curl waits 1 s for this before sending a large body
+                self.write_raw(b"HTTP/1.1 100 Continue\r\n\r\n")
             return  # wait for the rest of the body
+        self.continued = False
         body = bytes(self.buf[end + 4 : end + 4 + length])
         del self.buf[: end + 4 + length]
         self._dispatch(method, target, headers, body)

@@ -250,3 +250,18 @@ def test_keep_alive_serves_several_requests_on_one_connection(sims: dict[str, Si
         while data.count(b"HTTP/1.1 200") < 2 or not data.endswith(b"}"):
             data += sock.recv(65536)
     assert data.count(b'"object":"text_completion"') == 2
+
+
+def test_expect_100_continue(sims: dict[str, SimHandle]) -> None:
+    import socket
+
+    body = json.dumps({**COMPLETION, "stream": False}).encode()
+    head = f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: {len(body)}\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", sims["openai"].port), timeout=5) as sock:
+        sock.sendall(head.encode())
+        assert sock.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        sock.sendall(body)
+        data = b""
+        while not data.endswith(b"}"):
+            data += sock.recv(65536)
+    assert data.startswith(b"HTTP/1.1 200 OK") and b'"completion_tokens":4' in data
