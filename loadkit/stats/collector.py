@@ -103,13 +103,15 @@ class StatsCollector:
         """Merge ``fields`` into the report's manifest (scenario, engines, server info ...)."""
         self.manifest.update(fields)
 
-    def reset(self) -> None:
-        """Forget every count (new run or stats reset); reset listeners propagate to workers."""
+    def reset(self, propagate: bool = True) -> None:
+        """Forget every count (new run or stats reset). With ``propagate`` the reset listeners
+        run too: on the master they tell every worker to reset."""
         self.epoch += 1
         self._clear()
         self.remote.reset()
-        for listener in self.reset_listeners:
-            listener()
+        if propagate:
+            for listener in self.reset_listeners:
+                listener()
 
     def mark_stopped(self) -> None:
         self.stopped_wall_ns = self._wall_clock_ns()

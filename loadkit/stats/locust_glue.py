@@ -67,7 +67,6 @@ class LocustStats:
                      else "worker" if isinstance(self.runner, WorkerRunner) else "local")  # fmt: skip
         self.options = StatsOptions.from_parsed(environment.parsed_options)
         self.collector = StatsCollector(self.options.slos)
-        self.collector.glue = self  # type: ignore[attr-defined]  # for debugging and tests
         self.stopped = False
         self.quit_started = False
         self.final_written = False
@@ -121,9 +120,7 @@ class LocustStats:
         self.final_written = False
         collector = self.collector
         collector.slos = self.options.slos
-        listeners, collector.reset_listeners = collector.reset_listeners, []
-        collector.reset()  # every node resets on its own test_start: no propagation needed
-        collector.reset_listeners = listeners
+        collector.reset(propagate=False)  # every node resets on its own test_start
         if self.role == "worker":
             collector.worker_index = self.runner.worker_index
         if collector.raw_log is not None:
@@ -192,9 +189,7 @@ class LocustStats:
 
     @_guarded
     def _on_reset_message(self, environment: Any, msg: Message, **_: Any) -> None:
-        listeners, self.collector.reset_listeners = self.collector.reset_listeners, []
-        self.collector.reset()
-        self.collector.reset_listeners = listeners
+        self.collector.reset(propagate=False)
 
     # -- master side ----------------------------------------------------------------------
 
