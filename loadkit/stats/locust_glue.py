@@ -237,11 +237,13 @@ class LocustStats:
         for client_id in self._connected_workers():
             if client_id not in remote.workers:
                 remote.workers[client_id] = WorkerState(client_id)
-        deadline = time.monotonic() + self.options.final_report_wait
+        # Workers first let running requests finish for up to --stop-timeout, then report.
+        wait = self.options.final_report_wait + float(getattr(self.env, "stop_timeout", None) or 0)
+        deadline = time.monotonic() + wait
         while remote.pending_finals() and time.monotonic() < deadline:
             gevent.sleep(0.05)
         for client_id in remote.pending_finals():
-            remote.mark_lost(client_id, f"no final stats within {self.options.final_report_wait:g} s of stop")
+            remote.mark_lost(client_id, f"no final stats within {wait:g} s of stop")
         self._fill_worker_indexes()
 
     def _monitor_workers(self) -> None:

@@ -78,7 +78,7 @@ def add_stats_arguments(group: Any) -> None:
                        help="do not print loadkit's live/final console table")  # fmt: skip
     group.add_argument("--final-report-wait", type=_positive_float, default=DEFAULT_FINAL_WAIT_S,
                        env_var="LOADKIT_FINAL_REPORT_WAIT", include_in_web_ui=False,
-                       help="seconds the master waits at the end for every worker's final stats (default 5)")  # fmt: skip
+                       help="seconds the master waits at the end for every worker's final stats, on top of --stop-timeout (default 5)")  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
