@@ -58,4 +58,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run through the package module, so UserError is the class subcommands raise.
+    from loadkit.cli import main as package_main
+
+    sys.exit(package_main())

@@ -17,7 +17,7 @@ from loadkit import hookspecs
 from loadkit.engines.base import EngineAdapter
 
 ENTRY_POINT_GROUP = "loadkit"
-BUILTIN_PLUGINS = ("loadkit.engines.builtin",)
+BUILTIN_PLUGINS = ("loadkit.engines.builtin", "loadkit.report.plugin")
 
 
 class PluginError(RuntimeError):

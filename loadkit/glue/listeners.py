@@ -36,6 +36,8 @@ def on_init(environment: Any, **_: Any) -> None:
 
     runtime = Runtime(environment, stats=_install_stats(environment))
     environment.loadkit = runtime
+    # Locust fires `quitting` in reverse order, so this runs before the stats layer's handler.
+    environment.events.quitting.add_listener(_stop_before_quitting)
     runtime.sessions = SideStats(environment)
     runtime.sessions.install()
     if runtime.stats is not None and hasattr(runtime.stats, "add_section"):
@@ -51,6 +53,9 @@ def on_init(environment: Any, **_: Any) -> None:
     if not isinstance(runner, WorkerRunner):
         _check_options_early(environment)
         _install_shape(environment)
+        from loadkit.webui import install_web_ui
+
+        install_web_ui(environment)
 
 
 def _install_shape(environment: Any) -> None:
@@ -72,6 +77,18 @@ def _install_shape(environment: Any) -> None:
         environment.shape_class.runner = environment.runner
 
 
+def _stop_before_quitting(environment: Any, **_: Any) -> None:
+    """On Ctrl-C / SIGTERM Locust fires `quitting` while users still stream. Stop them first:
+    their in-flight requests become `cancelled` records before any report is written."""
+    from locust.runners import STATE_INIT, STATE_STOPPED, WorkerRunner
+
+    runner = environment.runner
+    if runner is None or isinstance(runner, WorkerRunner):
+        return
+    if runner.state not in (STATE_INIT, STATE_STOPPED):
+        runner.stop()
+
+
 def _check_options_early(environment: Any) -> None:
     """Fail a headless run before it starts: one line on stderr, exit code 2, no traceback."""
     options = environment.parsed_options
@@ -79,7 +96,8 @@ def _check_options_early(environment: Any) -> None:
         return
     try:
         environment.loadkit.configure(options, environment.host, (0, 1))
-        check_reachable(environment.loadkit)
+        if not getattr(options, "skip_reachability_check", False):
+            check_reachable(environment.loadkit)
     except USER_ERRORS as exc:
         print(f"loadkit: error: {exc}", file=sys.stderr)
         sys.exit(2)

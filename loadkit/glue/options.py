@@ -78,6 +78,21 @@ def add_core_arguments(group: OptionGroup) -> None:
         "stats kept under NAME. Default: one target from --host named after the engine",
     )
     group.add_argument(
+        "--targets",
+        default="",
+        env_var="LOADKIT_TARGETS",
+        help="Targets as one string, separated by spaces (the web UI's form for --target): "
+        "'a=http://h1:8000,engine=vllm b=http://h2:8000'",
+    )
+    group.add_argument(
+        "--skip-reachability-check",
+        action="store_true",
+        default=False,
+        include_in_web_ui=False,
+        env_var="LOADKIT_SKIP_REACHABILITY_CHECK",
+        help="Start even if a target does not accept connections (they count as connect_error)",
+    )
+    group.add_argument(
         "--first-token-timeout",
         type=float,
         default=60.0,

@@ -33,7 +33,10 @@ class ConfigError(Exception):
 
 
 def target_specs(options: Any, host: str | None) -> list[TargetSpec]:
-    specs = [parse_target(text, options.engine) for text in options.target or []]
+    given = list(options.target or [])
+    # The web UI form's --targets: one string, targets separated by spaces.
+    given += (getattr(options, "targets", "") or "").split()
+    specs = [parse_target(text, options.engine) for text in given]
     if not specs:
         if not host:
             raise ConfigError("no target: give --host URL or --target NAME=URL")
@@ -74,6 +77,7 @@ class Runtime:
         self.server_metrics: Any = None
         self.sessions: Any = None
         self.schedule_end_ns: int | None = None
+        self._plugin_errors: set[str] = set()
         self.watch = ExhaustionWatch(environment)
 
     def workload_exhausted(self) -> None:
@@ -210,33 +214,53 @@ class Runtime:
             return  # warm-up is excluded from the run's stats (it shows in the stage table)
         if self.sessions is not None:
             self.sessions.add_lengths(rec)
-        try:
-            get_plugin_manager().hook.loadkit_request_finished(record=rec)
-        except Exception as exc:  # a plugin must not lose the record, but the run is invalid
-            log.error("loadkit: plugin hook loadkit_request_finished raised %r; run marked invalid", exc)
-            if self.stats is not None and hasattr(self.stats, "mark_invalid"):
-                self.stats.mark_invalid(f"plugin loadkit_request_finished raised {exc!r}")
+        # Called one implementation at a time so a failure names its plugin.
+        for impl in get_plugin_manager().hook.loadkit_request_finished.get_hookimpls():
+            try:
+                impl.function(record=rec)
+            except Exception as exc:  # a plugin must not lose the record, but the run is invalid
+                self.plugin_failed(impl.plugin_name, exc)
         if self.stats is not None:
             self.stats.add(rec)
         if self.sessions is not None and rec.turn is not None:
             self.sessions.add_turn(rec)
 
+    def plugin_failed(self, plugin: str, exc: Exception) -> None:
+        message = f"plugin {plugin!r} raised {exc!r} in loadkit_request_finished; run marked invalid"
+        if message in self._plugin_errors:
+            return
+        self._plugin_errors.add(message)
+        log.error("loadkit: %s", message)
+        if self.stats is not None:
+            self.stats.mark_invalid(message)
+
     def fingerprint(self) -> dict[str, str]:
         return plugin_fingerprint()
 
 
+SCENARIO_SLOS = "loadkit_slos_from_scenario"
+
+
 def apply_scenario_slos(options: Any, scenario: Any) -> None:
     """The scenario's SLOs count when no --slo was given (the command line wins). Written into
-    the options, so the stats layer and, through the master, every worker see them."""
+    the options, so the stats layer and, through the master, every worker see them; marked, so
+    that a later run from the web UI with another scenario does not inherit them."""
+    if getattr(options, SCENARIO_SLOS, False):
+        options.slo = None
+        setattr(options, SCENARIO_SLOS, False)
     slos = getattr(scenario, "slos", None) or {}
     if slos and not getattr(options, "slo", None):
         options.slo = [f"{key}={float(limit):g}" for key, limit in slos.items()]
+        setattr(options, SCENARIO_SLOS, True)
 
 
 def slo_limits(options: Any) -> dict[str, float]:
     """{metric: limit ms} from the --slo options (after the scenario's were applied)."""
     out: dict[str, float] = {}
-    for item in getattr(options, "slo", None) or []:
+    given = getattr(options, "slo", None) or []
+    if isinstance(given, str):  # the web UI's form sends one string
+        given = [given]
+    for item in given:
         for part in str(item).split(","):
             key, sep, value = part.partition("=")
             if sep:

@@ -102,8 +102,11 @@ class LLMUser(FastHttpUser):
         if request is not None:
             request.t_sched_ns, request.stage = t_sched, stage or request.stage
         budgeted = t_sched is not None
+        stage = request.stage if request is not None else None
         try:
             while request is not None:
+                if request.stage is None:
+                    request.stage = stage  # later turns belong to the stage the session began in
                 record = self.send(request, budgeted=budgeted)
                 budgeted = False
                 ok = record.outcome == OK

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from loadkit.sim.testing import sim_process
@@ -11,7 +9,6 @@ from tests.integration.runs import (
     SCENARIOS,
     check_conservation,
     check_percentiles_match_raw,
-    load_report,
     raw_records,
     run_locust,
 )
