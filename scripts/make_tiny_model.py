@@ -179,7 +179,7 @@ def suppress_unprintable(tensors: dict[str, np.ndarray], layers: int, bad_ids: l
 
     The embedding puts SENTINEL_VALUE in dim 0 and no layer writes to it, so after the final
     RMS norm that component is large and positive for every position; a weight of
-    SUPPRESS_WEIGHT on it lowers those logits by ~40 (probability ~e-40), and the other
+    SUPPRESS_WEIGHT on it lowers those logits by roughly 30-40 nats, and the other
     tokens' weight on it is 0 so their logits are unchanged.
     """
     tensors["token_embd.weight"][:, SENTINEL_DIM] = SENTINEL_VALUE
