@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import msgpack
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from loadkit.stats import StatsCollector
+from loadkit.stats import Slo, StatsCollector
 from loadkit.stats.distributed import PAYLOAD_VERSION, RemoteSnapshots
-from tests.stats.records import record
+from tests.stats.records import BASE, record
 
 
 def _wire(payload: dict) -> dict:
@@ -163,3 +165,37 @@ def test_periodic_snapshots_carry_only_changed_series_rows_and_merge_to_the_same
     assert master.report()["engines"]["e"]["timeseries"] == worker.report()["engines"]["e"]["timeseries"]
     master.accept_snapshot("w", _wire(worker.snapshot_payload(final=True)))  # final: every row
     assert master.report()["engines"]["e"]["timeseries"] == worker.report()["engines"]["e"]["timeseries"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b"]),
+            st.sampled_from(["x", "y"]),
+            st.sampled_from(["ok", "ok", "ok", "timeout_total", "cancelled"]),
+            st.floats(0.01, 5000.0),
+            st.lists(st.floats(0.0, 300.0), max_size=8),
+            st.integers(0, 2),
+        ),
+        max_size=60,
+    )
+)
+def test_any_split_over_workers_merges_to_the_single_process_report(specs):
+    def node() -> StatsCollector:  # one shared clock: real processes differ by µs in wall offset
+        return StatsCollector(
+            (Slo("ttft_ms", 100.0),), wall_clock_ns=lambda: 2 * BASE, mono_clock_ns=lambda: BASE
+        )
+
+    everything, master = node(), node()
+    workers = [node() for _ in range(3)]
+    for i, (engine, label, outcome, ttft, gaps, worker) in enumerate(specs):
+        r = record(
+            engine=engine, label=label, outcome=outcome, send_ms=i * 37.0, ttft_ms=ttft, gaps_ms=tuple(gaps)
+        )
+        workers[worker].add(r)
+        everything.add(r)
+    for i, w in enumerate(workers):
+        w.snapshot_payload()  # an earlier periodic snapshot, superseded below
+        master.accept_snapshot(f"w{i}", _wire(w.snapshot_payload(final=i == 0)))
+    assert master.report()["engines"] == everything.report()["engines"]
