@@ -84,9 +84,9 @@ class StatsCollector:
         """Record an error in the stats path: logged, kept in the report, run marked invalid."""
         self.error_count += 1
         detail = f"{what}: {exc!r}" if exc is not None else what
-        if len(self.errors) < MAX_ERRORS_KEPT:
+        if len(self.errors) < MAX_ERRORS_KEPT:  # a failure per request must not flood the log
             self.errors.append(detail)
-        log.error("%s\n%s", detail, traceback.format_exc() if exc is not None else "")
+            log.error("%s\n%s", detail, traceback.format_exc() if exc is not None else "")
 
     def mark_invalid(self, reason: str) -> None:
         """Mark the run invalid for a reason found outside the stats path (e.g. a plugin hook)."""
