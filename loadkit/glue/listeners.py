@@ -9,6 +9,7 @@ from typing import Any
 
 from loadkit.cli import UserError
 from loadkit.glue.manifest import run_manifest
+from loadkit.glue.openloop import Dispatcher
 from loadkit.glue.options import add_arguments
 from loadkit.glue.runtime import ConfigError, ExhaustionWatch, Runtime, end_run
 from loadkit.glue.scraping import ServerMetrics
@@ -20,6 +21,8 @@ from loadkit.targets import TargetError
 log = logging.getLogger("loadkit")
 SHARD_OPTION = "loadkit_shards"
 FINGERPRINT_OPTION = "loadkit_plugins"
+NOTE_MESSAGE = "loadkit_worker_note"
+REFUSED_MESSAGE = "loadkit_worker_refused"
 USER_ERRORS = (ConfigError, TargetError, PluginError, UserError)
 
 
@@ -33,6 +36,9 @@ def _install_stats(environment: Any) -> Any:
 
 def on_init(environment: Any, **_: Any) -> None:
     from locust.runners import MasterRunner, WorkerRunner
+
+    if getattr(environment, "loadkit", None) is not None:
+        return  # already set up (a worker can get its first spawn before `init` fires)
 
     runtime = Runtime(environment, stats=_install_stats(environment))
     environment.loadkit = runtime
@@ -50,12 +56,29 @@ def on_init(environment: Any, **_: Any) -> None:
     runner = environment.runner
     if isinstance(runner, MasterRunner):
         runner.register_message(ExhaustionWatch.DONE_MESSAGE, _worker_done_handler(runtime))
+        runner.register_message(NOTE_MESSAGE, _master_notes_handler(runtime))
+        runner.register_message(REFUSED_MESSAGE, _master_notes_handler(runtime))
     if not isinstance(runner, WorkerRunner):
         _check_options_early(environment)
         _install_shape(environment)
         from loadkit.webui import install_web_ui
 
         install_web_ui(environment)
+        _warn_open_web_ui(environment)
+
+
+def _warn_open_web_ui(environment: Any) -> None:
+    """A web UI reachable from other machines without a login lets anyone start load."""
+    options = environment.parsed_options
+    if environment.web_ui is None or options is None or getattr(options, "web_login", False):
+        return
+    host = getattr(options, "web_host", "") or ""
+    if host in ("", "*", "0.0.0.0", "::") or not (host.startswith("127.") or host in ("localhost", "::1")):
+        log.warning(
+            "loadkit: the web UI listens on %s without authentication: anyone who can reach it can start "
+            "load. Use --web-host 127.0.0.1, or --web-login.",
+            host or "all interfaces",
+        )
 
 
 def _install_shape(environment: Any) -> None:
@@ -80,10 +103,10 @@ def _install_shape(environment: Any) -> None:
 def _stop_before_quitting(environment: Any, **_: Any) -> None:
     """On Ctrl-C / SIGTERM Locust fires `quitting` while users still stream. Stop them first:
     their in-flight requests become `cancelled` records before any report is written."""
-    from locust.runners import STATE_INIT, STATE_STOPPED, WorkerRunner
+    from locust.runners import STATE_INIT, STATE_STOPPED
 
     runner = environment.runner
-    if runner is None or isinstance(runner, WorkerRunner):
+    if runner is None:
         return
     if runner.state not in (STATE_INIT, STATE_STOPPED):
         runner.stop()
@@ -132,6 +155,17 @@ def on_test_start(environment: Any, **_: Any) -> None:
 
     runner = environment.runner
     options = environment.parsed_options
+    if runner is None:
+        # A worker that connects while a run is going gets its first spawn message while its
+        # runner is still being built (Locust's connect handshake yields): nothing can be set
+        # up yet. Once the runner exists, set up and fire test_start again for loadkit's
+        # listeners (the first firing did nothing for them).
+        import gevent
+
+        gevent.spawn(_start_when_runner_exists, environment)
+        return
+    if getattr(environment, "loadkit", None) is None:
+        on_init(environment)  # the spawn came before Locust fired `init`; on_init is idempotent
     runtime: Runtime = environment.loadkit
     try:
         if isinstance(runner, MasterRunner):
@@ -143,12 +177,28 @@ def on_test_start(environment: Any, **_: Any) -> None:
     except USER_ERRORS as exc:
         log.error("loadkit: error: %s", exc)
         environment.process_exit_code = 2
-        end_run(environment, "configuration error")
+        if isinstance(runner, WorkerRunner):
+            _refuse_worker(environment, str(exc))
+        else:
+            end_run(environment, "configuration error")
         return
     if not environment.host and runtime.targets:
         environment.host = runtime.targets[0].spec.url
     if not isinstance(runner, WorkerRunner):
         _start_reporting(environment, runtime)
+
+
+def _start_when_runner_exists(environment: Any) -> None:
+    import gevent
+
+    for _ in range(1000):  # bounded: 10 s
+        if environment.runner is not None:
+            if getattr(environment, "loadkit", None) is None:
+                on_init(environment)
+            environment.events.test_start.fire(environment=environment)
+            return
+        gevent.sleep(0.01)
+    log.error("loadkit: worker runner never came up; this worker sends no loadkit traffic")
 
 
 def _start_reporting(environment: Any, runtime: Runtime) -> None:
@@ -189,8 +239,40 @@ def _prepare_worker(environment: Any, runtime: Runtime) -> None:
             "install the same loadkit plugins (or LOADKIT_LOAD_PLUGINS) on every node"
         )
     shards = getattr(options, SHARD_OPTION, None) or {}
-    index, total = shards.get(environment.runner.client_id, [environment.runner.worker_index, 1])
+    runner = environment.runner
+    late = runner.client_id not in shards
+    if late:
+        # Joined after the run started: the shares are already dealt. In closed loop it takes
+        # a share of its own (deterministic, but not disjoint from the others); in open loop
+        # it sends nothing, so the asked arrival rate stays exact. The master's report says so.
+        runner.send_message(NOTE_MESSAGE, {"warning": f"worker {runner.worker_index} joined after the start: "
+                                           "its requests are not a disjoint share of the workload"})  # fmt: skip
+    index, total = shards.get(runner.client_id, [runner.worker_index, runner.worker_index + 1])
     runtime.configure(options, environment.host, (int(index), int(total)))
+    if late:
+        runtime.dispatchers = {name: Dispatcher(iter(()), None) for name in runtime.dispatchers}
+
+
+def _refuse_worker(environment: Any, reason: str) -> None:
+    """Tell the master why, then leave: a worker that cannot send the right traffic must not
+    send any."""
+    import gevent
+
+    runner = environment.runner
+    runner.send_message(REFUSED_MESSAGE, {"worker": runner.worker_index, "reason": reason})
+    gevent.spawn_later(0.5, runner.quit)
+
+
+def _master_notes_handler(runtime: Runtime):
+    def handler(environment: Any, msg: Any, **_: Any) -> None:
+        data = msg.data or {}
+        text = data.get("warning") or f"worker {data.get('worker')} refused: {data.get('reason')}"
+        if "reason" in data:
+            log.error("loadkit: %s", text)
+        if runtime.stats is not None:
+            runtime.stats.warn(text)
+
+    return handler
 
 
 def on_test_stop(environment: Any, **_: Any) -> None:
