@@ -15,6 +15,7 @@ import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 from loadkit.sse import SSEDecoder, SSEEvent
@@ -380,3 +381,103 @@ class FastSSEDecoder:
     @property
     def pending(self) -> bool:
         return bool(self._tail) or self._full.pending
+
+
+class ArrivalQueue:
+    """Under gevent: the arrival path in the hub, everything else in the request's greenlet.
+
+    A persistent read watcher's callback only reads, stamps and queues; decoding waits. The
+    greenlet is woken through the loop's callback queue after every read while ``batch`` is
+    1 (before the first token, so the first-token limit is watched), then once ``batch``
+    reads are queued, at the chunked terminator, at end of stream or error, and at the
+    first read that comes ``flush_s`` or more after the oldest queued one. A stream that
+    stops sending is decoded when its deadline fires (the caller takes what is queued then).
+    In a burst every readable socket is thus
+    read and stamped before any greenlet decodes, and a greenlet switch is paid per batch,
+    not per read (a blocking read per greenlet cost ~11 µs against ~3 µs for this callback,
+    measured). Deadlines stay with the caller (a gevent Timeout around ``take``); ``close``
+    must be called on every exit.
+    """
+
+    __slots__ = ("_raw", "_kernel", "_watcher", "_hub", "_reads", "_waiter", "_wake_pending", "_error",
+                 "_tail", "_flush_ns", "batch")  # fmt: skip
+
+    def __init__(self, sock: socket.socket, kernel: bool, flush_s: float = 1.0) -> None:
+        from gevent import get_hub
+
+        self._raw: socket.socket = sock._sock  # type: ignore[attr-defined]  # gevent's non-blocking socket
+        self._kernel = kernel
+        self._hub = get_hub()
+        self._reads: list[tuple[int, bytes]] = []
+        self._waiter: Any = None
+        self._wake_pending = False
+        self._error: OSError | None = None
+        self._tail = b""
+        self.batch = 1
+        self._flush_ns = int(flush_s * 1e9)
+        self._watcher: Any = self._hub.loop.io(sock.fileno(), 1)
+        self._watcher.start(self._on_readable)
+
+    @staticmethod
+    def usable(sock: socket.socket) -> bool:
+        """gevent's socket wraps a real non-blocking one; anything else reads the plain way."""
+        raw = getattr(sock, "_sock", None)
+        return raw is not None and type(sock).__module__.startswith("gevent")
+
+    def _on_readable(self) -> None:
+        try:
+            data, t_read = recv_stamped(self._raw, self._kernel)
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            self._error = exc
+            self._watcher.stop()
+            self._wake()
+            return
+        self._reads.append((t_read, data))
+        if not data:
+            self._watcher.stop()  # end of stream: the watcher would fire forever
+            self._wake()
+            return
+        self._tail = (self._tail + data)[-7:]
+        if (len(self._reads) >= self.batch or self._tail.endswith(b"\r\n0\r\n\r\n")
+                or t_read - self._reads[0][0] >= self._flush_ns):  # fmt: skip
+            self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._wake_pending:
+            self._wake_pending = True
+            self._hub.loop.run_callback(self._switch)
+
+    def _switch(self) -> None:
+        self._wake_pending = False
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None:
+            waiter.switch(None)
+
+    def take(self) -> list[tuple[int, bytes]]:
+        """Every (arrival ns, bytes) read so far, waiting for a wake-up if there is none;
+        b"" is the end of the stream. Raises the read's OSError (connection reset ...)."""
+        if not self._reads and self._error is None:
+            from gevent.hub import Waiter
+
+            self._waiter = Waiter()
+            try:
+                self._waiter.get()
+            finally:
+                self._waiter = None
+        return self.take_nowait()
+
+    def take_nowait(self) -> list[tuple[int, bytes]]:
+        """What is queued now, without waiting (also to keep reads a timeout interrupted)."""
+        if self._reads or self._error is None:
+            reads, self._reads = self._reads, []
+            return reads
+        raise self._error
+
+    def close(self) -> None:
+        """Stop watching; safe to call more than once."""
+        if self._watcher is not None:
+            self._watcher.stop()
+            self._watcher.close()
+            self._watcher = None

@@ -10,6 +10,7 @@ would otherwise slip past `except Exception` and look like a short success).
 
 from __future__ import annotations
 
+import random
 import socket
 import time
 import uuid
@@ -22,6 +23,7 @@ from loadkit.engines.base import EngineAdapter, StreamParser
 from loadkit.httpstream import (
     READS,
     RECV_SIZE,
+    ArrivalQueue,
     BodyReader,
     ConnectFailed,
     ConnectionPool,
@@ -39,6 +41,9 @@ from loadkit.records import RequestRecord
 from loadkit.sse import NDJSONDecoder
 
 MAX_ERROR_BODY = 64 * 1024
+# Reads an ArrivalQueue may hold before the greenlet decodes them (after the first token),
+# drawn per batch from this range.
+QUEUE_BATCH = (8, 40)
 
 
 @dataclass(slots=True)
@@ -283,7 +288,10 @@ class StreamRun:
             # Bounded by the guard's timer: a socket timeout would arm a new one per read.
             self.sock.settimeout(None)
         try:
-            self._read_loop(head, body, guard)
+            if guard is not None and ArrivalQueue.usable(self.sock):
+                self._read_queued(head, body, guard)
+            else:
+                self._read_loop(head, body, guard)
         finally:
             if guard is not None:
                 guard.cancel()
@@ -319,6 +327,72 @@ class StreamRun:
                 # Without a length or chunking, close is the normal end of the body.
                 self._on_close(decoder, parser, clean=not body.chunked and body.remaining is None)
                 return
+
+    def _read_queued(self, head: ResponseHead, body: BodyReader, guard: GeventDeadline) -> None:
+        """The gevent path: reads arrive stamped from an ArrivalQueue, in batches."""
+        assert self.sock is not None
+        decoder = FastSSEDecoder() if self.adapter.framing == "sse" else NDJSONDecoder()
+        parser = self.adapter.new_parser()
+        t_head = self.record.t_headers_ns or time.perf_counter_ns()
+        reads = [(t_head, head.leftover)] if head.leftover else []
+        queue = ArrivalQueue(self.sock, self.kernel)
+        armed_for: bool | None = None  # the guard's phase: before (False) / after (True) the first token
+        try:
+            while True:
+                for i, (t_read, data) in enumerate(reads):
+                    if not data:
+                        self._on_close(decoder, parser, clean=not body.chunked and body.remaining is None)
+                        return
+                    if self._on_read(t_read, body.feed(data), decoder, parser):
+                        self.record.t_end_ns = t_read
+                        queue.close()
+                        guard.cancel()
+                        self._after_end(head, body, reads[i + 1 :])
+                        return
+                    if body.complete:
+                        self._on_close(decoder, parser, clean=True)
+                        self.reusable = head.keep_alive
+                        return
+                has_tokens = bool(self.record.event_t_ns)
+                if armed_for is not has_tokens:  # first pass, or the first token changed the limit
+                    armed_for = has_tokens
+                    guard.arm(self._deadline())
+                if has_tokens and body.chunked:
+                    # After the first token decoding may wait for a batch of reads. Sizes vary so
+                    # streams started together do not all decode in the same loop pass, which
+                    # would leave every socket unread for that long.
+                    queue.batch = random.randint(*QUEUE_BATCH)
+                reads = self._take(queue, decoder, parser, body)
+        finally:
+            queue.close()
+
+    def _take(self, queue: ArrivalQueue, decoder: FastSSEDecoder | NDJSONDecoder, parser: StreamParser,
+              body: BodyReader) -> list[tuple[int, bytes]]:  # fmt: skip
+        """The next reads; when a limit interrupts the wait, the reads already queued are
+        decoded first so the record keeps every event that arrived in time."""
+        try:
+            return queue.take()
+        except TimeoutError:
+            for t_read, data in queue.take_nowait():
+                if not data:
+                    break
+                if self._on_read(t_read, body.feed(data), decoder, parser):
+                    # The end arrived in time; only its decoding was late.
+                    self.record.t_end_ns = t_read
+                    raise _StreamDone(t.OK) from None
+            raise
+
+    def _after_end(self, head: ResponseHead, body: BodyReader, rest: list[tuple[int, bytes]]) -> None:
+        """The engine's end arrived: take the reads already queued, then drain, for reuse."""
+        try:
+            for _, data in rest:
+                if not data:
+                    return  # the server closed: not reusable
+                body.feed(data)
+        except ProtocolError:
+            return
+        self._drain(body)
+        self.reusable = body.complete and head.keep_alive
 
     def _on_read(
         self, t_read: int, chunk: bytes, decoder: FastSSEDecoder | NDJSONDecoder, parser: StreamParser
