@@ -364,6 +364,31 @@ def test_gevent_deadline_guard_is_cancelled_on_every_exit():
     assert seen and seen[0].outcome == t.CANCELLED and len(seen[0].event_t_ns) == 1
 
 
+def test_gevent_arrival_queue_keeps_stamps_and_queued_events():
+    """Under gevent reads are queued and decoded in batches: stamps must still be the
+    arrival times, and events queued when a limit fires must still be in the record."""
+    from loadkit.httpstream import ArrivalQueue
+
+    probe = socket.socket()
+    usable = ArrivalQueue.usable(probe)
+    probe.close()
+    if not usable:
+        pytest.skip("socket is not gevent's here")
+    writes = [(0.0, ROLE)] + [(0.004, delta(f"w{i}")) for i in range(60)] + [(0.0, DONE), (0.0, END_CHUNK)]
+    with ScriptedServerProcess(Script(writes=writes)) as srv:
+        rec = run_request(OpenAIAdapter(), srv.url, REQ)
+        truth = srv.write_times()
+    assert rec.outcome == t.OK, rec.error
+    assert len(rec.event_t_ns) == 60
+    for measured, sent in zip(rec.event_t_ns, truth[1:61], strict=True):
+        assert 0 <= measured - sent < 5_000_000
+    stall = [(0.0, delta("a"))] + [(0.005, delta("b"))] * 5 + [(2.0, delta("late"))]
+    with serve(Script(writes=stall)) as srv:
+        rec = run_request(OpenAIAdapter(), srv.url, REQ, timeouts=Timeouts(first_token_s=1, total_s=0.4))
+    assert rec.outcome == t.TIMEOUT_TOTAL
+    assert len(rec.event_t_ns) == 6  # the five queued after the first were decoded at the timeout
+
+
 @pytest.mark.slow
 def test_timer_under_gevent_monkey_patching():
     """The whole module again with gevent's sockets (what Locust runs): the cooperative
