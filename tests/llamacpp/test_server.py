@@ -84,7 +84,7 @@ def test_native_stream_counts_and_timings(llama: LlamaServer):
     ttft_ms = (s.events[0][0] - s.t_send_ns) / MS
     assert t["prompt_ms"] <= ttft_ms + 0.5
     decode_ms = (s.events[len(tokens) - 1][0] - s.events[0][0]) / MS
-    assert decode_ms <= t["predicted_ms"] + 50  # generous: scheduling noise on 2 shared cores
+    assert decode_ms <= t["predicted_ms"] + 100  # generous: scheduling noise on 2 shared cores
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -150,9 +150,12 @@ def test_openai_completions_stream_usage(llama: LlamaServer):
 def test_parallel_requests_batch_across_slots(llama: LlamaServer):
     results: list[Stream] = []
     lock = threading.Lock()
+    start = threading.Barrier(SLOTS)
+    prompts = [llama.prompt_of_length(50 + i, seed=10 + i) for i in range(SLOTS)]
 
     def one(i: int) -> None:
-        s = native(llama, llama.prompt_of_length(50 + i, seed=10 + i), 48)
+        start.wait(timeout=10)
+        s = native(llama, prompts[i], 128)
         with lock:
             results.append(s)
 
@@ -164,7 +167,7 @@ def test_parallel_requests_batch_across_slots(llama: LlamaServer):
     assert len(results) == SLOTS
     finals = [r.events[-1][1] for r in results]
     assert sorted(f["id_slot"] for f in finals) == list(range(SLOTS))
-    assert all(f["timings"]["predicted_n"] == 48 for f in finals)
-    # Continuous batching: every stream was still decoding when the last one started.
-    last_first = max(r.events[0][0] for r in results)
-    assert all(r.events[-1][0] > last_first for r in results)
+    assert all(f["timings"]["predicted_n"] == 128 for f in finals)
+    # Continuous batching: all four were decoding at one moment (the last first token came
+    # before the first last token). 128 tokens take >100 ms; the starts differ by a few ms.
+    assert max(r.events[0][0] for r in results) < min(r.events[-2][0] for r in results)
