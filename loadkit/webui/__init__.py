@@ -16,6 +16,8 @@ def install_web_ui(environment: Any) -> Any:
     LiveView (None when this node has no web UI, e.g. a worker or a headless run)."""
     if getattr(environment, "web_ui", None) is None:
         return None
+    if getattr(environment, "loadkit_web_ui", None) is not None:
+        return environment.loadkit_web_ui  # installed once per web UI (routes cannot be added twice)
     from loadkit.webui.live import LiveView
 
     live = LiveView(environment)

@@ -140,6 +140,7 @@ def _parser():
     return parser
 
 
+@pytest.mark.in_process_locust
 def test_options_parse_and_round_trip_through_parsed_options(monkeypatch):
     monkeypatch.delenv("LOADKIT_SLO", raising=False)
     parsed = _parser().parse_args(["--slo", "ttft_ms=500", "--slo", "tpot_ms=50,e2e_ms=9000", "--slo", "ttft_ms=400",
@@ -150,6 +151,7 @@ def test_options_parse_and_round_trip_through_parsed_options(monkeypatch):
     assert all(isinstance(v, str) for v in parsed.slo)  # crosses Locust's msgpack wire to workers
 
 
+@pytest.mark.in_process_locust
 def test_options_defaults(monkeypatch):
     for var in ("LOADKIT_REPORT_DIR", "LOADKIT_RAW_LOG", "LOADKIT_SLO"):
         monkeypatch.delenv(var, raising=False)
@@ -158,12 +160,14 @@ def test_options_defaults(monkeypatch):
     assert opts.final_report_wait == 5.0
 
 
+@pytest.mark.in_process_locust
 def test_web_ui_visibility_is_deliberate():
     shown = set(_parser().args_included_in_web_ui)
     assert {"report_dir", "raw_log"} <= shown
     assert not {"slo", "stats_interval", "no_console_table", "final_report_wait"} & shown
 
 
+@pytest.mark.in_process_locust
 @pytest.mark.parametrize("bad", ["ttft=5", "ttft_ms", "ttft_ms=abc", "tpot_ms=-1", "ttft_ms=0"])
 def test_bad_slo_is_a_clear_argparse_error(bad):
     with pytest.raises(argparse.ArgumentTypeError, match="--slo"):
