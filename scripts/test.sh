@@ -26,4 +26,7 @@ if [ -f scripts/build_llama_server.sh ]; then
 fi
 export LOADKIT_REQUIRE_LLAMA=${LOADKIT_REQUIRE_LLAMA:-1}
 export LOADKIT_REQUIRE_BROWSER=${LOADKIT_REQUIRE_BROWSER:-1}
-exec .venv/bin/python -m pytest -q "$@"
+# Two pytest processes: tests that run Locust inside the test process (which monkey-patches it
+# with gevent) apart from the rest; see tests/conftest.py.
+LOADKIT_TEST_PHASE=main .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+LOADKIT_TEST_PHASE=locust .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

@@ -2,7 +2,7 @@
 
 Native stream (recorded from a real server, tests/engines/fixtures/llamacpp/): each event is
 ``{"content", "tokens": [ids], "stop": false, "tokens_predicted", "tokens_evaluated"}``; tokens
-per event = ``len(tokens)``, exact. The last event has ``stop: true``, ``stop_type``
+per event = growth of ``tokens_predicted`` (``len(tokens)`` when the count is absent). The last event has ``stop: true``, ``stop_type``
 (``limit`` | ``eos`` | ``word``), totals, and ``timings`` (``cache_n`` = prompt tokens reused
 from the cache, ``prompt_ms``, ``predicted_ms``...), passed through as server_timings. No
 ``[DONE]`` on this route. Exact output: ``n_predict`` + ``ignore_eos``.
@@ -40,7 +40,24 @@ def error_event_message(data: str) -> str:
 
 
 class LlamaCppNativeParser(StreamParser):
-    __slots__ = ()
+    """Tokens per event from the growth of ``tokens_predicted`` where sent: a token held back
+    as a partial UTF-8 character arrives with the next one (``tokens`` lists one id while the
+    count grows by two), and the final event may carry tokens no earlier event listed."""
+
+    __slots__ = ("predicted",)
+
+    def __init__(self) -> None:
+        self.predicted = 0
+
+    def _tokens_in(self, obj: dict[str, Any], content: str) -> int:
+        total = int_or_none(obj.get("tokens_predicted"))
+        if total is not None and total >= self.predicted:
+            k, self.predicted = total - self.predicted, total
+            return k
+        tokens = obj.get("tokens")
+        k = len(tokens) if isinstance(tokens, list) else (1 if content else 0)
+        self.predicted += k
+        return k
 
     def parse(self, data: str, event: str | None = None) -> TokenEvent | None:
         if event == "error":
@@ -52,8 +69,7 @@ class LlamaCppNativeParser(StreamParser):
         content = obj.get("content")
         if not isinstance(content, str) or not isinstance(obj.get("stop"), bool):
             raise MalformedEvent(f"/completion event lacks content or stop: {data[:120]!r}")
-        tokens = obj.get("tokens")
-        k = len(tokens) if isinstance(tokens, list) else (1 if content else 0)
+        k = self._tokens_in(obj, content)
         if not obj["stop"]:
             return TokenEvent(tokens=k, text=content)
         return final_event(obj, k, content)

@@ -32,7 +32,7 @@ CASES = [
     (SGLangAdapter, "chat", "/v1/chat/completions", "sglang/chat.sse", t.OK, [1, 1], 2, 16),
     (TGIAdapter, "native", "/generate_stream", "tgi/generate_stream.sse", t.OK, [1, 1, 1, 1], 4, None),
     (TGIAdapter, "native", "/generate_stream", "tgi/error.sse", t.IN_BAND_ERROR, [1], None, None),
-    (LlamaCppAdapter, "native", "/completion", "llamacpp/native_completion.txt", t.OK, [1] * 9, 16, 26),
+    (LlamaCppAdapter, "native", "/completion", "llamacpp/native_completion.txt", t.OK, [1] * 6 + [8, 1, 1], 16, 26),
     (LlamaCppAdapter, "completions", "/v1/completions", "llamacpp/completions.txt", t.OK, [1] * 8, 16, 0),
     (OllamaAdapter, "native", "/api/generate", "ollama/generate.ndjson", t.OK, [1, 1, 1], 3, None),
     (OllamaAdapter, "chat", "/api/chat", "ollama/chat_thinking.ndjson", t.OK, [1, 1, 1], 3, None),
