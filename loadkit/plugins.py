@@ -42,7 +42,7 @@ def _allowed_plugins() -> set[str] | None:
 
 def _load_entry_points(pm: pluggy.PluginManager) -> None:
     allowed = _allowed_plugins()
-    names: list[str | None] = [None] if allowed is None else sorted(allowed)
+    names: list[str | None] = [None] if allowed is None else list(sorted(allowed))
     for name in names:
         try:
             pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP, name=name)

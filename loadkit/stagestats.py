@@ -35,6 +35,11 @@ def _metric_values(r: RequestRecord) -> dict[str, float | None]:
     }
 
 
+def _meets(value: float | None, limit: float) -> bool:
+    """An SLO is met only by a measured value within the limit (not measured = not met)."""
+    return value is not None and value <= limit
+
+
 @dataclass
 class StageCell:
     hists: dict[str, Histogram] = field(default_factory=lambda: {m: Histogram() for m in METRICS})
@@ -58,9 +63,7 @@ class StageCell:
                 self.hists[name].record(round(value * 1000))  # µs: sub-ms resolution
         if slos:
             self.judged += 1
-            if all(
-                values.get(k) is not None and values[k] <= limit for k, limit in slos.items() if k in values
-            ):
+            if all(_meets(values.get(k), limit) for k, limit in slos.items() if k in values):
                 self.good += 1
 
     def merge(self, other: StageCell) -> None:

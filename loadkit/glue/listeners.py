@@ -90,6 +90,11 @@ def _install_shape(environment: Any) -> None:
         except USER_ERRORS:
             return  # the web UI may still fix the options; test_start reports the error
     options = environment.parsed_options
+    duration = getattr(runtime.scenario, "duration_s", None)
+    headless = options is not None and getattr(options, "headless", False)
+    if headless and not getattr(options, "run_time", None) and duration and not runtime.plan:
+        # The scenario's duration bounds a headless run that gave no -t (the command line wins).
+        options.run_time = int(duration)
     if runtime.open_loop and options is not None and options.num_users:
         # Open loop: users are a pool of senders and the schedule waits until all exist;
         # spawning them one a second (Locust's default) would only delay the run.

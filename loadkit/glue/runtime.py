@@ -32,14 +32,20 @@ class ConfigError(Exception):
     """A run cannot start with these options; the message says why, in one line."""
 
 
-def target_specs(options: Any, host: str | None) -> list[TargetSpec]:
+def target_specs(options: Any, host: str | None, from_scenario: list[dict[str, Any]] | None = None) -> list[TargetSpec]:
+    """Targets from --target/--targets; else --host; else the scenario's [[targets]]."""
     given = list(options.target or [])
     # The web UI form's --targets: one string, targets separated by spaces.
     given += (getattr(options, "targets", "") or "").split()
     specs = [parse_target(text, options.engine) for text in given]
+    if not specs and not host and from_scenario:
+        specs = [
+            TargetSpec(t["name"], t["url"], t.get("engine") or "auto", t.get("api"), t.get("model"))
+            for t in from_scenario
+        ]
     if not specs:
         if not host:
-            raise ConfigError("no target: give --host URL or --target NAME=URL")
+            raise ConfigError("no target: give --host URL, --target NAME=URL, or [[targets]] in the scenario")
         name = options.engine if options.engine != "auto" else "target"
         specs = [TargetSpec(name, host, options.engine, options.api or None, options.model or None)]
     check_unique_names(specs)
@@ -84,13 +90,15 @@ class Runtime:
         self.watch.trigger()
 
     def configure(self, options: Any, host: str | None, shard: tuple[int, int]) -> None:
-        specs = target_specs(options, host)
+        self.scenario = load_scenario_file(options.scenario or str(DEFAULT_SCENARIO))
+        specs = target_specs(options, host, getattr(self.scenario, "targets", None) or [])
         for spec in specs:
             resolve_engine(spec, options.api_key or None)
         self.targets = [build_target(s, options.api_key or None, options.model or None) for s in specs]
         self.timeouts = Timeouts(first_token_s=options.first_token_timeout, total_s=options.request_timeout)
         self.shard = shard
-        self.scenario = load_scenario_file(options.scenario or str(DEFAULT_SCENARIO))
+        if not options.max_requests and getattr(self.scenario, "max_requests", None):
+            options.max_requests = int(self.scenario.max_requests)  # the command line wins
         index, total = shard
         self.sources = {
             t.name: self.scenario.request_source(worker_index=index, worker_count=total) for t in self.targets
@@ -103,7 +111,7 @@ class Runtime:
         self.plan = stage_plan(dict(self.scenario.arrival or {"model": "closed"}), self.warmup_s)
         self.dispatchers = self._dispatchers(options)
         self.t_start_ns = time.perf_counter_ns()
-        self.schedule_end_ns: int | None = None
+        self.schedule_end_ns = None
         if self.sessions is not None:
             self.sessions.plan = self.plan
             self.sessions.set_slos(slo_limits(options))

@@ -30,7 +30,8 @@ class ServerMetrics:
 
         out = {}
         for t in targets:
-            if t.adapter.metric_names and getattr(t.adapter, "metrics_path", "/metrics"):
+            # Engines without a metrics endpoint (metrics_path None) or metric names are skipped.
+            if t.adapter.metric_names and getattr(t.adapter, "metrics_path", "/metrics") is not None:
                 out[t.name] = MetricsScraper(t.adapter, t.spec.url, timeout_s=2.0)
         return out
 
