@@ -10,6 +10,7 @@ from gevent import monkey
 
 monkey.patch_all()
 
+import os  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 import uuid  # noqa: E402
@@ -19,7 +20,7 @@ from typing import Any  # noqa: E402
 import gevent  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Usage, parse_args, write_results  # noqa: E402
+from common import Usage, parse_args, rss_mib, write_results  # noqa: E402
 
 from loadkit import httpstream  # noqa: E402
 from loadkit.engines.base import AdapterOptions  # noqa: E402
@@ -47,7 +48,12 @@ def stream_loop(adapter: OpenAIAdapter, ep: Endpoint, max_tokens: int, stop_at: 
 
 
 def main() -> int:
-    args = parse_args(None, __doc__.split("\n\n")[0])
+    args = parse_args(None, __doc__.split("\n\n")[0], extra=["--cancel-at-stop"])
+    # gevent runs queued callbacks (woken greenlets) for up to one switch interval (default
+    # 5 ms) before it polls sockets again; a shorter one bounds how long arrivals wait.
+    switch_ms = os.environ.get("LOADKIT_SWITCH_INTERVAL_MS")
+    if switch_ms:
+        sys.setswitchinterval(float(switch_ms) / 1000)
     adapter = OpenAIAdapter(AdapterOptions(model="sim", api="completions"))
     ep = Endpoint.parse(args.url)
     rows: list[dict[str, Any]] = []
@@ -57,9 +63,16 @@ def main() -> int:
     tag = uuid.uuid4().hex[:6]
     greenlets = [gevent.spawn(stream_loop, adapter, ep, args.max_tokens, stop_at, rows, f"g{tag}-{i}-")
                  for i in range(args.streams)]  # fmt: skip
+    # Memory with every stream in flight (rows of finished requests are kept, so this is
+    # the figure to use only while no request has finished yet: long outputs).
+    gevent.sleep(max(0.0, stop_at - time.perf_counter()))
+    rss_in_flight, finished_before_stop = rss_mib(), len(rows)
+    if args.cancel_at_stop:
+        gevent.killall(greenlets, timeout=10)
     gevent.joinall(greenlets, timeout=args.seconds + 120)
     r = httpstream.READS
-    summary = usage.stop(reads=r.reads, kernel_stamped=r.kernel_stamped, coalesced=r.coalesced)
+    summary = usage.stop(reads=r.reads, kernel_stamped=r.kernel_stamped, coalesced=r.coalesced,
+                         rss_in_flight_mib=rss_in_flight, finished_before_stop=finished_before_stop)  # fmt: skip
     write_results(args.out, [row for row in rows if row["outcome"] == "ok"], summary)
     return 0
 
