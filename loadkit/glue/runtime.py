@@ -95,7 +95,10 @@ class Runtime:
         for spec in specs:
             resolve_engine(spec, options.api_key or None)
         self.targets = [build_target(s, options.api_key or None, options.model or None) for s in specs]
-        self.timeouts = Timeouts(first_token_s=options.first_token_timeout, total_s=options.request_timeout)
+        try:
+            self.timeouts = Timeouts(first_token_s=options.first_token_timeout, total_s=options.request_timeout)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"--first-token-timeout / --request-timeout: {exc}") from None
         self.shard = shard
         if not options.max_requests and getattr(self.scenario, "max_requests", None):
             options.max_requests = int(self.scenario.max_requests)  # the command line wins
@@ -293,6 +296,8 @@ def load_scenario_file(path: str) -> Any:
         raise ConfigError(str(exc)) from None
     except OSError as exc:
         raise ConfigError(f"cannot read scenario {path!r}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # e.g. a NUL byte in the path: not a file name at all
+        raise ConfigError(f"cannot read scenario {path!r}: {exc}") from None
 
 
 class ExhaustionWatch:
