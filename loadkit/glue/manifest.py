@@ -96,6 +96,7 @@ def run_manifest(runtime: Any, options: Any, workers: int, probe_servers: bool =
         "open_loop": runtime.open_loop,
         "loadkit_version": __version__,
         "plugins": runtime.fingerprint(),
+        "model_config": getattr(options, "model_config", "") or None,
         "metric_definitions": "docs/metrics.md (DESIGN §1): TTFT=t_first-t_send; TPOT=(t_last-t_first)/(n_out-1); "
         "ITL per chunk and per token; E2E=t_end-t_send; latency percentiles over ok requests",
     }

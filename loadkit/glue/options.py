@@ -136,6 +136,11 @@ def add_core_arguments(group: OptionGroup) -> None:
         help="Seconds of warm-up at the start of the run, excluded from the stats (shown as its own stage)",
     )
     group.add_argument(
+        "--model-config", default="", env_var="LOADKIT_MODEL_CONFIG",
+        help="Hugging Face config.json (or a preset, see `loadkit capacity --list-presets`) of the served model: "
+        "the HTML report then plans KV-cache capacity on this run's real lengths",
+    )
+    group.add_argument(
         "--scrape-interval",
         type=float,
         default=5.0,

@@ -29,6 +29,10 @@ class StageShape(LoadTestShape):
 
     def tick(self) -> tuple[int, float] | None:
         elapsed = self.get_run_time()
+        # Locust only applies -t after a shape ends; a given -t still bounds the run.
+        limit = getattr(self.runner.environment.parsed_options, "run_time", None) if self.runner else None
+        if limit and elapsed >= float(limit):
+            return None
         start = 0.0
         for stage in self.plan:
             start += float(stage["duration_s"])

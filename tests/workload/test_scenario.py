@@ -25,7 +25,7 @@ def test_every_shipped_scenario_validates_and_yields_items(path):
 
 def test_required_kinds_are_shipped():
     names = {p.stem for p in SCENARIOS}
-    assert {"uneven_chat", "long_context_summarisation", "code_completion", "agent_multiturn",
+    assert {"uneven_chat", "long_context_summarisation", "code_completion", "agent-multiturn",
             "azure_conversation_replay", "mooncake_replay"} <= names
 
 
