@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -84,6 +85,8 @@ class Point:
     itl_err_ms: dict[str, float | None] = field(default_factory=dict)
     coalesced_read_pct: float | None = None
     kernel_stamped_pct: float | None = None
+    selfcheck_max_lag_ms: float | None = None
+    selfcheck_saturated: bool | None = None
     rss_mib: float | None = None
     accurate: bool = False
 
@@ -140,11 +143,11 @@ def run_clients(pt: Point, url: str, args: argparse.Namespace, tmp: str) -> list
         share = pt.streams // pt.processes + (1 if i < pt.streams % pt.processes else 0)
         out = os.path.join(tmp, f"{pt.client}-{pt.streams}-{i}.jsonl")
         cpus = args.client_cpus.split(",")
-        cmd = client_cmd(pt.client, url, share, pt.max_tokens, args.seconds, out, cpus[i % len(cpus)], i,
+        cmd = client_cmd(pt.client, url, share, pt.max_tokens, point_seconds(pt, args), out, cpus[i % len(cpus)], i,
                          args.nice, args.rt)  # fmt: skip
         procs.append(subprocess.Popen(cmd, env=env))
         outs.append(out)
-    limit = args.seconds + pt.max_tokens * pt.interval_ms / 1000 * 4 + 60
+    limit = point_seconds(pt, args) + pt.max_tokens * pt.interval_ms / 1000 * 4 + 60
     for proc in procs:
         proc.wait(timeout=limit)
     return outs
@@ -160,7 +163,7 @@ def run_locust(pt: Point, url: str, args: argparse.Namespace, tmp: str) -> list[
     prio = ["chrt", "-f", str(args.rt)] if args.rt else ["nice", "-n", str(args.nice)]
     cmd = [*prio, "taskset", "-c", args.client_cpus.split(",")[0], sys.executable, "-m", "locust",
            "-f", os.path.join(REPO, "locustfiles", "llm.py"), "--headless", "--host", url, "-u", str(pt.streams),
-           "-r", str(pt.streams), "-t", f"{args.seconds:g}s", "--scenario", scenario, "--api", "completions",
+           "-r", str(pt.streams), "-t", f"{math.ceil(point_seconds(pt, args))}s", "--scenario", scenario, "--api", "completions",
            "--report-dir", report, "--raw-log", "--no-console-table", "--only-summary", "--stop-timeout",
            str(int(pt.max_tokens * pt.interval_ms / 1000 * 3 + 5))]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "locust.log"), "wb"))
@@ -266,6 +269,11 @@ def score(pt: Point, rows: list[dict[str, Any]], summaries: list[dict[str, Any]]
     if reads:
         pt.coalesced_read_pct = round(100 * sum(s["coalesced"] for s in summaries) / reads, 2)
         pt.kernel_stamped_pct = round(100 * sum(s["kernel_stamped"] for s in summaries) / reads, 1)
+    checks = [s for s in summaries if "selfcheck" in s]
+    if checks:
+        lags = [s["selfcheck"]["max_lag_ms"] for s in checks if s["selfcheck"]["max_lag_ms"] is not None]
+        pt.selfcheck_max_lag_ms = max(lags) if lags else None
+        pt.selfcheck_saturated = any(s["saturated"] for s in checks)
     p99s = (pt.ttft_err_ms["p99"], pt.itl_err_ms["p99"])
     pt.accurate = pt.requests > 0 and pt.unmatched == 0 and all(v is not None and v <= args.limit_ms for v in p99s)
 
@@ -275,6 +283,12 @@ def prioritize(pid: int, args: argparse.Namespace) -> None:
         os.sched_setscheduler(pid, os.SCHED_FIFO, os.sched_param(args.rt))
     elif args.nice:
         psutil.Process(pid).nice(args.nice)
+
+
+def point_seconds(pt: Point, args: argparse.Namespace) -> float:
+    """Sending time long enough that requests sent after the warm-up finish a few rounds."""
+    request_s = pt.max_tokens * pt.interval_ms / 1000
+    return max(args.seconds, args.warmup_s + 2 * request_s)
 
 
 def run_point(pt: Point, args: argparse.Namespace) -> Point:
@@ -295,7 +309,7 @@ def show(pt: Point) -> None:
     print(f"{pt.client:13s} {pt.interval_ms:5g} ms x{pt.max_tokens:5d} tok {pt.streams:5d} streams/{pt.processes}p | "
           f"TTFT err p50 {t['p50']} p99 {t['p99']} | ITL err p50 {i['p50']} p99 {i['p99']} ms | "
           f"{pt.events_per_s} ev/s cpu {pt.cpu_pct}% {pt.cpu_us_per_event} us/ev coalesced {pt.coalesced_read_pct}% "
-          f"rss {pt.rss_mib} MiB n={pt.requests} unmatched={pt.unmatched} {'OK' if pt.accurate else 'MISS'}",
+          f"rss {pt.rss_mib} MiB selfcheck lag {pt.selfcheck_max_lag_ms} sat {pt.selfcheck_saturated} n={pt.requests} unmatched={pt.unmatched} {'OK' if pt.accurate else 'MISS'}",
           flush=True)  # fmt: skip
 
 

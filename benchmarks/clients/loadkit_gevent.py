@@ -27,8 +27,23 @@ from loadkit.engines.base import AdapterOptions  # noqa: E402
 from loadkit.engines.openai import OpenAIAdapter  # noqa: E402
 from loadkit.httpstream import ConnectionPool, Endpoint  # noqa: E402
 from loadkit.records import RequestRecord  # noqa: E402
+from loadkit.selfcheck import SelfCheck  # noqa: E402
 from loadkit.timer import run_request  # noqa: E402
 from loadkit.types import GenerationRequest  # noqa: E402
+
+
+class CollectStats:
+    """Stands in for the stats collector: keeps what the self-check reports."""
+
+    def __init__(self) -> None:
+        self.warnings: list[str] = []
+        self.manifest: dict[str, Any] = {}
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+
+    def set_manifest_fields(self, fields: dict[str, Any]) -> None:
+        self.manifest.update(fields)
 
 
 def stream_loop(adapter: OpenAIAdapter, ep: Endpoint, max_tokens: int, stop_at: float,
@@ -57,6 +72,8 @@ def main() -> int:
     adapter = OpenAIAdapter(AdapterOptions(model="sim", api="completions"))
     ep = Endpoint.parse(args.url)
     rows: list[dict[str, Any]] = []
+    check = SelfCheck(CollectStats(), node="bench")  # the self-check's verdict on this very run
+    check.start()
     usage = Usage()
     usage.start()
     stop_at = time.perf_counter() + args.seconds
@@ -70,9 +87,12 @@ def main() -> int:
     if args.cancel_at_stop:
         gevent.killall(greenlets, timeout=10)
     gevent.joinall(greenlets, timeout=args.seconds + 120)
+    check.stop()
     r = httpstream.READS
     summary = usage.stop(reads=r.reads, kernel_stamped=r.kernel_stamped, coalesced=r.coalesced,
-                         rss_in_flight_mib=rss_in_flight, finished_before_stop=finished_before_stop)  # fmt: skip
+                         rss_in_flight_mib=rss_in_flight, finished_before_stop=finished_before_stop,
+                         selfcheck=check.monitor.health_field(),
+                         saturated=check.monitor.manifest_field() is not None)  # fmt: skip
     write_results(args.out, [row for row in rows if row["outcome"] == "ok"], summary)
     return 0
 
