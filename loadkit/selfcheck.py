@@ -234,8 +234,21 @@ class SelfCheck:
             self.stats.warn(f"client self-check failed ({exc!r}): saturation is not being watched")
 
     def _publish(self) -> None:
+        health = {**self.monitor.health_field(), **read_stats()}
         self.stats.set_manifest_fields({"client_saturation": self.monitor.manifest_field(),
-                                        "client_selfcheck": self.monitor.health_field()})  # fmt: skip
+                                        "client_selfcheck": health})  # fmt: skip
+
+
+def read_stats() -> dict[str, Any]:
+    """How this process's stream reads went: how many were stamped by the kernel, and how
+    many held more than one token event (those events share the newest one's arrival time,
+    so their ITL and TTFT may be late by up to one inter-token interval)."""
+    from loadkit.httpstream import READS
+
+    reads = READS.reads
+    return {"reads": reads,
+            "kernel_stamped_pct": round(100 * READS.kernel_stamped / reads, 2) if reads else None,
+            "coalesced_read_pct": round(100 * READS.coalesced / reads, 3) if reads else None}  # fmt: skip
 
 
 class LogOnlyStats:

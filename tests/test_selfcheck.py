@@ -216,3 +216,17 @@ def test_install_without_a_stats_collector_logs_instead(caplog):
     env.events.test_stop.fns[0]()  # no collector: nothing to raise on
     LogOnlyStats().warn("client saturated (test)")
     assert "client saturated (test)" in caplog.text
+
+
+def test_health_field_reports_coalesced_reads(monkeypatch):
+    from loadkit import httpstream
+    from loadkit.selfcheck import read_stats
+
+    monkeypatch.setattr(httpstream, "READS", httpstream.ReadCounters())
+    assert read_stats() == {"reads": 0, "kernel_stamped_pct": None, "coalesced_read_pct": None}
+    monkeypatch.setattr(httpstream, "READS", httpstream.ReadCounters(reads=400, kernel_stamped=400, coalesced=3))
+    assert read_stats() == {"reads": 400, "kernel_stamped_pct": 100.0, "coalesced_read_pct": 0.75}
+    stats = FakeStats()
+    check = SelfCheck(stats, node="local")
+    check.stop()
+    assert stats.manifest["client_selfcheck"]["coalesced_read_pct"] == 0.75
