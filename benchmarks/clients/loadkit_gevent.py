@@ -11,6 +11,7 @@ from gevent import monkey
 monkey.patch_all()
 
 import os  # noqa: E402
+import random  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 import uuid  # noqa: E402
@@ -31,6 +32,8 @@ from loadkit.selfcheck import SelfCheck  # noqa: E402
 from loadkit.timer import run_request  # noqa: E402
 from loadkit.types import GenerationRequest  # noqa: E402
 
+UNEVEN = os.environ.get("LOADKIT_BENCH_UNEVEN") == "1"
+
 
 class CollectStats:
     """Stands in for the stats collector: keeps what the self-check reports."""
@@ -49,7 +52,7 @@ class CollectStats:
 def stream_loop(adapter: OpenAIAdapter, ep: Endpoint, max_tokens: int, stop_at: float,
                 rows: list[dict[str, Any]], prefix: str) -> None:  # fmt: skip
     pool = ConnectionPool()
-    request = GenerationRequest(prompt="hello world", max_tokens=max_tokens, extra_body={"ignore_eos": True})
+    rng = random.Random(prefix)
     n = 0
 
     def sink(rec: RequestRecord) -> None:
@@ -58,6 +61,10 @@ def stream_loop(adapter: OpenAIAdapter, ep: Endpoint, max_tokens: int, stop_at: 
 
     while time.perf_counter() < stop_at:
         n += 1
+        # LOADKIT_BENCH_UNEVEN=1: lengths uniform in [0.5, 1.5] x max_tokens, so streams do not
+        # all end (and restart) in the same decode step.
+        tokens = max(1, round(max_tokens * rng.uniform(0.5, 1.5))) if UNEVEN else max_tokens
+        request = GenerationRequest(prompt="hello world", max_tokens=tokens, extra_body={"ignore_eos": True})
         run_request(adapter, ep, request, request_id=f"{prefix}{n}", pool=pool, sink=sink)
     pool.close()
 
