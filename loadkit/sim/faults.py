@@ -113,7 +113,10 @@ def fault_from_header(value: str) -> Fault:
 
 
 def fault_point(fault: Fault, n_out: int) -> int:
-    """How many tokens are sent normally before a mid-stream fault strikes."""
+    """How many tokens are sent normally before a mid-stream fault strikes; -1 for `trickle`,
+    which misbehaves from the first byte (its argument is bytes per write, not a token count)."""
+    if fault.name == "trickle":
+        return -1
     if fault.arg is not None:
         return fault.arg
     if fault.name == "stall_after":

@@ -244,3 +244,21 @@ def test_secrets_never_reach_any_output(tmp_path):
     assert len(outputs) > 6
     for text in outputs:
         assert secret not in text
+
+
+def test_one_byte_trickle_is_read_correctly(tmp_path):
+    report_dir = tmp_path / "r"
+    with sim_process("--profile", "fast", "--fault", "trickle=1:1.0", "--trickle-interval-ms", "0.2") as sim:
+        proc = run_locust(
+            "--headless", "-u", "2", "-r", "2", "-t", "4s", "--stop-timeout", "10", "--host", sim.url,
+            "--scenario", str(SCENARIOS / "tiny_fixed.toml"), "--report-dir", str(report_dir), "--raw-log",
+        )  # fmt: skip
+        truth = {t["request_id"]: t for t in sim.truth_records()}
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    check_conservation(report_dir)
+    rows = [r for r in raw_records(report_dir) if r["outcome"] != "cancelled"]
+    assert len(rows) >= 3
+    for r in rows:
+        # Every byte its own read: SSE lines, JSON and UTF-8 reassembled, tokens as the server counted.
+        assert r["outcome"] == "ok" and r["n_out"] == truth[r["request_id"]]["completion_tokens"] == 4
+        assert truth[r["request_id"]]["fault"].startswith("trickle")
