@@ -96,14 +96,16 @@ def _fmt(value: float | None, digits: int = 1) -> str:
 
 def console_table(report: dict[str, Any], title: str = "loadkit") -> str:
     """Per engine: requests, failures, TTFT/TPOT/ITL p50/p90/p99 (ms), output tok/s."""
-    head = (f"{'engine':<16} {'reqs':>7} {'fails':>6} {'TTFT p50/p90/p99 ms':>22} "
+    # Requests the test stopped (`cancelled`) are shown apart: the server did not fail them.
+    head = (f"{'engine':<16} {'reqs':>7} {'fails':>6} {'cancel':>6} {'TTFT p50/p90/p99 ms':>22} "
             f"{'TPOT p50/p90/p99 ms':>22} {'ITL p50/p90/p99 ms':>22} {'tok/s':>9}")  # fmt: skip
     lines = [f"{title}{'' if report['valid'] else '  [INVALID]'}", head, "-" * len(head)]
     for engine, s in report["engines"].items():
         triples = [
             "/".join(_fmt(s[m][p]) for p in ("p50", "p90", "p99")) for m in ("ttft_ms", "tpot_ms", "itl_ms")
         ]
-        lines.append(f"{engine[:16]:<16} {s['requests']:>7} {s['failures']:>6} {triples[0]:>22} "
+        cancelled = s["outcomes"].get("cancelled", 0)
+        lines.append(f"{engine[:16]:<16} {s['requests']:>7} {s['failures'] - cancelled:>6} {cancelled:>6} {triples[0]:>22} "
                      f"{triples[1]:>22} {triples[2]:>22} {_fmt(s['output_tokens_per_s']):>9}")  # fmt: skip
     lost = report["workers"]["lost"]
     if lost:
