@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -99,6 +100,8 @@ def sim_process(*args: str, truth_log: str | bool = True, ready_timeout_s: float
         yield SimHandle(urls, str(truth_log) if truth_log else None, proc)
     finally:
         _stop(proc)
+        if tmpdir is not None:
+            shutil.rmtree(tmpdir, ignore_errors=True)  # the temporary truth log: read it inside the block
 
 
 def _wait_ready(proc: subprocess.Popen[str], n: int, timeout_s: float) -> list[str]:
