@@ -47,6 +47,8 @@ class RequestRecord:
     # Reads that held more than one event: their earlier events carry the newest arrival time.
     coalesced_reads: int = 0
     server_timings: dict[str, Any] | None = None
+    # Seconds the server asked the client to wait (Retry-After on 429/503), when it said.
+    retry_after_s: float | None = None
     text: str = ""
 
     @property
@@ -89,6 +91,7 @@ class RequestRecord:
             "stage": self.stage,
             "worker": self.worker,
             "finish_reason": self.finish_reason,
+            "retry_after_s": self.retry_after_s,
             # Engine-reported timings (llama.cpp's prompt_ms, predicted_per_token_ms...), as sent.
             "server_timings": self.server_timings,
         }

@@ -101,6 +101,22 @@ class _StreamDone(Exception):
         self.outcome, self.error = outcome, error
 
 
+def retry_after_seconds(value: str | None) -> float | None:
+    """A Retry-After header's delay in seconds (delta-seconds or an HTTP date); None if absent."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    from email.utils import parsedate_to_datetime
+
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
 def new_request_id() -> str:
     return uuid.uuid4().hex
 
@@ -226,6 +242,7 @@ class StreamRun:
         rec.http_status = head.status
         body = BodyReader.for_head(head)
         if head.status != 200:
+            rec.retry_after_s = retry_after_seconds(head.headers.get("retry-after"))
             raise _StreamDone(t.http_error(head.status), self._error_body(head, body))
         try:
             self._stream(head, body)

@@ -83,3 +83,14 @@ def test_bad_options_exit_2_with_one_clear_line(args, says, tmp_path):
     )
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert says in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.in_process_locust
+def test_slo_typed_in_the_web_form_is_validated_clearly():
+    from loadkit.glue.runtime import ConfigError, validate_slos
+
+    good = options(slo="ttft_ms=500,tpot_ms=50")
+    validate_slos(good)
+    assert good.slo == ["ttft_ms=500,tpot_ms=50"]
+    with pytest.raises(ConfigError, match="--slo"):
+        validate_slos(options(slo="ttft=fast"))

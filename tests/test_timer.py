@@ -405,3 +405,11 @@ def test_timer_under_gevent_monkey_patching():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "socket is not gevent's" not in proc.stdout
+
+
+def test_retry_after_header_values():
+    from loadkit.timer import retry_after_seconds
+
+    assert retry_after_seconds("2") == 2.0
+    assert retry_after_seconds(None) is None and retry_after_seconds("soon") is None
+    assert 0 <= retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT") <= 1.0  # a date in the past: no wait

@@ -93,6 +93,15 @@ def add_core_arguments(group: OptionGroup) -> None:
         help="Start even if a target does not accept connections (they count as connect_error)",
     )
     group.add_argument(
+        "--honor-retry-after", action="store_true", default=False, env_var="LOADKIT_HONOR_RETRY_AFTER",
+        help="After a 429/503 with Retry-After, the virtual user waits that long (at most --max-retry-after) "
+        "before its next request, as a polite client would; off: keep the offered load (a load test's default)",
+    )
+    group.add_argument(
+        "--max-retry-after", type=float, default=30.0, env_var="LOADKIT_MAX_RETRY_AFTER",
+        help="Cap, in seconds, on a honoured Retry-After",
+    )
+    group.add_argument(
         "--first-token-timeout",
         type=float,
         default=60.0,

@@ -112,6 +112,7 @@ class Runtime:
         apply_scenario_slos(options, self.scenario)
         self.warmup_s = float(getattr(options, "warmup", 0) or 0)
         self.plan = stage_plan(dict(self.scenario.arrival or {"model": "closed"}), self.warmup_s)
+        validate_slos(options)
         self.dispatchers = self._dispatchers(options)
         self.t_start_ns = time.perf_counter_ns()
         self.schedule_end_ns = None
@@ -236,6 +237,13 @@ class Runtime:
         if self.sessions is not None and rec.turn is not None:
             self.sessions.add_turn(rec)
 
+    def retry_wait(self, rec: RequestRecord) -> float:
+        """Seconds to wait before this user's next request: Retry-After, when honoured."""
+        options = getattr(self.environment, "parsed_options", None)
+        if rec.retry_after_s is None or not getattr(options, "honor_retry_after", False):
+            return 0.0
+        return min(rec.retry_after_s, float(getattr(options, "max_retry_after", 30.0)))
+
     def plugin_failed(self, plugin: str, exc: Exception) -> None:
         message = f"plugin {plugin!r} raised {exc!r} in loadkit_request_finished; run marked invalid"
         if message in self._plugin_errors:
@@ -263,6 +271,23 @@ def apply_scenario_slos(options: Any, scenario: Any) -> None:
     if slos and not getattr(options, "slo", None):
         options.slo = [f"{key}={float(limit):g}" for key, limit in slos.items()]
         setattr(options, SCENARIO_SLOS, True)
+
+
+def validate_slos(options: Any) -> None:
+    """SLOs typed into the web UI's form skip argparse: check them here, one clear error."""
+    import argparse
+
+    from loadkit.stats.options import parse_slo_item
+
+    given = getattr(options, "slo", None) or []
+    if isinstance(given, str):
+        given = [given]
+        options.slo = given
+    for item in given:
+        try:
+            parse_slo_item(str(item))
+        except argparse.ArgumentTypeError as exc:
+            raise ConfigError(str(exc)) from None
 
 
 def slo_limits(options: Any) -> dict[str, float]:

@@ -127,6 +127,9 @@ class LLMUser(FastHttpUser):
             self.runtime.sessions.add_session(self.target.name, session)
 
     def send(self, request: GenerationRequest, budgeted: bool = False) -> RequestRecord:
+        wait, self._retry_wait = getattr(self, "_retry_wait", 0.0), 0.0
+        if wait > 0:
+            gevent.sleep(wait)  # the server asked for it (Retry-After) and --honor-retry-after is on
         if not budgeted and not self.runtime.take_budget():
             self.runtime.workload_exhausted()
             raise StopUser()
@@ -149,6 +152,7 @@ class LLMUser(FastHttpUser):
 
     def _finished(self, record: RequestRecord) -> None:
         self.runtime.record(record)
+        self._retry_wait = self.runtime.retry_wait(record)
         if record.outcome == CANCELLED:
             # Stopped by the test, not failed by the server: loadkit counts it; Locust's
             # table would show it either as a failure or as a short success, both wrong.

@@ -65,8 +65,9 @@ def add_stats_arguments(group: Any) -> None:
     group.add_argument("--raw-log", action="store_true", default=False, env_var="LOADKIT_RAW_LOG",
                        help="also write one JSON line per request (requests.jsonl; "
                             "requests.worker<N>.jsonl on distributed workers)")  # fmt: skip
+    # In the web UI's form too (one comma-separated string there; the glue validates it at start).
     group.add_argument("--slo", action="append", type=validated_slo, default=None, metavar="KEY=MS",
-                       env_var="LOADKIT_SLO", include_in_web_ui=False,
+                       env_var="LOADKIT_SLO", include_in_web_ui=True,
                        help="service-level objective for goodput, repeatable or comma-separated: "
                             f"KEY is one of {', '.join(SLO_KEYS)}; e.g. --slo ttft_ms=500 --slo tpot_ms=50")  # fmt: skip
     # Interval and table switches are console matters: useless in the web UI's start form.

@@ -262,3 +262,22 @@ def test_one_byte_trickle_is_read_correctly(tmp_path):
         # Every byte its own read: SSE lines, JSON and UTF-8 reassembled, tokens as the server counted.
         assert r["outcome"] == "ok" and r["n_out"] == truth[r["request_id"]]["completion_tokens"] == 4
         assert truth[r["request_id"]]["fault"].startswith("trickle")
+
+
+@pytest.mark.parametrize("honor", [False, True])
+def test_429_retry_after_honoured_only_when_asked(tmp_path, honor):
+    report_dir = tmp_path / "r"
+    extra = ["--honor-retry-after"] if honor else []
+    with sim_process("--profile", "fast", "--fault", "http_429=1.0", "--retry-after", "1") as sim:
+        proc = run_locust(
+            "--headless", "-u", "2", "-r", "2", "-t", "4s", "--stop-timeout", "3", "--host", sim.url,
+            "--scenario", str(SCENARIOS / "tiny_fixed.toml"), "--report-dir", str(report_dir), "--raw-log", *extra,
+        )  # fmt: skip
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    check_conservation(report_dir)
+    rows = raw_records(report_dir)
+    assert rows and all(r["outcome"] == "http_error:429" and r["retry_after_s"] == 1.0 for r in rows)
+    if honor:
+        assert len(rows) <= 2 * 6  # each user waits 1 s between requests
+    else:
+        assert len(rows) >= 30  # the offered load is kept
