@@ -77,6 +77,8 @@ def scenario_fields(scenario: Any) -> dict[str, Any]:
             "slos": getattr(scenario, "slos", None),
             "duration_s": getattr(scenario, "duration_s", None),
             "max_requests": getattr(scenario, "max_requests", None),
+            # As written in the file; the realised side is the report's `lengths` section.
+            "lengths_asked": getattr(scenario, "lengths_asked", None),
         }
     }
 
