@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 import orjson
 
 from loadkit.engines.base import EngineAdapter
-from loadkit.types import HttpRequest, MalformedEvent
+from loadkit.types import GenerationRequest, HttpRequest, MalformedEvent
 
 
 def load_object(data: str) -> dict[str, Any]:
@@ -108,3 +108,18 @@ def count_from_tokens_field(body: Any) -> int | None:
         return count
     tokens = body.get("tokens")
     return len(tokens) if isinstance(tokens, list) else None
+
+
+def with_continuous_usage(body: dict[str, Any]) -> dict[str, Any]:
+    """Ask for usage on every chunk (vLLM's `continuous_usage_stats`, also honoured by SGLang and
+    trtllm-serve): per-chunk counts make tokens per event exact when chunks carry several."""
+    if body.get("stream_options") == {"include_usage": True}:
+        body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
+    return body
+
+
+def ignore_eos_min_tokens(request: GenerationRequest) -> dict[str, Any]:
+    """Exactly max_tokens: vLLM's (and trtllm-serve's) `ignore_eos` plus `min_tokens`."""
+    if not request.exact_output:
+        return {}
+    return {"ignore_eos": True, "min_tokens": request.max_tokens}

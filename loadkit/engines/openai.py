@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 import orjson
 
 from loadkit.engines.base import EngineAdapter, StreamParser
+from loadkit.engines.common import load_object
 from loadkit.types import GenerationRequest, HttpRequest, MalformedEvent, TokenEvent, Usage
 
 
@@ -56,12 +57,7 @@ class OpenAIStreamParser(StreamParser):
     def parse(self, data: str, event: str | None = None) -> TokenEvent | None:
         if data == "[DONE]":
             return TokenEvent(done=True)
-        try:
-            obj = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            raise MalformedEvent(f"invalid JSON in stream event: {exc}: {data[:120]!r}") from None
-        if not isinstance(obj, dict):
-            raise MalformedEvent(f"stream event is not a JSON object: {data[:120]!r}")
+        obj = load_object(data)
         err = in_band_error_message(obj)
         if err is not None:
             return TokenEvent(error=err)

@@ -26,6 +26,7 @@ from loadkit.engines.common import (
     int_or_none,
     load_object,
     require_dict,
+    with_continuous_usage,
 )
 from loadkit.engines.openai import OpenAIAdapter, in_band_error_message
 from loadkit.engines.vllm import UsageCountingParser
@@ -115,10 +116,7 @@ class SGLangAdapter(OpenAIAdapter, AdapterExtras):
         return body
 
     def request_body(self, request: GenerationRequest) -> dict[str, Any]:
-        body = super().request_body(request)
-        if body.get("stream_options") == {"include_usage": True}:
-            body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
-        return body
+        return with_continuous_usage(super().request_body(request))
 
     def exact_output_fields(self, request: GenerationRequest) -> dict[str, Any]:
         return {"ignore_eos": True} if request.exact_output else {}

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from loadkit.engines.base import StreamParser
-from loadkit.engines.common import AdapterExtras, TextDelta, load_object
+from loadkit.engines.common import AdapterExtras, TextDelta, ignore_eos_min_tokens, load_object
 from loadkit.engines.openai import OpenAIAdapter, in_band_error_message
 from loadkit.engines.vllm import UsageCountingParser
 from loadkit.types import GenerationRequest, HttpRequest, MalformedEvent, TokenEvent
@@ -80,9 +80,7 @@ class TensorRTLLMAdapter(OpenAIAdapter, AdapterExtras):
         return body
 
     def exact_output_fields(self, request: GenerationRequest) -> dict[str, Any]:
-        if not request.exact_output:
-            return {}
-        return {"ignore_eos": True, "min_tokens": request.max_tokens}
+        return ignore_eos_min_tokens(request)
 
     def new_parser(self) -> StreamParser:
         if self.api == "triton":

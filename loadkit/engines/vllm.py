@@ -15,7 +15,14 @@ from __future__ import annotations
 from typing import Any
 
 from loadkit.engines.base import StreamParser
-from loadkit.engines.common import AdapterExtras, CounterDelta, count_from_tokens_field, int_or_none
+from loadkit.engines.common import (
+    AdapterExtras,
+    CounterDelta,
+    count_from_tokens_field,
+    ignore_eos_min_tokens,
+    int_or_none,
+    with_continuous_usage,
+)
 from loadkit.engines.openai import OpenAIAdapter, OpenAIStreamParser
 from loadkit.types import GenerationRequest, HttpRequest, TokenEvent
 
@@ -74,15 +81,10 @@ class VLLMAdapter(OpenAIAdapter, AdapterExtras):
     }
 
     def request_body(self, request: GenerationRequest) -> dict[str, Any]:
-        body = super().request_body(request)
-        if body.get("stream_options") == {"include_usage": True}:
-            body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
-        return body
+        return with_continuous_usage(super().request_body(request))
 
     def exact_output_fields(self, request: GenerationRequest) -> dict[str, Any]:
-        if not request.exact_output:
-            return {}
-        return {"ignore_eos": True, "min_tokens": request.max_tokens}
+        return ignore_eos_min_tokens(request)
 
     def new_parser(self) -> StreamParser:
         return UsageCountingParser(chat=self.api == "chat")
