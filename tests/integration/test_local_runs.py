@@ -11,6 +11,7 @@ from tests.integration.runs import (
     check_percentiles_match_raw,
     raw_records,
     run_locust,
+    truth_for,
 )
 
 pytestmark = pytest.mark.integration
@@ -25,7 +26,7 @@ def test_headless_run_measures_what_the_server_sent(tmp_path):
             "--scenario", str(SCENARIOS / "closed_small.toml"),
             "--report-dir", str(report_dir), "--raw-log",
         )  # fmt: skip
-        truth = {t["request_id"]: t for t in sim.truth_records()}
+        truth = truth_for(sim, report_dir)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = check_conservation(report_dir)
     rows = raw_records(report_dir)

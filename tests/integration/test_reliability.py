@@ -20,6 +20,7 @@ from tests.integration.runs import (
     locust_cmd,
     raw_records,
     run_locust,
+    truth_for,
 )
 
 pytestmark = pytest.mark.integration
@@ -52,7 +53,7 @@ def test_every_injected_fault_is_classified_exactly(tmp_path, engine):
             "--host", sim.url, "--engine", engine, "--scenario", str(SCENARIOS / "closed_small.toml"),
             "--request-timeout", "2", "--report-dir", str(report_dir), "--raw-log",
         )  # fmt: skip
-        truth = {t["request_id"]: t for t in sim.truth_records()}
+        truth = truth_for(sim, report_dir)
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     check_conservation(report_dir)
     rows = [r for r in raw_records(report_dir) if r["outcome"] != "cancelled"]
@@ -73,7 +74,7 @@ def test_stop_with_long_streams_in_flight_counts_them_cancelled(tmp_path):
             "--host", sim.url, "--scenario", str(SCENARIOS / "closed_small.toml"),
             "--report-dir", str(report_dir), "--raw-log",
         )  # fmt: skip
-        truth = {t["request_id"]: t for t in sim.truth_records()}
+        truth = truth_for(sim, report_dir)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = check_conservation(report_dir)
     section = next(iter(report["engines"].values()))
@@ -253,7 +254,7 @@ def test_one_byte_trickle_is_read_correctly(tmp_path):
             "--headless", "-u", "2", "-r", "2", "-t", "4s", "--stop-timeout", "10", "--host", sim.url,
             "--scenario", str(SCENARIOS / "tiny_fixed.toml"), "--report-dir", str(report_dir), "--raw-log",
         )  # fmt: skip
-        truth = {t["request_id"]: t for t in sim.truth_records()}
+        truth = truth_for(sim, report_dir)
     assert proc.returncode == 0, proc.stderr[-3000:]
     check_conservation(report_dir)
     rows = [r for r in raw_records(report_dir) if r["outcome"] != "cancelled"]
