@@ -62,7 +62,7 @@ def open_llm_tab(page: Any, engines: set[str]) -> list[dict[str, str]]:
         shown = {r.get("Engine") for r in rows if r.get("Label") == "*" and int(r.get("Requests") or 0) > 0}
         return rows if shown == engines else None
 
-    return wait_for(f"LLM rows for {sorted(engines)}", rows_for_every_engine, 15)
+    return wait_for(f"LLM rows for {sorted(engines)}", rows_for_every_engine, 45)
 
 
 def check_rows_agree(rows: list[dict[str, str]], doc: dict[str, Any], exact: bool) -> None:
@@ -119,7 +119,7 @@ def reset_from_ui(page: Any, base: str, before: dict[str, Any]) -> None:
         count = sum(r["requests"] for r in totals(doc).values())
         return doc if count < max(5, count_before // 4) else None
 
-    wait_for("loadkit's counts to drop after Reset", dropped, 5, every_s=0.1)
+    wait_for("loadkit's counts to drop after Reset", dropped, 15, every_s=0.1)
     if epochs:  # every worker must have reset too: its snapshots carry a newer epoch
 
         def workers_reset() -> bool:
@@ -128,14 +128,14 @@ def reset_from_ui(page: Any, base: str, before: dict[str, Any]) -> None:
                 epochs
             )
 
-        wait_for("every worker to report stats after the reset", workers_reset, 10)
+        wait_for("every worker to report stats after the reset", workers_reset, 30)
 
 
 def stop_and_compare(page: Any, base: str) -> dict[str, Any]:
     """Stop from the UI; once the numbers settle (a master waits for the workers' final
     snapshots after it says "stopped") the table must show exactly the JSON's numbers."""
     page.get_by_role("button", name="Stop").click()
-    wait_for("the run to stop", lambda: get_json(base + "/loadkit/stats.json")["state"] == "stopped", 20)
+    wait_for("the run to stop", lambda: get_json(base + "/loadkit/stats.json")["state"] == "stopped", 60)
     page.get_by_role("tab", name="LLM").click()
 
     def agreeing() -> dict[str, Any] | None:
@@ -149,7 +149,7 @@ def stop_and_compare(page: Any, base: str) -> dict[str, Any]:
             return None
         return doc if rows else None
 
-    return wait_for("the LLM table to show the final numbers", agreeing, 15)
+    return wait_for("the LLM table to show the final numbers", agreeing, 45)
 
 
 def html_report_available() -> bool:
@@ -163,6 +163,10 @@ def html_report_available() -> bool:
 def check_report_link(page: Any, base: str, finished: bool) -> None:
     """Before a run: 404 with a reason. After: the HTML report, rendered on demand."""
     resp = page.request.get(base + "/loadkit/report", timeout=60_000)
+    if finished and resp.status == 404:
+        # The master writes the report once every worker's final stats are in: bounded wait.
+        wait_for("the final report", lambda: page.request.get(base + "/loadkit/report", timeout=60_000).status == 200, 60)
+        resp = page.request.get(base + "/loadkit/report", timeout=60_000)
     if not finished:
         assert resp.status == 404 and "no report yet" in resp.text()
     elif html_report_available():
