@@ -50,6 +50,10 @@ def on_init(environment: Any, **_: Any) -> None:
         runtime.stats.add_section("sessions", runtime.sessions.sessions_report)
         runtime.stats.add_section("stages", runtime.sessions.stages_report)
         runtime.stats.add_section("lengths", runtime.sessions.lengths_report)
+    from loadkit.selfcheck import install as install_selfcheck
+
+    # Every node that sends traffic watches its own event-loop lag and CPU (skips the master).
+    install_selfcheck(environment)
     # spawning_complete carries no environment: bind this process's runtime here.
     environment.events.spawning_complete.add_listener(lambda **_: runtime.start_schedule())
     environment.events.test_stopping.add_listener(lambda **_: runtime.stopping())
