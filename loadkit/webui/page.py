@@ -23,12 +23,14 @@ h1{font-size:20px;margin:0 0 4px} .sub{color:#666;font-size:13px;margin-bottom:1
 .legend{font-size:12px;margin-top:4px} .legend span{margin-right:12px;white-space:nowrap}
 .empty{fill:#999;font-size:13px} a{color:#1565c0}
 #status.bad{color:#b71c1c}
+#warnings{color:#b71c1c;margin:4px 0 8px 0}
 </style></head>
 <body>
 <h1>loadkit · live LLM charts</h1>
 <div class="sub"><span id="status">waiting for data…</span> ·
 <a href="../">back to Locust</a> · <a href="stats.csv">LLM stats CSV</a> ·
 <a href="stats.json">JSON</a> · <a href="report" target="_blank">final HTML report</a></div>
+<ul id="warnings" class="bad"></ul>
 <div class="grid">
 <div class="card"><h2>TTFT ms (p50 solid, p99 dashed; last WINDOW s)</h2><svg id="ttft"></svg><div class="legend" id="ttft-legend"></div></div>
 <div class="card"><h2>TPOT ms (p50 solid, p99 dashed; last WINDOW s)</h2><svg id="tpot"></svg><div class="legend" id="tpot-legend"></div></div>
@@ -138,7 +140,11 @@ async function poll() {
   try {
     const resp = await fetch("stats.json", {cache: "no-store", credentials: "same-origin"});
     if (!resp.ok) throw new Error("HTTP " + resp.status);
-    render(await resp.json());
+    const doc = await resp.json();
+    render(doc);
+    // Warnings (client saturated, lost workers, schedule behind) shown as they are raised.
+    const ul = document.getElementById("warnings");
+    ul.replaceChildren(...(doc.warnings || []).map(w => { const li = document.createElement("li"); li.textContent = w; return li; }));
   } catch (err) {
     const st = document.getElementById("status");
     st.className = "bad"; st.textContent = "cannot read stats.json: " + err.message;
