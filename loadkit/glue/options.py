@@ -68,6 +68,9 @@ def add_core_arguments(group: OptionGroup) -> None:
         env_var="LOADKIT_SCENARIO",
         help="Scenario TOML file describing the traffic (default: a built-in uneven chat workload)",
     )
+
+
+def add_target_arguments(group: OptionGroup) -> None:
     group.add_argument(
         "--target",
         action="append",
@@ -92,13 +95,22 @@ def add_core_arguments(group: OptionGroup) -> None:
         env_var="LOADKIT_SKIP_REACHABILITY_CHECK",
         help="Start even if a target does not accept connections (they count as connect_error)",
     )
+
+
+def add_request_arguments(group: OptionGroup) -> None:
     group.add_argument(
-        "--honor-retry-after", action="store_true", default=False, env_var="LOADKIT_HONOR_RETRY_AFTER",
+        "--honor-retry-after",
+        action="store_true",
+        default=False,
+        env_var="LOADKIT_HONOR_RETRY_AFTER",
         help="After a 429/503 with Retry-After, the virtual user waits that long (at most --max-retry-after) "
         "before its next request, as a polite client would; off: keep the offered load (a load test's default)",
     )
     group.add_argument(
-        "--max-retry-after", type=float, default=30.0, env_var="LOADKIT_MAX_RETRY_AFTER",
+        "--max-retry-after",
+        type=float,
+        default=30.0,
+        env_var="LOADKIT_MAX_RETRY_AFTER",
         help="Cap, in seconds, on a honoured Retry-After",
     )
     group.add_argument(
@@ -122,6 +134,9 @@ def add_core_arguments(group: OptionGroup) -> None:
         env_var="LOADKIT_MAX_REQUESTS",
         help="Stop the run after this many requests have been sent in all (0: no limit)",
     )
+
+
+def add_load_arguments(group: OptionGroup) -> None:
     group.add_argument(
         "--max-schedule-lag",
         type=float,
@@ -144,8 +159,13 @@ def add_core_arguments(group: OptionGroup) -> None:
         env_var="LOADKIT_WARMUP",
         help="Seconds of warm-up at the start of the run, excluded from the stats (shown as its own stage)",
     )
+
+
+def add_run_arguments(group: OptionGroup) -> None:
     group.add_argument(
-        "--model-config", default="", env_var="LOADKIT_MODEL_CONFIG",
+        "--model-config",
+        default="",
+        env_var="LOADKIT_MODEL_CONFIG",
         help="Hugging Face config.json (or a preset, see `loadkit capacity --list-presets`) of the served model: "
         "the HTML report then plans KV-cache capacity on this run's real lengths",
     )
@@ -168,7 +188,14 @@ def add_core_arguments(group: OptionGroup) -> None:
 def add_arguments(parser: Any) -> None:
     """Register every loadkit option (core, stats, and those plugins add) on Locust's parser."""
     group = OptionGroup(parser.add_argument_group("loadkit", "loadkit: LLM load-testing options"))
-    add_core_arguments(group)
+    for add in (
+        add_core_arguments,
+        add_target_arguments,
+        add_request_arguments,
+        add_load_arguments,
+        add_run_arguments,
+    ):
+        add(group)
     try:
         from loadkit.stats import add_stats_arguments
     except ImportError:  # stats layer not installed in this build
