@@ -112,13 +112,13 @@ class Runtime:
         apply_scenario_slos(options, self.scenario)
         self.warmup_s = float(getattr(options, "warmup", 0) or 0)
         self.plan = stage_plan(dict(self.scenario.arrival or {"model": "closed"}), self.warmup_s)
-        validate_slos(options)
+        slo_limits = validate_slos(options)
         self.dispatchers = self._dispatchers(options)
         self.t_start_ns = time.perf_counter_ns()
         self.schedule_end_ns = None
         if self.sessions is not None:
             self.sessions.plan = self.plan
-            self.sessions.set_slos(slo_limits(options))
+            self.sessions.set_slos(slo_limits)
             self.sessions.asked = getattr(self.scenario, "lengths_asked", None)
 
     def snapshot_realised(self) -> None:
@@ -273,8 +273,9 @@ def apply_scenario_slos(options: Any, scenario: Any) -> None:
         setattr(options, SCENARIO_SLOS, True)
 
 
-def validate_slos(options: Any) -> None:
-    """SLOs typed into the web UI's form skip argparse: check them here, one clear error."""
+def validate_slos(options: Any) -> dict[str, float]:
+    """SLOs typed into the web UI's form skip argparse: check them here, one clear error.
+    Returns {metric: limit ms} (the last value given for a key wins, as in the stats layer)."""
     import argparse
 
     from loadkit.stats.options import parse_slo_item
@@ -283,28 +284,13 @@ def validate_slos(options: Any) -> None:
     if isinstance(given, str):
         given = [given]
         options.slo = given
+    limits: dict[str, float] = {}
     for item in given:
         try:
-            parse_slo_item(str(item))
+            limits.update((slo.key, slo.limit_ms) for slo in parse_slo_item(str(item)))
         except argparse.ArgumentTypeError as exc:
             raise ConfigError(str(exc)) from None
-
-
-def slo_limits(options: Any) -> dict[str, float]:
-    """{metric: limit ms} from the --slo options (after the scenario's were applied)."""
-    out: dict[str, float] = {}
-    given = getattr(options, "slo", None) or []
-    if isinstance(given, str):  # the web UI's form sends one string
-        given = [given]
-    for item in given:
-        for part in str(item).split(","):
-            key, sep, value = part.partition("=")
-            if sep:
-                try:
-                    out[key.strip()] = float(value)
-                except ValueError:
-                    continue  # the stats layer refuses bad SLOs with a clear message
-    return out
+    return limits
 
 
 def share_of(total: int, index: int, workers: int) -> int:

@@ -245,6 +245,7 @@ def test_secrets_never_reach_any_output(tmp_path):
     assert len(outputs) > 6
     for text in outputs:
         assert secret not in text
+    check_conservation(report_dir)
 
 
 def test_one_byte_trickle_is_read_correctly(tmp_path):
