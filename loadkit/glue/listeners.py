@@ -54,6 +54,9 @@ def on_init(environment: Any, **_: Any) -> None:
 
     # Every node that sends traffic watches its own event-loop lag and CPU (skips the master).
     install_selfcheck(environment)
+    from loadkit.glue.locustmem import install as install_trim
+
+    install_trim(environment)
     # spawning_complete carries no environment: bind this process's runtime here.
     environment.events.spawning_complete.add_listener(lambda **_: runtime.start_schedule())
     environment.events.test_stopping.add_listener(lambda **_: runtime.stopping())

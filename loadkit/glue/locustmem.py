@@ -1,0 +1,63 @@
+"""Keep Locust's own per-second bookkeeping bounded over long runs.
+
+Locust keeps, for every request name and for the total, a dict of request and failure
+counts per Unix second (`num_reqs_per_sec`, `num_fail_per_sec`) and appends a chart row to
+`stats.history` every 5 s, for the life of the process. Nothing in Locust reads the
+per-second counts further back than ~12 s (current RPS and failures/s); the history feeds
+the web UI's charts and Locust's HTML report. On a one-hour soak these were a visible part
+of the memory growth (docs/performance.md, Soak), so every TRIM_EVERY_S we:
+
+- drop per-second counts older than KEEP_SECONDS (totals are kept in separate counters and
+  are untouched);
+- thin `stats.history` once it passes HISTORY_MAX rows: the newest half keeps every row, the
+  older half keeps every other one, so a chart of any length keeps its shape in bounded rows.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+KEEP_SECONDS = 60
+HISTORY_MAX = 720  # one hour at Locust's 5-second history interval
+TRIM_EVERY_S = 10.0
+
+
+def trim_per_second(stats: Any, now: float | None = None) -> int:
+    """Delete per-second counts older than KEEP_SECONDS from every entry; return how many."""
+    horizon = int(now if now is not None else time.time()) - KEEP_SECONDS
+    removed = 0
+    entries = list(getattr(stats, "entries", {}).values()) + [stats.total]
+    for entry in entries:
+        for table in (entry.num_reqs_per_sec, entry.num_fail_per_sec):
+            old = [t for t in table if t < horizon]
+            for t in old:
+                del table[t]
+            removed += len(old)
+    return removed
+
+
+def thin_history(history: list[Any], limit: int = HISTORY_MAX) -> None:
+    """Halve the resolution of the older half of `history` in place once it passes `limit`."""
+    if len(history) <= limit:
+        return
+    keep_whole = limit // 2
+    older, newer = history[: len(history) - keep_whole], history[len(history) - keep_whole :]
+    history[:] = older[::2] + newer
+
+
+def install(environment: Any) -> None:
+    """Trim on a timer on every node (a master's dicts merge its workers' seconds)."""
+    import gevent
+
+    def loop() -> None:
+        while True:
+            gevent.sleep(TRIM_EVERY_S)
+            stats = getattr(environment, "stats", None)
+            if stats is None:
+                continue
+            trim_per_second(stats)
+            thin_history(stats.history)
+
+    if getattr(environment, "_loadkit_trim", None) is None:
+        environment._loadkit_trim = gevent.spawn(loop)
