@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import signal
 import sys
 from typing import Any
@@ -194,6 +195,10 @@ def _run(specs: list[EngineSpec], options: ServerOptions) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        # The step and output loops must not stop for a full garbage collection walking
+        # every object imported at start-up (measured: 50 ms stalls at 2,000 streams).
+        gc.collect()
+        gc.freeze()
         await serve(specs, options, stop)
 
     try:

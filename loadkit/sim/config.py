@@ -46,6 +46,9 @@ class Profile:
     # tokens in one event (speculative decoding), drawn from the seeded generator.
     spec_tokens: int = 1
     default_max_tokens: int = 256
+    # Output path: the events of one step leave this far apart (detokenize, serialize,
+    # write), while the next step runs. 0 = all at the step end, as fast as the CPU allows.
+    output_us_per_event: float = 10.0
 
     def pool_blocks(self) -> int:
         """Number of KV blocks in the pool."""
@@ -76,6 +79,8 @@ PROFILE_HELP: dict[str, str] = {
     "eos_mean_tokens": "mean output length before a seeded EOS when a request allows one (0 = never)",
     "spec_tokens": "tokens per decode step and event, drawn 1..K (speculative decoding)",
     "default_max_tokens": "max_tokens when the request gives none",
+    "output_us_per_event": "spacing of a step's events on the wire, written while the next step runs "
+    "(us; 0 = all at the step end)",
 }
 
 PROFILES: dict[str, Profile] = {
@@ -116,6 +121,7 @@ _NON_NEGATIVE = (
     "kv_memory_gb",
     "eos_mean_tokens",
     "default_max_tokens",
+    "output_us_per_event",
 )
 
 
@@ -151,4 +157,3 @@ def get_profile(name: str) -> Profile:
         return PROFILES[name]
     except KeyError:
         raise ConfigError(f"unknown profile {name!r} (choose from {', '.join(PROFILES)})") from None
-

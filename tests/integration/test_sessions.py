@@ -59,7 +59,9 @@ def test_without_prefix_cache_the_drop_disappears(tmp_path):
     _, rows = run_sessions(tmp_path, "--no-prefix-caching")
     by_turn = ttft_by_turn(rows)
     first, later = median(by_turn[1]), median(by_turn[2] + by_turn[3] + by_turn[4])
-    assert later > 0.8 * first, (first, later)
+    # Queueing behind other sessions' prefills varies with how the turns happen to collide
+    # (observed ratios 0.77-1.04); the cache's effect is a drop below 0.4 (test above).
+    assert later > 0.6 * first, (first, later)
     assert all((r["cached_tokens"] or 0) == 0 for r in rows if r["outcome"] == "ok")
 
 
