@@ -51,6 +51,21 @@ def locust_cmd(url: str, args: argparse.Namespace, report_dir: str) -> list[str]
             "--report-dir", report_dir, "--no-console-table", "--only-summary"]  # fmt: skip
 
 
+def heap_mib(pid: int) -> float | None:
+    """Resident size of the process's brk heap (glibc malloc), from /proc/<pid>/smaps."""
+    try:
+        with open(f"/proc/{pid}/smaps") as fh:
+            in_heap, kb = False, 0
+            for line in fh:
+                if not line[0].isupper():
+                    in_heap = line.rstrip().endswith("[heap]")
+                elif in_heap and line.startswith("Rss:"):
+                    kb += int(line.split()[1])
+        return round(kb / 1024, 2)
+    except OSError:
+        return None
+
+
 def rss_mib(proc: psutil.Process) -> float:
     """RSS of the process and its children (``--processes`` forks workers)."""
     total = proc.memory_info().rss
@@ -84,7 +99,7 @@ def sample_loop(proc: subprocess.Popen[bytes], args: argparse.Namespace, out: An
     while proc.poll() is None:
         try:
             sample = {"t_s": round(time.monotonic() - t0, 1), "rss_mib": round(rss_mib(ps), 2),
-                      "cpu_s": round(sum(ps.cpu_times()[:2]), 2)}  # fmt: skip
+                      "heap_mib": heap_mib(ps.pid), "cpu_s": round(sum(ps.cpu_times()[:2]), 2)}  # fmt: skip
         except psutil.NoSuchProcess:
             break
         samples.append(sample)

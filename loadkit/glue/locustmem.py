@@ -10,17 +10,37 @@ of the memory growth (docs/performance.md, Soak), so every TRIM_EVERY_S we:
 - drop per-second counts older than KEEP_SECONDS (totals are kept in separate counters and
   are untouched);
 - thin `stats.history` once it passes HISTORY_MAX rows: the newest half keeps every row, the
-  older half keeps every other one, so a chart of any length keeps its shape in bounded rows.
+  older half keeps every other one, so a chart of any length keeps its shape in bounded rows;
+- every TRIM_HEAP_EVERY_S, hand free heap pages back to the OS (glibc ``malloc_trim``): each
+  read allocates a 64 KiB buffer that is shrunk to the few hundred bytes received, and glibc
+  keeps the freed space mapped, so RSS crept up while live Python objects stayed flat
+  (tracemalloc; docs/performance.md, Soak). ``LOADKIT_MALLOC_TRIM=0`` turns it off.
 """
 
 from __future__ import annotations
 
+import ctypes
+import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 KEEP_SECONDS = 60
 HISTORY_MAX = 720  # one hour at Locust's 5-second history interval
 TRIM_EVERY_S = 10.0
+TRIM_HEAP_EVERY_S = 60.0
+
+
+def heap_trimmer() -> Callable[[], int] | None:
+    """glibc's malloc_trim(0), or None where there is no glibc (or it is turned off)."""
+    if os.environ.get("LOADKIT_MALLOC_TRIM", "1") == "0":
+        return None
+    try:
+        trim = ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return lambda: int(trim(0))
 
 
 def trim_per_second(stats: Any, now: float | None = None) -> int:
@@ -50,14 +70,19 @@ def install(environment: Any) -> None:
     """Trim on a timer on every node (a master's dicts merge its workers' seconds)."""
     import gevent
 
+    trim_heap = heap_trimmer()
+
     def loop() -> None:
+        last_heap_trim = time.monotonic()
         while True:
             gevent.sleep(TRIM_EVERY_S)
             stats = getattr(environment, "stats", None)
-            if stats is None:
-                continue
-            trim_per_second(stats)
-            thin_history(stats.history)
+            if stats is not None:
+                trim_per_second(stats)
+                thin_history(stats.history)
+            if trim_heap is not None and time.monotonic() - last_heap_trim >= TRIM_HEAP_EVERY_S:
+                trim_heap()  # ~1 ms: walks glibc's free lists once a minute
+                last_heap_trim = time.monotonic()
 
     if getattr(environment, "_loadkit_trim", None) is None:
         environment._loadkit_trim = gevent.spawn(loop)

@@ -31,7 +31,7 @@ NCOLS = 6
 
 
 class Series:
-    __slots__ = ("chunks", "dropped", "_dirty", "_sent_dirty")
+    __slots__ = ("chunks", "dropped", "_dirty", "_sent_dirty", "_tracking")
 
     def __init__(self) -> None:
         self.chunks: dict[int, np.ndarray] = {}  # second // CHUNK → int64[CHUNK, NCOLS]
@@ -40,6 +40,9 @@ class Series:
         # snapshot carries only those rows, so its size does not grow with the run's length.
         self._dirty: set[int] = set()
         self._sent_dirty: set[int] = set()
+        # Only a worker sends deltas; a local run never asks, and must not collect dirty
+        # seconds for the life of the run. Tracking starts with the first delta (a full one).
+        self._tracking = False
 
     # -- storage --------------------------------------------------------------------------
 
@@ -66,7 +69,8 @@ class Series:
                     self.dropped += int(values[lo:hi, count_col].sum())
                 continue
             block[seconds[lo:hi] % CHUNK] += values[lo:hi]
-            self._dirty.update(seconds[lo:hi].tolist())
+            if self._tracking:
+                self._dirty.update(seconds[lo:hi].tolist())
 
     def _present(self) -> tuple[np.ndarray, np.ndarray]:
         """(seconds, rows) of every second with a start or a completion, in order."""
@@ -125,7 +129,13 @@ class Series:
 
     def delta_to_wire(self) -> list[list[int]]:
         """Rows changed since the previous delta, plus those it carried (sent twice, so one
-        delta the master never applied costs nothing). Rows are whole cumulative values."""
+        delta the master never applied costs nothing). Rows are whole cumulative values.
+        The first delta carries every row (dirty seconds were not tracked before it)."""
+        if not self._tracking:
+            self._tracking = True
+            rows = self.to_wire()
+            self._sent_dirty = {row[0] for row in rows}  # re-sent with the next delta too
+            return rows
         seconds = sorted(self._dirty | self._sent_dirty)
         self._sent_dirty, self._dirty = self._dirty, set()
         out = []
