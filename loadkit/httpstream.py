@@ -163,17 +163,29 @@ class ReadCounters:
 READS = ReadCounters()
 
 
-def recv_stamped(sock: socket.socket, kernel: bool) -> tuple[bytes, int]:
+def recv_stamped(sock: socket.socket, kernel: bool, buf: memoryview | None = None) -> tuple[bytes, int]:
     """One read and the arrival time of its newest byte (perf_counter ns).
 
     With kernel stamps the time is the kernel's, mapped to the monotonic clock and capped at
     the user-space read time; otherwise (or when no stamp came back) the time the read returned.
+
+    ``buf``: a reusable receive buffer, for callers that can never run two reads at once (the
+    gevent hub's read callbacks). Reading into it and copying out the few hundred bytes that
+    came avoids a 64 KiB allocation shrunk to size per read, which fragmented glibc's heap
+    enough to grow a long run's RSS (docs/performance.md, Soak).
     """
     READS.reads += 1
-    if not kernel:
+    if buf is not None:
+        if not kernel:
+            n = sock.recv_into(buf)
+            return buf[:n].tobytes(), time.perf_counter_ns()
+        n, anc, _flags, _addr = sock.recvmsg_into((buf,), _ANC_SIZE)
+        data = buf[:n].tobytes()
+    elif not kernel:
         data = sock.recv(RECV_SIZE)
         return data, time.perf_counter_ns()
-    data, anc, _flags, _addr = sock.recvmsg(RECV_SIZE, _ANC_SIZE)
+    else:
+        data, anc, _flags, _addr = sock.recvmsg(RECV_SIZE, _ANC_SIZE)
     t_user = time.perf_counter_ns()
     for level, kind, raw in anc:
         if level == socket.SOL_SOCKET and kind == SCM_TIMESTAMPNS and len(raw) >= _TIMESPEC.size:
@@ -383,6 +395,12 @@ class FastSSEDecoder:
         return bool(self._tail) or self._full.pending
 
 
+def _hub_buffer(hub: Any) -> memoryview:
+    buf = memoryview(bytearray(RECV_SIZE))
+    hub._loadkit_recv_buf = buf
+    return buf
+
+
 class ArrivalQueue:
     """Under gevent: the arrival path in the hub, everything else in the request's greenlet.
 
@@ -400,7 +418,7 @@ class ArrivalQueue:
     """
 
     __slots__ = ("_raw", "_kernel", "_watcher", "_hub", "_reads", "_waiter", "_wake_pending", "_error",
-                 "_tail", "_flush_ns", "batch")  # fmt: skip
+                 "_tail", "_flush_ns", "batch", "_buf")  # fmt: skip
 
     def __init__(self, sock: socket.socket, kernel: bool, flush_s: float = 1.0) -> None:
         from gevent import get_hub
@@ -408,6 +426,8 @@ class ArrivalQueue:
         self._raw: socket.socket = sock._sock  # type: ignore[attr-defined]  # gevent's non-blocking socket
         self._kernel = kernel
         self._hub = get_hub()
+        # One receive buffer per hub: its read callbacks never overlap (one OS thread).
+        self._buf: memoryview = getattr(self._hub, "_loadkit_recv_buf", None) or _hub_buffer(self._hub)
         self._reads: list[tuple[int, bytes]] = []
         self._waiter: Any = None
         self._wake_pending = False
@@ -426,7 +446,7 @@ class ArrivalQueue:
 
     def _on_readable(self) -> None:
         try:
-            data, t_read = recv_stamped(self._raw, self._kernel)
+            data, t_read = recv_stamped(self._raw, self._kernel, self._buf)
         except BlockingIOError:
             return
         except OSError as exc:

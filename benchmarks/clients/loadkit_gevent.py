@@ -76,6 +76,12 @@ def main() -> int:
     switch_ms = os.environ.get("LOADKIT_SWITCH_INTERVAL_MS")
     if switch_ms:
         sys.setswitchinterval(float(switch_ms) / 1000)
+    batch = os.environ.get("LOADKIT_QUEUE_BATCH")  # "lo,hi": reads decoded per greenlet wake-up
+    if batch:
+        import loadkit.timer
+
+        lo, hi = (int(x) for x in batch.split(","))
+        loadkit.timer.QUEUE_BATCH = (lo, hi)
     adapter = OpenAIAdapter(AdapterOptions(model="sim", api="completions"))
     ep = Endpoint.parse(args.url)
     rows: list[dict[str, Any]] = []
