@@ -97,10 +97,10 @@ class LatenessStats:
 class OutBatch:
     """The events of one step, waiting for the output loop."""
 
-    __slots__ = ("emissions", "due", "pos", "written")
+    __slots__ = ("seqs", "counts", "due", "pos", "written")
 
-    def __init__(self, emissions: list[tuple[Any, int]], due: int) -> None:
-        self.emissions = emissions
+    def __init__(self, seqs: list[Any], counts: list[int], due: int) -> None:
+        self.seqs, self.counts = seqs, counts
         self.due = due  # scheduled end of the step
         self.pos = 0  # next emission to look at
         self.written = 0  # events written so far (event k is scheduled at due + k * gap)
@@ -181,8 +181,8 @@ class EngineRunner:
                 following = None if sched.idle() else sched.step()
                 self._lead_ns = 2 * (time.monotonic_ns() - t0) + _MIN_LEAD_NS
                 await self._output_until(due)
-                if plan.emissions:
-                    self._out.append(OutBatch(plan.emissions, due))
+                if plan.seqs:
+                    self._out.append(OutBatch(plan.seqs, plan.counts, due))
                 t_end = self._next_start(due)
                 plan = following
             if plan is not None:  # a step with nothing to do (e.g. the KV pool is full)
@@ -211,7 +211,7 @@ class EngineRunner:
                 continue
             if out and self._next_event_ns() <= now + _SLACK_NS:
                 self._write_chunk(out[0])
-                if out[0].pos >= len(out[0].emissions):
+                if out[0].pos >= len(out[0].seqs):
                     out.popleft()
                 await asyncio.sleep(0)  # let requests in and reads happen between chunks
                 continue
@@ -227,10 +227,11 @@ class EngineRunner:
         """Write up to _CHUNK due events of one step; histogram inlined (runs per event)."""
         hist = self.lateness
         buckets, top = hist.buckets, _N_BUCKETS - 1
-        ems, i, w, due, gap = b.emissions, b.pos, b.written, b.due, self.gap_ns
+        seqs, counts, i, w, due, gap = b.seqs, b.counts, b.pos, b.written, b.due, self.gap_ns
         self.step_end_ns = due
         limit = time.monotonic_ns() + _SLACK_NS
-        n_ems, stop = len(ems), min(len(ems), i + _CHUNK)
+        n_ems = len(seqs)
+        stop = min(n_ems, i + _CHUNK)
         count = tokens = worst = 0
         while i < stop:
             at = due + w * gap
@@ -238,7 +239,7 @@ class EngineRunner:
                 limit = time.monotonic_ns() + _SLACK_NS
                 if at > limit:
                     break
-            seq, n = ems[i]
+            seq, n = seqs[i], counts[i]
             i += 1
             sink = seq.sink
             if sink is None or seq.aborted:
