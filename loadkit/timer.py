@@ -23,7 +23,6 @@ from loadkit.engines.base import EngineAdapter, StreamParser
 from loadkit.httpstream import (
     READS,
     RECV_SIZE,
-    ArrivalQueue,
     BodyReader,
     ConnectFailed,
     ConnectionPool,
@@ -37,6 +36,7 @@ from loadkit.httpstream import (
     read_head,
     recv_stamped,
 )
+from loadkit.hubreads import ArrivalQueue, maybe_poll, read_head_queued
 from loadkit.records import RequestRecord
 from loadkit.sse import NDJSONDecoder
 
@@ -165,6 +165,7 @@ def run_request(
     finally:
         if sink is not None:
             sink(record)
+        maybe_poll()  # the sink (stats, Locust events) and the caller's next request are work
     return record
 
 
@@ -185,6 +186,9 @@ class StreamRun:
         self.text_parts: list[str] = []
         self.tokens_from_events = 0
         self.kernel = kernel_timestamps_wanted()
+        # Under gevent, set up before the request is sent: head and stream are read by the hub.
+        self.queue: ArrivalQueue | None = None
+        self.queued_reads: list[tuple[int, bytes]] = []
 
     def run(self, request: t.GenerationRequest, extra_headers: dict[str, str] | None) -> None:
         http = self.adapter.build_request(request)
@@ -209,6 +213,9 @@ class StreamRun:
         if rec.t_end_ns is None:
             rec.t_end_ns = time.perf_counter_ns()
         rec.text = "".join(self.text_parts)
+        if self.queue is not None:
+            self.queue.close()
+            self.queue = None
         if rec.n_out is None and rec.event_t_ns:
             rec.n_out, rec.n_out_source = self.tokens_from_events, "events"
         if self.sock is not None:
@@ -242,6 +249,7 @@ class StreamRun:
         rec.http_status = head.status
         body = BodyReader.for_head(head)
         if head.status != 200:
+            self._stop_queue(head)
             rec.retry_after_s = retry_after_seconds(head.headers.get("retry-after"))
             raise _StreamDone(t.http_error(head.status), self._error_body(head, body))
         try:
@@ -263,6 +271,8 @@ class StreamRun:
                     self.record.t_connected_ns = time.perf_counter_ns()
                 self.sock = sock
                 sock.settimeout(self.timeouts.connect_s)
+                if is_gevent_socket(sock) and ArrivalQueue.usable(sock):
+                    return self._send_queued(sock, payload)
                 sock.sendall(payload)
                 return read_head(sock, self._deadline(), self.kernel)
             except ConnectFailed as exc:
@@ -272,6 +282,7 @@ class StreamRun:
             except ProtocolError as exc:
                 raise _StreamDone(t.MALFORMED_STREAM, f"bad HTTP response: {exc}") from None
             except OSError as exc:
+                self._stop_queue(None)
                 if sock is not None:
                     sock.close()
                 self.sock = None
@@ -280,6 +291,26 @@ class StreamRun:
                     continue
                 raise _StreamDone(t.DISCONNECTED, f"connection lost before the response: {exc}") from None
         raise AssertionError("unreachable")
+
+    def _send_queued(self, sock: socket.socket, payload: bytes) -> ResponseHead:
+        self.queue = ArrivalQueue(sock, self.kernel)
+        sock.sendall(payload)
+        guard = GeventDeadline()
+        try:
+            head, self.queued_reads = read_head_queued(self.queue, guard, self._deadline())
+        finally:
+            guard.cancel()
+        return head
+
+    def _stop_queue(self, head: ResponseHead | None) -> None:
+        """Back to plain reads (error bodies, retries): what the queue holds joins the head."""
+        if self.queue is None:
+            return
+        self.queue.close()
+        self.queue = None
+        if head is not None:
+            head.leftover += b"".join(data for _, data in self.queued_reads)
+        self.queued_reads = []
 
     def _error_body(self, head: ResponseHead, body: BodyReader) -> str:
         chunks = [body.feed(head.leftover)]
@@ -305,7 +336,7 @@ class StreamRun:
             # Bounded by the guard's timer: a socket timeout would arm a new one per read.
             self.sock.settimeout(None)
         try:
-            if guard is not None and ArrivalQueue.usable(self.sock):
+            if guard is not None and (self.queue is not None or ArrivalQueue.usable(self.sock)):
                 self._read_queued(head, body, guard)
             else:
                 self._read_loop(head, body, guard)
@@ -351,12 +382,14 @@ class StreamRun:
         decoder = FastSSEDecoder() if self.adapter.framing == "sse" else NDJSONDecoder()
         parser = self.adapter.new_parser()
         t_head = self.record.t_headers_ns or time.perf_counter_ns()
-        reads = [(t_head, head.leftover)] if head.leftover else []
-        queue = ArrivalQueue(self.sock, self.kernel)
+        reads = ([(t_head, head.leftover)] if head.leftover else []) + self.queued_reads
+        self.queued_reads = []
+        queue = self.queue if self.queue is not None else ArrivalQueue(self.sock, self.kernel)
         armed_for: bool | None = None  # the guard's phase: before (False) / after (True) the first token
         try:
             while True:
                 for i, (t_read, data) in enumerate(reads):
+                    maybe_poll()
                     if not data:
                         self._on_close(decoder, parser, clean=not body.chunked and body.remaining is None)
                         return

@@ -367,7 +367,7 @@ def test_gevent_deadline_guard_is_cancelled_on_every_exit():
 def test_gevent_arrival_queue_keeps_stamps_and_queued_events():
     """Under gevent reads are queued and decoded in batches: stamps must still be the
     arrival times, and events queued when a limit fires must still be in the record."""
-    from loadkit.httpstream import ArrivalQueue
+    from loadkit.hubreads import ArrivalQueue
 
     probe = socket.socket()
     usable = ArrivalQueue.usable(probe)
