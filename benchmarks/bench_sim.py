@@ -210,7 +210,7 @@ def main() -> None:
     p.add_argument("--client-cpu", type=int, default=1)
     p.add_argument("--truth-log", default=None)
     p.add_argument("--spec-tokens", type=int, default=1, help="tokens per decode step and event (1..K)")
-    p.add_argument("--output-us", type=float, default=10.0,
+    p.add_argument("--output-us", type=float, default=15.0,
                    help="simulator --output-us-per-event: spacing of a step's events (0 = back to back)")
     p.add_argument("--rt", type=int, default=0, help="SCHED_FIFO priority for simulator and client (root; 0 = off)")
     p.add_argument("--baseline", action="store_true", help="also measure a bare send() loop (the floor)")

@@ -48,7 +48,7 @@ class Profile:
     default_max_tokens: int = 256
     # Output path: the events of one step leave this far apart (detokenize, serialize,
     # write), while the next step runs. 0 = all at the step end, as fast as the CPU allows.
-    output_us_per_event: float = 10.0
+    output_us_per_event: float = 15.0
 
     def pool_blocks(self) -> int:
         """Number of KV blocks in the pool."""
