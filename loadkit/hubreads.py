@@ -34,6 +34,39 @@ from loadkit.httpstream import (
 POLL_EVERY_NS = 1_000_000
 
 
+def is_gevent_socket(sock: socket.socket) -> bool:
+    """True for gevent's cooperative sockets (Locust monkey-patches `socket`)."""
+    return type(sock).__module__.startswith("gevent")
+
+
+class GeventDeadline:
+    """Under gevent, one timer per deadline rather than one per read: a socket timeout makes
+    gevent arm and cancel a fresh Timeout around every wait (~5 µs of ~25 per read, profiled).
+    The deadline only changes once, when the first token ends the first-token limit."""
+
+    __slots__ = ("_timeout", "_deadline_ns")
+
+    def __init__(self) -> None:
+        self._timeout: Any = None
+        self._deadline_ns: int | None = None
+
+    def arm(self, deadline_ns: int) -> None:
+        if deadline_ns == self._deadline_ns:
+            return
+        import gevent
+
+        self.cancel()
+        seconds = max(1e-3, (deadline_ns - time.perf_counter_ns()) / 1e9)
+        self._timeout = gevent.Timeout(seconds, TimeoutError)
+        self._timeout.start()
+        self._deadline_ns = deadline_ns
+
+    def cancel(self) -> None:
+        if self._timeout is not None:
+            self._timeout.cancel()
+            self._timeout, self._deadline_ns = None, None
+
+
 class ArrivalPoller:
     """An epoll set of every open ArrivalQueue's socket; drained by whoever runs."""
 
