@@ -33,6 +33,11 @@ from loadkit.httpstream import (
 
 POLL_EVERY_NS = 1_000_000
 
+try:  # importing gevent does not patch anything; only Locust's monkey.patch_all does
+    from gevent import getcurrent as _getcurrent
+except ImportError:  # pragma: no cover - gevent comes with Locust
+    _getcurrent = None
+
 
 def is_gevent_socket(sock: socket.socket) -> bool:
     """True for gevent's cooperative sockets (Locust monkey-patches `socket`)."""
@@ -70,7 +75,7 @@ class GeventDeadline:
 class ArrivalPoller:
     """An epoll set of every open ArrivalQueue's socket; drained by whoever runs."""
 
-    __slots__ = ("_epoll", "_queues", "_last", "_in", "polls")
+    __slots__ = ("_epoll", "_queues", "_last", "_in", "polls", "buf")
 
     def __init__(self) -> None:
         import select
@@ -86,6 +91,8 @@ class ArrivalPoller:
         self._last = time.perf_counter_ns()
         self._in = select.EPOLLIN
         self.polls = 0
+        # The one receive buffer of this hub's reads (they never overlap: one OS thread).
+        self.buf = memoryview(bytearray(RECV_SIZE))
 
     def register(self, fd: int, queue: ArrivalQueue) -> None:
         self._queues[fd] = queue
@@ -116,13 +123,8 @@ class ArrivalPoller:
                 queue._on_readable()
 
 
-def hub_poller() -> ArrivalPoller | None:
-    """This hub's poller, when gevent is running here (else None: nothing to drain)."""
-    try:
-        from gevent import get_hub
-    except ImportError:
-        return None
-    hub = get_hub()
+def hub_poller(hub: Any) -> ArrivalPoller:
+    """The hub's poller (created with its first stream)."""
     poller = getattr(hub, "_loadkit_poller", None)
     if poller is None:
         poller = hub._loadkit_poller = ArrivalPoller()
@@ -131,25 +133,14 @@ def hub_poller() -> ArrivalPoller | None:
 
 def maybe_poll() -> None:
     """Drain every stream socket of this hub if the last drain is over POLL_EVERY_NS old.
-    Cheap when not due (one clock read); call it between stretches of greenlet work."""
-    try:
-        from gevent import getcurrent
-        from gevent.hub import Hub
-    except ImportError:
+    Cheap when not due (attribute lookups and one clock read); call it between stretches of
+    greenlet work. A request greenlet's parent is its hub; the hub's (and a thread's main
+    greenlet's) parent has no poller, so in the hub, or without gevent, this does nothing."""
+    if _getcurrent is None:
         return
-    current = getcurrent()
-    if isinstance(current, Hub):
-        return  # the hub is polling already
-    hub = getattr(current, "parent", None)
-    poller = getattr(hub, "_loadkit_poller", None)
+    poller = getattr(getattr(_getcurrent(), "parent", None), "_loadkit_poller", None)
     if poller is not None:
         poller.maybe_poll()
-
-
-def _hub_buffer(hub: Any) -> memoryview:
-    buf = memoryview(bytearray(RECV_SIZE))
-    hub._loadkit_recv_buf = buf
-    return buf
 
 
 class ArrivalQueue:
@@ -177,8 +168,6 @@ class ArrivalQueue:
         self._raw: socket.socket = sock._sock  # type: ignore[attr-defined]  # gevent's non-blocking socket
         self._kernel = kernel
         self._hub = get_hub()
-        # One receive buffer per hub: its read callbacks never overlap (one OS thread).
-        self._buf: memoryview = getattr(self._hub, "_loadkit_recv_buf", None) or _hub_buffer(self._hub)
         self._reads: list[tuple[int, bytes]] = []
         self._waiter: Any = None
         self._wake_pending = False
@@ -189,9 +178,9 @@ class ArrivalQueue:
         self._fd = sock.fileno()
         self._watcher: Any = self._hub.loop.io(self._fd, 1)
         self._watcher.start(self._on_readable)
-        self._poller = hub_poller()
-        if self._poller is not None:
-            self._poller.register(self._fd, self)
+        self._poller: ArrivalPoller | None = hub_poller(self._hub)
+        self._poller.register(self._fd, self)
+        self._buf = self._poller.buf
 
     @staticmethod
     def usable(sock: socket.socket) -> bool:

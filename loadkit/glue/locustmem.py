@@ -11,10 +11,11 @@ of the memory growth (docs/performance.md, Soak), so every TRIM_EVERY_S we:
   are untouched);
 - thin `stats.history` once it passes HISTORY_MAX rows: the newest half keeps every row, the
   older half keeps every other one, so a chart of any length keeps its shape in bounded rows;
-- every TRIM_HEAP_EVERY_S, hand free heap pages back to the OS (glibc ``malloc_trim``): each
-  read allocates a 64 KiB buffer that is shrunk to the few hundred bytes received, and glibc
-  keeps the freed space mapped, so RSS crept up while live Python objects stayed flat
-  (tracemalloc; docs/performance.md, Soak). ``LOADKIT_MALLOC_TRIM=0`` turns it off.
+- every TRIM_HEAP_EVERY_S, hand free heap pages back to the OS (glibc ``malloc_trim``): glibc
+  keeps freed space mapped, and RSS crept up while live Python objects stayed flat
+  (tracemalloc; docs/performance.md, Soak) — mostly from reads that allocated 64 KiB and
+  shrank it, which hub reads no longer do (``hubreads``); plain reads (error bodies, drains)
+  still do. ``LOADKIT_MALLOC_TRIM=0`` turns it off.
 """
 
 from __future__ import annotations
