@@ -265,6 +265,18 @@ class BodyReader:
     def feed(self, data: bytes) -> bytes:
         if not self.chunked:
             return self._feed_plain(data)
+        if self._state == "size" and not self._buf:
+            # What streaming servers write: one whole chunk per event, read whole. Its size
+            # line has no extension and the chunk ends exactly at the read's end; anything
+            # else (several chunks, a split, the last chunk) takes the general path below.
+            nl = data.find(b"\r\n", 0, 10)
+            if nl > 0 and data[-2:] == b"\r\n":
+                try:
+                    size = int(data[:nl], 16)
+                except ValueError:
+                    size = 0
+                if size and len(data) == nl + size + 4:
+                    return data[nl + 2 : -2]
         # One pass over the buffer by offset: re-slicing it per chunk was the costliest step
         # of the read path when a read holds many events (profiled).
         buf = self._buf + data if self._buf else data
@@ -369,6 +381,9 @@ class FastSSEDecoder:
             self._full.feed(b"\n")  # a no-op blank line that marks its BOM check as done
         if b"\r" in buf:
             return self._go_slow(buf)
+        if buf[:6] == b"data: " and buf[-2:] == b"\n\n" and buf.find(b"\n", 6) == len(buf) - 2:
+            self._tail = b""  # one whole single-line event: the common read
+            return [SSEEvent(buf[6:-2].decode("utf-8"))]
         parts = buf.split(b"\n\n")
         self._tail = parts.pop()
         events: list[SSEEvent] = []

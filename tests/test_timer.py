@@ -279,6 +279,37 @@ def test_chunked_body_reader_any_split():
         assert reader.complete
 
 
+def test_chunked_body_reader_one_chunk_per_read_fast_path():
+    """Whole chunks read one at a time (what engines write, the decoder's fast path) give the
+    same body as the general path, mixed with splits, a last chunk and a chunk extension."""
+    import random
+
+    from loadkit.httpstream import BodyReader
+
+    rng = random.Random(11)
+    for _ in range(200):
+        pieces = [bytes(rng.randrange(256) for _ in range(rng.randrange(1, 300))) for _ in range(rng.randrange(1, 8))]
+        fmt = rng.choice([b"%x", b"%X", b"%04x"])
+        chunks = [(fmt % len(p)) + b"\r\n" + p + b"\r\n" for p in pieces]
+        if rng.random() < 0.3:
+            chunks[0] = b"%x;ext=1\r\n%b\r\n" % (len(pieces[0]), pieces[0])
+        reads: list[bytes] = []
+        for chunk in [*chunks, b"0\r\n\r\n"]:
+            if rng.random() < 0.2 and len(chunk) > 2:  # now and then a split chunk
+                cut = rng.randrange(1, len(chunk))
+                reads += [chunk[:cut], chunk[cut:]]
+            else:
+                reads.append(chunk)
+        reader = BodyReader(chunked=True, remaining=None)
+        assert b"".join(reader.feed(r) for r in reads) == b"".join(pieces)
+        assert reader.complete
+    # A chunk whose size does not match what follows is a framing error, not a fast-path body.
+    from loadkit.httpstream import ProtocolError
+
+    with pytest.raises(ProtocolError):
+        BodyReader(chunked=True, remaining=None).feed(b"3\r\nabcdef\r\n")
+
+
 def test_chunked_body_reader_rejects_bad_framing():
     from loadkit.httpstream import BodyReader, ProtocolError
 
@@ -318,6 +349,10 @@ def test_fast_sse_decoder_matches_full_decoder_for_any_split(wire):
         cuts = sorted(rng.sample(range(1, len(wire)), k=min(len(wire) - 1, rng.randrange(0, 10))))
         pieces = [wire[a:b] for a, b in zip([0, *cuts], [*cuts, len(wire)], strict=True)]
         assert run(FastSSEDecoder(), pieces) == expected
+    # One read per event (the decoder's single-event fast path), as engines write them.
+    events = [e + b"\n\n" for e in wire.split(b"\n\n")]
+    events[-1] = events[-1][:-2]
+    assert run(FastSSEDecoder(), [e for e in events if e]) == expected
 
 
 def test_fast_sse_decoder_raises_on_invalid_utf8():

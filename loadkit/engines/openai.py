@@ -58,16 +58,19 @@ class OpenAIStreamParser(StreamParser):
         if data == "[DONE]":
             return TokenEvent(done=True)
         obj = load_object(data)
-        err = in_band_error_message(obj)
-        if err is not None:
-            return TokenEvent(error=err)
+        if "error" in obj:
+            err = in_band_error_message(obj)
+            if err is not None:
+                return TokenEvent(error=err)
         return self.chunk_event(obj)
 
     def chunk_event(self, obj: dict[str, Any]) -> TokenEvent:
         choices = obj.get("choices")
         if choices is None and "usage" not in obj:
             raise MalformedEvent(f"chunk has neither choices nor usage: {str(obj)[:120]!r}")
-        usage = parse_openai_usage(obj.get("usage"))
+        usage = obj.get("usage")  # absent or null on every chunk but (maybe) the last
+        if usage is not None:
+            usage = parse_openai_usage(usage)
         text, reasoning, finish = "", "", None
         if choices:
             choice = choices[0]
@@ -80,15 +83,10 @@ class OpenAIStreamParser(StreamParser):
                 reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
             else:
                 text = choice.get("text") or ""
-        tokens = 1 if (text or reasoning) else 0
-        return TokenEvent(
-            tokens=tokens,
-            text=text,
-            reasoning_text=reasoning,
-            usage=usage,
-            finish_reason=finish,
-            server_timings=obj.get("timings"),
-        )
+        # Positional: this runs for every token event (fields: tokens, text, reasoning_text,
+        # done, usage, error, finish_reason, server_timings).
+        return TokenEvent(1 if (text or reasoning) else 0, text, reasoning, False, usage, None, finish,
+                          obj.get("timings"))  # fmt: skip
 
 
 class OpenAIAdapter(EngineAdapter):
