@@ -27,6 +27,8 @@ SO_TIMESTAMPNS = 35
 SCM_TIMESTAMPNS = SO_TIMESTAMPNS
 _TIMESPEC = struct.Struct("@qq")  # struct timespec on 64-bit Linux: tv_sec, tv_nsec
 _ANC_SIZE = socket.CMSG_SPACE(_TIMESPEC.size)
+_unpack_timespec = _TIMESPEC.unpack_from  # bound once: recv_stamped runs for every read
+_SOL_SOCKET = socket.SOL_SOCKET
 # Re-sample the wall/monotonic offset this often: NTP slews the wall clock slowly, so a
 # second-old offset is off by well under a microsecond.
 OFFSET_REFRESH_NS = 1_000_000_000
@@ -187,8 +189,8 @@ def recv_stamped(sock: socket.socket, kernel: bool, buf: memoryview | None = Non
         data, anc, _flags, _addr = sock.recvmsg(RECV_SIZE, _ANC_SIZE)
     t_user = time.perf_counter_ns()
     for level, kind, raw in anc:
-        if level == socket.SOL_SOCKET and kind == SCM_TIMESTAMPNS and len(raw) >= _TIMESPEC.size:
-            sec, nsec = _TIMESPEC.unpack_from(raw)
+        if kind == SCM_TIMESTAMPNS and level == _SOL_SOCKET and len(raw) >= 16:
+            sec, nsec = _unpack_timespec(raw)
             READS.kernel_stamped += 1
             t_kernel = ARRIVAL_CLOCK.to_mono(sec * 1_000_000_000 + nsec, t_user)
             return data, t_kernel if t_kernel < t_user else t_user

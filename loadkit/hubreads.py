@@ -203,8 +203,9 @@ class ArrivalQueue:
             self._stop_reading()  # end of stream: the watcher would fire forever
             self._wake()
             return
-        self._tail = (self._tail + data)[-7:]
-        if (len(self._reads) >= self.batch or self._tail.endswith(b"\r\n0\r\n\r\n")
+        # The last 7 bytes seen, to spot the chunked terminator even across reads.
+        self._tail = data[-7:] if len(data) >= 7 else (self._tail + data)[-7:]
+        if (len(self._reads) >= self.batch or self._tail == b"\r\n0\r\n\r\n"
                 or t_read - self._reads[0][0] >= self._flush_ns):  # fmt: skip
             self._wake()
 

@@ -294,12 +294,12 @@ def test_chunked_body_reader_one_chunk_per_read_fast_path():
         if rng.random() < 0.3:
             chunks[0] = b"%x;ext=1\r\n%b\r\n" % (len(pieces[0]), pieces[0])
         reads: list[bytes] = []
-        for chunk in [*chunks, b"0\r\n\r\n"]:
-            if rng.random() < 0.2 and len(chunk) > 2:  # now and then a split chunk
-                cut = rng.randrange(1, len(chunk))
-                reads += [chunk[:cut], chunk[cut:]]
+        for piece in [*chunks, b"0\r\n\r\n"]:
+            if rng.random() < 0.2 and len(piece) > 2:  # now and then a split piece
+                cut = rng.randrange(1, len(piece))
+                reads += [piece[:cut], piece[cut:]]
             else:
-                reads.append(chunk)
+                reads.append(piece)
         reader = BodyReader(chunked=True, remaining=None)
         assert b"".join(reader.feed(r) for r in reads) == b"".join(pieces)
         assert reader.complete
