@@ -87,6 +87,8 @@ class Point:
     kernel_stamped_pct: float | None = None
     selfcheck_max_lag_ms: float | None = None
     selfcheck_saturated: bool | None = None
+    selfcheck_late_read_pct: float | None = None  # worst window: reads that waited over the lag limit
+    selfcheck_suspect: list[str] | None = None  # figures the self-check called suspect
     rss_mib: float | None = None
     accurate: bool = False
 
@@ -274,6 +276,10 @@ def score(pt: Point, rows: list[dict[str, Any]], summaries: list[dict[str, Any]]
         lags = [s["selfcheck"]["max_lag_ms"] for s in checks if s["selfcheck"]["max_lag_ms"] is not None]
         pt.selfcheck_max_lag_ms = max(lags) if lags else None
         pt.selfcheck_saturated = any(s["saturated"] for s in checks)
+        late = [s["selfcheck"]["max_late_read_pct"] for s in checks
+                if s["selfcheck"].get("max_late_read_pct") is not None]  # fmt: skip
+        pt.selfcheck_late_read_pct = max(late) if late else None
+        pt.selfcheck_suspect = sorted({name for s in checks for name in s.get("suspect") or []})
     p99s = (pt.ttft_err_ms["p99"], pt.itl_err_ms["p99"])
     pt.accurate = pt.requests > 0 and pt.unmatched == 0 and all(v is not None and v <= args.limit_ms for v in p99s)
 
@@ -309,7 +315,7 @@ def show(pt: Point) -> None:
     print(f"{pt.client:13s} {pt.interval_ms:5g} ms x{pt.max_tokens:5d} tok {pt.streams:5d} streams/{pt.processes}p | "
           f"TTFT err p50 {t['p50']} p99 {t['p99']} | ITL err p50 {i['p50']} p99 {i['p99']} ms | "
           f"{pt.events_per_s} ev/s cpu {pt.cpu_pct}% {pt.cpu_us_per_event} us/ev coalesced {pt.coalesced_read_pct}% "
-          f"rss {pt.rss_mib} MiB selfcheck lag {pt.selfcheck_max_lag_ms} sat {pt.selfcheck_saturated} n={pt.requests} unmatched={pt.unmatched} {'OK' if pt.accurate else 'MISS'}",
+          f"rss {pt.rss_mib} MiB selfcheck lag {pt.selfcheck_max_lag_ms} late reads {pt.selfcheck_late_read_pct}% sat {pt.selfcheck_saturated} suspect {','.join(pt.selfcheck_suspect or []) or '-'} n={pt.requests} unmatched={pt.unmatched} {'OK' if pt.accurate else 'MISS'}",
           flush=True)  # fmt: skip
 
 

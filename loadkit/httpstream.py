@@ -159,6 +159,10 @@ class ReadCounters:
     reads: int = 0
     kernel_stamped: int = 0
     coalesced: int = 0
+    # Kernel-stamped reads whose data waited in the socket longer than ``late_ns`` before the
+    # client read it: the client's arrival-path lag, which the self-check judges.
+    late: int = 0
+    late_ns: int = 5_000_000
 
 
 READS = ReadCounters()
@@ -193,7 +197,11 @@ def recv_stamped(sock: socket.socket, kernel: bool, buf: memoryview | None = Non
             sec, nsec = _unpack_timespec(raw)
             READS.kernel_stamped += 1
             t_kernel = ARRIVAL_CLOCK.to_mono(sec * 1_000_000_000 + nsec, t_user)
-            return data, t_kernel if t_kernel < t_user else t_user
+            if t_kernel >= t_user:
+                return data, t_user
+            if t_user - t_kernel > READS.late_ns:
+                READS.late += 1
+            return data, t_kernel
     return data, t_user
 
 

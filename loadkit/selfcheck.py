@@ -1,13 +1,25 @@
 """Client self-check: is this load-generating process itself the bottleneck?
 
 A load generator that runs out of CPU reports its own queueing as the server's latency. Every
-process that sends traffic (local run or worker) runs one probe greenlet: it sleeps
-``probe_s`` and measures how late it wakes (event-loop lag), and every ``eval_s`` it reads the
-process's CPU time. Over a rolling ``window_s``, lag p99 above ``lag_ms`` or CPU above
-``cpu_pct`` of one core marks the client *saturated*: one warning (console, web UI, report —
-workers' warnings reach the master in their snapshots) saying from when and which figures are
-suspect, and a manifest field ``client_saturation``. At stop a summary warning gives the
-worst values seen, since the manifest of a worker stays on the worker.
+process that sends traffic (local run or worker) measures, over a rolling ``window_s``:
+
+- **arrival-path lag**: for every kernel-stamped read, how long its data waited in the socket
+  before the client read it (read time − the kernel's arrival stamp), and how many reads held
+  more than one token event (a read knows only its newest byte's arrival, so the earlier event
+  is stamped late: each such read spoils two ITL samples). Over 1 % of reads waiting more than
+  ``lag_ms`` (its p99 above ``lag_ms``) or over 0.5 % of reads coalesced (enough to move the
+  ITL p99) means reads fall behind arrivals and token timestamps turn late;
+- **event-loop lag**: a probe greenlet sleeps ``probe_s`` and measures how late it wakes. With
+  kernel stamps the token timestamps do not depend on it (reads are stamped by the kernel and
+  drained by the hub), but requests are sent late: open-loop schedules slip and closed-loop
+  throughput falls short. Without kernel stamps every timestamp carries it;
+- **CPU**: the process's CPU time, in percent of one core.
+
+Any of them over its threshold marks the client *saturated*, with the figures that are
+therefore suspect: one warning (console, web UI, report — workers' warnings reach the master
+in their snapshots) saying from when, another if more figures become suspect later, and a
+manifest field ``client_saturation``. At stop a summary warning gives the worst values seen,
+since the manifest of a worker stays on the worker.
 
 The arithmetic (:class:`SaturationMonitor`) is plain Python with injected clocks; only
 :class:`SelfCheck` touches gevent and Locust.
@@ -29,21 +41,33 @@ log = logging.getLogger("loadkit.selfcheck")
 # absorb reads that coalesced while it was busy, open-loop sends go out late, and the
 # offered load may fall short of the scenario's.
 SUSPECT = ["ttft_ms", "ttft_sched_ms", "itl_ms", "itl_chunk_ms", "tpot_ms", "e2e_ms", "throughput"]
+# Late reads distort the token timestamps; late sends the schedule and the offered load.
+TIMING_SUSPECT = ["ttft_ms", "ttft_sched_ms", "itl_ms", "itl_chunk_ms", "tpot_ms", "e2e_ms"]
+SEND_SUSPECT = ["ttft_sched_ms", "throughput"]
+# Fewer reads than this in a window: too few to judge their p99.
+MIN_READS = 100
+# Percent of reads holding several token events above which the ITL p99 moves (two ITL
+# samples per such read): measured, 0.9 % coalesced gave ITL error p99 10 ms at 10 ms/token.
+COALESCED_LIMIT_PCT = 0.5
 
 
 @dataclass(frozen=True, slots=True)
 class SelfCheckConfig:
-    """Thresholds and cadence. ``lag_ms``: event-loop lag p99 over the window; ``cpu_pct``:
-    process CPU in percent of one core over the window."""
+    """Thresholds and cadence. ``lag_ms``: p99 over the window of the arrival-path lag (reads),
+    and of the event-loop lag when reads are stamped in user space; ``send_lag_ms``: p99 of
+    the event-loop lag when reads carry kernel stamps, where it only delays sends (closed
+    loops of equal-length requests restart in bursts: 100 streams × 32 tokens, 22 % CPU,
+    showed 5.7 ms); ``cpu_pct``: process CPU in percent of one core."""
 
     lag_ms: float = 5.0
+    send_lag_ms: float = 20.0
     cpu_pct: float = 90.0
     window_s: float = 5.0
     probe_s: float = 0.02
     eval_s: float = 1.0
 
     def __post_init__(self) -> None:
-        for name in ("lag_ms", "cpu_pct", "window_s", "probe_s", "eval_s"):
+        for name in ("lag_ms", "send_lag_ms", "cpu_pct", "window_s", "probe_s", "eval_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"self-check {name} must be > 0")
 
@@ -74,14 +98,19 @@ class SaturationMonitor:
 
     def reset(self) -> None:
         self.lags: deque[tuple[int, int]] = deque()  # (t_ns, lag_ns)
-        self.cpu_marks: deque[tuple[int, float]] = deque()  # (t_ns, cpu_s)
+        # (t_ns, cpu_s, reads, kernel-stamped reads, late reads, coalesced reads): cumulative
+        self.cpu_marks: deque[tuple[int, float, int, int, int, int]] = deque()
         self.from_unix: float | None = None
         self.last_unix: float | None = None
         self.max_lag_ms = 0.0
         self.max_cpu_pct = 0.0
+        self.max_late_pct: float | None = None
+        self.max_coalesced_pct: float | None = None
+        self.kernel = False  # the last window's reads carried kernel stamps
         self.saturated_windows = 0
         self.windows = 0
         self.reasons: set[str] = set()
+        self.suspect: set[str] = set()
 
     @property
     def saturated(self) -> bool:
@@ -90,35 +119,65 @@ class SaturationMonitor:
     def add_lag(self, lag_ns: int) -> None:
         self.lags.append((self.mono_ns(), max(0, lag_ns)))
 
-    def evaluate(self, cpu_s: float) -> str | None:
-        """Close an evaluation step with the process CPU reading; returns the onset warning
-        the first time the window is over a threshold, else None."""
+    def evaluate(self, cpu_s: float, reads: tuple[int, int, int, int] = (0, 0, 0, 0)) -> str | None:
+        """Close an evaluation step with the process's CPU time and its cumulative read counts
+        (reads, kernel-stamped, later than ``lag_ms``, coalesced). Returns a warning the first
+        time the window is over a threshold, and again if more figures become suspect."""
         now = self.mono_ns()
-        self.cpu_marks.append((now, cpu_s))
+        self.cpu_marks.append((now, cpu_s, *reads))
         self._trim(now)
         lag_ms, cpu_pct = self.window_lag_ms(), self.window_cpu_pct()
         if lag_ms is None or cpu_pct is None:
             return None  # not a full window yet: no verdict on a warm-up blip
+        late_pct, coalesced_pct, kernel = self.window_late_pct(), self.window_coalesced_pct(), self.window_kernel_stamped()
         self.windows += 1
+        self.kernel = kernel
         self.max_lag_ms, self.max_cpu_pct = max(self.max_lag_ms, lag_ms), max(self.max_cpu_pct, cpu_pct)
-        over = self._over(lag_ms, cpu_pct)
+        if late_pct is not None:
+            self.max_late_pct = max(self.max_late_pct or 0.0, late_pct)
+        if coalesced_pct is not None:
+            self.max_coalesced_pct = max(self.max_coalesced_pct or 0.0, coalesced_pct)
+        over = self._over(lag_ms, cpu_pct, late_pct, coalesced_pct, kernel)
         if not over:
             return None
         self.saturated_windows += 1
-        self.reasons |= over
         self.last_unix = self.wall_ns() / 1e9
-        if self.from_unix is not None:
-            return None
-        self.from_unix = self.last_unix - self.config.window_s
-        return self.onset_message(lag_ms, cpu_pct)
+        suspect = self._suspect(over, kernel)
+        new_reasons, new_suspect = over - self.reasons, suspect - self.suspect
+        self.reasons |= over
+        self.suspect |= suspect
+        if self.from_unix is None:
+            self.from_unix = self.last_unix - self.config.window_s
+            return self.onset_message(lag_ms, cpu_pct, (late_pct, coalesced_pct), kernel)
+        if new_suspect:
+            return self.worse_message(sorted(new_reasons), lag_ms, cpu_pct, (late_pct, coalesced_pct))
+        return None
 
-    def _over(self, lag_ms: float, cpu_pct: float) -> set[str]:
+    def _over(self, lag_ms: float, cpu_pct: float, late_pct: float | None, coalesced_pct: float | None,
+              kernel: bool) -> set[str]:  # fmt: skip
         over = set()
-        if lag_ms > self.config.lag_ms:
+        if lag_ms > (self.config.send_lag_ms if kernel else self.config.lag_ms):
             over.add("event_loop_lag")
         if cpu_pct > self.config.cpu_pct:
             over.add("cpu")
+        if (late_pct is not None and late_pct > 1.0) or (coalesced_pct is not None
+                                                         and coalesced_pct > COALESCED_LIMIT_PCT):  # fmt: skip
+            over.add("arrival_lag")
         return over
+
+    @staticmethod
+    def _suspect(over: set[str], kernel: bool) -> set[str]:
+        if "cpu" in over or ("event_loop_lag" in over and not kernel):
+            return set(SUSPECT)  # out of CPU, or reads stamped in user space behind a lagging loop
+        suspect: set[str] = set()
+        if "arrival_lag" in over:
+            suspect |= set(TIMING_SUSPECT)
+        if "event_loop_lag" in over:
+            suspect |= set(SEND_SUSPECT)
+        return suspect
+
+    def suspect_list(self) -> list[str]:
+        return [name for name in SUSPECT if name in self.suspect]
 
     def _trim(self, now: int) -> None:
         horizon = now - int(self.config.window_s * 1e9)
@@ -136,8 +195,31 @@ class SaturationMonitor:
     def window_cpu_pct(self) -> float | None:
         if not self._full_window():
             return None
-        (t0, c0), (t1, c1) = self.cpu_marks[0], self.cpu_marks[-1]
+        (t0, c0, *_), (t1, c1, *_) = self.cpu_marks[0], self.cpu_marks[-1]
         return 100.0 * (c1 - c0) / ((t1 - t0) / 1e9)
+
+    def window_kernel_stamped(self) -> bool:
+        """Whether this window's reads carried kernel arrival stamps."""
+        return self.cpu_marks[-1][3] > self.cpu_marks[0][3]
+
+    def window_coalesced_pct(self) -> float | None:
+        """Percent of the window's reads that held more than one token event."""
+        if not self._full_window():
+            return None
+        first, last = self.cpu_marks[0], self.cpu_marks[-1]
+        reads = last[2] - first[2]
+        return None if reads < MIN_READS else 100.0 * (last[5] - first[5]) / reads
+
+    def window_late_pct(self) -> float | None:
+        """Percent of the window's kernel-stamped reads that waited over ``lag_ms``; None
+        with too few such reads to judge a p99."""
+        if not self._full_window():
+            return None
+        first, last = self.cpu_marks[0], self.cpu_marks[-1]
+        stamped = last[3] - first[3]
+        if stamped < MIN_READS:
+            return None
+        return 100.0 * (last[4] - first[4]) / stamped
 
     def _full_window(self) -> bool:
         if len(self.cpu_marks) < 2:
@@ -145,13 +227,33 @@ class SaturationMonitor:
         span = self.cpu_marks[-1][0] - self.cpu_marks[0][0]
         return span >= int(self.config.window_s * 1e9 * 0.9)
 
-    def onset_message(self, lag_ms: float, cpu_pct: float) -> str:
+    def _figures(self, lag_ms: float, cpu_pct: float, read_pcts: tuple[float | None, float | None]) -> str:
+        late_pct, coalesced_pct = read_pcts
+        lag_limit = self.config.send_lag_ms if self.kernel else self.config.lag_ms
+        reads = ("" if late_pct is None else
+                 f", reads waiting over {self.config.lag_ms:g} ms {late_pct:.1f}% (limit 1%)")  # fmt: skip
+        if coalesced_pct is not None:
+            reads += f", reads holding several token events {coalesced_pct:.2f}% (limit {COALESCED_LIMIT_PCT:g}%)"
+        return (f"event-loop lag p99 {lag_ms:.1f} ms (limit {lag_limit:g}), CPU {cpu_pct:.0f}% of a core "
+                f"(limit {self.config.cpu_pct:g}%){reads}")  # fmt: skip
+
+    def onset_message(self, lag_ms: float, cpu_pct: float,
+                      read_pcts: tuple[float | None, float | None] = (None, None), kernel: bool = False) -> str:  # fmt: skip
         assert self.from_unix is not None
         when = time.strftime("%H:%M:%S", time.gmtime(self.from_unix))
-        return (f"client saturated on {self.node} from {when} UTC (unix {self.from_unix:.0f}): event-loop lag p99 "
-                f"{lag_ms:.1f} ms (limit {self.config.lag_ms:g}), CPU {cpu_pct:.0f}% of a core (limit "
-                f"{self.config.cpu_pct:g}%); suspect from then on: {', '.join(SUSPECT)}. Add workers (--processes) "
-                "or lower the load.")  # fmt: skip
+        message = (f"client saturated on {self.node} from {when} UTC (unix {self.from_unix:.0f}): "
+                   f"{self._figures(lag_ms, cpu_pct, read_pcts)}; suspect from then on: "
+                   f"{', '.join(self.suspect_list())}.")  # fmt: skip
+        if kernel and not self.suspect & {"ttft_ms", "itl_ms"}:
+            message += (" Token timestamps are the kernel's arrival times and reads kept up, so TTFT, ITL, "
+                        "TPOT and E2E stand; requests went out late.")  # fmt: skip
+        return message + " Add workers (--processes) or lower the load."
+
+    def worse_message(self, reasons: list[str], lag_ms: float, cpu_pct: float,
+                      read_pcts: tuple[float | None, float | None]) -> str:  # fmt: skip
+        when = time.strftime("%H:%M:%S", time.gmtime(self.last_unix or 0))
+        return (f"client saturation on {self.node} worse at {when} UTC ({', '.join(reasons) or 'same limits'}): "
+                f"{self._figures(lag_ms, cpu_pct, read_pcts)}; suspect now: {', '.join(self.suspect_list())}.")
 
     def manifest_field(self) -> dict[str, Any] | None:
         """``client_saturation`` for the report manifest; None while never saturated."""
@@ -159,8 +261,10 @@ class SaturationMonitor:
             return None
         return {"node": self.node, "from_unix": round(self.from_unix, 3), "last_unix": self.last_unix,
                 "max_lag_ms": round(self.max_lag_ms, 3), "max_cpu": round(self.max_cpu_pct, 1),
+                "max_late_read_pct": None if self.max_late_pct is None else round(self.max_late_pct, 3),
+                "max_coalesced_read_pct": None if self.max_coalesced_pct is None else round(self.max_coalesced_pct, 3),
                 "reasons": sorted(self.reasons), "saturated_windows": self.saturated_windows,
-                "windows": self.windows, "suspect": list(SUSPECT)}  # fmt: skip
+                "windows": self.windows, "suspect": self.suspect_list()}  # fmt: skip
 
     def health_field(self) -> dict[str, Any]:
         """``client_selfcheck``: what was measured, saturated or not (None before a full window)."""
@@ -168,7 +272,10 @@ class SaturationMonitor:
         return {"node": self.node, "windows": self.windows,
                 "max_lag_ms": round(self.max_lag_ms, 3) if measured else None,
                 "max_cpu": round(self.max_cpu_pct, 1) if measured else None,
-                "lag_limit_ms": self.config.lag_ms, "cpu_limit_pct": self.config.cpu_pct}  # fmt: skip
+                "max_late_read_pct": None if self.max_late_pct is None else round(self.max_late_pct, 3),
+                "max_coalesced_read_pct": None if self.max_coalesced_pct is None else round(self.max_coalesced_pct, 3),
+                "lag_limit_ms": self.config.lag_ms, "send_lag_limit_ms": self.config.send_lag_ms,
+                "cpu_limit_pct": self.config.cpu_pct}  # fmt: skip
 
     def summary_message(self) -> str | None:
         """At stop: the worst values seen, so a master's report has them for every worker."""
@@ -177,7 +284,10 @@ class SaturationMonitor:
             return None
         return (f"client saturation summary ({self.node}): saturated in {field['saturated_windows']} of "
                 f"{field['windows']} windows from unix {field['from_unix']:.0f} to {field['last_unix']:.0f}, "
-                f"max event-loop lag p99 {field['max_lag_ms']:.1f} ms, max CPU {field['max_cpu']:.0f}%")  # fmt: skip
+                f"max event-loop lag p99 {field['max_lag_ms']:.1f} ms, max CPU {field['max_cpu']:.0f}%"
+                + ("" if self.max_late_pct is None else
+                   f", max reads waiting over {self.config.lag_ms:g} ms {self.max_late_pct:.1f}%")
+                + f"; suspect: {', '.join(field['suspect'])}")  # fmt: skip
 
 
 class SelfCheck:
@@ -195,6 +305,9 @@ class SelfCheck:
         import gevent
 
         if self._greenlet is None:
+            from loadkit.httpstream import READS
+
+            READS.late_ns = int(self.monitor.config.lag_ms * 1e6)  # what counts as a late read
             self.monitor.reset()
             self._publish()
             self._greenlet = gevent.spawn(self._run)
@@ -224,8 +337,11 @@ class SelfCheck:
                 self._evaluate()
 
     def _evaluate(self) -> None:
+        from loadkit.httpstream import READS
+
         try:
-            message = self.monitor.evaluate(self.cpu_s())
+            message = self.monitor.evaluate(self.cpu_s(), (READS.reads, READS.kernel_stamped, READS.late,
+                                                           READS.coalesced))  # fmt: skip
             if message is not None:
                 self.stats.warn(message)
             self._publish()

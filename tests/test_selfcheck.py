@@ -230,3 +230,135 @@ def test_health_field_reports_coalesced_reads(monkeypatch):
     check = SelfCheck(stats, node="local")
     check.stop()
     assert stats.manifest["client_selfcheck"]["coalesced_read_pct"] == 0.75
+
+
+def drive_reads(mon: SaturationMonitor, clock: Clock, seconds: int, lag_ms: float, cpu_frac: float,
+                reads_per_s: int, late_frac: float, state: list[float], coalesced_frac: float = 0.0) -> list[str]:  # fmt: skip
+    """Like ``drive``, with kernel-stamped reads of which ``late_frac`` waited over the limit
+    and ``coalesced_frac`` held several events. ``state``: cumulative [cpu_s, reads, late, coalesced]."""
+    out = []
+    for _ in range(seconds):
+        for _ in range(50):
+            clock.t += 20 * MS
+            mon.add_lag(int(lag_ms * MS))
+        state[0] += cpu_frac
+        state[1] += reads_per_s
+        state[2] += reads_per_s * late_frac
+        state[3] += reads_per_s * coalesced_frac
+        msg = mon.evaluate(state[0], (int(state[1]), int(state[1]), int(state[2]), int(state[3])))
+        if msg:
+            out.append(msg)
+    return out
+
+
+def test_kernel_stamped_client_with_a_lagging_loop_suspects_sends_not_timestamps():
+    """Reads keep up (kernel stamps, < 1 % late) while greenlets lag: requests go out late,
+    so the schedule and the offered load are suspect, and the token timestamps are not."""
+    from loadkit.selfcheck import SEND_SUSPECT
+
+    clock, state = Clock(), [0.0, 0.0, 0.0, 0.0]
+    mon = SaturationMonitor(mono_ns=clock.mono, wall_ns=clock.wall)
+    msgs = drive_reads(mon, clock, 10, lag_ms=30, cpu_frac=0.8, reads_per_s=40_000, late_frac=0.001, state=state)
+    assert len(msgs) == 1
+    assert "reads waiting over 5 ms 0.1%" in msgs[0] and "TTFT, ITL, TPOT and E2E stand" in msgs[0]
+    field = mon.manifest_field()
+    assert field is not None
+    assert field["reasons"] == ["event_loop_lag"] and field["suspect"] == SEND_SUSPECT
+    assert "ttft_ms" not in field["suspect"] and field["max_late_read_pct"] == pytest.approx(0.1)
+    assert "event-loop lag p99 30.0 ms (limit 20)" in msgs[0]
+
+
+def test_kernel_stamped_client_tolerates_loop_lag_below_the_send_limit():
+    """12 ms of loop lag with kernel stamps only delays sends a little: not saturated. The
+    same lag with user-space stamps is in every timestamp: saturated, everything suspect."""
+    clock, state = Clock(), [0.0, 0.0, 0.0, 0.0]
+    mon = SaturationMonitor(mono_ns=clock.mono, wall_ns=clock.wall)
+    assert drive_reads(mon, clock, 10, lag_ms=12, cpu_frac=0.5, reads_per_s=20_000, late_frac=0.0, state=state) == []
+    clock2, cpu = Clock(), [0.0]
+    mon2 = SaturationMonitor(mono_ns=clock2.mono, wall_ns=clock2.wall)
+    msgs = drive(mon2, clock2, 10, lag_ms=12, cpu_frac=0.5, cpu=cpu)
+    assert len(msgs) == 1 and "(limit 5)" in msgs[0]
+    field = mon2.manifest_field()
+    assert field is not None and field["suspect"] == SUSPECT
+
+
+def test_reads_falling_behind_arrivals_make_timestamps_suspect_and_cpu_later_makes_all():
+    from loadkit.selfcheck import TIMING_SUSPECT
+
+    clock, state = Clock(), [0.0, 0.0, 0.0, 0.0]
+    mon = SaturationMonitor(mono_ns=clock.mono, wall_ns=clock.wall, node="worker 1")
+    assert drive_reads(mon, clock, 8, lag_ms=1, cpu_frac=0.5, reads_per_s=10_000, late_frac=0.0, state=state) == []
+    msgs = drive_reads(mon, clock, 8, lag_ms=1, cpu_frac=0.5, reads_per_s=10_000, late_frac=0.05, state=state)
+    assert len(msgs) == 1 and "ttft_ms" in msgs[0] and "stand" not in msgs[0]
+    field = mon.manifest_field()
+    assert field is not None and field["reasons"] == ["arrival_lag"] and field["suspect"] == TIMING_SUSPECT
+    # Later the CPU runs out too: one more warning, and now every figure is suspect.
+    msgs = drive_reads(mon, clock, 8, lag_ms=1, cpu_frac=0.99, reads_per_s=10_000, late_frac=0.05, state=state)
+    assert len(msgs) == 1 and msgs[0].startswith("client saturation on worker 1 worse") and "cpu" in msgs[0]
+    field = mon.manifest_field()
+    assert field is not None and field["suspect"] == SUSPECT and field["reasons"] == ["arrival_lag", "cpu"]
+    summary = mon.summary_message()
+    assert summary is not None and "suspect: ttft_ms" in summary and "max reads waiting over 5 ms 5.0%" in summary
+
+
+def test_coalesced_reads_over_half_a_percent_make_timestamps_suspect():
+    """Reads that wait past the next event coalesce; the newest event's short wait hides it,
+    so the count of reads holding several events is judged on its own."""
+    from loadkit.selfcheck import TIMING_SUSPECT
+
+    clock, state = Clock(), [0.0, 0.0, 0.0, 0.0]
+    mon = SaturationMonitor(mono_ns=clock.mono, wall_ns=clock.wall)
+    assert drive_reads(mon, clock, 8, lag_ms=1, cpu_frac=0.5, reads_per_s=40_000, late_frac=0.003,
+                       state=state, coalesced_frac=0.001) == []  # fmt: skip
+    msgs = drive_reads(mon, clock, 8, lag_ms=1, cpu_frac=0.5, reads_per_s=40_000, late_frac=0.003,
+                       state=state, coalesced_frac=0.009)  # fmt: skip
+    assert len(msgs) == 1 and "reads holding several token events 0." in msgs[0]
+    field = mon.manifest_field()
+    assert field is not None and field["suspect"] == TIMING_SUSPECT
+    assert field["max_coalesced_read_pct"] == pytest.approx(0.9, abs=0.01)
+
+
+def test_too_few_reads_are_not_judged():
+    clock, state = Clock(), [0.0, 0.0, 0.0, 0.0]
+    mon = SaturationMonitor(mono_ns=clock.mono, wall_ns=clock.wall)
+    # 10 reads a second, half of them late: 50 in a window is too few for a p99.
+    assert drive_reads(mon, clock, 10, lag_ms=1, cpu_frac=0.1, reads_per_s=10, late_frac=0.5, state=state) == []
+    assert mon.health_field()["max_late_read_pct"] is None
+
+
+def test_recv_stamped_counts_reads_that_waited_in_the_socket(monkeypatch):
+    """A real TCP socket with kernel stamps: data read 30 ms after it arrived is a late read
+    under a 5 ms limit, and not under a 1 s one."""
+    import socket
+    import time
+
+    from loadkit import httpstream
+
+    counters = httpstream.ReadCounters()
+    monkeypatch.setattr(httpstream, "READS", counters)
+    server = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(server.getsockname())
+    conn, _ = server.accept()
+    try:
+        if not httpstream.enable_kernel_timestamps(client):
+            pytest.skip("no SO_TIMESTAMPNS here")
+        # The kernel turns packet stamping on a moment after the first socket asks for it
+        # (deferred work): wait until a read carries a stamp.
+        for _ in range(100):
+            conn.sendall(b"w")
+            time.sleep(0.01)
+            httpstream.recv_stamped(client, True)
+            if counters.kernel_stamped:
+                break
+        counters.kernel_stamped = counters.late = 0
+        for limit_ms, late in ((5, 1), (1000, 1)):
+            counters.late_ns = int(limit_ms * MS)
+            conn.sendall(b"x")
+            time.sleep(0.03)
+            data, t_read = httpstream.recv_stamped(client, True)
+            assert data == b"x" and time.perf_counter_ns() - t_read >= 25 * MS  # the kernel's stamp
+            assert counters.late == late
+        assert counters.kernel_stamped == 2
+    finally:
+        for s in (client, conn, server):
+            s.close()

@@ -43,6 +43,10 @@ def test_headless_run_measures_what_the_server_sent(tmp_path):
     assert min(lateness) >= 0, "client saw a token before the server wrote it"
     lateness.sort()
     assert lateness[len(lateness) // 2] < 5.0, lateness
+    # The self-check watched this process's reads: stamped by the kernel, and judged.
+    health = report["manifest"]["client_selfcheck"]
+    assert health["node"] == "local" and health["reads"] >= len(ok)
+    assert health["kernel_stamped_pct"] > 50 and "max_late_read_pct" in health
     # The console shows the per-engine table and where the reports are.
     assert "TTFT" in proc.stderr + proc.stdout
     assert str(report_dir) in proc.stderr + proc.stdout
