@@ -103,6 +103,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup-s", type=float, default=1.0, help="leave out requests sent in the first seconds")
     p.add_argument("--processes", type=int, default=1, help="client processes per point, streams split evenly")
     p.add_argument("--client-cpus", default="1", help="cores for the client processes (taskset list)")
+    p.add_argument("--cpu-share", type=float, default=None,
+                   help="cap each client process at this fraction of a core (its own cgroup v1 cpu group, 1 ms "
+                        "period; root): with 2 cores and the simulator on one, scaling to N processes is "
+                        "measured as N processes of 1/N core each against 1 process of 1/N core")
     p.add_argument("--sim-cpu", type=int, default=0, help="core for the simulator")
     p.add_argument("--nice", type=int, default=0,
                    help="niceness of simulator and clients (e.g. -10 on a shared machine; negative needs root)")
@@ -137,6 +141,29 @@ def client_cmd(name: str, url: str, streams: int, max_tokens: int, seconds: floa
             "--max-tokens", str(max_tokens), "--seconds", str(seconds), "--out", out, "--seed", str(seed)]  # fmt: skip
 
 
+CGROUP_CPU = "/sys/fs/cgroup/cpu"
+
+
+def cap_cpu_share(pid: int, index: int, share: float, rt: bool) -> None:
+    """Move a client process into its own cpu cgroup capped at ``share`` of a core (SCHED_FIFO
+    processes: RT bandwidth per 1 ms; others: CFS quota, the shortest period the kernel takes),
+    so throttled stretches stay far below the inter-token interval."""
+    group = os.path.join(CGROUP_CPU, f"loadkit-bench-{index}")
+    if not os.path.isdir(CGROUP_CPU):
+        sys.exit(f"--cpu-share needs the cgroup v1 cpu controller at {CGROUP_CPU}")
+    os.makedirs(group, exist_ok=True)
+    if rt:
+        files = (("cpu.rt_period_us", 1000), ("cpu.rt_runtime_us", int(share * 1000)))
+    else:
+        period_us = max(1000, int(1000 / share) + 1)  # the kernel's least CFS quota is 1 ms
+        files = (("cpu.cfs_period_us", period_us), ("cpu.cfs_quota_us", int(share * period_us)))
+    for name, value in files:
+        with open(os.path.join(group, name), "w") as f:
+            f.write(str(value))
+    with open(os.path.join(group, "tasks"), "w") as f:
+        f.write(str(pid))
+
+
 def run_clients(pt: Point, url: str, args: argparse.Namespace, tmp: str) -> list[str]:
     """Start the point's client processes together and wait; returns their result files."""
     env = {**os.environ, **CLIENTS[pt.client][1]}
@@ -148,6 +175,8 @@ def run_clients(pt: Point, url: str, args: argparse.Namespace, tmp: str) -> list
         cmd = client_cmd(pt.client, url, share, pt.max_tokens, point_seconds(pt, args), out, cpus[i % len(cpus)], i,
                          args.nice, args.rt)  # fmt: skip
         procs.append(subprocess.Popen(cmd, env=env))
+        if args.cpu_share:
+            cap_cpu_share(procs[-1].pid, i, args.cpu_share, bool(args.rt))
         outs.append(out)
     limit = point_seconds(pt, args) + pt.max_tokens * pt.interval_ms / 1000 * 4 + 60
     for proc in procs:
