@@ -87,12 +87,16 @@ def main() -> int:
     rows: list[dict[str, Any]] = []
     check = SelfCheck(CollectStats(), node="bench")  # the self-check's verdict on this very run
     check.start()
+    from loadkit.glue.stalls import freeze_heap
+
+    freeze_heap(collect=True)  # as loadkit's Locust listeners do at test start (glue/stalls.py)
     usage = Usage()
     usage.start()
     stop_at = time.perf_counter() + args.seconds
     tag = uuid.uuid4().hex[:6]
     greenlets = [gevent.spawn(stream_loop, adapter, ep, args.max_tokens, stop_at, rows, f"g{tag}-{i}-")
                  for i in range(args.streams)]  # fmt: skip
+    freeze_heap(collect=False)  # ... and when spawning completes
     # Memory with every stream in flight (rows of finished requests are kept, so this is
     # the figure to use only while no request has finished yet: long outputs).
     gevent.sleep(max(0.0, stop_at - time.perf_counter()))

@@ -57,6 +57,10 @@ def on_init(environment: Any, **_: Any) -> None:
     from loadkit.glue.locustmem import install as install_trim
 
     install_trim(environment)
+    from loadkit.glue.stalls import install as install_stall_guards
+
+    # Known loop stalls (full GC, Locust's first inspect.stack()) merged events: see stalls.py.
+    install_stall_guards(environment)
     # spawning_complete carries no environment: bind this process's runtime here.
     environment.events.spawning_complete.add_listener(lambda **_: runtime.start_schedule())
     environment.events.test_stopping.add_listener(lambda **_: runtime.stopping())

@@ -1,0 +1,75 @@
+"""Stall guards for Locust processes: the heap frozen before load, inspect's caches warm."""
+
+from __future__ import annotations
+
+import gc
+import inspect
+import sys
+
+import pytest
+
+from loadkit.glue import stalls
+
+
+@pytest.fixture()
+def unfrozen():
+    yield
+    gc.unfreeze()  # the rest of the suite runs with a normal heap
+
+
+def test_freeze_heap_moves_live_objects_out_of_collections(unfrozen, monkeypatch):
+    monkeypatch.delenv("LOADKIT_GC_FREEZE", raising=False)
+    gc.unfreeze()
+    import weakref
+
+    class Thing:
+        pass
+
+    marker = [Thing() for _ in range(1000)]
+    ref = weakref.ref(marker[0])
+    done = stalls.freeze_heap(collect=True)
+    assert done is not None and done["frozen_objects"] == gc.get_freeze_count() > 1000
+    # A frozen object is in no generation a collection walks.
+    assert not any(o is marker for o in gc.get_objects())
+    # Reference counting still frees it.
+    del marker
+    assert ref() is None
+
+
+def test_freeze_heap_can_be_turned_off(unfrozen, monkeypatch):
+    gc.unfreeze()
+    monkeypatch.setenv("LOADKIT_GC_FREEZE", "0")
+    assert stalls.freeze_heap(collect=False) is None
+    assert gc.get_freeze_count() == 0
+
+
+def test_warm_inspect_does_the_module_walk_locust_stop_would_do():
+    """Locust's Runner.stop calls inspect.stack(); its first call walks every loaded module
+    to map files to modules. After warm_inspect every module loaded now is mapped."""
+    stalls.warm_inspect()
+    mapped = set(inspect._filesbymodname)  # type: ignore[attr-defined]  # the cache that walk fills
+    loaded_with_files = {name for name, mod in list(sys.modules.items()) if getattr(mod, "__file__", None)}
+    assert loaded_with_files <= mapped
+
+
+def test_install_registers_at_test_start_and_spawning_complete(unfrozen, monkeypatch):
+    monkeypatch.delenv("LOADKIT_GC_FREEZE", raising=False)
+    gc.unfreeze()
+
+    class Hook:
+        def __init__(self) -> None:
+            self.fns: list = []
+
+        def add_listener(self, fn) -> None:
+            self.fns.append(fn)
+
+    env = type("Env", (), {})()
+    env.events = type("Events", (), {"test_start": Hook(), "spawning_complete": Hook()})()
+    stalls.install(env)
+    env.events.test_start.fns[0]()
+    first = gc.get_freeze_count()
+    assert first > 0
+    users = [[object()] for _ in range(500)]  # what spawning creates
+    env.events.spawning_complete.fns[0](user_count=500)
+    assert gc.get_freeze_count() >= first + 500
+    del users
