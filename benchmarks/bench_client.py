@@ -195,7 +195,7 @@ def run_locust(pt: Point, url: str, args: argparse.Namespace, tmp: str) -> list[
     cmd = [*prio, "taskset", "-c", args.client_cpus.split(",")[0], sys.executable, "-m", "locust",
            "-f", os.path.join(REPO, "locustfiles", "llm.py"), "--headless", "--host", url, "-u", str(pt.streams),
            "-r", str(pt.streams), "-t", f"{math.ceil(point_seconds(pt, args))}s", "--scenario", scenario, "--api", "completions",
-           "--report-dir", report, "--raw-log", "--no-console-table", "--only-summary", "--stop-timeout",
+           "--report-dir", report, "--raw-log", "--raw-log-events", "--no-console-table", "--only-summary", "--stop-timeout",
            str(int(pt.max_tokens * pt.interval_ms / 1000 * 3 + 5))]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "locust.log"), "wb"))
     t0 = time.perf_counter()
@@ -221,8 +221,7 @@ def sample_cpu(proc: subprocess.Popen[bytes]) -> float:
 
 
 def convert_raw_log(report: str, out: str, cpu_s: float, wall_s: float) -> int:
-    """Raw-log lines → the client result format; only first and last arrivals are logged,
-    so ITL error becomes the error of the last token (t_last − truth last write)."""
+    """Raw-log lines → the client result format: every event's arrival (``--raw-log-events``)."""
     rows: list[dict[str, Any]] = []
     for name in sorted(os.listdir(report)) if os.path.isdir(report) else []:
         if name.startswith("requests") and name.endswith(".jsonl"):
@@ -231,10 +230,27 @@ def convert_raw_log(report: str, out: str, cpu_s: float, wall_s: float) -> int:
     with open(out, "w") as fh:
         for r in rows:
             if r.get("outcome") == "ok" and r.get("t_first_ns") is not None:
-                fh.write(json.dumps({"rid": r["request_id"], "t_send": r["t_send_ns"], "ev": [r["t_first_ns"], r["t_last_ns"]],
-                                     "n_events": r["n_events"], "coalesced": r["coalesced_reads"]}) + "\n")  # fmt: skip
-        fh.write(json.dumps({"summary": True, "cpu_s": cpu_s, "wall_s": wall_s, "rss_mib": 0.0}) + "\n")
+                fh.write(json.dumps({"rid": r["request_id"], "t_send": r["t_send_ns"], "ev": r["event_t_ns"],
+                                     "coalesced": r["coalesced_reads"]}) + "\n")  # fmt: skip
+        fh.write(json.dumps({"summary": True, "cpu_s": cpu_s, "wall_s": wall_s, "rss_mib": 0.0,
+                             **selfcheck_summary(report)}) + "\n")  # fmt: skip
     return len(rows)
+
+
+def selfcheck_summary(report: str) -> dict[str, Any]:
+    """The Locust process's own read counts and self-check verdict, from its report.json."""
+    try:
+        with open(os.path.join(report, "report.json")) as fh:
+            manifest = json.load(fh)["manifest"]
+    except (OSError, ValueError, KeyError):
+        return {}
+    health, saturation = manifest.get("client_selfcheck") or {}, manifest.get("client_saturation")
+    reads = health.get("reads") or 0
+    if not reads:
+        return {}
+    return {"reads": reads, "kernel_stamped": round(reads * (health.get("kernel_stamped_pct") or 0) / 100),
+            "coalesced": round(reads * (health.get("coalesced_read_pct") or 0) / 100), "selfcheck": health,
+            "saturated": saturation is not None, "suspect": (saturation or {}).get("suspect", [])}  # fmt: skip
 
 
 def load_rows(paths: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -255,8 +271,6 @@ def errors(rows: list[dict[str, Any]], truth: dict[str, dict[str, Any]]) -> tupl
         tr = truth.get(row["rid"])
         c = row["ev"]
         s = tr["t_token_ns"] if tr else None
-        if s and "n_events" in row and row["n_events"] == len(s):
-            s = [s[0], s[-1]]  # Locust raw log: first and last token only
         if not s or len(s) != len(c):
             unmatched += 1
             continue

@@ -130,7 +130,7 @@ class LocustStats:
             # A new run starts a new log, so the log holds exactly the requests of report.json.
             index = collector.worker_index if self.role == "worker" else None
             path = os.path.join(self.options.report_dir, raw_log_name(index))
-            collector.raw_log = RawLog(path, truncate=True)
+            collector.raw_log = RawLog(path, truncate=True, events=self.options.raw_log_events)
         collector.set_manifest_fields(self._manifest())
 
     def _manifest(self) -> dict[str, Any]:
@@ -140,6 +140,7 @@ class LocustStats:
         return {"role": self.role, "loadkit_version": __version__, "locust_version": locust_version,
                 "host": socket.gethostname(), "pid": os.getpid(),
                 "report_dir": os.path.abspath(self.options.report_dir), "raw_log": self.options.raw_log,
+                "raw_log_events": self.options.raw_log_events,
                 "expect_workers": getattr(self.env.parsed_options, "expect_workers", None)
                 if self.role == "master" else None}  # fmt: skip
 

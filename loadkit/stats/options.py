@@ -65,6 +65,9 @@ def add_stats_arguments(group: Any) -> None:
     group.add_argument("--raw-log", action="store_true", default=False, env_var="LOADKIT_RAW_LOG",
                        help="also write one JSON line per request (requests.jsonl; "
                             "requests.worker<N>.jsonl on distributed workers)")  # fmt: skip
+    group.add_argument("--raw-log-events", action="store_true", default=False, env_var="LOADKIT_RAW_LOG_EVENTS",
+                       help="with --raw-log: every token event's arrival time and token count in each line "
+                            "(event_t_ns, event_tokens): per-token timelines, exact ITL checks")  # fmt: skip
     # In the web UI's form too (one comma-separated string there; the glue validates it at start).
     group.add_argument("--slo", action="append", type=validated_slo, default=None, metavar="KEY=MS",
                        env_var="LOADKIT_SLO", include_in_web_ui=True,
@@ -86,6 +89,7 @@ def add_stats_arguments(group: Any) -> None:
 class StatsOptions:
     report_dir: str
     raw_log: bool = False
+    raw_log_events: bool = False
     slos: tuple[Slo, ...] = ()
     stats_interval: float = DEFAULT_STATS_INTERVAL_S
     console_table: bool = True
@@ -105,6 +109,7 @@ class StatsOptions:
         # The last value given for a key wins, as with any repeated option.
         slos = {slo.key: slo for text in given for slo in parse_slo_item(str(text))}
         return cls(report_dir=get("report_dir", None) or default_report_dir(), raw_log=bool(get("raw_log", False)),
+                   raw_log_events=bool(get("raw_log_events", False)),
                    slos=tuple(slos.values()), stats_interval=float(get("stats_interval", DEFAULT_STATS_INTERVAL_S)),
                    console_table=not get("no_console_table", False),
                    final_report_wait=float(get("final_report_wait", DEFAULT_FINAL_WAIT_S)))  # fmt: skip

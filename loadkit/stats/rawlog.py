@@ -28,7 +28,8 @@ class RawLog:
     """Append RequestRecord.to_json() lines to ``path``; see the module docstring."""
 
     def __init__(
-        self, path: str, clock_ns: Callable[[], int] = time.monotonic_ns, truncate: bool = False
+        self, path: str, clock_ns: Callable[[], int] = time.monotonic_ns, truncate: bool = False,
+        events: bool = False,
     ) -> None:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         self.path = path
@@ -37,9 +38,15 @@ class RawLog:
         self._file: IO[bytes] = open(path, mode, buffering=1 << 16)  # noqa: SIM115 - closed in close()
         self._pending_since: int | None = None
         self.lines = 0
+        # --raw-log-events: each token event's arrival (monotonic ns, the t_*_ns clock) and
+        # token count, in arrival order (``n_events`` of them).
+        self.events = events
 
     def write(self, record: RequestRecord) -> None:
-        self._file.write(orjson.dumps(record.to_json(), option=orjson.OPT_APPEND_NEWLINE))
+        line = record.to_json()
+        if self.events:
+            line["event_t_ns"], line["event_tokens"] = record.event_t_ns, record.event_tokens
+        self._file.write(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))
         self.lines += 1
         now = self._clock_ns()
         if self._pending_since is None:

@@ -24,7 +24,7 @@ def test_headless_run_measures_what_the_server_sent(tmp_path):
             "--headless", "-u", "6", "-r", "6", "-t", "6s", "--stop-timeout", "5",
             "--host", sim.url, "--engine", "openai",
             "--scenario", str(SCENARIOS / "closed_small.toml"),
-            "--report-dir", str(report_dir), "--raw-log",
+            "--report-dir", str(report_dir), "--raw-log", "--raw-log-events",
         )  # fmt: skip
         truth = truth_for(sim, report_dir)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -41,6 +41,12 @@ def test_headless_run_measures_what_the_server_sent(tmp_path):
         assert r["n_in"] == t["prompt_tokens"]
         lateness.append((r["t_first_ns"] - t["t_token_ns"][0]) / 1e6)
     assert min(lateness) >= 0, "client saw a token before the server wrote it"
+    # --raw-log-events: every token event, each seen at or after the server wrote it.
+    for r in ok:
+        written = truth[r["request_id"]]["t_token_ns"]
+        assert len(r["event_t_ns"]) == r["n_events"] == len(written) == len(r["event_tokens"])
+        assert all(seen >= sent for seen, sent in zip(r["event_t_ns"], written, strict=True))
+        assert sum(r["event_tokens"]) == r["n_out"]
     lateness.sort()
     assert lateness[len(lateness) // 2] < 5.0, lateness
     # The self-check watched this process's reads: stamped by the kernel, and judged.

@@ -132,6 +132,20 @@ def test_collector_writes_raw_log(tmp_path):
     assert row["request_id"] == r.request_id and row["t_first_ns"] == r.event_t_ns[0]
 
 
+def test_raw_log_events_adds_every_event_arrival(tmp_path):
+    plain, full = RawLog(str(tmp_path / "a.jsonl")), RawLog(str(tmp_path / "b.jsonl"), events=True)
+    r = record()
+    plain.write(r)
+    full.write(r)
+    plain.close()
+    full.close()
+    assert "event_t_ns" not in json.loads((tmp_path / "a.jsonl").read_text())
+    row = json.loads((tmp_path / "b.jsonl").read_text())
+    assert row["event_t_ns"] == r.event_t_ns and row["event_tokens"] == r.event_tokens
+    assert len(row["event_t_ns"]) == row["n_events"] >= 2
+    assert row["event_t_ns"][0] == row["t_first_ns"] and row["event_t_ns"][-1] == row["t_last_ns"]
+
+
 def _parser():
     from locust.argument_parser import get_empty_argument_parser
 
@@ -144,19 +158,22 @@ def _parser():
 def test_options_parse_and_round_trip_through_parsed_options(monkeypatch):
     monkeypatch.delenv("LOADKIT_SLO", raising=False)
     parsed = _parser().parse_args(["--slo", "ttft_ms=500", "--slo", "tpot_ms=50,e2e_ms=9000", "--slo", "ttft_ms=400",
-                                   "--raw-log", "--report-dir", "out", "--stats-interval", "2"])  # fmt: skip
+                                   "--raw-log", "--report-dir", "out", "--stats-interval", "2",
+                                   "--raw-log-events"])  # fmt: skip
     opts = StatsOptions.from_parsed(parsed)
     assert opts.report_dir == "out" and opts.raw_log and opts.stats_interval == 2.0 and opts.console_table
+    assert opts.raw_log_events
     assert {s.key: s.limit_ms for s in opts.slos} == {"ttft_ms": 400.0, "tpot_ms": 50.0, "e2e_ms": 9000.0}
     assert all(isinstance(v, str) for v in parsed.slo)  # crosses Locust's msgpack wire to workers
 
 
 @pytest.mark.in_process_locust
 def test_options_defaults(monkeypatch):
-    for var in ("LOADKIT_REPORT_DIR", "LOADKIT_RAW_LOG", "LOADKIT_SLO"):
+    for var in ("LOADKIT_REPORT_DIR", "LOADKIT_RAW_LOG", "LOADKIT_SLO", "LOADKIT_RAW_LOG_EVENTS"):
         monkeypatch.delenv(var, raising=False)
     opts = StatsOptions.from_parsed(_parser().parse_args([]))
     assert opts.report_dir.startswith("reports/") and not opts.raw_log and opts.slos == ()
+    assert not opts.raw_log_events
     assert opts.final_report_wait == 5.0
 
 
