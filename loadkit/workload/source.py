@@ -92,7 +92,17 @@ class RequestSource:
     def _parts_stream(self) -> Iterator[Item]:
         parts = self.scenario.parts
         weights = np.asarray([p.weight for p in parts]) / sum(p.weight for p in parts)
+        # One part of fixed lengths draws nothing: skip the per-request Generator (~19 µs, a
+        # few % of a worker's CPU at 1,500 requests/s); every other case draws from it.
+        fixed: tuple[int, int] | None = None
+        if len(parts) == 1 and parts[0].joint_in is None:
+            inp, out = parts[0].input, parts[0].output
+            if inp is not None and out is not None and inp.family == out.family == "fixed":
+                fixed = (inp.sample_int(None), out.sample_int(None))
         for i in self._my_indices(self.scenario.max_requests):
+            if fixed is not None:
+                yield self._single(i, (_PARTS, i), *fixed, parts[0].label)
+                continue
             rng = np.random.default_rng([self.seed & 0xFFFFFFFF, _PARTS, i])
             part = parts[int(rng.choice(len(parts), p=weights))] if len(parts) > 1 else parts[0]
             n_in, n_out = _part_lengths(part, rng)
