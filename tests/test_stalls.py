@@ -64,7 +64,8 @@ def test_install_registers_at_test_start_and_spawning_complete(unfrozen, monkeyp
             self.fns.append(fn)
 
     env = type("Env", (), {})()
-    env.events = type("Events", (), {"test_start": Hook(), "spawning_complete": Hook()})()
+    env.events = type("Events", (), {"test_start": Hook(), "spawning_complete": Hook(), "test_stopping": Hook(),
+                                     "test_stop": Hook(), "quitting": Hook()})()  # fmt: skip
     stalls.install(env)
     env.events.test_start.fns[0]()
     first = gc.get_freeze_count()
@@ -73,3 +74,11 @@ def test_install_registers_at_test_start_and_spawning_complete(unfrozen, monkeyp
     env.events.spawning_complete.fns[0](user_count=500)
     assert gc.get_freeze_count() >= first + 500
     del users
+    # While users stop (test_stopping .. test_stop) nothing collects automatically.
+    env.events.test_stopping.fns[0]()
+    assert not gc.isenabled()
+    env.events.test_stop.fns[0]()
+    assert gc.isenabled()
+    env.events.test_stopping.fns[0]()
+    env.events.quitting.fns[0]()  # Ctrl-C during the stop: collection comes back too
+    assert gc.isenabled()
