@@ -163,6 +163,11 @@ class ReadCounters:
     # client read it: the client's arrival-path lag, which the self-check judges.
     late: int = 0
     late_ns: int = 5_000_000
+    # Requests whose first token arrived, and those whose first token's read held more than
+    # one token event (their TTFT is late by up to an interval): TTFT's own coalescing rate,
+    # which a read-level rate hides (one first read in 256).
+    firsts: int = 0
+    first_coalesced: int = 0
 
 
 READS = ReadCounters()

@@ -7,8 +7,10 @@ process that sends traffic (local run or worker) measures, over a rolling ``wind
   before the client read it (read time − the kernel's arrival stamp), and how many reads held
   more than one token event (a read knows only its newest byte's arrival, so the earlier event
   is stamped late: each such read spoils two ITL samples). Over 1 % of reads waiting more than
-  ``lag_ms`` (its p99 above ``lag_ms``) or over 0.5 % of reads coalesced (enough to move the
-  ITL p99) means reads fall behind arrivals and token timestamps turn late;
+  ``lag_ms`` (its p99 above ``lag_ms``), over 0.5 % of reads coalesced (enough to move the
+  ITL p99), or over 0.5 % of requests whose first token came in such a read (enough to move
+  the TTFT p99: one read in hundreds is a first one) means reads fall behind arrivals and
+  token timestamps turn late;
 - **event-loop lag**: a probe greenlet sleeps ``probe_s`` and measures how late it wakes. With
   kernel stamps the token timestamps do not depend on it (reads are stamped by the kernel and
   drained by the hub), but requests are sent late: open-loop schedules slip and closed-loop
@@ -44,8 +46,12 @@ SUSPECT = ["ttft_ms", "ttft_sched_ms", "itl_ms", "itl_chunk_ms", "tpot_ms", "e2e
 # Late reads distort the token timestamps; late sends the schedule and the offered load.
 TIMING_SUSPECT = ["ttft_ms", "ttft_sched_ms", "itl_ms", "itl_chunk_ms", "tpot_ms", "e2e_ms"]
 SEND_SUSPECT = ["ttft_sched_ms", "throughput"]
-# Fewer reads than this in a window: too few to judge their p99.
+# Fewer reads (first tokens) than this in a window: too few to judge their p99.
 MIN_READS = 100
+MIN_FIRSTS = 100
+# (late reads, coalesced reads, first tokens in coalesced reads), percent of a window; None:
+# not judged (too few, or not measured).
+ReadPcts = tuple[float | None, float | None, float | None]
 # Percent of reads holding several token events above which the ITL p99 moves (two ITL
 # samples per such read): measured, 0.9 % coalesced gave ITL error p99 10 ms at 10 ms/token.
 COALESCED_LIMIT_PCT = 0.5
@@ -70,6 +76,10 @@ class SelfCheckConfig:
         for name in ("lag_ms", "send_lag_ms", "cpu_pct", "window_s", "probe_s", "eval_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"self-check {name} must be > 0")
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
 
 
 def process_cpu_s() -> float:
@@ -98,14 +108,16 @@ class SaturationMonitor:
 
     def reset(self) -> None:
         self.lags: deque[tuple[int, int]] = deque()  # (t_ns, lag_ns)
-        # (t_ns, cpu_s, reads, kernel-stamped reads, late reads, coalesced reads): cumulative
-        self.cpu_marks: deque[tuple[int, float, int, int, int, int]] = deque()
+        # (t_ns, cpu_s, reads, kernel-stamped, late, coalesced, first tokens, first tokens
+        # in coalesced reads): cumulative
+        self.cpu_marks: deque[tuple[int, float, int, int, int, int, int, int]] = deque()
         self.from_unix: float | None = None
         self.last_unix: float | None = None
         self.max_lag_ms = 0.0
         self.max_cpu_pct = 0.0
         self.max_late_pct: float | None = None
         self.max_coalesced_pct: float | None = None
+        self.max_first_coalesced_pct: float | None = None
         self.kernel = False  # the last window's reads carried kernel stamps
         self.saturated_windows = 0
         self.windows = 0
@@ -119,12 +131,14 @@ class SaturationMonitor:
     def add_lag(self, lag_ns: int) -> None:
         self.lags.append((self.mono_ns(), max(0, lag_ns)))
 
-    def evaluate(self, cpu_s: float, reads: tuple[int, int, int, int] = (0, 0, 0, 0)) -> str | None:
+    def evaluate(self, cpu_s: float, reads: tuple[int, ...] = (0, 0, 0, 0, 0, 0)) -> str | None:
         """Close an evaluation step with the process's CPU time and its cumulative read counts
-        (reads, kernel-stamped, later than ``lag_ms``, coalesced). Returns a warning the first
-        time the window is over a threshold, and again if more figures become suspect."""
+        (reads, kernel-stamped, later than ``lag_ms``, coalesced; then first tokens, first
+        tokens in coalesced reads). Returns a warning the first time the window is over a
+        threshold, and again if more figures become suspect."""
+        r = (*reads, 0, 0)[:6]
         now = self.mono_ns()
-        self.cpu_marks.append((now, cpu_s, *reads))
+        self.cpu_marks.append((now, cpu_s, r[0], r[1], r[2], r[3], r[4], r[5]))
         self._trim(now)
         lag_ms, cpu_pct = self.window_lag_ms(), self.window_cpu_pct()
         if lag_ms is None or cpu_pct is None:
@@ -137,7 +151,11 @@ class SaturationMonitor:
             self.max_late_pct = max(self.max_late_pct or 0.0, late_pct)
         if coalesced_pct is not None:
             self.max_coalesced_pct = max(self.max_coalesced_pct or 0.0, coalesced_pct)
-        over = self._over(lag_ms, cpu_pct, late_pct, coalesced_pct, kernel)
+        first_pct = self.window_first_coalesced_pct()
+        if first_pct is not None:
+            self.max_first_coalesced_pct = max(self.max_first_coalesced_pct or 0.0, first_pct)
+        pcts = (late_pct, coalesced_pct, first_pct)
+        over = self._over(lag_ms, cpu_pct, pcts, kernel)
         if not over:
             return None
         self.saturated_windows += 1
@@ -148,20 +166,20 @@ class SaturationMonitor:
         self.suspect |= suspect
         if self.from_unix is None:
             self.from_unix = self.last_unix - self.config.window_s
-            return self.onset_message(lag_ms, cpu_pct, (late_pct, coalesced_pct), kernel)
+            return self.onset_message(lag_ms, cpu_pct, pcts, kernel)
         if new_suspect:
-            return self.worse_message(sorted(new_reasons), lag_ms, cpu_pct, (late_pct, coalesced_pct))
+            return self.worse_message(sorted(new_reasons), lag_ms, cpu_pct, pcts)
         return None
 
-    def _over(self, lag_ms: float, cpu_pct: float, late_pct: float | None, coalesced_pct: float | None,
-              kernel: bool) -> set[str]:  # fmt: skip
+    def _over(self, lag_ms: float, cpu_pct: float, pcts: ReadPcts, kernel: bool) -> set[str]:
+        late_pct, coalesced_pct, first_pct = pcts
         over = set()
         if lag_ms > (self.config.send_lag_ms if kernel else self.config.lag_ms):
             over.add("event_loop_lag")
         if cpu_pct > self.config.cpu_pct:
             over.add("cpu")
-        if (late_pct is not None and late_pct > 1.0) or (coalesced_pct is not None
-                                                         and coalesced_pct > COALESCED_LIMIT_PCT):  # fmt: skip
+        if (late_pct is not None and late_pct > 1.0) or any(
+                pct is not None and pct > COALESCED_LIMIT_PCT for pct in (coalesced_pct, first_pct)):  # fmt: skip
             over.add("arrival_lag")
         return over
 
@@ -202,6 +220,15 @@ class SaturationMonitor:
         """Whether this window's reads carried kernel arrival stamps."""
         return self.cpu_marks[-1][3] > self.cpu_marks[0][3]
 
+    def window_first_coalesced_pct(self) -> float | None:
+        """Percent of the window's first tokens that came in a read holding several events;
+        None with fewer than MIN_FIRSTS first tokens."""
+        if not self._full_window():
+            return None
+        first, last = self.cpu_marks[0], self.cpu_marks[-1]
+        n = last[6] - first[6]
+        return None if n < MIN_FIRSTS else 100.0 * (last[7] - first[7]) / n
+
     def window_coalesced_pct(self) -> float | None:
         """Percent of the window's reads that held more than one token event."""
         if not self._full_window():
@@ -227,18 +254,20 @@ class SaturationMonitor:
         span = self.cpu_marks[-1][0] - self.cpu_marks[0][0]
         return span >= int(self.config.window_s * 1e9 * 0.9)
 
-    def _figures(self, lag_ms: float, cpu_pct: float, read_pcts: tuple[float | None, float | None]) -> str:
-        late_pct, coalesced_pct = read_pcts
+    def _figures(self, lag_ms: float, cpu_pct: float, read_pcts: ReadPcts) -> str:
+        late_pct, coalesced_pct, first_pct = read_pcts
         lag_limit = self.config.send_lag_ms if self.kernel else self.config.lag_ms
         reads = ("" if late_pct is None else
                  f", reads waiting over {self.config.lag_ms:g} ms {late_pct:.1f}% (limit 1%)")  # fmt: skip
         if coalesced_pct is not None:
             reads += f", reads holding several token events {coalesced_pct:.2f}% (limit {COALESCED_LIMIT_PCT:g}%)"
+        if first_pct is not None:
+            reads += f", first tokens in such reads {first_pct:.2f}% (limit {COALESCED_LIMIT_PCT:g}%)"
         return (f"event-loop lag p99 {lag_ms:.1f} ms (limit {lag_limit:g}), CPU {cpu_pct:.0f}% of a core "
                 f"(limit {self.config.cpu_pct:g}%){reads}")  # fmt: skip
 
     def onset_message(self, lag_ms: float, cpu_pct: float,
-                      read_pcts: tuple[float | None, float | None] = (None, None), kernel: bool = False) -> str:  # fmt: skip
+                      read_pcts: ReadPcts = (None, None, None), kernel: bool = False) -> str:  # fmt: skip
         assert self.from_unix is not None
         when = time.strftime("%H:%M:%S", time.gmtime(self.from_unix))
         message = (f"client saturated on {self.node} from {when} UTC (unix {self.from_unix:.0f}): "
@@ -250,7 +279,7 @@ class SaturationMonitor:
         return message + " Add workers (--processes) or lower the load."
 
     def worse_message(self, reasons: list[str], lag_ms: float, cpu_pct: float,
-                      read_pcts: tuple[float | None, float | None]) -> str:  # fmt: skip
+                      read_pcts: ReadPcts) -> str:  # fmt: skip
         when = time.strftime("%H:%M:%S", time.gmtime(self.last_unix or 0))
         return (f"client saturation on {self.node} worse at {when} UTC ({', '.join(reasons) or 'same limits'}): "
                 f"{self._figures(lag_ms, cpu_pct, read_pcts)}; suspect now: {', '.join(self.suspect_list())}.")
@@ -263,6 +292,7 @@ class SaturationMonitor:
                 "max_lag_ms": round(self.max_lag_ms, 3), "max_cpu": round(self.max_cpu_pct, 1),
                 "max_late_read_pct": None if self.max_late_pct is None else round(self.max_late_pct, 3),
                 "max_coalesced_read_pct": None if self.max_coalesced_pct is None else round(self.max_coalesced_pct, 3),
+                "max_first_coalesced_pct": _round(self.max_first_coalesced_pct),
                 "reasons": sorted(self.reasons), "saturated_windows": self.saturated_windows,
                 "windows": self.windows, "suspect": self.suspect_list()}  # fmt: skip
 
@@ -274,6 +304,7 @@ class SaturationMonitor:
                 "max_cpu": round(self.max_cpu_pct, 1) if measured else None,
                 "max_late_read_pct": None if self.max_late_pct is None else round(self.max_late_pct, 3),
                 "max_coalesced_read_pct": None if self.max_coalesced_pct is None else round(self.max_coalesced_pct, 3),
+                "max_first_coalesced_pct": _round(self.max_first_coalesced_pct),
                 "lag_limit_ms": self.config.lag_ms, "send_lag_limit_ms": self.config.send_lag_ms,
                 "cpu_limit_pct": self.config.cpu_pct}  # fmt: skip
 
@@ -341,7 +372,7 @@ class SelfCheck:
 
         try:
             message = self.monitor.evaluate(self.cpu_s(), (READS.reads, READS.kernel_stamped, READS.late,
-                                                           READS.coalesced))  # fmt: skip
+                                                           READS.coalesced, READS.firsts, READS.first_coalesced))  # fmt: skip
             if message is not None:
                 self.stats.warn(message)
             self._publish()

@@ -421,6 +421,7 @@ class StreamRun:
         # The per-event path, kept flat: it runs once for every token of every stream.
         rec = self.record
         event_t, event_k, texts = rec.event_t_ns, rec.event_tokens, self.text_parts
+        first = not event_t
         token_events = 0
         done = False
         for ev in events:
@@ -440,6 +441,10 @@ class StreamRun:
             if te.done:
                 done = True
                 break
+        if first and token_events:
+            READS.firsts += 1
+            if token_events > 1:
+                READS.first_coalesced += 1
         if token_events > 1:
             rec.coalesced_reads += 1
             READS.coalesced += 1

@@ -233,7 +233,8 @@ def test_health_field_reports_coalesced_reads(monkeypatch):
 
 
 def drive_reads(mon: SaturationMonitor, clock: Clock, seconds: int, lag_ms: float, cpu_frac: float,
-                reads_per_s: int, late_frac: float, state: list[float], coalesced_frac: float = 0.0) -> list[str]:  # fmt: skip
+                reads_per_s: int, late_frac: float, state: list[float], coalesced_frac: float = 0.0,
+                firsts_per_s: int = 0, first_coalesced_frac: float = 0.0) -> list[str]:  # fmt: skip
     """Like ``drive``, with kernel-stamped reads of which ``late_frac`` waited over the limit
     and ``coalesced_frac`` held several events. ``state``: cumulative [cpu_s, reads, late, coalesced]."""
     out = []
@@ -245,7 +246,10 @@ def drive_reads(mon: SaturationMonitor, clock: Clock, seconds: int, lag_ms: floa
         state[1] += reads_per_s
         state[2] += reads_per_s * late_frac
         state[3] += reads_per_s * coalesced_frac
-        msg = mon.evaluate(state[0], (int(state[1]), int(state[1]), int(state[2]), int(state[3])))
+        state[4] += firsts_per_s
+        state[5] += firsts_per_s * first_coalesced_frac
+        msg = mon.evaluate(state[0], (int(state[1]), int(state[1]), int(state[2]), int(state[3]),
+                                      int(state[4]), int(state[5])))
         if msg:
             out.append(msg)
     return out
@@ -256,7 +260,7 @@ def test_kernel_stamped_client_with_a_lagging_loop_suspects_sends_not_timestamps
     so the schedule and the offered load are suspect, and the token timestamps are not."""
     from loadkit.selfcheck import SEND_SUSPECT
 
-    clock, state = Clock(), [0.0, 0.0, 0.0, 0.0]
+    clock, state = Clock(), [0.0] * 6
     mon = SaturationMonitor(mono_ns=clock.mono, wall_ns=clock.wall)
     msgs = drive_reads(mon, clock, 10, lag_ms=30, cpu_frac=0.8, reads_per_s=40_000, late_frac=0.001, state=state)
     assert len(msgs) == 1
@@ -271,7 +275,7 @@ def test_kernel_stamped_client_with_a_lagging_loop_suspects_sends_not_timestamps
 def test_kernel_stamped_client_tolerates_loop_lag_below_the_send_limit():
     """12 ms of loop lag with kernel stamps only delays sends a little: not saturated. The
     same lag with user-space stamps is in every timestamp: saturated, everything suspect."""
-    clock, state = Clock(), [0.0, 0.0, 0.0, 0.0]
+    clock, state = Clock(), [0.0] * 6
     mon = SaturationMonitor(mono_ns=clock.mono, wall_ns=clock.wall)
     assert drive_reads(mon, clock, 10, lag_ms=12, cpu_frac=0.5, reads_per_s=20_000, late_frac=0.0, state=state) == []
     clock2, cpu = Clock(), [0.0]
@@ -285,7 +289,7 @@ def test_kernel_stamped_client_tolerates_loop_lag_below_the_send_limit():
 def test_reads_falling_behind_arrivals_make_timestamps_suspect_and_cpu_later_makes_all():
     from loadkit.selfcheck import TIMING_SUSPECT
 
-    clock, state = Clock(), [0.0, 0.0, 0.0, 0.0]
+    clock, state = Clock(), [0.0] * 6
     mon = SaturationMonitor(mono_ns=clock.mono, wall_ns=clock.wall, node="worker 1")
     assert drive_reads(mon, clock, 8, lag_ms=1, cpu_frac=0.5, reads_per_s=10_000, late_frac=0.0, state=state) == []
     msgs = drive_reads(mon, clock, 8, lag_ms=1, cpu_frac=0.5, reads_per_s=10_000, late_frac=0.05, state=state)
@@ -306,7 +310,7 @@ def test_coalesced_reads_over_half_a_percent_make_timestamps_suspect():
     so the count of reads holding several events is judged on its own."""
     from loadkit.selfcheck import TIMING_SUSPECT
 
-    clock, state = Clock(), [0.0, 0.0, 0.0, 0.0]
+    clock, state = Clock(), [0.0] * 6
     mon = SaturationMonitor(mono_ns=clock.mono, wall_ns=clock.wall)
     assert drive_reads(mon, clock, 8, lag_ms=1, cpu_frac=0.5, reads_per_s=40_000, late_frac=0.003,
                        state=state, coalesced_frac=0.001) == []  # fmt: skip
@@ -318,8 +322,24 @@ def test_coalesced_reads_over_half_a_percent_make_timestamps_suspect():
     assert field["max_coalesced_read_pct"] == pytest.approx(0.9, abs=0.01)
 
 
+def test_first_tokens_in_coalesced_reads_make_timestamps_suspect():
+    """One read in hundreds carries a first token: 2 % of first tokens coalesced moves the
+    TTFT p99 while the read-level rate stays far below its limit."""
+    from loadkit.selfcheck import TIMING_SUSPECT
+
+    clock, state = Clock(), [0.0] * 6
+    mon = SaturationMonitor(mono_ns=clock.mono, wall_ns=clock.wall)
+    msgs = drive_reads(mon, clock, 10, lag_ms=1, cpu_frac=0.6, reads_per_s=40_000, late_frac=0.001, state=state,
+                       coalesced_frac=0.0002, firsts_per_s=150, first_coalesced_frac=0.02)  # fmt: skip
+    assert len(msgs) == 1 and "first tokens in such reads 2.00%" in msgs[0]
+    field = mon.manifest_field()
+    assert field is not None and field["suspect"] == TIMING_SUSPECT
+    assert field["max_first_coalesced_pct"] == pytest.approx(2.0, abs=0.1)
+    assert field["max_coalesced_read_pct"] < 0.5
+
+
 def test_too_few_reads_are_not_judged():
-    clock, state = Clock(), [0.0, 0.0, 0.0, 0.0]
+    clock, state = Clock(), [0.0] * 6
     mon = SaturationMonitor(mono_ns=clock.mono, wall_ns=clock.wall)
     # 10 reads a second, half of them late: 50 in a window is too few for a p99.
     assert drive_reads(mon, clock, 10, lag_ms=1, cpu_frac=0.1, reads_per_s=10, late_frac=0.5, state=state) == []

@@ -448,3 +448,36 @@ def test_retry_after_header_values():
     assert retry_after_seconds("2") == 2.0
     assert retry_after_seconds(None) is None and retry_after_seconds("soon") is None
     assert 0 <= retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT") <= 1.0  # a date in the past: no wait
+
+
+def test_first_token_read_holding_two_events_is_counted(monkeypatch):
+    """A first token that came in a read with the next one has a late TTFT stamp: the
+    process counts such first tokens apart (the self-check judges TTFT by them)."""
+    from loadkit import httpstream
+    from loadkit.engines.base import AdapterOptions
+    from loadkit.engines.openai import OpenAIAdapter
+    from loadkit.httpstream import BodyReader, Endpoint, FastSSEDecoder
+    from loadkit.records import RequestRecord
+    from loadkit.timer import StreamRun, Timeouts
+
+    counters = httpstream.ReadCounters()
+    monkeypatch.setattr(httpstream, "READS", counters)
+    monkeypatch.setattr("loadkit.timer.READS", counters)
+    adapter = OpenAIAdapter(AdapterOptions(model="m", api="completions"))
+    event = b'data: {"choices":[{"index":0,"text":"x","finish_reason":null}]}\n\n'
+
+    def run(reads: list[bytes]) -> RequestRecord:
+        rec = RequestRecord(request_id="r", engine="e", adapter="openai")
+        stream = StreamRun(adapter, Endpoint.parse("http://127.0.0.1:1"), rec, Timeouts(), None)
+        body, decoder, parser = BodyReader(chunked=False, remaining=None), FastSSEDecoder(), adapter.new_parser()
+        for t, data in enumerate(reads):
+            stream._on_read(t, body.feed(data), decoder, parser)
+        return rec
+
+    run([event, event, event])  # one event per read
+    assert (counters.firsts, counters.first_coalesced, counters.coalesced) == (1, 0, 0)
+    rec = run([event + event, event])  # the first read holds the first two tokens
+    assert (counters.firsts, counters.first_coalesced, counters.coalesced) == (2, 1, 1)
+    assert rec.event_t_ns == [0, 0, 1] and rec.coalesced_reads == 1
+    run([event, event + event])  # coalesced later: not the first token's
+    assert (counters.firsts, counters.first_coalesced, counters.coalesced) == (3, 1, 2)
