@@ -3,14 +3,15 @@
 A load generator that runs out of CPU reports its own queueing as the server's latency. Every
 process that sends traffic (local run or worker) measures, over a rolling ``window_s``:
 
-- **arrival-path lag**: for every kernel-stamped read, how long its data waited in the socket
-  before the client read it (read time − the kernel's arrival stamp), and how many reads held
-  more than one token event (a read knows only its newest byte's arrival, so the earlier event
-  is stamped late: each such read spoils two ITL samples). Over 1 % of reads waiting more than
-  ``lag_ms`` (its p99 above ``lag_ms``), over 0.5 % of reads coalesced (enough to move the
-  ITL p99), or over 0.5 % of requests whose first token came in such a read (enough to move
-  the TTFT p99: one read in hundreds is a first one) means reads fall behind arrivals and
-  token timestamps turn late;
+- **arrival path**: how many reads held more than one token event. A read knows only its
+  newest byte's arrival, so when a socket is left unread past the next token the earlier
+  event is stamped late, and that read spoils two or more ITL samples. Over 0.3 % of reads
+  coalesced (enough to move the ITL p99), or over 0.3 % of first tokens that came in such a
+  read (enough to move the TTFT p99; only one read in hundreds carries a first token) means
+  reads fall behind arrivals and token timestamps turn late. Also measured and reported, not
+  judged: for every kernel-stamped read, how long its data waited in the socket (read time −
+  the kernel's stamp). A wait shorter than the inter-token interval costs nothing (the
+  kernel's stamp is the arrival), so the wait alone flagged accurate runs at 20 ms/token;
 - **event-loop lag**: a probe greenlet sleeps ``probe_s`` and measures how late it wakes. With
   kernel stamps the token timestamps do not depend on it (reads are stamped by the kernel and
   drained by the hub), but requests are sent late: open-loop schedules slip and closed-loop
@@ -52,9 +53,11 @@ MIN_FIRSTS = 100
 # (late reads, coalesced reads, first tokens in coalesced reads), percent of a window; None:
 # not judged (too few, or not measured).
 ReadPcts = tuple[float | None, float | None, float | None]
-# Percent of reads holding several token events above which the ITL p99 moves (two ITL
-# samples per such read): measured, 0.9 % coalesced gave ITL error p99 10 ms at 10 ms/token.
-COALESCED_LIMIT_PCT = 0.5
+# Percent of reads (of first tokens) in reads holding several token events above which the
+# ITL (TTFT) p99 moves: such a read spoils two or more ITL samples, and ~10 % of reads carry no
+# token. Measured against the simulator's truth: 0.34 % coalesced gave ITL error p99 20 ms at
+# 20 ms/token, while 0.07-0.31 % stayed accurate elsewhere: the edge is near 0.3 %.
+COALESCED_LIMIT_PCT = 0.3
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,8 +181,8 @@ class SaturationMonitor:
             over.add("event_loop_lag")
         if cpu_pct > self.config.cpu_pct:
             over.add("cpu")
-        if (late_pct is not None and late_pct > 1.0) or any(
-                pct is not None and pct > COALESCED_LIMIT_PCT for pct in (coalesced_pct, first_pct)):  # fmt: skip
+        # late_pct is reported, not judged (module docstring).
+        if any(pct is not None and pct > COALESCED_LIMIT_PCT for pct in (coalesced_pct, first_pct)):
             over.add("arrival_lag")
         return over
 
@@ -258,7 +261,7 @@ class SaturationMonitor:
         late_pct, coalesced_pct, first_pct = read_pcts
         lag_limit = self.config.send_lag_ms if self.kernel else self.config.lag_ms
         reads = ("" if late_pct is None else
-                 f", reads waiting over {self.config.lag_ms:g} ms {late_pct:.1f}% (limit 1%)")  # fmt: skip
+                 f", reads waiting over {self.config.lag_ms:g} ms {late_pct:.1f}%")  # fmt: skip
         if coalesced_pct is not None:
             reads += f", reads holding several token events {coalesced_pct:.2f}% (limit {COALESCED_LIMIT_PCT:g}%)"
         if first_pct is not None:

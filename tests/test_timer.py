@@ -470,8 +470,8 @@ def test_first_token_read_holding_two_events_is_counted(monkeypatch):
         rec = RequestRecord(request_id="r", engine="e", adapter="openai")
         stream = StreamRun(adapter, Endpoint.parse("http://127.0.0.1:1"), rec, Timeouts(), None)
         body, decoder, parser = BodyReader(chunked=False, remaining=None), FastSSEDecoder(), adapter.new_parser()
-        for t, data in enumerate(reads):
-            stream._on_read(t, body.feed(data), decoder, parser)
+        for t_read, data in enumerate(reads):
+            stream._on_read(t_read, body.feed(data), decoder, parser)
         return rec
 
     run([event, event, event])  # one event per read
