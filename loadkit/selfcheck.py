@@ -223,33 +223,26 @@ class SaturationMonitor:
         """Whether this window's reads carried kernel arrival stamps."""
         return self.cpu_marks[-1][3] > self.cpu_marks[0][3]
 
-    def window_first_coalesced_pct(self) -> float | None:
-        """Percent of the window's first tokens that came in a read holding several events;
-        None with fewer than MIN_FIRSTS first tokens."""
+    def _window_pct(self, part: int, whole: int, least: int) -> float | None:
+        """100 × Δ(mark[part]) / Δ(mark[whole]) over the window (cumulative counters); None
+        before a full window or with fewer than ``least`` in the whole."""
         if not self._full_window():
             return None
         first, last = self.cpu_marks[0], self.cpu_marks[-1]
-        n = last[6] - first[6]
-        return None if n < MIN_FIRSTS else 100.0 * (last[7] - first[7]) / n
+        n = last[whole] - first[whole]
+        return None if n < least else 100.0 * (last[part] - first[part]) / n
+
+    def window_first_coalesced_pct(self) -> float | None:
+        """Percent of the window's first tokens that came in a read holding several events."""
+        return self._window_pct(7, 6, MIN_FIRSTS)
 
     def window_coalesced_pct(self) -> float | None:
         """Percent of the window's reads that held more than one token event."""
-        if not self._full_window():
-            return None
-        first, last = self.cpu_marks[0], self.cpu_marks[-1]
-        reads = last[2] - first[2]
-        return None if reads < MIN_READS else 100.0 * (last[5] - first[5]) / reads
+        return self._window_pct(5, 2, MIN_READS)
 
     def window_late_pct(self) -> float | None:
-        """Percent of the window's kernel-stamped reads that waited over ``lag_ms``; None
-        with too few such reads to judge a p99."""
-        if not self._full_window():
-            return None
-        first, last = self.cpu_marks[0], self.cpu_marks[-1]
-        stamped = last[3] - first[3]
-        if stamped < MIN_READS:
-            return None
-        return 100.0 * (last[4] - first[4]) / stamped
+        """Percent of the window's kernel-stamped reads that waited over ``lag_ms``."""
+        return self._window_pct(4, 3, MIN_READS)
 
     def _full_window(self) -> bool:
         if len(self.cpu_marks) < 2:

@@ -36,16 +36,10 @@ class FakeStats:
 
 def drive(mon: SaturationMonitor, clock: Clock, seconds: int, lag_ms: float, cpu_frac: float,
           cpu: list[float]) -> list[str]:
-    """Simulate `seconds` of probes every 20 ms with a given lag and CPU use."""
-    out = []
-    for _ in range(seconds):
-        for _ in range(50):
-            clock.t += 20 * MS
-            mon.add_lag(int(lag_ms * MS))
-        cpu[0] += cpu_frac
-        msg = mon.evaluate(cpu[0])
-        if msg:
-            out.append(msg)
+    """Simulate `seconds` of probes every 20 ms with a given lag and CPU use (no reads)."""
+    state = [cpu[0], 0.0, 0.0, 0.0, 0.0, 0.0]
+    out = drive_reads(mon, clock, seconds, lag_ms, cpu_frac, reads_per_s=0, late_frac=0.0, state=state)
+    cpu[0] = state[0]
     return out
 
 
