@@ -62,11 +62,11 @@ COALESCED_LIMIT_PCT = 0.3
 
 @dataclass(frozen=True, slots=True)
 class SelfCheckConfig:
-    """Thresholds and cadence. ``lag_ms``: p99 over the window of the arrival-path lag (reads),
-    and of the event-loop lag when reads are stamped in user space; ``send_lag_ms``: p99 of
-    the event-loop lag when reads carry kernel stamps, where it only delays sends (closed
-    loops of equal-length requests restart in bursts: 100 streams × 32 tokens, 22 % CPU,
-    showed 5.7 ms); ``cpu_pct``: process CPU in percent of one core."""
+    """Thresholds and cadence. ``lag_ms``: limit on the event-loop lag p99 when reads are
+    stamped in user space, and the socket wait above which a read counts as late (reported);
+    ``send_lag_ms``: limit on the event-loop lag p99 when reads carry kernel stamps, where it
+    only delays sends (closed loops of equal-length requests restart in bursts: 100 streams ×
+    32 tokens, 22 % CPU, showed 5.7 ms); ``cpu_pct``: process CPU in percent of one core."""
 
     lag_ms: float = 5.0
     send_lag_ms: float = 20.0
@@ -83,6 +83,11 @@ class SelfCheckConfig:
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
+
+
+def _max(seen: float | None, value: float | None) -> float | None:
+    """The larger of two measures either of which may be missing (None)."""
+    return seen if value is None else value if seen is None else max(seen, value)
 
 
 def process_cpu_s() -> float:
@@ -146,18 +151,14 @@ class SaturationMonitor:
         lag_ms, cpu_pct = self.window_lag_ms(), self.window_cpu_pct()
         if lag_ms is None or cpu_pct is None:
             return None  # not a full window yet: no verdict on a warm-up blip
-        late_pct, coalesced_pct, kernel = self.window_late_pct(), self.window_coalesced_pct(), self.window_kernel_stamped()
+        kernel = self.kernel = self.window_kernel_stamped()
+        pcts = late_pct, coalesced_pct, first_pct = (self.window_late_pct(), self.window_coalesced_pct(),
+                                                     self.window_first_coalesced_pct())  # fmt: skip
         self.windows += 1
-        self.kernel = kernel
         self.max_lag_ms, self.max_cpu_pct = max(self.max_lag_ms, lag_ms), max(self.max_cpu_pct, cpu_pct)
-        if late_pct is not None:
-            self.max_late_pct = max(self.max_late_pct or 0.0, late_pct)
-        if coalesced_pct is not None:
-            self.max_coalesced_pct = max(self.max_coalesced_pct or 0.0, coalesced_pct)
-        first_pct = self.window_first_coalesced_pct()
-        if first_pct is not None:
-            self.max_first_coalesced_pct = max(self.max_first_coalesced_pct or 0.0, first_pct)
-        pcts = (late_pct, coalesced_pct, first_pct)
+        self.max_late_pct = _max(self.max_late_pct, late_pct)
+        self.max_coalesced_pct = _max(self.max_coalesced_pct, coalesced_pct)
+        self.max_first_coalesced_pct = _max(self.max_first_coalesced_pct, first_pct)
         over = self._over(lag_ms, cpu_pct, pcts, kernel)
         if not over:
             return None
@@ -286,8 +287,7 @@ class SaturationMonitor:
             return None
         return {"node": self.node, "from_unix": round(self.from_unix, 3), "last_unix": self.last_unix,
                 "max_lag_ms": round(self.max_lag_ms, 3), "max_cpu": round(self.max_cpu_pct, 1),
-                "max_late_read_pct": None if self.max_late_pct is None else round(self.max_late_pct, 3),
-                "max_coalesced_read_pct": None if self.max_coalesced_pct is None else round(self.max_coalesced_pct, 3),
+                "max_late_read_pct": _round(self.max_late_pct), "max_coalesced_read_pct": _round(self.max_coalesced_pct),
                 "max_first_coalesced_pct": _round(self.max_first_coalesced_pct),
                 "reasons": sorted(self.reasons), "saturated_windows": self.saturated_windows,
                 "windows": self.windows, "suspect": self.suspect_list()}  # fmt: skip
@@ -298,8 +298,7 @@ class SaturationMonitor:
         return {"node": self.node, "windows": self.windows,
                 "max_lag_ms": round(self.max_lag_ms, 3) if measured else None,
                 "max_cpu": round(self.max_cpu_pct, 1) if measured else None,
-                "max_late_read_pct": None if self.max_late_pct is None else round(self.max_late_pct, 3),
-                "max_coalesced_read_pct": None if self.max_coalesced_pct is None else round(self.max_coalesced_pct, 3),
+                "max_late_read_pct": _round(self.max_late_pct), "max_coalesced_read_pct": _round(self.max_coalesced_pct),
                 "max_first_coalesced_pct": _round(self.max_first_coalesced_pct),
                 "lag_limit_ms": self.config.lag_ms, "send_lag_limit_ms": self.config.send_lag_ms,
                 "cpu_limit_pct": self.config.cpu_pct}  # fmt: skip
