@@ -160,7 +160,7 @@ class ReadCounters:
     kernel_stamped: int = 0
     coalesced: int = 0
     # Kernel-stamped reads whose data waited in the socket longer than ``late_ns`` before the
-    # client read it: the client's arrival-path lag, which the self-check judges.
+    # client read it: the client's arrival-path lag, which the self-check reports.
     late: int = 0
     late_ns: int = 5_000_000
     # Requests whose first token arrived, and those whose first token's read held more than

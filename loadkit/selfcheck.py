@@ -139,14 +139,13 @@ class SaturationMonitor:
     def add_lag(self, lag_ns: int) -> None:
         self.lags.append((self.mono_ns(), max(0, lag_ns)))
 
-    def evaluate(self, cpu_s: float, reads: tuple[int, ...] = (0, 0, 0, 0, 0, 0)) -> str | None:
+    def evaluate(self, cpu_s: float, reads: tuple[int, int, int, int, int, int] = (0, 0, 0, 0, 0, 0)) -> str | None:
         """Close an evaluation step with the process's CPU time and its cumulative read counts
         (reads, kernel-stamped, later than ``lag_ms``, coalesced; then first tokens, first
         tokens in coalesced reads). Returns a warning the first time the window is over a
         threshold, and again if more figures become suspect."""
-        r = (*reads, 0, 0)[:6]
         now = self.mono_ns()
-        self.cpu_marks.append((now, cpu_s, r[0], r[1], r[2], r[3], r[4], r[5]))
+        self.cpu_marks.append((now, cpu_s, *reads))
         self._trim(now)
         lag_ms, cpu_pct = self.window_lag_ms(), self.window_cpu_pct()
         if lag_ms is None or cpu_pct is None:
@@ -170,7 +169,7 @@ class SaturationMonitor:
         self.suspect |= suspect
         if self.from_unix is None:
             self.from_unix = self.last_unix - self.config.window_s
-            return self.onset_message(lag_ms, cpu_pct, pcts, kernel)
+            return self.onset_message(lag_ms, cpu_pct, pcts)
         if new_suspect:
             return self.worse_message(sorted(new_reasons), lag_ms, cpu_pct, pcts)
         return None
@@ -264,13 +263,13 @@ class SaturationMonitor:
                 f"(limit {self.config.cpu_pct:g}%){reads}")  # fmt: skip
 
     def onset_message(self, lag_ms: float, cpu_pct: float,
-                      read_pcts: ReadPcts = (None, None, None), kernel: bool = False) -> str:  # fmt: skip
+                      read_pcts: ReadPcts = (None, None, None)) -> str:  # fmt: skip
         assert self.from_unix is not None
         when = time.strftime("%H:%M:%S", time.gmtime(self.from_unix))
         message = (f"client saturated on {self.node} from {when} UTC (unix {self.from_unix:.0f}): "
                    f"{self._figures(lag_ms, cpu_pct, read_pcts)}; suspect from then on: "
                    f"{', '.join(self.suspect_list())}.")  # fmt: skip
-        if kernel and not self.suspect & {"ttft_ms", "itl_ms"}:
+        if self.kernel and not self.suspect & {"ttft_ms", "itl_ms"}:
             message += (" Token timestamps are the kernel's arrival times and reads kept up, so TTFT, ITL, "
                         "TPOT and E2E stand; requests went out late.")  # fmt: skip
         return message + " Add workers (--processes) or lower the load."

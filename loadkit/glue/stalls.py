@@ -41,8 +41,8 @@ def enabled() -> bool:
 
 
 def freeze_heap(collect: bool) -> dict[str, Any] | None:
-    """Freeze what is alive now (after a full collection if ``collect``); returns what was
-    done (for the manifest), or None when turned off."""
+    """Freeze what is alive now (after a full collection if ``collect``); returns the frozen
+    object count and the pause, or None when turned off."""
     if not enabled():
         return None
     t0 = time.perf_counter()

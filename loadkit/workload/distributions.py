@@ -66,11 +66,7 @@ class Distribution:
         value = min(max(value, 1.0 if self.integer else 0.0), cap)
         return float(round(value)) if self.integer else float(value)
 
-    def sample_int(self, rng: np.random.Generator | None) -> int:
-        """``rng`` may be None for the fixed family, which draws nothing."""
-        if rng is None:
-            assert self.family == "fixed", "only a fixed distribution samples without a generator"
-            return int(self.sample(None))  # type: ignore[arg-type]
+    def sample_int(self, rng: np.random.Generator) -> int:
         return int(self.sample(rng))
 
 

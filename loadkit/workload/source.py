@@ -98,7 +98,7 @@ class RequestSource:
         if len(parts) == 1 and parts[0].joint_in is None:
             inp, out = parts[0].input, parts[0].output
             if inp is not None and out is not None and inp.family == out.family == "fixed":
-                fixed = (inp.sample_int(None), out.sample_int(None))
+                fixed = _part_lengths(parts[0], np.random.default_rng(0))  # the fixed family draws nothing
         for i in self._my_indices(self.scenario.max_requests):
             if fixed is not None:
                 yield self._single(i, (_PARTS, i), *fixed, parts[0].label)
