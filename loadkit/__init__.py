@@ -1,20 +1,55 @@
-"""loadkit: a Locust-based load generator for LLM inference servers."""
+"""loadkit: a Locust-based load generator for LLM inference servers.
+
+``LLMUser``, ``ScenarioUser`` and ``register_listeners`` (docs/locustfiles.md) are imported on
+first use: they import Locust, whose gevent monkey-patching must not come with ``import
+loadkit`` (the library, the simulator and the report tools run without it).
+"""
+
+from typing import TYPE_CHECKING, Any
 
 from loadkit.engines.base import AdapterOptions, EngineAdapter, StreamParser
 from loadkit.hookspecs import hookimpl
+from loadkit.records import RequestRecord
 from loadkit.types import GenerationRequest, HttpRequest, MalformedEvent, TokenEvent, Usage
 
+if TYPE_CHECKING:
+    from loadkit.glue.api import register_listeners
+    from loadkit.glue.scenario_user import ScenarioUser
+    from loadkit.glue.user import LLMUser
+
 __version__ = "0.1.0"
+
+_LOCUST_NAMES = {
+    "LLMUser": "loadkit.glue.user",
+    "ScenarioUser": "loadkit.glue.scenario_user",
+    "register_listeners": "loadkit.glue.api",
+}
 
 __all__ = [
     "AdapterOptions",
     "EngineAdapter",
     "GenerationRequest",
     "HttpRequest",
+    "LLMUser",
     "MalformedEvent",
+    "RequestRecord",
+    "ScenarioUser",
     "StreamParser",
     "TokenEvent",
     "Usage",
     "__version__",
     "hookimpl",
+    "register_listeners",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """PEP 562: the Locust-side names, imported when first asked for."""
+    module = _LOCUST_NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'loadkit' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

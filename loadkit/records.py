@@ -44,12 +44,18 @@ class RequestRecord:
     turn: int | None = None
     stage: str | None = None
     worker: int | None = None
+    user_class: str | None = None  # the Locust user class that sent it
     # Reads that held more than one event: their earlier events carry the newest arrival time.
     coalesced_reads: int = 0
     server_timings: dict[str, Any] | None = None
     # Seconds the server asked the client to wait (Retry-After on 429/503), when it said.
     retry_after_s: float | None = None
     text: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """The request ended normally (outcome ``ok``)."""
+        return self.outcome == OK
 
     @property
     def t_first_ns(self) -> int | None:
@@ -90,6 +96,7 @@ class RequestRecord:
             "turn": self.turn,
             "stage": self.stage,
             "worker": self.worker,
+            "user_class": self.user_class,
             "finish_reason": self.finish_reason,
             "retry_after_s": self.retry_after_s,
             # Engine-reported timings (llama.cpp's prompt_ms, predicted_per_token_ms...), as sent.

@@ -9,11 +9,11 @@ from typing import Any
 
 from loadkit.cli import UserError
 from loadkit.glue.manifest import run_manifest
-from loadkit.glue.openloop import Dispatcher
 from loadkit.glue.options import add_arguments
 from loadkit.glue.runtime import ConfigError, ExhaustionWatch, Runtime, end_run
 from loadkit.glue.scraping import ServerMetrics
 from loadkit.glue.shape import StageShape
+from loadkit.glue.shapesteps import watch_shape
 from loadkit.glue.sidestats import SideStats
 from loadkit.plugins import PluginError
 from loadkit.targets import TargetError
@@ -50,6 +50,7 @@ def on_init(environment: Any, **_: Any) -> None:
         runtime.stats.add_section("sessions", runtime.sessions.sessions_report)
         runtime.stats.add_section("stages", runtime.sessions.stages_report)
         runtime.stats.add_section("lengths", runtime.sessions.lengths_report)
+        runtime.stats.add_section("user_classes", runtime.sessions.classes_report)
     from loadkit.selfcheck import install as install_selfcheck
 
     # Every node that sends traffic watches its own event-loop lag and CPU (skips the master).
@@ -70,12 +71,20 @@ def on_init(environment: Any, **_: Any) -> None:
         runner.register_message(NOTE_MESSAGE, _master_notes_handler(runtime))
         runner.register_message(REFUSED_MESSAGE, _master_notes_handler(runtime))
     if not isinstance(runner, WorkerRunner):
+        _watch_shapes(environment)
         _check_options_early(environment)
         _install_shape(environment)
         from loadkit.webui import install_web_ui
 
         install_web_ui(environment)
         _warn_open_web_ui(environment)
+
+
+def _watch_shapes(environment: Any) -> None:
+    """The locustfile's load shapes (the web UI may pick another one) report their steps as stages."""
+    for shape in (getattr(environment, "available_shape_classes", None) or {}).values():
+        watch_shape(environment, shape)
+    environment.loadkit.shape_steps = watch_shape(environment)
 
 
 def _warn_open_web_ui(environment: Any) -> None:
@@ -101,7 +110,7 @@ def _install_shape(environment: Any) -> None:
         except USER_ERRORS:
             return  # the web UI may still fix the options; test_start reports the error
     options = environment.parsed_options
-    duration = getattr(runtime.scenario, "duration_s", None)
+    duration = runtime.duration_s
     headless = options is not None and getattr(options, "headless", False)
     if headless and not getattr(options, "run_time", None) and duration and not runtime.plan:
         # The scenario's duration bounds a headless run that gave no -t (the command line wins).
@@ -112,7 +121,7 @@ def _install_shape(environment: Any) -> None:
         if not options.spawn_rate or options.spawn_rate < options.num_users:
             options.spawn_rate = float(options.num_users)
     if runtime.plan and environment.shape_class is None:
-        environment.shape_class = StageShape(runtime.plan, closed=not runtime.open_loop)
+        environment.shape_class = StageShape(runtime.plan, closed=runtime.stages_closed)
         environment.shape_class.runner = environment.runner
 
 
@@ -183,6 +192,8 @@ def on_test_start(environment: Any, **_: Any) -> None:
     if getattr(environment, "loadkit", None) is None:
         on_init(environment)  # the spawn came before Locust fired `init`; on_init is idempotent
     runtime: Runtime = environment.loadkit
+    if not isinstance(runner, WorkerRunner):
+        runtime.shape_steps = watch_shape(environment)
     try:
         if isinstance(runner, MasterRunner):
             _prepare_master(environment, runtime)
@@ -238,7 +249,7 @@ def _prepare_master(environment: Any, runtime: Runtime) -> None:
     """Validate on the master too, and hand each worker its shard and the plugin set."""
     options = environment.parsed_options
     runtime.configure(options, environment.host, (0, 1))
-    runtime.dispatchers = {}  # the master sends nothing: workers hold the schedule
+    runtime.send_no_schedule()
     runner = environment.runner
     workers = sorted(runner.clients.keys(), key=runner.get_worker_index)
     setattr(options, SHARD_OPTION, {client_id: [i, len(workers)] for i, client_id in enumerate(workers)})
@@ -266,7 +277,7 @@ def _prepare_worker(environment: Any, runtime: Runtime) -> None:
     index, total = shards.get(runner.client_id, [runner.worker_index, runner.worker_index + 1])
     runtime.configure(options, environment.host, (int(index), int(total)))
     if late:
-        runtime.dispatchers = {name: Dispatcher(iter(()), None) for name in runtime.dispatchers}
+        runtime.silence_schedules()
 
 
 def _refuse_worker(environment: Any, reason: str) -> None:
@@ -298,6 +309,9 @@ def on_test_stop(environment: Any, **_: Any) -> None:
         return
     runtime.close_schedule()
     runtime.snapshot_realised()
+    if runtime.shape_steps is not None and runtime.stats is not None:
+        runtime.shape_steps.finish()
+        runtime.stats.set_manifest_fields({"shape": runtime.shape_steps.manifest()})
     if runtime.server_metrics is not None:
         runtime.server_metrics.stop()
         if runtime.stats is not None:
@@ -316,6 +330,11 @@ def on_test_stop(environment: Any, **_: Any) -> None:
 
 
 def register(events: Any) -> None:
+    """Add loadkit's listeners to a Locust ``Events`` (``locust.events`` for a locustfile); once
+    per Events object, however often it is called (each loadkit user class calls it)."""
+    if getattr(events, "loadkit_registered", False):
+        return
+    events.loadkit_registered = True
     events.init_command_line_parser.add_listener(add_arguments)
     events.init.add_listener(on_init)
     events.test_start.add_listener(on_test_start)

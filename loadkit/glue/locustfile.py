@@ -1,12 +1,9 @@
-"""loadkit's locustfile: `locust -f locustfiles/llm.py --host URL --engine openai --scenario FILE`."""
+"""loadkit's locustfile: `locust -f locustfiles/llm.py --host URL --engine openai --scenario FILE`.
 
-from locust import events
+Defining the user class is the whole wiring: loadkit's listeners join Locust's events then."""
 
-from loadkit.glue.listeners import register
-from loadkit.glue.user import LLMUser
-
-register(events)
+from loadkit.glue.scenario_user import ScenarioUser
 
 
-class LLM(LLMUser):
-    """One virtual user streaming the scenario's traffic to one target."""
+class LLM(ScenarioUser):
+    """One virtual user streaming the scenario (--scenario) to the run's targets in turn."""

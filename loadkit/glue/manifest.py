@@ -83,11 +83,44 @@ def scenario_fields(scenario: Any) -> dict[str, Any]:
     }
 
 
+def class_kind(cls: type) -> str:
+    if getattr(cls, "loadkit_sends_scenario", False):
+        return "scenario"
+    return "llm" if getattr(cls, "loadkit_user", False) else "locust"
+
+
+def user_class_fields(runtime: Any) -> dict[str, Any]:
+    """The run's user classes (kind, weight, fixed_count, target, scenario) and, when it sends
+    several, each scenario with the classes sending it."""
+    out: dict[str, Any] = {}
+    workloads = list(getattr(runtime, "workloads", {}).values())
+    sends = {cls: w.label for w in workloads for cls in w.classes}
+    classes = {}
+    for cls in runtime.user_classes() or []:
+        entry: dict[str, Any] = {"kind": class_kind(cls), "weight": getattr(cls, "weight", None),
+                                 "fixed_count": getattr(cls, "fixed_count", None)}  # fmt: skip
+        if entry["kind"] != "locust":
+            entry["target"] = getattr(cls, "target", None) or None
+        if cls in sends:
+            entry["scenario"] = sends[cls]
+        classes[cls.__name__] = entry
+    if classes:
+        out["user_classes"] = classes
+    if len(workloads) > 1:
+        out["scenarios"] = [{**scenario_fields(w.scenario)["scenario"], "label": w.label,
+                             "user_classes": [c.__name__ for c in w.classes]} for w in workloads]  # fmt: skip
+    steps = getattr(runtime, "shape_steps", None)
+    if steps is not None:
+        out["shape"] = steps.manifest()
+    return out
+
+
 def run_manifest(runtime: Any, options: Any, workers: int, probe_servers: bool = True) -> dict[str, Any]:
     from loadkit import __version__
 
     return {
         **scenario_fields(runtime.scenario),
+        **user_class_fields(runtime),
         "targets": [describe_target(t, probe_servers) for t in runtime.targets],
         "client": client_host(),
         "workers": workers,

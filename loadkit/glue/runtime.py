@@ -10,12 +10,25 @@ import logging
 import time
 from collections.abc import Iterator
 from itertools import count
-from pathlib import Path
 from typing import Any
 
 from loadkit.arrival import Stage, arrival_offsets, stages_from_spec, worker_share
+from loadkit.glue.errors import ConfigError
 from loadkit.glue.openloop import Dispatcher
 from loadkit.glue.shape import stage_at
+from loadkit.glue.shapesteps import SHAPE_STAGE_OPTION, user_shape
+from loadkit.glue.workloads import (
+    DEFAULT_SCENARIO,
+    Workload,
+    check_class_targets,
+    load_scenario_file,
+    load_workloads,
+    main_workload,
+    run_duration,
+    run_slos,
+    run_targets,
+    staged_arrival,
+)
 from loadkit.plugins import plugin_fingerprint
 from loadkit.records import RequestRecord
 from loadkit.stagestats import stage_plan
@@ -25,11 +38,7 @@ from loadkit.timer import Timeouts
 log = logging.getLogger("loadkit")
 
 WARMUP = "warmup"
-DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "uneven_chat.toml"
-
-
-class ConfigError(Exception):
-    """A run cannot start with these options; the message says why, in one line."""
+__all__ = ["DEFAULT_SCENARIO", "ConfigError", "Runtime", "load_scenario_file"]
 
 
 def target_specs(options: Any, host: str | None, from_scenario: list[dict[str, Any]] | None = None) -> list[TargetSpec]:
@@ -72,16 +81,18 @@ class Runtime:
         self.environment = environment
         self.stats = stats
         self.targets: list[Target] = []
-        self.sources: dict[str, Any] = {}
-        self.scenario: Any = None
+        self.workloads: dict[str, Workload] = {}
+        self.scenario: Any = None  # the main workload's scenario (see workloads.main_workload)
         self.timeouts = Timeouts()
         self.budget: int | None = None
         self.sent = 0
-        self._assign = count()
+        self._assign: dict[Any, Iterator[int]] = {}
         self.shard = (0, 1)
-        self.dispatchers: dict[str, Dispatcher] = {}
         self.server_metrics: Any = None
         self.sessions: Any = None
+        self.shape_steps: Any = None  # a locustfile's LoadTestShape, watched (local / master)
+        self.plan: list[dict[str, Any]] = []
+        self.staged = self.shaped = False
         self.schedule_end_ns: int | None = None
         self._plugin_errors: set[str] = set()
         self.watch = ExhaustionWatch(environment)
@@ -89,37 +100,102 @@ class Runtime:
     def workload_exhausted(self) -> None:
         self.watch.trigger()
 
+    def user_classes(self) -> list[type] | None:
+        """The run's user classes (None when the runtime runs without a Locust environment)."""
+        classes = getattr(self.environment, "user_classes", None)
+        return None if classes is None else list(classes)
+
     def configure(self, options: Any, host: str | None, shard: tuple[int, int]) -> None:
-        self.scenario = load_scenario_file(options.scenario or str(DEFAULT_SCENARIO))
-        specs = target_specs(options, host, getattr(self.scenario, "targets", None) or [])
+        self.workloads = load_workloads(self.user_classes(), options.scenario)
+        main = main_workload(self.workloads, options.scenario)
+        self.scenario = main.scenario if main is not None else None
+        specs = target_specs(options, host, run_targets(self.workloads.values()))
         for spec in specs:
             resolve_engine(spec, options.api_key or None)
         self.targets = [build_target(s, options.api_key or None, options.model or None) for s in specs]
+        check_class_targets(self.user_classes(), [t.name for t in self.targets])
         try:
             self.timeouts = Timeouts(first_token_s=options.first_token_timeout, total_s=options.request_timeout)
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"--first-token-timeout / --request-timeout: {exc}") from None
         self.shard = shard
-        if not options.max_requests and getattr(self.scenario, "max_requests", None):
-            options.max_requests = int(self.scenario.max_requests)  # the command line wins
-        index, total = shard
-        self.sources = {
-            t.name: self.scenario.request_source(worker_index=index, worker_count=total) for t in self.targets
-        }
-        self.budget = share_of(options.max_requests, index, total) if options.max_requests else None
+        self.budget = share_of(options.max_requests, *shard) if options.max_requests else None
         self.sent = 0
-        self._assign = count()
-        apply_scenario_slos(options, self.scenario)
+        self._assign = {}
+        apply_scenario_slos(options, self)
         self.warmup_s = float(getattr(options, "warmup", 0) or 0)
-        self.plan = stage_plan(dict(self.scenario.arrival or {"model": "closed"}), self.warmup_s)
+        self._configure_stages()
         slo_limits = validate_slos(options)
-        self.dispatchers = self._dispatchers(options)
+        for workload in self.workloads.values():
+            self._configure_workload(workload, options)
         self.t_start_ns = time.perf_counter_ns()
         self.schedule_end_ns = None
         if self.sessions is not None:
             self.sessions.plan = self.plan
             self.sessions.set_slos(slo_limits)
-            self.sessions.asked = getattr(self.scenario, "lengths_asked", None)
+            self.sessions.asked = self._lengths_asked()
+
+    @property
+    def slos(self) -> dict[str, float]:
+        """The SLOs the run's scenarios give (used when no --slo is given)."""
+        return run_slos(self.workloads.values())
+
+    @property
+    def duration_s(self) -> float | None:
+        return run_duration(self.workloads.values())
+
+    def _configure_stages(self) -> None:
+        """The run's stages: a locustfile's load shape's steps, else the scenarios' [arrival] stages."""
+        shape = user_shape(self.environment)
+        if shape is not None and self.warmup_s > 0:
+            raise ConfigError(f"--warmup does not combine with the locustfile's load shape {type(shape).__name__}: "
+                              "make the warm-up the shape's first step")  # fmt: skip
+        arrival = staged_arrival(self.workloads.values(), type(shape).__name__ if shape is not None else None)
+        self.stages_closed = arrival.get("model", "closed") == "closed"
+        steps = self.shape_steps
+        self.plan = steps.plan if steps is not None and shape is not None else stage_plan(arrival, self.warmup_s)
+        self.shaped = shape is not None
+        self.staged = bool(self.plan) or self.shaped  # a worker's records carry the master's shape step
+
+    def _configure_workload(self, workload: Workload, options: Any) -> None:
+        """Its sources (one per target its classes send to), its budget, its schedules."""
+        index, total = self.shard
+        names = workload.target_names([t.name for t in self.targets])
+        workload.sources = {n: workload.scenario.request_source(worker_index=index, worker_count=total) for n in names}
+        limit = getattr(workload.scenario, "max_requests", None)
+        # The command line wins: with --max-requests the scenario's own count is not a budget.
+        workload.budget = share_of(int(limit), index, total) if limit and not options.max_requests else None
+        workload.sent = 0
+        workload.dispatchers = self._dispatchers(workload, options)
+
+    def _lengths_asked(self) -> Any:
+        if len(self.workloads) == 1:
+            return getattr(self.scenario, "lengths_asked", None)
+        return {"scenarios": {w.label: getattr(w.scenario, "lengths_asked", None) for w in self.workloads.values()}}
+
+    def _label(self, workload: Workload, target: str) -> str:
+        """A (scenario, target) pair in reports: the target's name, prefixed when a run has several scenarios."""
+        return target if len(self.workloads) == 1 else f"{workload.label}/{target}"
+
+    @property
+    def sources(self) -> dict[str, Any]:
+        """Every workload's request source by (scenario-prefixed) target name."""
+        return {self._label(w, t): s for w in self.workloads.values() for t, s in w.sources.items()}
+
+    @property
+    def dispatchers(self) -> dict[str, Dispatcher]:
+        """Every open-loop schedule of this process, by (scenario-prefixed) target name."""
+        return {self._label(w, t): d for w in self.workloads.values() for t, d in w.dispatchers.items()}
+
+    def send_no_schedule(self) -> None:
+        """The master sends nothing: its workers hold the schedules."""
+        for workload in self.workloads.values():
+            workload.dispatchers = {}
+
+    def silence_schedules(self) -> None:
+        """A worker that joined late: in open loop it sends nothing, so the asked rates stay exact."""
+        for workload in self.workloads.values():
+            workload.dispatchers = {name: Dispatcher(iter(()), None) for name in workload.dispatchers}
 
     def snapshot_realised(self) -> None:
         """The workload sources' own summaries (realised lengths, prefix sharing) for the report."""
@@ -134,52 +210,77 @@ class Runtime:
         self.sessions.realised = out
 
     def stage_now(self) -> str | None:
-        """Closed loop: the stage this moment of the run belongs to (by elapsed time)."""
+        """Closed loop: the stage this moment of the run belongs to: the load shape's current step
+        (set by the master's shape, read from the options every spawn message brings), else by
+        elapsed time over the scenario's stages."""
+        step = getattr(getattr(self.environment, "parsed_options", None), SHAPE_STAGE_OPTION, None)
+        if step:
+            return str(step)
         if not self.plan:
             return None
         return stage_at(self.plan, (time.perf_counter_ns() - self.t_start_ns) / 1e9) or self.plan[-1]["name"]
 
+    def slot_stage(self, stage: str | None) -> str | None:
+        """The stage of an open-loop slot; with a load shape, the shape's step (taken at send) instead."""
+        return None if self.shaped else stage
+
     @property
     def open_loop(self) -> bool:
-        return bool(self.dispatchers)
+        return any(w.dispatchers for w in self.workloads.values())
 
-    def _dispatchers(self, options: Any) -> dict[str, Dispatcher]:
-        """One schedule per target (each target gets the same arrival process)."""
-        arrival = dict(self.scenario.arrival or {"model": "closed"})
+    def _dispatchers(self, workload: Workload, options: Any) -> dict[str, Dispatcher]:
+        """One schedule per target of the workload (each target gets the same arrival process)."""
+        arrival = dict(workload.scenario.arrival or {"model": "closed"})
         model = arrival.get("model", "closed")
         if model == "closed":
             return {}
         index, total = self.shard
         out = {}
-        for target in self.targets:
+        for name, source in workload.sources.items():
             if model == "trace":
-                times = self.sources[target.name].trace_arrival_times_s() or []
+                times = source.trace_arrival_times_s() or []
                 offsets: Iterator[tuple[float, str]] = ((float(x), "trace") for x in times)
             else:
                 stages = stages_from_spec(arrival)
                 if self.warmup_s > 0:
                     first = stages[0]
                     stages = [Stage(self.warmup_s, first.rate, first.cv, None, WARMUP), *stages]
-                offsets = worker_share(arrival_offsets(model, stages, int(self.scenario.seed)), index, total)
-            out[target.name] = Dispatcher(
-                offsets, options.max_schedule_lag or None, options.late_threshold_ms / 1e3
-            )
+                offsets = worker_share(arrival_offsets(model, stages, int(workload.scenario.seed)), index, total)
+            out[name] = Dispatcher(offsets, options.max_schedule_lag or None, options.late_threshold_ms / 1e3)
         return out
 
     def start_schedule(self) -> None:
-        """All users exist (spawning complete): the open-loop clock starts now, for every target."""
+        """All users exist (spawning complete): the open-loop clock starts now, for every schedule."""
         now = time.perf_counter_ns()
         for dispatcher in self.dispatchers.values():
             dispatcher.start(now)
 
     def schedule_summary(self) -> dict[str, Any] | None:
-        if not self.dispatchers:
+        dispatchers = self.dispatchers
+        if not dispatchers:
             return None
-        return {name: d.summary() for name, d in self.dispatchers.items()}
+        return {name: d.summary() for name, d in dispatchers.items()}
+
+    def target_for(self, user_class: type | None = None) -> Target:
+        """The target a new user sends to: the one its class names, else round-robin over the
+        targets among the users of its class, so each target gets its share of every class."""
+        name = getattr(user_class, "target", None) if user_class is not None else None
+        if isinstance(name, str) and name:
+            return next(t for t in self.targets if t.name == name)  # checked at configure
+        turn = self._assign.setdefault(user_class, count())
+        return self.targets[next(turn) % len(self.targets)]
 
     def next_target(self) -> Target:
-        """Round-robin targets over this process's users, so each target gets its share."""
-        return self.targets[next(self._assign) % len(self.targets)]
+        return self.target_for(None)
+
+    def workload_for(self, user_class: type) -> Workload:
+        """The workload a ScenarioUser class sends (the only one, when the runtime has no classes)."""
+        for workload in self.workloads.values():
+            if user_class in workload.classes:
+                return workload
+        if len(self.workloads) == 1 and not next(iter(self.workloads.values())).classes:
+            return next(iter(self.workloads.values()))
+        raise RuntimeError(f"user class {user_class.__name__} is not one of this run's user classes")
 
     def take_budget(self) -> bool:
         """Count one request against --max-requests; False once this process's share is spent."""
@@ -220,12 +321,13 @@ class Runtime:
         from loadkit.plugins import get_plugin_manager
 
         rec.worker = self.shard[0] if self.shard[1] > 1 else None
-        if self.sessions is not None and rec.stage is not None and self.plan:
+        if self.sessions is not None and rec.stage is not None and self.staged:
             self.sessions.add_staged(rec)
         if rec.stage == WARMUP:
             return  # warm-up is excluded from the run's stats (it shows in the stage table)
         if self.sessions is not None:
             self.sessions.add_lengths(rec)
+            self.sessions.add_class(rec)
         # Called one implementation at a time so a failure names its plugin.
         for impl in get_plugin_manager().hook.loadkit_request_finished.get_hookimpls():
             try:
@@ -267,8 +369,10 @@ def apply_scenario_slos(options: Any, scenario: Any) -> None:
     if getattr(options, SCENARIO_SLOS, False):
         options.slo = None
         setattr(options, SCENARIO_SLOS, False)
+    if getattr(options, "slo", None):
+        return
     slos = getattr(scenario, "slos", None) or {}
-    if slos and not getattr(options, "slo", None):
+    if slos:
         options.slo = [f"{key}={float(limit):g}" for key, limit in slos.items()]
         setattr(options, SCENARIO_SLOS, True)
 
@@ -296,19 +400,6 @@ def validate_slos(options: Any) -> dict[str, float]:
 def share_of(total: int, index: int, workers: int) -> int:
     """Split `total` over `workers` exactly: the first `total % workers` get one more."""
     return total // workers + (1 if index < total % workers else 0)
-
-
-def load_scenario_file(path: str) -> Any:
-    from loadkit.workload import ScenarioError, load_scenario
-
-    try:
-        return load_scenario(path)
-    except ScenarioError as exc:
-        raise ConfigError(str(exc)) from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read scenario {path!r}: {exc.strerror or exc}") from None
-    except ValueError as exc:  # e.g. a NUL byte in the path: not a file name at all
-        raise ConfigError(f"cannot read scenario {path!r}: {exc}") from None
 
 
 class ExhaustionWatch:

@@ -1,4 +1,4 @@
-"""Session and stage stats across Locust nodes: workers piggyback a cumulative snapshot on
+"""Session, stage, length and user-class stats across Locust nodes: workers piggyback a cumulative snapshot on
 every stats report (`report_to_master`), the master keeps the newest per worker and merges on
 demand.
 
@@ -11,10 +11,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from loadkit.classstats import ClassStats
 from loadkit.lengthstats import LengthStats
 from loadkit.records import RequestRecord
 from loadkit.sessionstats import SessionStats
 from loadkit.stagestats import StageStats
+from loadkit.stats.aggregate import Slo
 
 log = logging.getLogger("loadkit")
 KEY = "loadkit_side"
@@ -28,8 +30,9 @@ class SideStats:
         self.local = SessionStats()
         self.stages = StageStats()
         self.lengths = LengthStats()
+        self.classes = ClassStats()
         self.realised: dict[str, Any] = {}  # this node's workload sources' own summaries
-        self.remote: dict[str, tuple[int, SessionStats, StageStats, LengthStats, dict[str, Any]]] = {}
+        self.remote: dict[str, tuple[int, SessionStats, StageStats, LengthStats, dict[str, Any], ClassStats]] = {}
         self.seq = 0
         self.plan: list[dict[str, Any]] = []
         self.asked: dict[str, Any] | None = None  # the scenario's length spec, as written
@@ -51,10 +54,12 @@ class SideStats:
         self.local = SessionStats()
         self.stages = StageStats(self.stages.slos)
         self.lengths = LengthStats()
+        self.classes = ClassStats(self.classes.slos)
         self.remote.clear()
 
     def set_slos(self, slos: dict[str, float]) -> None:
         self.stages.slos = dict(slos)
+        self.classes.slos = tuple(Slo(key, limit) for key, limit in slos.items())
 
     def add_turn(self, record: RequestRecord) -> None:
         self.local.add_turn(record)
@@ -64,6 +69,9 @@ class SideStats:
 
     def add_lengths(self, record: RequestRecord) -> None:
         self.lengths.add(record)
+
+    def add_class(self, record: RequestRecord) -> None:
+        self.classes.add(record)
 
     def add_session(self, engine: str, session: Any) -> None:
         self.local.add_session(
@@ -77,7 +85,8 @@ class SideStats:
     def on_report_to_master(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
         self.seq += 1
         data[KEY] = {"seq": self.seq, "sessions": self.local.to_wire(), "stages": self.stages.to_wire(),
-                     "lengths": self.lengths.to_wire(), "realised": self.realised}  # fmt: skip
+                     "lengths": self.lengths.to_wire(), "realised": self.realised,
+                     "classes": self.classes.to_wire()}  # fmt: skip
 
     def on_worker_report(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
         payload = data.get(KEY)
@@ -91,10 +100,11 @@ class SideStats:
             sessions = SessionStats.from_wire(payload["sessions"])
             stages = StageStats.from_wire(payload["stages"])
             lengths = LengthStats.from_wire(payload["lengths"])
+            classes = ClassStats.from_wire(payload["classes"]) if "classes" in payload else ClassStats()
         except (KeyError, ValueError, TypeError) as exc:
             log.error("loadkit: bad session/stage stats from worker %s: %s", client_id, exc)
             return
-        self.remote[client_id] = (seq, sessions, stages, lengths, dict(payload.get("realised") or {}))
+        self.remote[client_id] = (seq, sessions, stages, lengths, dict(payload.get("realised") or {}), classes)
 
     def sessions_report(self) -> dict[str, Any]:
         merged = SessionStats()
@@ -114,8 +124,15 @@ class SideStats:
         merged = LengthStats()
         merged.merge(self.lengths)
         realised = [self.realised] if self.realised else []
-        for _, _, _, lengths, real in self.remote.values():
+        for _, _, _, lengths, real, _ in self.remote.values():
             merged.merge(lengths)
             if real:
                 realised.append(real)
         return {"asked": self.asked, "by_target": merged.report(), "workload_sources": realised}
+
+    def classes_report(self) -> dict[str, Any]:
+        merged = ClassStats(self.classes.slos)
+        merged.merge(self.classes)
+        for *_, classes in self.remote.values():
+            merged.merge(classes)
+        return merged.report()

@@ -1,0 +1,98 @@
+"""Conversation: a multi-turn session that a Locust task drives itself, turn by turn.
+
+    with self.session(name="agent", system="You are a tool-using agent.") as conv:
+        rec = conv.chat("What is the weather in Paris?", max_tokens=64)
+        while rec.ok and wants_tool(rec.text):
+            conv.add("user", run_tool(rec.text))     # any message: a tool result, a correction
+            rec = conv.chat(max_tokens=64)            # send the history as it stands
+
+Each ``chat`` sends the whole history (the system prompt, every message, every reply) as one
+streamed request with the session's id, so ``--session-header`` routes it and the session and
+turn stats count it like a scenario session; the reply is appended verbatim when the turn is
+ok. A failed turn appends nothing: the task may send the same history again or give up.
+Turns are labelled ``turn1`` and ``turnN`` (prefixed with the session's name, when given), so
+the cold first turn and the warm later turns are reported apart.
+
+When the conversation closes (the ``with`` block ends, or ``close()``) it is counted once:
+completed, or broken by its first failed turn's outcome (``cancelled`` when the block ended
+by an exception, e.g. the test stopping). Nothing here imports Locust.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+from loadkit.records import RequestRecord
+from loadkit.types import CANCELLED, GenerationRequest
+from loadkit.workload.sessions import BROKEN, COMPLETED, RUNNING
+
+Send = Callable[[GenerationRequest], RequestRecord]
+
+
+class Conversation:
+    """See the module docstring. ``send`` streams one request; ``ended`` is told once, at close."""
+
+    def __init__(self, send: Send, ended: Callable[[Conversation], None], session_id: str,
+                 name: str | None = None, system: str | None = None) -> None:  # fmt: skip
+        self.session_id = session_id
+        self.name = name
+        self.history: list[dict[str, Any]] = []
+        self.turns_sent = 0
+        self.status = RUNNING
+        self.broken_reason: str | None = None  # the first failed turn's outcome
+        self.end_reason: str | None = None
+        self.last: RequestRecord | None = None
+        self._send, self._ended = send, ended
+        if system is not None:
+            self.add("system", system)
+
+    def add(self, role: str, content: str, **fields: Any) -> None:
+        """Append one message (e.g. ``add("tool", result, tool_call_id=...)``) without sending."""
+        self.history.append({"role": role, "content": content, **fields})
+
+    def chat(self, content: str | None = None, *, role: str = "user", max_tokens: int = 128,
+             label: str | None = None, exact_output: bool = True, **extra: Any) -> RequestRecord:  # fmt: skip
+        """Append ``content`` (as ``role``) when given, send the history, return the turn's record.
+        ``extra`` goes into the request body (``temperature=0``, ``tools=[...]``)."""
+        if self.status != RUNNING:
+            raise RuntimeError(f"conversation {self.session_id} is closed")
+        if content is not None:
+            self.add(role, content)
+        request = GenerationRequest(messages=[dict(m) for m in self.history], max_tokens=max_tokens,
+                                    exact_output=exact_output, label=label or self._turn_label(),
+                                    session_id=self.session_id, turn=self.turns_sent + 1,
+                                    extra_body=dict(extra))  # fmt: skip
+        self.turns_sent += 1
+        record = self._send(request)
+        self.last = record
+        if record.ok:
+            self.history.append({"role": "assistant", "content": record.text})
+        elif self.broken_reason is None:
+            self.broken_reason = record.outcome
+        return record
+
+    def _turn_label(self) -> str:
+        turn = "turn1" if self.turns_sent == 0 else "turnN"
+        return f"{self.name}:{turn}" if self.name else turn
+
+    def close(self, reason: str = "done") -> None:
+        """End the conversation and count it (once; later calls do nothing)."""
+        if self.status != RUNNING:
+            return
+        if self.broken_reason is not None:
+            self.status = BROKEN
+        else:
+            self.status, self.end_reason = COMPLETED, reason
+        if self.turns_sent:
+            self._ended(self)
+
+    def __enter__(self) -> Conversation:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:  # fmt: skip
+        if exc_type is not None and self.broken_reason is None and self.status == RUNNING:
+            self.broken_reason = CANCELLED  # stopped (test stop, budget spent) or the task raised
+        self.close()

@@ -1,0 +1,78 @@
+"""What a task of your own LLMUser calls: ``chat``, ``complete``, ``session``.
+
+Each call builds one GenerationRequest and sends it through ``LLMUser.send``, the path the
+scenario traffic takes: the stream timer stamps it, the request counts against
+--max-requests and in the conservation check, and its record reaches the stats, the SLOs,
+the raw log, the reports and the web UI. The record comes back, so the task can branch on
+the reply (``rec.ok``, ``rec.text``, ``rec.n_out``, ``rec.outcome``). docs/locustfiles.md.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from loadkit.conversation import Conversation
+from loadkit.records import RequestRecord
+from loadkit.types import GenerationRequest
+
+if TYPE_CHECKING:
+    from loadkit.glue.runtime import Runtime
+
+Messages = str | Iterable[dict[str, Any]]
+
+
+def register_listeners(events: Any = None) -> None:
+    """Add loadkit's listeners to ``events`` (default ``locust.events``, the one a locustfile's
+    run uses); once per Events object. Defining a loadkit user class in a locustfile does it."""
+    if events is None:
+        from locust import events as locust_events
+
+        events = locust_events
+    from loadkit.glue.listeners import register
+
+    register(events)
+
+
+class LLMCalls:
+    """The request-making half of LLMUser (mixed into it; see the module docstring)."""
+
+    runtime: Runtime
+    target: Any  # class attribute: a target's name; in a running user, that Target
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # A locustfile defining a concrete loadkit user is all the wiring loadkit needs: its
+        # listeners join Locust's events while the locustfile is imported, as Locust's own are.
+        if not cls.__dict__.get("abstract", False):
+            register_listeners()
+
+    def send(self, request: GenerationRequest, budgeted: bool = False) -> RequestRecord:
+        raise NotImplementedError  # LLMUser.send
+
+    def chat(self, messages: Messages, *, max_tokens: int = 128, label: str = "chat", exact_output: bool = True,
+             **extra: Any) -> RequestRecord:  # fmt: skip
+        """Stream one chat request (``messages``: a list of {"role", "content"} dicts, or one
+        user message as a string); ``extra`` goes into the body (``temperature=0``, ``tools=[...]``)."""
+        listed = [{"role": "user", "content": messages}] if isinstance(messages, str) else [dict(m) for m in messages]
+        request = GenerationRequest(messages=listed, max_tokens=max_tokens, label=label, exact_output=exact_output,
+                                    extra_body=dict(extra))  # fmt: skip
+        return self.send(request)
+
+    def complete(self, prompt: str, *, max_tokens: int = 128, label: str = "completion", exact_output: bool = True,
+                 **extra: Any) -> RequestRecord:  # fmt: skip
+        """Stream one completion request for ``prompt`` (a chat target gets it as one user message)."""
+        request = GenerationRequest(prompt=prompt, max_tokens=max_tokens, label=label, exact_output=exact_output,
+                                    extra_body=dict(extra))  # fmt: skip
+        return self.send(request)
+
+    def session(self, name: str | None = None, *, system: str | None = None) -> Conversation:
+        """A multi-turn conversation with its own session id (see loadkit.conversation)."""
+        session_id = f"{type(self).__name__}-{uuid.uuid4().hex[:12]}"
+        return Conversation(self.send, self._conversation_ended, session_id, name=name, system=system)
+
+    def _conversation_ended(self, conversation: Conversation) -> None:
+        sessions = getattr(self.runtime, "sessions", None)
+        if sessions is not None:
+            sessions.add_session(self.target.name, conversation)

@@ -1,0 +1,7 @@
+"""The glue's one error type for options and locustfiles that cannot start a run."""
+
+from __future__ import annotations
+
+
+class ConfigError(Exception):
+    """A run cannot start with these options; the message says why, in one line."""
