@@ -11,7 +11,8 @@ streamed request with the session's id, so ``--session-header`` routes it and th
 turn stats count it like a scenario session; the reply is appended verbatim when the turn is
 ok. A failed turn appends nothing: the task may send the same history again or give up.
 Turns are labelled ``turn1`` and ``turnN`` (prefixed with the session's name, when given), so
-the cold first turn and the warm later turns are reported apart.
+the cold first turn and the warm later turns are reported apart; a later turn expects the last
+prompt and reply (as the server counted them) to be cached.
 
 When the conversation closes (the ``with`` block ends, or ``close()``) it is counted once:
 completed, or broken by its first failed turn's outcome (``cancelled`` when the block ended
@@ -63,6 +64,7 @@ class Conversation:
         request = GenerationRequest(messages=[dict(m) for m in self.history], max_tokens=max_tokens,
                                     exact_output=exact_output, label=label or self._turn_label(),
                                     session_id=self.session_id, turn=self.turns_sent + 1,
+                                    expected_cached_tokens=self._expected_cached(),
                                     extra_body=dict(extra))  # fmt: skip
         self.turns_sent += 1
         record = self._send(request)
@@ -72,6 +74,14 @@ class Conversation:
         elif self.broken_reason is None:
             self.broken_reason = record.outcome
         return record
+
+    def _expected_cached(self) -> int | None:
+        """The prefix a cache should hold: the last prompt and its reply, as the server counted
+        them, when the last turn succeeded; else unknown."""
+        last = self.last
+        if last is None or not last.ok or last.n_in is None or last.n_out is None:
+            return None
+        return last.n_in + last.n_out
 
     def _turn_label(self) -> str:
         turn = "turn1" if self.turns_sent == 0 else "turnN"

@@ -93,6 +93,7 @@ class Runtime:
         self.shape_steps: Any = None  # a locustfile's LoadTestShape, watched (local / master)
         self.plan: list[dict[str, Any]] = []
         self.staged = self.shaped = False
+        self.stages_closed = True
         self.schedule_end_ns: int | None = None
         self._plugin_errors: set[str] = set()
         self.watch = ExhaustionWatch(environment)

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from loadkit.report import plots, tables
+from loadkit.report.classes import classes_section
 from loadkit.report.htmlutil import not_measured, section
 from loadkit.report.manifest import definitions_section, manifest_section, warnings_section
 from loadkit.report.rawdata import RawData, load_raw
@@ -34,7 +35,7 @@ svg .al{font-size:12px;fill:#222}svg .tt{font-size:14px;font-weight:600}svg .lg{
 .bad{color:#fff;background:#c9302c;padding:2px 8px;border-radius:3px}.good{color:#fff;background:#3c763d;padding:2px 8px;border-radius:3px}
 nav a{margin-right:12px}code{font-size:12px;word-break:break-all}ul.warnings li{color:#8a3b3b}
 """
-NAV = (("summary", "Summary"), ("slo", "SLOs"), ("cdfs", "CDFs"), ("timeseries", "Over time"), ("stages", "Stages"),
+NAV = (("summary", "Summary"), ("classes", "User classes"), ("slo", "SLOs"), ("cdfs", "CDFs"), ("timeseries", "Over time"), ("stages", "Stages"),
        ("buckets", "Input lengths"), ("turns", "Turns"), ("outcomes", "Outcomes"), ("server", "Server metrics"),
        ("capacity", "KV capacity"), ("warnings", "Warnings"), ("manifest", "Manifest"), ("definitions", "Definitions"))  # fmt: skip
 
@@ -83,6 +84,7 @@ def build_html(report: dict[str, Any], raw: RawData | None = None, report_dir: s
     )
     parts = [
         _safe("summary", lambda: tables.summary_section(report), errors),
+        _safe("classes", lambda: classes_section(report), errors),
         _safe("slo", lambda: tables.slo_section(report), errors),
         _safe("cdfs", lambda: plots.cdf_section(report, raw), errors),
         _safe("timeseries", lambda: plots.timeseries_section(report, raw), errors),

@@ -133,7 +133,7 @@ function render(doc) {
   const st = document.getElementById("status");
   st.className = doc.valid ? "" : "bad";
   st.textContent = "state: " + doc.state + " · engines: " + Object.keys(s).length +
-    " · requests: " + doc.rows.filter(r => r.label === "*").reduce((a, r) => a + r.requests, 0) +
+    " · requests: " + doc.rows.filter(r => r.label === "*" && r.user_class === "*").reduce((a, r) => a + r.requests, 0) +
     (doc.valid ? "" : " · run INVALID (see report)") + " · updated " + new Date().toTimeString().slice(0, 8);
 }
 async function poll() {

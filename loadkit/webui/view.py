@@ -1,4 +1,5 @@
-"""The LLM table: rows per (engine, label) built from a ``loadkit.report/1`` document.
+"""The LLM table: rows per (engine, label), then per (user class, engine, label) when the run
+has several loadkit user classes, built from a ``loadkit.report/1`` document.
 
 Two forms of every row: ``numeric_rows`` keeps the report's numbers untouched (the JSON
 endpoint, the CSV, tests), ``display_rows`` formats them for Locust's extended table, whose
@@ -16,9 +17,11 @@ from loadkit.types import OK
 LATENCY_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 PERCENTILES = ("p50", "p90", "p99")
 ALL_LABELS = "*"  # the engine's total row, as in loadkit's stats.csv
+ALL_CLASSES = "*"  # a row over every user class
 
 # (key, title) of the extended table's columns, in order.
 TABLE_STRUCTURE: list[dict[str, str]] = [
+    {"key": "userclass", "title": "User class"},
     {"key": "engine", "title": "Engine"},
     {"key": "label", "title": "Label"},
     {"key": "requests", "title": "Requests"},
@@ -33,9 +36,10 @@ TABLE_STRUCTURE: list[dict[str, str]] = [
 ]
 
 
-def numeric_row(engine: str, label: str, section: dict[str, Any]) -> dict[str, Any]:
+def numeric_row(engine: str, label: str, section: dict[str, Any], user_class: str = ALL_CLASSES) -> dict[str, Any]:
     """One row of report numbers; None where the report says "not measured"."""
     row: dict[str, Any] = {
+        "user_class": user_class,
         "engine": engine,
         "label": label,
         "requests": section["requests"],
@@ -53,13 +57,24 @@ def numeric_row(engine: str, label: str, section: dict[str, Any]) -> dict[str, A
 
 
 def numeric_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per engine its total row (label "*"), then one row per label when it has several."""
+    """Per engine its total row (label "*"), then one row per label when it has several; then
+    the same per user class, when the run has more than one."""
     rows = []
     for engine, section in report["engines"].items():
-        rows.append(numeric_row(engine, ALL_LABELS, section))
-        labels = section.get("labels", {})
-        if len(labels) > 1:
-            rows.extend(numeric_row(engine, label, sub) for label, sub in labels.items())
+        rows.extend(_engine_rows(engine, section, ALL_CLASSES))
+    classes = report.get("user_classes") or {}
+    if len(classes) > 1:
+        for user_class, section in classes.items():
+            for engine, sub in section.get("engines", {}).items():
+                rows.extend(_engine_rows(engine, sub, user_class))
+    return rows
+
+
+def _engine_rows(engine: str, section: dict[str, Any], user_class: str) -> list[dict[str, Any]]:
+    rows = [numeric_row(engine, ALL_LABELS, section, user_class)]
+    labels = section.get("labels", {})
+    if len(labels) > 1:
+        rows.extend(numeric_row(engine, label, sub, user_class) for label, sub in labels.items())
     return rows
 
 
@@ -81,6 +96,7 @@ def fmt_outcomes(outcomes: dict[str, int]) -> str:
 def display_row(row: dict[str, Any]) -> dict[str, Any]:
     """The text Locust's extended table shows for one numeric row."""
     out = {
+        "userclass": row["user_class"],
         "engine": row["engine"],
         "label": row["label"],
         "requests": row["requests"],
@@ -99,7 +115,7 @@ def display_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 CSV_FIELDS = (
-    ["engine", "label", "requests", "ok", "failures", "failed_outcomes", "output_tokens"]
+    ["user_class", "engine", "label", "requests", "ok", "failures", "failed_outcomes", "output_tokens"]
     + [f"{m}_{p}" for m in LATENCY_METRICS for p in PERCENTILES]
     + ["output_tokens_per_s", "goodput_per_s"]
 )

@@ -10,6 +10,7 @@ scenario files.
 
 from __future__ import annotations
 
+import os
 import tomllib
 from pathlib import Path
 
@@ -37,14 +38,14 @@ def _is_file(path: Path) -> bool:
 
 
 def looks_like_name(ref: str) -> bool:
-    """A bare name (no directory, no .toml): looked up among the shipped scenarios."""
-    return bool(ref) and "/" not in ref and "\\" not in ref and not ref.endswith(".toml")
+    """A bare name (no directory; ``.toml`` optional): looked up among the shipped scenarios."""
+    return bool(ref) and "/" not in ref and "\\" not in ref
 
 
 def resolve_scenario(ref: str, base_dir: Path | None = None) -> Path:
     """The scenario file ``ref`` names. A path that exists nowhere is returned as given (the
     loader then says it cannot read it); an unknown bare name raises UnknownScenario."""
-    path = Path(ref).expanduser()
+    path = Path(os.path.expanduser(ref))  # unlike Path.expanduser, never raises for ~unknown
     if _is_file(path):
         return path
     if base_dir is not None and not path.is_absolute() and _is_file(base_dir / path):
@@ -61,12 +62,13 @@ def resolve_scenario(ref: str, base_dir: Path | None = None) -> Path:
 
 def scenario_tags(ref: str, base_dir: Path | None = None) -> set[str]:
     """Tags for the scenario task of a user class sending ``ref``: the reference as a name (its
-    file stem, ``_`` as ``-`` too) and, when the file can be read now, the scenario's own
-    ``name``. Best effort: an unreadable file is reported when the run starts, not here."""
-    stem = Path(ref).stem
-    tags = {stem, stem.replace("_", "-")}
+    stem, ``_`` as ``-`` too), the file's stem and, when the file can be read now, the
+    scenario's own ``name``. Best effort: an unreadable file is reported when the run starts, not here."""
+    tags = {Path(ref).stem, Path(ref).stem.replace("_", "-")}
     try:
-        with open(resolve_scenario(ref, base_dir), "rb") as fh:
+        path = resolve_scenario(ref, base_dir)
+        tags.add(path.stem)
+        with open(path, "rb") as fh:
             name = tomllib.load(fh).get("name")
     except (OSError, ValueError, UnknownScenario):  # TOMLDecodeError is a ValueError
         return tags

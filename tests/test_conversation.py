@@ -1,0 +1,74 @@
+"""Conversation: history, turn labels, session ids, and how a session is counted when it closes."""
+
+from __future__ import annotations
+
+import pytest
+
+from loadkit.conversation import Conversation
+from loadkit.records import RequestRecord
+from loadkit.types import GenerationRequest
+
+
+class FakeServer:
+    """Answers each request with a scripted outcome; keeps what it was sent."""
+
+    def __init__(self, outcomes: list[str]) -> None:
+        self.outcomes = list(outcomes)
+        self.sent: list[GenerationRequest] = []
+
+    def __call__(self, request: GenerationRequest) -> RequestRecord:
+        self.sent.append(request)
+        outcome = self.outcomes.pop(0)
+        n = len(self.sent)
+        return RequestRecord(f"r{n}", "e", "openai", label=request.label, outcome=outcome,
+                             text=f"reply {n}" if outcome == "ok" else "", n_in=100 * n, n_out=10)  # fmt: skip
+
+
+def conversation(server: FakeServer, ended: list[Conversation], **kw) -> Conversation:
+    return Conversation(server, ended.append, "S-1", **kw)
+
+
+def test_each_turn_sends_the_whole_history_and_appends_the_reply():
+    server, ended = FakeServer(["ok", "ok", "ok"]), []
+    with conversation(server, ended, name="agent", system="be brief") as conv:
+        conv.chat("hi", max_tokens=7)
+        conv.add("tool", "42", tool_call_id="c1")
+        conv.chat(max_tokens=9, temperature=0)
+        conv.chat("thanks", label="closing")
+    first, second, third = server.sent
+    assert first.messages == [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
+    assert second.messages[-2:] == [{"role": "assistant", "content": "reply 1"},
+                                    {"role": "tool", "content": "42", "tool_call_id": "c1"}]  # fmt: skip
+    assert third.messages[-1] == {"role": "user", "content": "thanks"}
+    assert [r.label for r in server.sent] == ["agent:turn1", "agent:turnN", "closing"]
+    assert [r.turn for r in server.sent] == [1, 2, 3] and {r.session_id for r in server.sent} == {"S-1"}
+    assert (first.max_tokens, second.max_tokens, second.extra_body) == (7, 9, {"temperature": 0})
+    # Later turns expect the last prompt and reply (as the server counted them) to be cached.
+    assert [r.expected_cached_tokens for r in server.sent] == [None, 110, 210]
+    assert ended == [conv] and conv.status == "completed" and conv.end_reason == "done" and conv.turns_sent == 3
+
+
+def test_a_failed_turn_appends_nothing_and_breaks_the_session_by_its_outcome():
+    server, ended = FakeServer(["ok", "http_error:503", "ok"]), []
+    conv = conversation(server, ended)
+    conv.chat("a")
+    assert not conv.chat("b").ok
+    conv.chat()  # the task may resend the same history
+    assert server.sent[2].messages == server.sent[1].messages
+    assert server.sent[2].expected_cached_tokens is None  # the last turn failed: unknown
+    conv.close()
+    conv.close()  # counted once
+    assert ended == [conv] and conv.status == "broken" and conv.broken_reason == "http_error:503"
+    with pytest.raises(RuntimeError, match="closed"):
+        conv.chat("again")
+
+
+def test_leaving_the_block_by_an_exception_is_a_cancelled_session_and_an_unused_one_is_not_counted():
+    server, ended = FakeServer(["ok"]), []
+    with pytest.raises(KeyError), conversation(server, ended) as conv:
+        conv.chat("a")
+        raise KeyError("stopped")
+    assert conv.status == "broken" and conv.broken_reason == "cancelled"
+    with conversation(server, ended):
+        pass
+    assert ended == [conv]
