@@ -14,11 +14,16 @@ Three Locust user classes share one run, weighted as Locust weights any users (3
 
 loadkit's report has the requests per engine and label as usual, and per user class
 (``user_classes``: Chat, Agent) — in report.json, report.html and the web UI's LLM tab.
+
+Tags select tasks as in any locustfile; the agent's scenario task is tagged ``scenario`` and
+``agent-multiturn``: ``locust -f locustfiles/mixed.py Agent Chat --tags agent-multiturn short``
+runs the agent sessions and the short questions only (a class left without tasks cannot run,
+so the classes to run are named too).
 """
 
 import random
 
-from locust import FastHttpUser, between, constant, task
+from locust import FastHttpUser, between, constant, tag, task
 
 from loadkit import LLMUser, ScenarioUser
 
@@ -33,11 +38,13 @@ class Chat(LLMUser):
     weight = 3
     wait_time = between(0.2, 1.0)
 
+    @tag("chat", "short")
     @task(4)
     def short_question(self) -> None:
         topic = random.choice(TOPICS)
         self.chat(f"Tell me briefly about {topic}.", max_tokens=random.randint(16, 64), label="chat:short")
 
+    @tag("chat", "long")
     @task(1)
     def long_paste(self) -> None:
         messages = [{"role": "user", "content": f"Summarise this report:\n{PASTE}"}]

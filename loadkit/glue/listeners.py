@@ -62,6 +62,10 @@ def on_init(environment: Any, **_: Any) -> None:
 
     # Known loop stalls (full GC, Locust's first inspect.stack()) merged events: see stalls.py.
     install_stall_guards(environment)
+    from loadkit.glue.shares import install as install_shares
+
+    # Before the schedules start: the master deals open-loop shares by who runs which users.
+    install_shares(environment, runtime)
     # spawning_complete carries no environment: bind this process's runtime here.
     environment.events.spawning_complete.add_listener(lambda **_: runtime.start_schedule())
     environment.events.test_stopping.add_listener(lambda **_: runtime.stopping())

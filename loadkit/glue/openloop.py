@@ -49,6 +49,12 @@ class Dispatcher:
         if self.t0_ns is None:
             self.t0_ns = t0_ns if t0_ns is not None else time.perf_counter_ns()
 
+    def deal(self, offsets: Iterator[tuple[float, str]]) -> None:
+        """Replace the send times, before the schedule starts (the master re-deals shares then)."""
+        if self.t0_ns is not None:
+            raise RuntimeError("schedule already started")
+        self._offsets, self._peek = offsets, None
+
     def next_slot(self) -> tuple[int, str] | None:
         """The next (t_sched_ns, stage) of this process, or None when the schedule is over."""
         if self.t0_ns is None:

@@ -12,13 +12,13 @@ from collections.abc import Iterator
 from itertools import count
 from typing import Any
 
-from loadkit.arrival import Stage, arrival_offsets, stages_from_spec, worker_share
 from loadkit.glue.errors import ConfigError
 from loadkit.glue.openloop import Dispatcher
 from loadkit.glue.shape import stage_at
 from loadkit.glue.shapesteps import SHAPE_STAGE_OPTION, user_shape
 from loadkit.glue.workloads import (
     DEFAULT_SCENARIO,
+    WARMUP,
     Workload,
     check_class_targets,
     load_scenario_file,
@@ -27,6 +27,7 @@ from loadkit.glue.workloads import (
     run_duration,
     run_slos,
     run_targets,
+    share_of,
     staged_arrival,
 )
 from loadkit.plugins import plugin_fingerprint
@@ -37,7 +38,6 @@ from loadkit.timer import Timeouts
 
 log = logging.getLogger("loadkit")
 
-WARMUP = "warmup"
 __all__ = ["DEFAULT_SCENARIO", "ConfigError", "Runtime", "load_scenario_file"]
 
 
@@ -160,14 +160,18 @@ class Runtime:
 
     def _configure_workload(self, workload: Workload, options: Any) -> None:
         """Its sources (one per target its classes send to), its budget, its schedules."""
-        index, total = self.shard
-        names = workload.target_names([t.name for t in self.targets])
-        workload.sources = {n: workload.scenario.request_source(worker_index=index, worker_count=total) for n in names}
-        limit = getattr(workload.scenario, "max_requests", None)
-        # The command line wins: with --max-requests the scenario's own count is not a budget.
-        workload.budget = share_of(int(limit), index, total) if limit and not options.max_requests else None
         workload.sent = 0
-        workload.dispatchers = self._dispatchers(workload, options)
+        workload.dispatchers = {}
+        workload.plan_deal(workload.target_names([t.name for t in self.targets]), options, self.warmup_s)
+        workload.deal(self.shard)
+
+    def reshare(self, shares: dict[str, list[int] | None]) -> None:
+        """Worker: the master's shares of each open-loop scenario, dealt among the workers that
+        run its users (given before the schedules start; see glue/shares.py)."""
+        for workload in self.workloads.values():
+            if workload.label in shares and workload.dispatchers:
+                share = shares[workload.label]
+                workload.deal((int(share[0]), int(share[1])) if share else None)
 
     def _lengths_asked(self) -> Any:
         if len(self.workloads) == 1:
@@ -228,27 +232,6 @@ class Runtime:
     @property
     def open_loop(self) -> bool:
         return any(w.dispatchers for w in self.workloads.values())
-
-    def _dispatchers(self, workload: Workload, options: Any) -> dict[str, Dispatcher]:
-        """One schedule per target of the workload (each target gets the same arrival process)."""
-        arrival = dict(workload.scenario.arrival or {"model": "closed"})
-        model = arrival.get("model", "closed")
-        if model == "closed":
-            return {}
-        index, total = self.shard
-        out = {}
-        for name, source in workload.sources.items():
-            if model == "trace":
-                times = source.trace_arrival_times_s() or []
-                offsets: Iterator[tuple[float, str]] = ((float(x), "trace") for x in times)
-            else:
-                stages = stages_from_spec(arrival)
-                if self.warmup_s > 0:
-                    first = stages[0]
-                    stages = [Stage(self.warmup_s, first.rate, first.cv, None, WARMUP), *stages]
-                offsets = worker_share(arrival_offsets(model, stages, int(workload.scenario.seed)), index, total)
-            out[name] = Dispatcher(offsets, options.max_schedule_lag or None, options.late_threshold_ms / 1e3)
-        return out
 
     def start_schedule(self) -> None:
         """All users exist (spawning complete): the open-loop clock starts now, for every schedule."""
@@ -396,11 +379,6 @@ def validate_slos(options: Any) -> dict[str, float]:
         except argparse.ArgumentTypeError as exc:
             raise ConfigError(str(exc)) from None
     return limits
-
-
-def share_of(total: int, index: int, workers: int) -> int:
-    """Split `total` over `workers` exactly: the first `total % workers` get one more."""
-    return total // workers + (1 if index < total % workers else 0)
 
 
 class ExhaustionWatch:

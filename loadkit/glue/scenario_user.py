@@ -55,7 +55,12 @@ class ScenarioUser(LLMUser):
     def on_start(self) -> None:
         super().on_start()
         self.workload = self.runtime.workload_for(type(self))
-        self.source = self.workload.sources[self.target.name]
+
+    @property
+    def source(self) -> Any:
+        """The workload's requests for this user's target (looked up each time: a worker's share
+        may be dealt again before its schedule starts)."""
+        return self.workload.sources[self.target.name]
 
     def next_work(self) -> None:
         dispatcher = self.workload.dispatchers.get(self.target.name)

@@ -16,17 +16,19 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loadkit.arrival import Stage, arrival_offsets, stages_from_spec, worker_share
 from loadkit.glue.errors import ConfigError
 from loadkit.glue.openloop import Dispatcher
 from loadkit.stagestats import stage_plan
 from loadkit.workload.shipped import UnknownScenario, resolve_scenario
 
 DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "uneven_chat.toml"
+WARMUP = "warmup"
 # Set on ScenarioUser: classes carrying it send a scenario (the runtime loads it for them).
 SCENARIO_CLASS_FLAG = "loadkit_sends_scenario"
 
@@ -43,6 +45,11 @@ class Workload:
     dispatchers: dict[str, Dispatcher] = field(default_factory=dict)  # target name → schedule
     budget: int | None = None  # this process's share of the scenario's max_requests
     sent: int = 0
+    _names: list[str] = field(default_factory=list)
+    _warmup_s: float = 0.0
+    _lag_s: float | None = None
+    _late_s: float = 0.01
+    _limit: int | None = None
 
     @property
     def name(self) -> str:
@@ -54,6 +61,31 @@ class Workload:
         if not self.classes or None in wanted:
             return list(names)
         return [n for n in names if n in wanted]
+
+    def plan_deal(self, names: list[str], options: Any, warmup_s: float) -> None:
+        """What ``deal`` needs besides the share: the targets, the options, the warm-up."""
+        self._names, self._warmup_s = names, warmup_s
+        self._lag_s, self._late_s = options.max_schedule_lag or None, options.late_threshold_ms / 1e3
+        # The command line wins: with --max-requests the scenario's own count is not a budget.
+        self._limit = None if options.max_requests else getattr(self.scenario, "max_requests", None)
+
+    def deal(self, shard: tuple[int, int] | None) -> None:
+        """This process's share (index, count) of the scenario: its items, its budget and (open
+        loop) its slice of every target's schedule; None: none of it (its schedules stay empty).
+        A schedule not yet started is dealt again in place, so users waiting on it keep it."""
+        index, total = shard or (0, 1)
+        self.sources = {n: self.scenario.request_source(worker_index=index, worker_count=total) for n in self._names}
+        self.budget = share_of(int(self._limit), index, total) if self._limit else None
+        for name, source in self.sources.items():
+            offsets = schedule_offsets(self.scenario, source, (index, total), self._warmup_s)
+            if offsets is None:
+                continue
+            offsets = offsets if shard is not None else iter(())
+            held = self.dispatchers.get(name)
+            if held is not None and not held.started:
+                held.deal(offsets)
+            else:
+                self.dispatchers[name] = Dispatcher(offsets, self._lag_s, self._late_s)
 
     def take_budget(self) -> bool:
         """One request against the scenario's max_requests; False once this process's share is spent."""
@@ -194,3 +226,25 @@ def check_class_targets(user_classes: Iterable[type] | None, names: list[str]) -
         if getattr(cls, "loadkit_user", False) and isinstance(wanted, str) and wanted and wanted not in names:
             raise ConfigError(f"user class {cls.__name__}: target {wanted!r} is not one of this run's targets "
                               f"({', '.join(names)}); name them with --target NAME=URL")  # fmt: skip
+
+
+def share_of(total: int, index: int, workers: int) -> int:
+    """Split `total` over `workers` exactly: the first `total % workers` get one more."""
+    return total // workers + (1 if index < total % workers else 0)
+
+
+def schedule_offsets(scenario: Any, source: Any, shard: tuple[int, int],
+                     warmup_s: float) -> Iterator[tuple[float, str]] | None:  # fmt: skip
+    """This shard's (offset s, stage) send times of an open-loop scenario (None: closed loop).
+    Every target gets the same arrival process; a warm-up runs at the first stage's rate."""
+    arrival = dict(scenario.arrival or {"model": "closed"})
+    model = arrival.get("model", "closed")
+    if model == "closed":
+        return None
+    if model == "trace":  # the source's items are this shard's already, with their times
+        return ((float(x), "trace") for x in source.trace_arrival_times_s() or [])
+    stages = stages_from_spec(arrival)
+    if warmup_s > 0:
+        first = stages[0]
+        stages = [Stage(warmup_s, first.rate, first.cv, None, WARMUP), *stages]
+    return worker_share(arrival_offsets(model, stages, int(scenario.seed)), *shard)

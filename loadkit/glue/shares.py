@@ -1,0 +1,68 @@
+"""Open-loop shares dealt among the workers that run each scenario's users.
+
+At test start every worker takes its share of each scenario by its place among all workers
+(worker i of n: arrivals i, i + n, ...). But Locust deals users to workers by class: with two
+classes over two workers, each worker may run only one of them, and a worker without users of
+a class cannot send its share of that class's scenario. So once the users exist (the master's
+first ``spawning_complete`` of a run) the master looks at which workers run users of each
+open-loop scenario's classes and deals that scenario again among those workers only. The
+message reaches each worker before Locust's own ``spawning_complete`` does, which is when the
+worker's schedules start: a scenario's arrivals stay exactly the asked process, per worker and
+in total. A worker with none of its users gets none of it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SHARES_MESSAGE = "loadkit_schedule_shares"
+
+
+def deal_shares(workloads: list[Any], clients: list[Any]) -> dict[str, dict[str, list[int] | None]]:
+    """client id → {workload label: [index, count] among the workers running its classes, or None}.
+    ``clients``: Locust's worker nodes (``id``, ``user_classes_count``) in worker-index order."""
+    out: dict[str, dict[str, list[int] | None]] = {c.id: {} for c in clients}
+    for workload in workloads:
+        names = {cls.__name__ for cls in workload.classes}
+        running = [c for c in clients if sum((c.user_classes_count or {}).get(n, 0) for n in names) > 0]
+        for client in clients:
+            mine = client in running
+            out[client.id][workload.label] = [running.index(client), len(running)] if mine else None
+    return out
+
+
+def summary(dealt: dict[str, dict[str, list[int] | None]], workers: int) -> dict[str, dict[str, int]]:
+    """Per scenario: among how many of the run's workers its schedule was dealt (the manifest's)."""
+    labels = {label for shares in dealt.values() for label in shares}
+    return {label: {"workers": sum(1 for s in dealt.values() if s.get(label)), "of": workers} for label in labels}
+
+
+def install(environment: Any, runtime: Any) -> None:
+    """Master: deal at the first spawning_complete of each run. Worker: take the shares."""
+    from locust.runners import MasterRunner, WorkerRunner
+
+    runner = environment.runner
+    if isinstance(runner, WorkerRunner):
+        runner.register_message(SHARES_MESSAGE, lambda environment, msg, **_: runtime.reshare(msg.data or {}))
+    if not isinstance(runner, MasterRunner):
+        return
+    dealt = {"done": False}
+
+    def on_spawning_complete(**_: Any) -> None:
+        open_loop = [w for w in runtime.workloads.values()
+                     if (w.scenario.arrival or {}).get("model", "closed") != "closed"]  # fmt: skip
+        if dealt["done"] or not open_loop:
+            return
+        dealt["done"] = True
+        clients = sorted(runner.clients.values(), key=lambda c: runner.get_worker_index(c.id))
+        dealt_to = deal_shares(open_loop, clients)
+        for client_id, shares in dealt_to.items():
+            runner.send_message(SHARES_MESSAGE, shares, client_id)
+        if runtime.stats is not None:
+            runtime.stats.set_manifest_fields({"open_loop_shares": summary(dealt_to, len(clients))})
+
+    def on_test_start(**_: Any) -> None:
+        dealt["done"] = False
+
+    environment.events.spawning_complete.add_listener(on_spawning_complete)
+    environment.events.test_start.add_listener(on_test_start)
