@@ -32,18 +32,24 @@ class ShapeSteps:
         self.shape = shape
         self.plan: list[dict[str, Any]] = []  # shared with the stage stats: updated in place
         self._last: Any = None
+        self._running = False  # from the first tick of a run to its finish()
         self._tick, self._reset = shape.tick, shape.reset_time
         shape.tick, shape.reset_time = self.tick, self.reset_time
 
     def reset_time(self) -> None:
-        """A new run of the shape (Locust calls this when it starts one): the steps start over."""
+        """A new run of the shape: the steps start over. Locust calls this when it starts the
+        shape and again once its first step has started the run (after test_start): that
+        second call must not forget the step already sent to the workers."""
         self._reset()
+        if self._running:
+            return
         self.plan.clear()
         self._last = None
         self._set_stage(None)
 
     def tick(self) -> Any:
         value = self._tick()
+        self._running = True
         elapsed = float(self.shape.get_run_time())
         if self.plan:
             self.plan[-1]["duration_s"] = round(elapsed - self.plan[-1]["start_s"], 3)
@@ -63,6 +69,7 @@ class ShapeSteps:
 
     def finish(self) -> None:
         """The run stopped: the last step lasted until now."""
+        self._running = False
         if self.plan:
             self.plan[-1]["duration_s"] = round(float(self.shape.get_run_time()) - self.plan[-1]["start_s"], 3)
 
