@@ -6,7 +6,8 @@ records: per user class, per engine, per label, the same figures as the engine s
 the same formulas (``GroupStats``), merged exactly across workers. Two things are left out so
 that the cost stays per request, not per token event: ITL (``itl_ms`` shows as not measured,
 and an ``itl_ms`` SLO is not judged here; it is in the engine sections) and the per-second
-series (the window, first send to last end, is kept for the rates).
+series (the window, first send to last end, is kept for the rates, which use the engine's
+window as label rates do).
 """
 
 from __future__ import annotations
@@ -44,9 +45,10 @@ class ClassGroup(GroupStats):
 class ClassStats:
     """This node's per-class groups; mergeable and wire-able like the request stats."""
 
-    def __init__(self, slos: tuple[Slo, ...] = ()) -> None:
+    def __init__(self, slos: tuple[Slo, ...] = (), wall_offset_ns: int | None = None) -> None:
         self.slos = slos
-        self.wall_offset_ns = time.time_ns() - time.perf_counter_ns()
+        # Monotonic → wall clock, taken once per node (as the request stats do): windows merge across nodes.
+        self.wall_offset_ns = time.time_ns() - time.perf_counter_ns() if wall_offset_ns is None else wall_offset_ns
         self.groups: dict[tuple[str, str, str], ClassGroup] = {}
 
     def add(self, r: RequestRecord) -> None:
@@ -75,11 +77,14 @@ class ClassStats:
         return out
 
     def report(self) -> dict[str, Any]:
-        """Per class: its totals, then per engine its totals and its labels (rates over the
-        class's window on that engine, as label rates use the engine's window)."""
+        """Per class: its totals, then per engine its totals and its labels. Rates use the
+        engine's window (every class's requests to it) and, for a class's totals, the run's, so
+        the classes' rates add up to the engine's, as its labels' do."""
         tree: dict[str, dict[str, dict[str, ClassGroup]]] = {}
         for (user_class, engine, label), group in sorted(self.groups.items()):
             tree.setdefault(user_class, {}).setdefault(engine, {})[label] = group
+        engine_s = {e: _window([g for k, g in self.groups.items() if k[1] == e]) for _, e, _ in self.groups}
+        run_s = _window(list(self.groups.values()))
         out: dict[str, Any] = {}
         for user_class, engines in tree.items():
             total, sections = ClassGroup(), {}
@@ -87,9 +92,17 @@ class ClassStats:
                 engine_total = ClassGroup()
                 for group in labels.values():
                     engine_total.merge(group)
-                seconds = window_s(engine_total)
+                seconds = engine_s[engine]
                 sections[engine] = {**group_section(engine_total, self.slos, seconds),
                                     "labels": {k: group_section(g, self.slos, seconds) for k, g in labels.items()}}  # fmt: skip
                 total.merge(engine_total)
-            out[user_class] = {**group_section(total, self.slos, window_s(total)), "engines": sections}
+            out[user_class] = {**group_section(total, self.slos, run_s), "engines": sections}
         return out
+
+
+def _window(groups: list[ClassGroup]) -> float | None:
+    """Seconds from the first send to the last end over ``groups`` (None: nothing measured)."""
+    merged = ClassGroup()
+    for group in groups:
+        merged.merge(group)
+    return window_s(merged)

@@ -40,7 +40,7 @@ def test_a_class_row_has_the_engine_sections_figures_for_its_requests():
 
 
 def test_nodes_merge_exactly_over_the_wire():
-    whole, a, b = ClassStats(), ClassStats(), ClassStats()
+    whole, a, b = (ClassStats(wall_offset_ns=1_000) for _ in range(3))
     for i, r in enumerate(records()):
         whole.add(r)
         (a if i % 2 else b).add(r)
@@ -48,8 +48,12 @@ def test_nodes_merge_exactly_over_the_wire():
     merged.merge(ClassStats.from_wire(a.to_wire()))
     merged.merge(ClassStats.from_wire(b.to_wire()))
     assert merged.report() == whole.report()
-    assert set(whole.report()) == {"Chat", "Agent"}
-    assert sum(c["requests"] for c in whole.report().values()) == 40
+    report = whole.report()
+    assert set(report) == {"Chat", "Agent"}
+    assert sum(c["requests"] for c in report.values()) == 40
+    # Rates over the engine's window: the classes' rates add up to the engine's.
+    both = sum(c["engines"]["fast"]["requests_per_s"] for c in report.values())
+    assert both == pytest.approx(40 / report["Chat"]["engines"]["fast"]["window_s"])
 
 
 def test_records_without_a_class_are_not_counted_and_a_foreign_payload_is_refused():

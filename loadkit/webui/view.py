@@ -1,5 +1,5 @@
-"""The LLM table: rows per (engine, label), then per (user class, engine, label) when the run
-has several loadkit user classes, built from a ``loadkit.report/1`` document.
+"""The LLM table: rows per (engine, label), then per (user class, engine, label), built from a
+``loadkit.report/1`` document.
 
 Two forms of every row: ``numeric_rows`` keeps the report's numbers untouched (the JSON
 endpoint, the CSV, tests), ``display_rows`` formats them for Locust's extended table, whose
@@ -58,15 +58,13 @@ def numeric_row(engine: str, label: str, section: dict[str, Any], user_class: st
 
 def numeric_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
     """Per engine its total row (label "*"), then one row per label when it has several; then
-    the same per user class, when the run has more than one."""
+    the same per user class (user class "*" on the rows over every class)."""
     rows = []
     for engine, section in report["engines"].items():
         rows.extend(_engine_rows(engine, section, ALL_CLASSES))
-    classes = report.get("user_classes") or {}
-    if len(classes) > 1:
-        for user_class, section in classes.items():
-            for engine, sub in section.get("engines", {}).items():
-                rows.extend(_engine_rows(engine, sub, user_class))
+    for user_class, section in (report.get("user_classes") or {}).items():
+        for engine, sub in section.get("engines", {}).items():
+            rows.extend(_engine_rows(engine, sub, user_class))
     return rows
 
 

@@ -190,6 +190,32 @@ def test_mixed_example_keeps_chat_agent_and_plain_http_apart(tmp_path, processes
         assert len(workers_of(rows)) == 2
 
 
+def test_mixed_example_with_separate_master_and_worker_processes(tmp_path):
+    report_dir, port = tmp_path / "r", str(free_port())
+    common = [sys.executable, "-m", "locust", "-f", str(EXAMPLES / "mixed.py")]
+    with sim_process("--profile", "fast") as sim:
+        workers = [subprocess.Popen([*common, "--worker", "--master-host", "127.0.0.1", "--master-port", port],
+                                    cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                   for _ in range(2)]  # fmt: skip
+        master = None
+        try:
+            master = subprocess.run([*common, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", port,
+                                     "--expect-workers", "2", "--headless", "--no-console-table", "-u", "10", "-r", "10",
+                                     "-t", "8s", "--stop-timeout", "5", "--host", sim.url,
+                                     "--report-dir", str(report_dir), "--raw-log"],
+                                    cwd=REPO, capture_output=True, text=True, timeout=150)  # fmt: skip
+        finally:
+            for w in workers:  # the master tells them to quit; if it failed, they are stopped here
+                if master is None or master.returncode != 0:
+                    w.kill()
+                w.wait(30)
+    assert master.returncode == 0, master.stderr[-3000:]
+    report = check_conservation(report_dir)
+    rows = raw_records(report_dir)
+    check_classes(report, rows, {"Chat", "Agent"})
+    assert len(workers_of(rows)) == 2 and report["workers"]["count"] == 2
+
+
 def test_scenario_classes_on_their_own_targets_with_exact_open_loop_shares(tmp_path):
     """Two ScenarioUser classes, each its own scenario and target, over two workers: each
     worker's scheduled sends of the open-loop scenario are exactly its share of that

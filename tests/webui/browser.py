@@ -119,7 +119,8 @@ def triple(text: str) -> list[float | None]:
 
 
 def totals(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {r["engine"]: r for r in doc["rows"] if r["label"] == "*"}
+    """Each engine's row over every label and every user class."""
+    return {r["engine"]: r for r in doc["rows"] if r["label"] == "*" and r["user_class"] == "*"}
 
 
 def shot(page: Any, name: str) -> Path:

@@ -69,7 +69,7 @@ def check_rows_agree(rows: list[dict[str, str]], doc: dict[str, Any], exact: boo
     """The DOM's numbers against the JSON behind them: equal after a stop, close while running
     (the table refreshes every ~2 s, so it may trail the JSON by a refresh)."""
     by_engine = totals(doc)
-    for row in (r for r in rows if r["Label"] == "*"):
+    for row in (r for r in rows if r["Label"] == "*" and r["User class"] == "*"):
         data = by_engine[row["Engine"]]
         shown, actual = int(row["Requests"]), data["requests"]
         if exact:
@@ -179,7 +179,8 @@ def check_report_link(page: Any, base: str, finished: bool) -> None:
 def check_csv(page: Any, base: str, doc: dict[str, Any]) -> None:
     resp = page.request.get(base + "/loadkit/stats.csv")
     assert resp.ok and "attachment" in resp.headers["content-disposition"]
-    rows = {r["engine"]: r for r in csv.DictReader(io.StringIO(resp.text())) if r["label"] == "*"}
+    rows = {r["engine"]: r for r in csv.DictReader(io.StringIO(resp.text()))
+            if r["label"] == "*" and r["user_class"] == "*"}  # fmt: skip
     for engine, data in totals(doc).items():
         assert int(rows[engine]["requests"]) == data["requests"]
 

@@ -74,3 +74,27 @@ def test_csv_round_trips_numbers_and_empties():
     assert float(parsed[0]["ttft_ms_p50"]) == rows[0]["ttft_ms_p50"]
     assert parsed[0]["failed_outcomes"] == "disconnected=1"
     assert parsed[1]["ttft_ms_p50"] == ""  # not measured is an empty cell, not 0
+
+
+def test_rows_per_user_class_follow_the_engine_rows():
+    from loadkit.classstats import ClassStats
+
+    recs = [record(engine="a", label="short" if i % 2 else "long", ttft_ms=10.0 + i) for i in range(8)]
+    recs.append(record(engine="b", label="x"))
+    for i, r in enumerate(recs):
+        r.user_class = "Chat" if i % 4 else "Agent"
+    collector, classes = collector_with(recs), ClassStats()
+    for r in recs:
+        classes.add(r)
+    collector.add_section("user_classes", classes.report)
+    rows = view.numeric_rows(collector.report())
+    keys = [(r["user_class"], r["engine"], r["label"]) for r in rows]
+    assert keys == [("*", "a", "*"), ("*", "a", "long"), ("*", "a", "short"), ("*", "b", "*"),
+                    ("Agent", "a", "*"), ("Agent", "b", "*"), ("Chat", "a", "*"), ("Chat", "a", "long"),
+                    ("Chat", "a", "short")]  # fmt: skip
+    by_key = dict(zip(keys, rows, strict=True))
+    assert by_key[("Agent", "a", "*")]["requests"] == 2 and by_key[("Chat", "a", "*")]["requests"] == 6
+    assert by_key[("Chat", "a", "*")]["itl_ms_p50"] is None  # ITL is not kept per class
+    assert view.display_row(by_key[("Chat", "a", "short")])["userclass"] == "Chat"
+    parsed = list(csv.DictReader(io.StringIO(view.rows_csv(rows))))
+    assert [p["user_class"] for p in parsed][-1] == "Chat"
