@@ -21,6 +21,7 @@ from loadkit.glue.workloads import (
     WARMUP,
     Workload,
     check_class_targets,
+    default_unused,
     load_scenario_file,
     load_workloads,
     main_workload,
@@ -108,6 +109,9 @@ class Runtime:
 
     def configure(self, options: Any, host: str | None, shard: tuple[int, int]) -> None:
         self.workloads = load_workloads(self.user_classes(), options.scenario)
+        if options.scenario and default_unused(self.user_classes()):
+            warn_once(f"loadkit: --scenario {options.scenario} is not used: no ScenarioUser class of this "
+                      "locustfile leaves its scenario to it")  # fmt: skip
         main = main_workload(self.workloads, options.scenario)
         self.scenario = main.scenario if main is not None else None
         specs = target_specs(options, host, run_targets(self.workloads.values()))
@@ -341,6 +345,16 @@ class Runtime:
 
     def fingerprint(self) -> dict[str, str]:
         return plugin_fingerprint()
+
+
+_WARNED: set[str] = set()
+
+
+def warn_once(message: str) -> None:
+    """Log a warning once per process (configure runs several times at start)."""
+    if message not in _WARNED:
+        _WARNED.add(message)
+        log.warning(message)
 
 
 SCENARIO_SLOS = "loadkit_slos_from_scenario"

@@ -104,6 +104,12 @@ def scenario_classes(user_classes: Iterable[type] | None) -> list[type] | None:
     return [c for c in user_classes if getattr(c, SCENARIO_CLASS_FLAG, False)]
 
 
+def default_unused(user_classes: Iterable[type] | None) -> bool:
+    """True when the run's classes are known and none leaves its scenario to --scenario."""
+    classes = scenario_classes(user_classes)
+    return classes is not None and all(getattr(c, "scenario", None) for c in classes)
+
+
 def class_dir(cls: type) -> Path | None:
     """The directory of the module defining ``cls`` (a locustfile): relative scenario paths may start there."""
     module = sys.modules.get(cls.__module__)

@@ -233,3 +233,13 @@ def test_importing_loadkit_does_not_import_locust():
     code = ("import sys, loadkit; assert 'locust' not in sys.modules and 'gevent' not in sys.modules; "
             "from loadkit import LLMUser; assert 'locust' in sys.modules")  # fmt: skip
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_a_scenario_option_no_class_uses_is_said(caplog):
+    with caplog.at_level("WARNING", logger="loadkit"):
+        runtime_for(ClosedOnFast, Chat, scenario=OPEN)
+    assert f"--scenario {OPEN} is not used: no ScenarioUser class" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="loadkit"):
+        runtime_for(DefaultScenario, scenario=OPEN)
+    assert "is not used" not in caplog.text
