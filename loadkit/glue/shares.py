@@ -18,17 +18,29 @@ from typing import Any
 SHARES_MESSAGE = "loadkit_schedule_shares"
 
 
-def deal_shares(workloads: list[Any], clients: list[Any]) -> dict[str, dict[str, list[int] | None]]:
+def deal_shares(workloads: list[Any], clients: list[str],
+                counts: dict[str, dict[str, int]]) -> dict[str, dict[str, list[int] | None]]:  # fmt: skip
     """client id → {workload label: [index, count] among the workers running its classes, or None}.
-    ``clients``: Locust's worker nodes (``id``, ``user_classes_count``) in worker-index order."""
-    out: dict[str, dict[str, list[int] | None]] = {c.id: {} for c in clients}
+    ``clients`` in worker-index order; ``counts``: client id → users per class name. A workload
+    no worker seems to run is left out (its workers keep the shares they took at test start)."""
+    out: dict[str, dict[str, list[int] | None]] = {c: {} for c in clients}
     for workload in workloads:
         names = {cls.__name__ for cls in workload.classes}
-        running = [c for c in clients if sum((c.user_classes_count or {}).get(n, 0) for n in names) > 0]
+        running = [c for c in clients if sum(counts.get(c, {}).get(n, 0) for n in names) > 0]
+        if not running:
+            continue
         for client in clients:
-            mine = client in running
-            out[client.id][workload.label] = [running.index(client), len(running)] if mine else None
+            out[client][workload.label] = [running.index(client), len(running)] if client in running else None
     return out
+
+
+def dispatched_counts(runner: Any) -> dict[str, dict[str, int]]:
+    """Users per class on each worker: what the master's dispatcher sent them (exact, even when a
+    worker's own report is late under load), else what the workers last reported."""
+    planned = getattr(getattr(runner, "_users_dispatcher", None), "_users_on_workers", None)
+    if isinstance(planned, dict) and planned:
+        return {str(cid): dict(by_class) for cid, by_class in planned.items()}
+    return {c.id: dict(c.user_classes_count or {}) for c in runner.clients.values()}
 
 
 def summary(dealt: dict[str, dict[str, list[int] | None]], workers: int) -> dict[str, dict[str, int]]:
@@ -54,8 +66,8 @@ def install(environment: Any, runtime: Any) -> None:
         if dealt["done"] or not open_loop:
             return
         dealt["done"] = True
-        clients = sorted(runner.clients.values(), key=lambda c: runner.get_worker_index(c.id))
-        dealt_to = deal_shares(open_loop, clients)
+        clients = sorted(runner.clients.keys(), key=runner.get_worker_index)
+        dealt_to = deal_shares(open_loop, clients, dispatched_counts(runner))
         for client_id, shares in dealt_to.items():
             runner.send_message(SHARES_MESSAGE, shares, client_id)
         if runtime.stats is not None:

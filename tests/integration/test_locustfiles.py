@@ -64,6 +64,16 @@ def check_classes(report: dict[str, Any], rows: list[dict[str, Any]], classes: s
     return by_class
 
 
+def max_in_flight(rows: list[dict[str, Any]]) -> int:
+    """The most requests open at one moment (sends and ends on the machine's monotonic clock)."""
+    events = sorted([(r["t_send_ns"], 1) for r in rows] + [(r["t_end_ns"], -1) for r in rows])
+    now = most = 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    return most
+
+
 def workers_of(rows: list[dict[str, Any]]) -> set[Any]:
     return {r["worker"] for r in rows}
 
@@ -232,6 +242,9 @@ def test_scenario_classes_on_their_own_targets_with_exact_open_loop_shares(tmp_p
     by_class = check_classes(report, rows, {"Scheduled", "BackToBack"})
     assert set(by_class["Scheduled"]["engines"]) == {"fast"} and set(by_class["BackToBack"]["engines"]) == {"big"}
     assert {r["label"] for r in rows if r["user_class"] == "BackToBack"} <= {"short", "long"}
+    # fixed_count = 2, closed loop: never more than two of its requests at once, and two at times.
+    assert max_in_flight([r for r in rows if r["user_class"] == "BackToBack"]) == 2
+    assert report["manifest"]["user_classes"]["BackToBack"]["fixed_count"] == 2
     assert report["conservation"]["dropped"] == 0
     from loadkit.workload import load_scenario
 

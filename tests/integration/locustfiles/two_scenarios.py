@@ -16,8 +16,9 @@ class Scheduled(ScenarioUser):
 
 
 class BackToBack(ScenarioUser):
-    """Closed loop (relative path, found beside this locustfile's scenarios) to target `big`."""
+    """Closed loop (relative path, found beside this locustfile's scenarios) to target `big`;
+    exactly two users of it, whatever -u."""
 
-    weight = 1
+    fixed_count = 2
     scenario = "../scenarios/closed_small.toml"
     target = "big"
