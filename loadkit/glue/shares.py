@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 SHARES_MESSAGE = "loadkit_schedule_shares"
+WIRE_VERSION = 1  # {"v": 1, "shares": {workload label: [index, count] | None}}
 
 
 def deal_shares(workloads: list[Any], clients: list[str],
@@ -55,7 +56,7 @@ def install(environment: Any, runtime: Any) -> None:
 
     runner = environment.runner
     if isinstance(runner, WorkerRunner):
-        runner.register_message(SHARES_MESSAGE, lambda environment, msg, **_: runtime.reshare(msg.data or {}))
+        runner.register_message(SHARES_MESSAGE, lambda environment, msg, **_: take_shares(runtime, msg.data))
     if not isinstance(runner, MasterRunner):
         return
     dealt = {"done": False}
@@ -69,7 +70,7 @@ def install(environment: Any, runtime: Any) -> None:
         clients = sorted(runner.clients.keys(), key=runner.get_worker_index)
         dealt_to = deal_shares(open_loop, clients, dispatched_counts(runner))
         for client_id, shares in dealt_to.items():
-            runner.send_message(SHARES_MESSAGE, shares, client_id)
+            runner.send_message(SHARES_MESSAGE, {"v": WIRE_VERSION, "shares": shares}, client_id)
         if runtime.stats is not None:
             runtime.stats.set_manifest_fields({"open_loop_shares": summary(dealt_to, len(clients))})
 
@@ -78,3 +79,13 @@ def install(environment: Any, runtime: Any) -> None:
 
     environment.events.spawning_complete.add_listener(on_spawning_complete)
     environment.events.test_start.add_listener(on_test_start)
+
+
+def take_shares(runtime: Any, data: Any) -> None:
+    """Worker: apply the master's shares; a payload of another version is refused, loudly."""
+    if not isinstance(data, dict) or data.get("v") != WIRE_VERSION:
+        message = f"open-loop shares from the master in an unknown form ({data!r:.200}): keeping the shares of test start"
+        if runtime.stats is not None:
+            runtime.stats.mark_invalid(message)
+        return
+    runtime.reshare(data.get("shares") or {})

@@ -33,3 +33,15 @@ def test_classes_sharing_a_scenario_count_together_and_unknown_counts_change_not
         "w0": {"both": [0, 2]}, "w1": {"both": [1, 2]}}  # fmt: skip
     # Nobody seems to run it (counts not in yet): workers keep the shares they took at start.
     assert deal_shares([workload("chat", Chat)], ["w0", "w1"], {}) == {"w0": {}, "w1": {}}
+
+
+def test_a_worker_takes_its_shares_and_refuses_an_unknown_payload_loudly():
+    from loadkit.glue.shares import take_shares
+
+    got, invalid = [], []
+    runtime = SimpleNamespace(reshare=got.append, stats=SimpleNamespace(mark_invalid=invalid.append))
+    take_shares(runtime, {"v": 1, "shares": {"chat": [1, 2]}})
+    assert got == [{"chat": [1, 2]}] and not invalid
+    take_shares(runtime, {"v": 2, "shares": {}})
+    take_shares(runtime, None)
+    assert len(got) == 1 and len(invalid) == 2 and "unknown form" in invalid[0]
