@@ -103,7 +103,7 @@ def read_lengths(path: str | Path, max_requests: int = 10_000) -> LengthSample:
     if p.is_dir():
         return _raw_log_dir(p)
     if not p.is_file():
-        raise CapacityError(f"lengths file {str(p)!r}: no such file or directory")
+        p = _shipped_scenario(p)
     suffix = p.suffix.lower()
     if suffix == ".toml":
         return lengths_from_scenario(p, max_requests)
@@ -112,6 +112,21 @@ def read_lengths(path: str | Path, max_requests: int = 10_000) -> LengthSample:
     if suffix in (".jsonl", ".json", ".ndjson"):
         return _read_jsonl(p)
     raise CapacityError(f"{p}: unknown lengths file type (expected .jsonl, .csv, .toml or a report dir)")
+
+
+def _shipped_scenario(p: Path) -> Path:
+    """A name that is no file may be a shipped scenario's (``--lengths-from azure_conversation_replay``)."""
+    from loadkit.workload.errors import ScenarioError
+    from loadkit.workload.shipped import find_scenario
+
+    try:
+        found = find_scenario(p)
+    except ScenarioError:
+        found = p
+    if not found.is_file():
+        raise CapacityError(f"lengths file {str(p)!r}: no such file or directory, "
+                            "nor a shipped scenario's name (`loadkit scenarios list`)")
+    return found
 
 
 # --- JSON lines: a run's raw log or a Mooncake trace ---------------------------------------

@@ -10,7 +10,6 @@ import logging
 import time
 from collections.abc import Iterator
 from itertools import count
-from pathlib import Path
 from typing import Any
 
 from loadkit.arrival import Stage, arrival_offsets, stages_from_spec, worker_share
@@ -25,7 +24,7 @@ from loadkit.timer import Timeouts
 log = logging.getLogger("loadkit")
 
 WARMUP = "warmup"
-DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "uneven_chat.toml"
+DEFAULT_SCENARIO = "uneven_chat"  # a shipped scenario (package data)
 
 
 class ConfigError(Exception):
@@ -90,7 +89,7 @@ class Runtime:
         self.watch.trigger()
 
     def configure(self, options: Any, host: str | None, shard: tuple[int, int]) -> None:
-        self.scenario = load_scenario_file(options.scenario or str(DEFAULT_SCENARIO))
+        self.scenario = load_scenario_file(options.scenario or DEFAULT_SCENARIO)
         specs = target_specs(options, host, getattr(self.scenario, "targets", None) or [])
         for spec in specs:
             resolve_engine(spec, options.api_key or None)

@@ -28,6 +28,7 @@ from loadkit.workload.errors import (
 )
 from loadkit.workload.servertok import FORMATS as TOKENIZE_FORMATS
 from loadkit.workload.session_spec import parse_sessions
+from loadkit.workload.shipped import find_scenario
 from loadkit.workload.spec import PartSpec, PromptSpec, SessionSpec, TraceSpec
 
 if TYPE_CHECKING:
@@ -84,8 +85,9 @@ class Scenario:
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    """Parse and validate a scenario file; ScenarioError (one line) on anything wrong."""
-    path = Path(path)
+    """Parse and validate a scenario file, or a shipped scenario by name (``uneven_chat``);
+    ScenarioError (one line) on anything wrong."""
+    path = find_scenario(path)
     ctx = Ctx(str(path))
     try:
         data = path.read_bytes()

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from loadkit.cli import main as loadkit_main
 from loadkit.workload import SCHEMA, ScenarioError, load_scenario
-from tests.workload.conftest import needs_traces
+from loadkit.workload.shipped import shipped_scenarios
 
-SCENARIOS = sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("*.toml"))
+SCENARIOS = list(shipped_scenarios().values())
 PART = '[[parts]]\nname = "p"\ninput = 10\noutput = 5\n'
 
 
-@needs_traces
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.name)
 def test_every_shipped_scenario_validates_and_yields_items(path):
     sc = load_scenario(path)

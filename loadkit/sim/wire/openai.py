@@ -6,7 +6,7 @@
   ``stream_options.include_usage`` a ``choices: []`` usage chunk follows; then ``data: [DONE]``.
   SGLang, TGI and Ollama's OpenAI routes are served in this flavour too.
 * ``LlamaCompletion`` / ``LlamaChat`` — llama.cpp's server, key order and extras as in the
-  captures in /work/shared/data/wire/ (``system_fingerprint``, ``timings``, role chunk with
+  real captures in tests/sim/fixtures/llamacpp_*.txt (``system_fingerprint``, ``timings``, role chunk with
   ``content: null``, a separate finish chunk with an empty delta).
 """
 

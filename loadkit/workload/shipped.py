@@ -1,0 +1,67 @@
+"""Shipped scenarios: package data under ``loadkit/scenarios/``, addressed by name from anywhere.
+
+``--scenario uneven_chat`` (or ``uneven-chat``, or ``uneven_chat.toml``) names a shipped file;
+anything that is an existing file is used as that file first, so a path always works and a
+local file can shadow a shipped name on purpose.
+"""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+from pathlib import Path
+
+from loadkit.workload.errors import ScenarioError
+
+SHIPPED_DIR = Path(__file__).resolve().parents[1] / "scenarios"
+
+
+def _key(name: str) -> str:
+    return name.lower().replace("-", "_")
+
+
+def shipped_scenarios() -> dict[str, Path]:
+    """{name: file} of every shipped scenario, by file stem, sorted."""
+    return {p.stem: p for p in sorted(SHIPPED_DIR.glob("*.toml"))}
+
+
+def find_scenario(text: str | Path) -> Path:
+    """The scenario file `text` names: an existing file or a path with a directory as given (reading
+    it reports what is wrong), else a shipped scenario's name; ScenarioError for an unknown name."""
+    path = Path(text).expanduser()
+    if path.is_file() or path.parent != Path(".") or not path.name:
+        return path
+    shipped = shipped_scenarios()
+    by_key = {_key(name): p for name, p in shipped.items()}
+    key = _key(path.name.removesuffix(".toml"))
+    if key in by_key:
+        return by_key[key]
+    close = difflib.get_close_matches(key, list(by_key), n=1)
+    hint = f"did you mean {_name_of(close[0], shipped)!r}? " if close else ""
+    raise ScenarioError(f"{text}: no such file, and no shipped scenario of that name ({hint}shipped: "
+                        f"{', '.join(shipped) or 'none'}; `loadkit scenarios list` describes them)")
+
+
+def _name_of(key: str, shipped: dict[str, Path]) -> str:
+    return next(name for name in shipped if _key(name) == key)
+
+
+def describe_shipped() -> list[tuple[str, str, str]]:
+    """(name, traffic kind, description) per shipped scenario, read without building the workload."""
+    rows = []
+    for name, path in shipped_scenarios().items():
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        rows.append((name, _kind(raw), str(raw.get("description", ""))))
+    return rows
+
+
+def _kind(raw: dict) -> str:
+    """e.g. "requests, open loop (poisson)", "mooncake trace replay, open loop", "sessions, closed loop"."""
+    arrival = raw.get("arrival", {}).get("model", "closed")
+    load = "closed loop" if arrival == "closed" else "open loop" if arrival == "trace" else f"open loop ({arrival})"
+    if "trace" in raw:
+        trace = raw["trace"]
+        what = f"{trace.get('format', '?')} trace {'as sessions' if trace.get('as_sessions') else 'replay'}"
+    else:
+        what = "sessions" if "sessions" in raw else "requests"
+    return f"{what}, {load}"
