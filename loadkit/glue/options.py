@@ -23,6 +23,7 @@ class OptionGroup:
 
     def __init__(self, group: argparse._ArgumentGroup) -> None:
         self._group = group
+        self.section = ""  # the add_*_arguments adding now: `loadkit options` lists options by it
 
     def add_argument(
         self,
@@ -38,6 +39,7 @@ class OptionGroup:
         action.is_secret = is_secret  # type: ignore[attr-defined]
         action.is_required = is_required  # type: ignore[attr-defined]
         action.is_multiple = is_multiple  # type: ignore[attr-defined]
+        action.loadkit_section = self.section  # type: ignore[attr-defined]
         return action
 
 
@@ -66,7 +68,8 @@ def add_core_arguments(group: OptionGroup) -> None:
         "--scenario",
         default="",
         env_var="LOADKIT_SCENARIO",
-        help="Scenario TOML file describing the traffic (default: a built-in uneven chat workload)",
+        help="Scenario describing the traffic: a shipped one by name (see `loadkit scenarios list`) or a TOML file "
+        "(default: uneven_chat)",
     )
 
 
@@ -195,11 +198,14 @@ def add_arguments(parser: Any) -> None:
         add_load_arguments,
         add_run_arguments,
     ):
+        group.section = add.__name__
         add(group)
     try:
         from loadkit.stats import add_stats_arguments
     except ImportError:  # stats layer not installed in this build
         pass
     else:
+        group.section = add_stats_arguments.__name__
         add_stats_arguments(group)
+    group.section = "plugins"
     get_plugin_manager().hook.loadkit_add_arguments(group=group)
