@@ -9,7 +9,7 @@ from typing import Any
 
 from loadkit.cli import UserError
 from loadkit.glue.manifest import run_manifest
-from loadkit.glue.openloop import Dispatcher
+from loadkit.glue.openloop import Dispatcher, behind_warning
 from loadkit.glue.options import add_arguments
 from loadkit.glue.runtime import ConfigError, ExhaustionWatch, Runtime, end_run
 from loadkit.glue.scraping import ServerMetrics
@@ -306,13 +306,11 @@ def on_test_stop(environment: Any, **_: Any) -> None:
     if summary is None or runtime.stats is None:
         return
     runtime.stats.set_manifest_fields({"schedule": summary})
+    saturated = bool(getattr(runtime.stats, "manifest", {}).get("client_saturation"))
     for target, s in summary.items():
-        if s["dropped"] or (s["lag_p99_ms"] or 0) > environment.parsed_options.late_threshold_ms:
-            runtime.stats.warn(
-                f"client was the bottleneck for target {target}: open-loop schedule fell behind "
-                f"(lag p99 {s['lag_p99_ms']} ms, {s['late']} late, {s['dropped']} dropped); "
-                "add users (-u) or workers: latencies here include client queueing"
-            )
+        warning = behind_warning(target, s, environment.parsed_options.late_threshold_ms, saturated)
+        if warning is not None:
+            runtime.stats.warn(warning)
 
 
 def register(events: Any) -> None:
