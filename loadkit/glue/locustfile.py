@@ -1,4 +1,4 @@
-"""loadkit's locustfile: `locust -f locustfiles/llm.py --host URL --engine openai --scenario FILE`."""
+"""loadkit's locustfile: `locust -f locustfiles/llm.py --host URL --engine openai --scenario NAME|FILE`."""
 
 from locust import events
 
