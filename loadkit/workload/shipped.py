@@ -28,7 +28,7 @@ def shipped_scenarios() -> dict[str, Path]:
 def find_scenario(text: str | Path) -> Path:
     """The scenario file `text` names: an existing file or a path with a directory as given (reading
     it reports what is wrong), else a shipped scenario's name; ScenarioError for an unknown name."""
-    path = Path(text).expanduser()
+    path = Path(text)
     if path.is_file() or path.parent != Path(".") or not path.name:
         return path
     shipped = shipped_scenarios()
