@@ -149,9 +149,9 @@ def error_key(record: RequestRecord) -> str:
 
 def trip(environment: Any, runtime: Any, reason: str) -> None:
     """Stop the run: here (local), or by telling the master (worker)."""
-    if runtime.tripped:
+    if runtime.halted:
         return
-    runtime.tripped = True  # this node's users send nothing more
+    runtime.halted = True  # this node's users send nothing more
     runner = getattr(environment, "runner", None)
     if runner is not None and _is_worker(runner):
         runner.send_message(BREAKER_MESSAGE, {"worker": runner.worker_index, "reason": reason})
@@ -184,9 +184,9 @@ def install(environment: Any, runtime: Any) -> None:
     """Master: a worker's breaker stops the whole run (the first one to trip; once)."""
 
     def handler(environment: Any, msg: Any, **_: Any) -> None:
-        if runtime.tripped:
+        if runtime.halted:
             return
-        runtime.tripped = True
+        runtime.halted = True
         data = msg.data or {}
         stop_run(environment, runtime, f"{data.get('reason')} (seen by worker {data.get('worker')})")
 

@@ -200,6 +200,7 @@ def on_test_start(environment: Any, **_: Any) -> None:
     except USER_ERRORS as exc:
         log.error("loadkit: error: %s", exc)
         environment.process_exit_code = 2
+        runtime.halted = True  # users Locust spawns before the stop lands send nothing
         if isinstance(runner, WorkerRunner):
             _refuse_worker(environment, str(exc))
         else:

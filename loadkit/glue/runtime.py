@@ -90,7 +90,8 @@ class Runtime:
         self.watch = ExhaustionWatch(environment)
         self.breaker: Breaker | None = None
         self.backoff_rules: BackoffRules | None = None
-        self.tripped = False  # the circuit breaker stopped this run: users send nothing more
+        # The run was stopped (circuit breaker, a start that failed): users send nothing more.
+        self.halted = False
 
     def workload_exhausted(self) -> None:
         self.watch.trigger()
@@ -139,7 +140,7 @@ class Runtime:
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         self.breaker = Breaker(rules) if rules is not None else None
-        self.tripped = False
+        self.halted = False
 
     def new_backoff(self) -> Backoff | None:
         """A user's backoff state; None in open loop (the schedule is kept) or with --no-backoff."""

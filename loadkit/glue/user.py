@@ -41,6 +41,8 @@ class LLMUser(FastHttpUser):
 
     def on_start(self) -> None:
         self.runtime = get_runtime(self.environment)
+        if self.runtime.halted:
+            raise StopUser()
         self.target = self.runtime.next_target()
         self.source = self.runtime.sources[self.target.name]
         self.pool = ConnectionPool()
@@ -54,8 +56,8 @@ class LLMUser(FastHttpUser):
 
     @task
     def next_work(self) -> None:
-        if self.runtime.tripped:
-            raise StopUser()  # the circuit breaker stopped the run; the stop is on its way
+        if self.runtime.halted:
+            raise StopUser()  # the breaker (or a failed start) stopped the run; the stop is on its way
         dispatcher = self.runtime.dispatchers.get(self.target.name)
         t_sched, stage = None, None
         if dispatcher is not None:
@@ -133,7 +135,7 @@ class LLMUser(FastHttpUser):
         wait, self._retry_wait = getattr(self, "_retry_wait", 0.0), 0.0
         if wait > 0:
             gevent.sleep(wait)  # Retry-After (with --honor-retry-after), or backoff after a fast failure
-            if not budgeted and self.runtime.tripped:
+            if not budgeted and self.runtime.halted:
                 raise StopUser()
         if not budgeted and not self.runtime.take_budget():
             self.runtime.workload_exhausted()
