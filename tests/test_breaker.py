@@ -79,3 +79,11 @@ def test_error_kinds_are_bounded():
     for i in range(1000):
         b.observe(rec("http_error:400", error=f"request {i} is bad"))
     assert len(b.targets["a"].errors) == 32 and b.targets["a"].failures == 1000
+
+
+def test_workers_judge_their_share_of_the_first_n():
+    rules = BreakerRules(first=20)
+    assert [rules.for_share(i, 3).first for i in range(3)] == [7, 7, 6]
+    assert rules.for_share(0, 1).first == 20 and rules.for_share(7, 8).first == 5  # never below 5
+    assert BreakerRules(first=3).for_share(0, 4).first == 3 and BreakerRules(first=0).for_share(0, 2).first == 0
+    assert rules.for_share(1, 2).window == 200  # the window rule is a share already

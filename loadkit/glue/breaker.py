@@ -8,17 +8,18 @@ Rules, per target (a run with one dead target of two is no comparison either):
 
 It runs where requests finish (local, or each worker on its own share): a worker sees its
 failures at once, where the master would see them only with the next stats report (every
-3 s). Whichever node trips first stops the whole run: a worker tells the master, which marks
-the run invalid with the reason (``stats.mark_invalid``, so the report says why it stopped)
-and ends it. So in a run of W workers a dead target costs at most about W × ``first``
-requests, plus those already in flight.
+3 s). A worker's first-N rule counts its share of N (at least 5), the window rule is the same
+share of failures on every node. Whichever node trips first stops the whole run: a worker
+tells the master, which marks the run invalid with the reason (``stats.mark_invalid``, so the
+report says why it stopped) and ends it. So a dead target costs about ``first`` requests
+(at least 5 per worker), plus those in flight until the stop reaches every worker.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter, deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from loadkit.records import RequestRecord
@@ -30,6 +31,7 @@ DEFAULT_SPEC = "first=20,window=200,failed=90%,min=50"
 BREAKER_MESSAGE = "loadkit_breaker"
 MAX_ERROR_KINDS = 32  # distinct error texts kept per target for the "top error" in the reason
 ERROR_CHARS = 200
+FLOOR_SHARE = 5  # a worker's share of the first-N rule never goes below this
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +61,14 @@ class BreakerRules:
         if not 0 <= rules.failed_pct < 100:
             raise ValueError(f"--breaker: failed={rules.failed_pct:g}%: must be in [0, 100)")
         return rules
+
+    def for_share(self, index: int, workers: int) -> BreakerRules:
+        """Worker ``index`` of ``workers`` judges its share of the first N (at least 5 of
+        them), so a dead target costs about N requests however many workers there are."""
+        if workers <= 1 or not self.first:
+            return self
+        share = self.first // workers + (1 if index < self.first % workers else 0)
+        return replace(self, first=max(min(self.first, FLOOR_SHARE), share))
 
 
 def _breaker_number(key: str, raw: str) -> float:

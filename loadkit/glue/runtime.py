@@ -105,7 +105,7 @@ class Runtime:
         self.targets = [build_target(s, options.api_key or None, options.model or None) for s in specs]
         for target in self.targets:
             shape.apply(target, dropped_for(options, target.name))
-        self.configure_failures(options)
+        self.configure_failures(options, shard)
         try:
             self.timeouts = Timeouts(first_token_s=options.first_token_timeout, total_s=options.request_timeout)
         except (TypeError, ValueError) as exc:
@@ -132,14 +132,14 @@ class Runtime:
             self.sessions.set_slos(slo_limits)
             self.sessions.asked = getattr(self.scenario, "lengths_asked", None)
 
-    def configure_failures(self, options: Any) -> None:
+    def configure_failures(self, options: Any, shard: tuple[int, int]) -> None:
         """The circuit breaker and the closed-loop backoff of this run (see breaker.py, backoff.py)."""
         try:
             rules = BreakerRules.parse(getattr(options, "breaker", None))
             self.backoff_rules = BackoffRules.from_options(options)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
-        self.breaker = Breaker(rules) if rules is not None else None
+        self.breaker = Breaker(rules.for_share(*shard)) if rules is not None else None
         self.halted = False
 
     def new_backoff(self) -> Backoff | None:

@@ -42,7 +42,7 @@ class LLMUser(FastHttpUser):
     def on_start(self) -> None:
         self.runtime = get_runtime(self.environment)
         if self.runtime.halted:
-            raise StopUser()
+            return  # its first task stops it (StopUser here would be logged as an error)
         self.target = self.runtime.next_target()
         self.source = self.runtime.sources[self.target.name]
         self.pool = ConnectionPool()
