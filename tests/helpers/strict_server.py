@@ -4,6 +4,7 @@ every request; and it keeps what it received, for tests to check what reached it
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,11 +45,11 @@ def json_reply(status: int, obj: Any, reason: str = "X") -> Script:
     return Script(head=head, writes=[(0, body)])
 
 
-def chat_stream(tokens: int = 3) -> Script:
+def chat_stream(tokens: int = 3, gap_s: float = 0.0) -> Script:
     events = [{"choices": [{"index": 0, "delta": {"content": f"t{i} "}, "finish_reason": None}]} for i in range(tokens)]
     events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}],
                    "usage": {"prompt_tokens": 5, "completion_tokens": tokens, "total_tokens": 5 + tokens}})  # fmt: skip
-    writes = [(0.0, chunk(b"data: " + orjson.dumps(e) + b"\n\n")) for e in events]
+    writes = [(gap_s, chunk(b"data: " + orjson.dumps(e) + b"\n\n")) for e in events]
     writes += [(0.0, chunk(b"data: [DONE]\n\n")), (0.0, END_CHUNK)]
     head = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
             b"Connection: close\r\n\r\n")  # fmt: skip
@@ -60,13 +61,25 @@ class StrictOpenAI:
 
     ``allowed``: body fields accepted on POST (None: any); others get vLLM-strict's 422 naming
     them. ``models``: listed at /v1/models; with ``check_model`` another model gets 400.
-    ``fail_status``: every POST fails at once with this status.
+    ``fail_status``: every POST fails at once with this status — from the start, or from
+    ``fail_after_s`` after the first POST (a target that dies during the run). ``gap_s``: the
+    wait before each stream event.
     """
 
     def __init__(self, models: tuple[str, ...] = ("served-model",), allowed: frozenset[str] | None = None,
-                 check_model: bool = False, fail_status: int | None = None) -> None:  # fmt: skip
+                 check_model: bool = False, fail_status: int | None = None, fail_after_s: float = 0.0,
+                 gap_s: float = 0.0) -> None:  # fmt: skip
         self.models, self.allowed, self.check_model, self.fail_status = models, allowed, check_model, fail_status
+        self.fail_after_s, self.gap_s = fail_after_s, gap_s
+        self.first_post: float | None = None
         self.received: list[Received] = []
+
+    def failing(self) -> bool:
+        if self.fail_status is None:
+            return False
+        if self.first_post is None:
+            self.first_post = time.monotonic()
+        return time.monotonic() - self.first_post >= self.fail_after_s
 
     def __call__(self, raw: bytes) -> Script:
         req = parse_request(raw)
@@ -75,7 +88,7 @@ class StrictOpenAI:
             return json_reply(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]})
         if req.method != "POST":
             return json_reply(404, {"detail": "Not Found"})
-        if self.fail_status is not None:
+        if self.failing():
             return json_reply(self.fail_status, {"error": {"message": "the engine is broken", "code": self.fail_status}})
         body = req.body if isinstance(req.body, dict) else {}
         unknown = set(body) - self.allowed if self.allowed is not None else set()
@@ -84,7 +97,7 @@ class StrictOpenAI:
         if self.check_model and body.get("model") not in self.models:
             return json_reply(400, {"error": {"message": f"The model `{body.get('model')}` does not exist.",
                                               "type": "NotFoundError", "code": 404}})  # fmt: skip
-        return chat_stream()
+        return chat_stream(gap_s=self.gap_s)
 
     def posts(self) -> list[Received]:
         return [r for r in self.received if r.method == "POST"]

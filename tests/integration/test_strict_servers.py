@@ -146,6 +146,24 @@ def test_breaker_stops_a_dead_target_within_a_few_dozen_requests(tmp_path):
     assert sum("circuit breaker: target" in line for line in proc.stderr.splitlines()) == 1, proc.stderr[-3000:]
 
 
+def test_breaker_window_stops_a_target_that_dies_during_the_run(tmp_path):
+    server = StrictOpenAI(fail_status=503, fail_after_s=2.0, gap_s=0.03)
+    with ScriptedServer(server) as srv:
+        started = time.monotonic()
+        proc = run_locust(*headless(srv.url, tmp_path / "r", "--breaker", "window=60,failed=90%,min=30",
+                                    users=20, seconds=60))  # fmt: skip
+        wall = time.monotonic() - started
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    report = check_conservation(tmp_path / "r")
+    outcomes = report["engines"]["openai"]["outcomes"]
+    assert outcomes["ok"] >= 50 and outcomes["http_error:503"] >= 55, outcomes
+    assert wall < 30, wall
+    reasons = [e for e in report["errors"] if "circuit breaker" in e]
+    assert len(reasons) == 1 and "of the last 60 requests failed (more than 90 %)" in reasons[0], report["errors"]
+    assert "http_error:503: HTTP 503" in reasons[0] and "the engine is broken" in reasons[0]
+    assert sum("circuit breaker: target" in line for line in proc.stderr.splitlines()) == 1
+
+
 @pytest.mark.slow
 def test_breaker_on_one_worker_stops_the_whole_distributed_run(tmp_path):
     started = time.monotonic()
