@@ -33,6 +33,12 @@ def headless(url: str, report_dir, *extra: str, users: int = 2, seconds: int = 2
             "--no-console-table", *extra]  # fmt: skip
 
 
+def two_processes() -> list[str]:
+    """--processes 2 on a port of its own (other runs on this machine may hold Locust's 5557)."""
+    port = str(free_port())
+    return ["--processes", "2", "--master-bind-port", port, "--master-port", port]
+
+
 def dead_url() -> str:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -43,15 +49,19 @@ def total_requests(report) -> int:
     return sum(e["requests"] for e in report["engines"].values())
 
 
-def test_server_refusing_loadkit_fields_runs_without_them(tmp_path):
+@pytest.mark.parametrize("processes", [1, 2])
+def test_server_refusing_loadkit_fields_runs_without_them(tmp_path, processes):
     server = StrictOpenAI(allowed=CHAT_FIELDS)
+    extra = two_processes() if processes > 1 else []
     with ScriptedServer(server) as srv:
-        proc = run_locust(*headless(srv.url, tmp_path / "r", "--engine", "vllm", "--max-requests", "30"))
+        proc = run_locust(*headless(srv.url, tmp_path / "r", "--engine", "vllm", "--max-requests", "30", *extra))
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = check_conservation(tmp_path / "r")
     assert report["engines"]["vllm"]["outcomes"] == {"ok": 30}
     posts = server.posts()
-    assert len(posts) == 2 + 30  # the refused pre-flight request, the accepted one, then the run
+    # Pre-flight once (on the master): the refused request, the accepted one; then the run,
+    # every worker sending without the fields.
+    assert len(posts) == 2 + 30
     assert EXACT_FIELDS <= set(posts[0].body) and not any(EXACT_FIELDS & set(p.body) for p in posts[1:])
     lines = [line for line in proc.stderr.splitlines() if "refused fields loadkit adds" in line]
     assert len(lines) == 1 and "Unexpected fields in the request" in lines[0], proc.stderr[-3000:]
@@ -167,7 +177,7 @@ def test_breaker_window_stops_a_target_that_dies_during_the_run(tmp_path):
 @pytest.mark.slow
 def test_breaker_on_one_worker_stops_the_whole_distributed_run(tmp_path):
     started = time.monotonic()
-    proc = run_locust(*headless(dead_url(), tmp_path / "r", "--skip-reachability-check", "--processes", "2",
+    proc = run_locust(*headless(dead_url(), tmp_path / "r", "--skip-reachability-check", *two_processes(),
                                 users=10, seconds=60), timeout=120)  # fmt: skip
     wall = time.monotonic() - started
     assert proc.returncode == 1, proc.stderr[-3000:]
