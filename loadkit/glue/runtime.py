@@ -55,12 +55,13 @@ def target_specs(options: Any, host: str | None, from_scenario: list[dict[str, A
     return specs
 
 
-def resolve_engine(spec: TargetSpec, api_key: str | None) -> None:
+def resolve_engine(spec: TargetSpec, api_key: str | None, extra_headers: dict[str, str] | None = None) -> None:
     if spec.engine != "auto":
         return
     from loadkit.detect import detect_engine
 
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+    # The probes carry what every request carries: the key, and --header.
+    headers = {**({"Authorization": f"Bearer {api_key}"} if api_key else {}), **(extra_headers or {})} or None
     found = detect_engine(spec.url, headers=headers)
     spec.engine = found.engine
     if spec.api is None and found.api is not None:
@@ -101,7 +102,7 @@ class Runtime:
         shape = request_shape(options, self.scenario)
         specs = target_specs(options, host, getattr(self.scenario, "targets", None) or [])
         for spec in specs:
-            resolve_engine(spec, options.api_key or None)
+            resolve_engine(spec, options.api_key or None, shape.headers)
         self.targets = [build_target(s, options.api_key or None, options.model or None) for s in specs]
         for target in self.targets:
             shape.apply(target, dropped_for(options, target.name))

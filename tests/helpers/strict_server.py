@@ -61,6 +61,8 @@ class StrictOpenAI:
 
     ``allowed``: body fields accepted on POST (None: any); others get vLLM-strict's 422 naming
     them. ``models``: listed at /v1/models; with ``check_model`` another model gets 400.
+    ``require``: (header, value) every request must carry, else 401. ``owner``: the models'
+    ``owned_by`` (``"vllm"`` is vLLM's fingerprint for --engine auto).
     ``fail_status``: every POST fails at once with this status — from the start, or from
     ``fail_after_s`` after the first POST (a target that dies during the run). ``gap_s``: the
     wait before each stream event.
@@ -68,9 +70,9 @@ class StrictOpenAI:
 
     def __init__(self, models: tuple[str, ...] = ("served-model",), allowed: frozenset[str] | None = None,
                  check_model: bool = False, fail_status: int | None = None, fail_after_s: float = 0.0,
-                 gap_s: float = 0.0) -> None:  # fmt: skip
+                 gap_s: float = 0.0, owner: str = "someone", require: tuple[str, str] | None = None) -> None:  # fmt: skip
         self.models, self.allowed, self.check_model, self.fail_status = models, allowed, check_model, fail_status
-        self.fail_after_s, self.gap_s = fail_after_s, gap_s
+        self.fail_after_s, self.gap_s, self.owner, self.require = fail_after_s, gap_s, owner, require
         self.first_post: float | None = None
         self.received: list[Received] = []
 
@@ -84,8 +86,11 @@ class StrictOpenAI:
     def __call__(self, raw: bytes) -> Script:
         req = parse_request(raw)
         self.received.append(req)
+        if self.require is not None and req.headers.get(self.require[0]) != self.require[1]:
+            return json_reply(401, {"error": {"message": "missing or wrong credentials"}})
         if req.method == "GET" and req.path == "/v1/models":
-            return json_reply(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]})
+            models = [{"id": m, "object": "model", "owned_by": self.owner} for m in self.models]
+            return json_reply(200, {"object": "list", "data": models})
         if req.method != "POST":
             return json_reply(404, {"detail": "Not Found"})
         if self.failing():

@@ -116,6 +116,19 @@ def test_extra_body_and_headers_reach_the_server_and_secrets_no_output(tmp_path)
     assert all(secret not in text for text in outputs)
 
 
+def test_headers_go_with_engine_auto_probes_too(tmp_path):
+    server = StrictOpenAI(owner="vllm", require=("x-api-key", "k-123"))
+    with ScriptedServer(server) as srv:
+        proc = run_locust(*headless(srv.url, tmp_path / "r", "--engine", "auto", "--header", "X-Api-Key: k-123",
+                                    "--max-requests", "5"))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = check_conservation(tmp_path / "r")
+    # Behind the key, only probes that carry --header see vLLM's fingerprint (owned_by "vllm").
+    assert report["manifest"]["targets"][0]["engine"] == "vllm"
+    assert [section["outcomes"] for section in report["engines"].values()] == [{"ok": 5}]
+    assert all(r.headers.get("x-api-key") == "k-123" for r in server.received)
+
+
 def test_backoff_bounds_the_request_rate_of_a_fast_failing_server(tmp_path):
     server = StrictOpenAI(fail_status=500)
     users, seconds = 4, 5
