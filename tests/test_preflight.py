@@ -155,3 +155,32 @@ def test_the_decision_crosses_as_options_and_rebuilt_targets_apply_it():
     fields = preflight.manifest_fields(options)
     assert fields["request_options"]["headers"] == {"X-Route": "***"}
     assert fields["preflight"]["t"]["drop"] == ["ignore_eos", "min_tokens"]
+
+
+def test_a_server_naming_one_field_at_a_time_gets_one_request_per_field():
+    class OneAtATime(StrictOpenAI):
+        def __call__(self, raw):
+            script = super().__call__(raw)
+            req = self.received[-1]
+            extra = sorted(set(req.body or {}) - CHAT_FIELDS) if req.method == "POST" else []
+            if extra:
+                from tests.helpers.strict_server import json_reply
+
+                return json_reply(400, {"error": {"message": f"Unrecognized request argument supplied: {extra[0]}"}})
+            return script
+
+    server = OneAtATime()
+    with ScriptedServer(server) as srv:
+        verdict = check(target(srv.url))
+    assert verdict.drop == ["ignore_eos", "min_tokens"] and verdict.requests == 3 and verdict.outcome == "ok"
+    assert server.posts()[-1].body["stream_options"]["continuous_usage_stats"] is True  # never suspected
+
+
+def test_when_dropping_fields_is_not_enough_the_last_refusal_is_the_message():
+    server = StrictOpenAI(models=("served-a",), allowed=CHAT_FIELDS, check_model=True)
+    with ScriptedServer(server) as srv, pytest.raises(PreflightError) as err:
+        check(target(srv.url, model="wrong"))
+    text = str(err.value)
+    assert "The model `wrong` does not exist" in text and "served-a" in text and "Unexpected fields" not in text
+    # named fields dropped, then every suspect: all still refused for the model.
+    assert len(server.posts()) == 3

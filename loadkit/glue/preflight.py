@@ -156,21 +156,38 @@ def check_target(target: Target, request: GenerationRequest, user_keys: set[str]
     if not refused(first):
         return accepted(target, first, verdict, unlisted)
     suspects = suspect_paths(target.adapter, request, user_keys)
-    named = named_paths(one_line(first.error), suspects)
     if strict:
+        named = named_paths(one_line(first.error), suspects)
         hint = f" (it names {', '.join(named)}, which loadkit adds)" if named else ""
         raise PreflightError(refusal(target, first, verdict, unlisted, "the server refused the request") + hint
                              + "; --strict-request: stopped")  # fmt: skip
-    attempts = [named] if named else []
-    if suspects and set(suspects) != set(named) and (named or not unlisted):
-        attempts.append(suspects)  # an unlisted model refused, with no field named: the model
-    for drop in attempts:
-        again = send(target, request, drop, timeouts, verdict)
-        if again.outcome != CONNECT_ERROR and not refused(again):
-            verdict.drop = drop
-            verdict.notes.append(dropped_note(target, first, drop, request))
-            return accepted(target, again, verdict, unlisted)
-    raise PreflightError(refusal(target, first, verdict, unlisted, "pre-flight request refused"))
+    drop, last = find_drop(target, request, first, suspects, unlisted, timeouts, verdict)
+    if drop is None:  # the last refusal says why: after a dropped field, it may be the model
+        raise PreflightError(refusal(target, last, verdict, unlisted, "pre-flight request refused"))
+    verdict.drop = drop
+    verdict.notes.append(dropped_note(target, first, drop, request))
+    return accepted(target, last, verdict, unlisted)
+
+
+def find_drop(target: Target, request: GenerationRequest, first: RequestRecord, suspects: list[str],
+              unlisted: bool, timeouts: Timeouts, verdict: Verdict) -> tuple[list[str] | None, RequestRecord]:  # fmt: skip
+    """Send again without what each refusal names (servers that name one field at a time get
+    one request per field); when a refusal names nothing new, without every suspect. An
+    unlisted model refused with no field named is the model's fault: no retry then.
+    Returns (the fields to drop, or None when nothing helped; the last request's record)."""
+    drop: list[str] = []
+    record = first
+    while True:
+        named = [p for p in named_paths(one_line(record.error), suspects) if p not in drop]
+        if named:
+            drop = drop + named
+        elif suspects and set(drop) != set(suspects) and (drop or not unlisted):
+            drop = list(suspects)
+        else:
+            return None, record
+        record = send(target, request, drop, timeouts, verdict)
+        if record.outcome != CONNECT_ERROR and not refused(record):
+            return drop, record
 
 
 def send(target: Target, request: GenerationRequest, drop: list[str], timeouts: Timeouts,
