@@ -27,7 +27,9 @@ def _defined() -> list[argparse.Action]:
 def _entry(text: str, flag: str) -> list[str]:
     """The lines of one option's entry: its heading and the indented help under it."""
     lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(f"  {flag} ") or line == f"  {flag}")
+    # A heading names every spelling of the option: "  --exact-output, --no-exact-output  [...]".
+    start = next(i for i, line in enumerate(lines)
+                 if line == f"  {flag}" or line.startswith((f"  {flag} ", f"  {flag},")))
     end = next((i for i in range(start + 1, len(lines)) if not lines[i].startswith("      ")), len(lines))
     return lines[start:end]
 

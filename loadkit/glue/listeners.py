@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from loadkit.cli import UserError
+from loadkit.glue import breaker, preflight
 from loadkit.glue.manifest import run_manifest
 from loadkit.glue.openloop import Dispatcher, behind_warning
 from loadkit.glue.options import add_arguments
@@ -23,7 +24,7 @@ SHARD_OPTION = "loadkit_shards"
 FINGERPRINT_OPTION = "loadkit_plugins"
 NOTE_MESSAGE = "loadkit_worker_note"
 REFUSED_MESSAGE = "loadkit_worker_refused"
-USER_ERRORS = (ConfigError, TargetError, PluginError, UserError)
+USER_ERRORS = (ConfigError, TargetError, PluginError, UserError, preflight.PreflightError)
 
 
 def _install_stats(environment: Any) -> Any:
@@ -69,6 +70,7 @@ def on_init(environment: Any, **_: Any) -> None:
         runner.register_message(ExhaustionWatch.DONE_MESSAGE, _worker_done_handler(runtime))
         runner.register_message(NOTE_MESSAGE, _master_notes_handler(runtime))
         runner.register_message(REFUSED_MESSAGE, _master_notes_handler(runtime))
+        breaker.install(environment, runtime)
     if not isinstance(runner, WorkerRunner):
         _check_options_early(environment)
         _install_shape(environment)
@@ -137,6 +139,7 @@ def _check_options_early(environment: Any) -> None:
         environment.loadkit.configure(options, environment.host, (0, 1))
         if not getattr(options, "skip_reachability_check", False):
             check_reachable(environment.loadkit)
+        preflight.before_headless_start(environment.loadkit, options)
     except USER_ERRORS as exc:
         print(f"loadkit: error: {exc}", file=sys.stderr)
         sys.exit(2)
@@ -183,6 +186,8 @@ def on_test_start(environment: Any, **_: Any) -> None:
     if getattr(environment, "loadkit", None) is None:
         on_init(environment)  # the spawn came before Locust fired `init`; on_init is idempotent
     runtime: Runtime = environment.loadkit
+    if not isinstance(runner, WorkerRunner):
+        preflight.forget_stale(options)
     try:
         if isinstance(runner, MasterRunner):
             _prepare_master(environment, runtime)
@@ -190,9 +195,12 @@ def on_test_start(environment: Any, **_: Any) -> None:
             _prepare_worker(environment, runtime)
         else:
             runtime.configure(options, environment.host, (0, 1))
+        if not isinstance(runner, WorkerRunner):
+            preflight.at_test_start(runtime, options)  # before the master sends workers its options
     except USER_ERRORS as exc:
         log.error("loadkit: error: %s", exc)
         environment.process_exit_code = 2
+        runtime.halted = True  # users Locust spawns before the stop lands send nothing
         if isinstance(runner, WorkerRunner):
             _refuse_worker(environment, str(exc))
         else:
@@ -226,6 +234,7 @@ def _start_reporting(environment: Any, runtime: Runtime) -> None:
     workers = runner.worker_count if isinstance(runner, MasterRunner) else 1
     if runtime.stats is not None:
         runtime.stats.set_manifest_fields(run_manifest(runtime, options, workers))
+        runtime.stats.set_manifest_fields(preflight.manifest_fields(options))
     if runtime.server_metrics is not None:
         runtime.server_metrics.stop()
     runtime.server_metrics = ServerMetrics(

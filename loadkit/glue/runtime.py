@@ -13,7 +13,10 @@ from itertools import count
 from typing import Any
 
 from loadkit.arrival import Stage, arrival_offsets, stages_from_spec, worker_share
+from loadkit.glue.backoff import Backoff, BackoffRules
+from loadkit.glue.breaker import Breaker, BreakerRules, trip
 from loadkit.glue.openloop import Dispatcher
+from loadkit.glue.requestshape import RequestOptionError, RequestShape, dropped_for
 from loadkit.glue.shape import stage_at
 from loadkit.plugins import plugin_fingerprint
 from loadkit.records import RequestRecord
@@ -51,12 +54,13 @@ def target_specs(options: Any, host: str | None, from_scenario: list[dict[str, A
     return specs
 
 
-def resolve_engine(spec: TargetSpec, api_key: str | None) -> None:
+def resolve_engine(spec: TargetSpec, api_key: str | None, extra_headers: dict[str, str] | None = None) -> None:
     if spec.engine != "auto":
         return
     from loadkit.detect import detect_engine
 
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+    # The probes carry what every request carries: the key, and --header.
+    headers = {**({"Authorization": f"Bearer {api_key}"} if api_key else {}), **(extra_headers or {})} or None
     found = detect_engine(spec.url, headers=headers)
     spec.engine = found.engine
     if spec.api is None and found.api is not None:
@@ -84,16 +88,24 @@ class Runtime:
         self.schedule_end_ns: int | None = None
         self._plugin_errors: set[str] = set()
         self.watch = ExhaustionWatch(environment)
+        self.breaker: Breaker | None = None
+        self.backoff_rules: BackoffRules | None = None
+        # The run was stopped (circuit breaker, a start that failed): users send nothing more.
+        self.halted = False
 
     def workload_exhausted(self) -> None:
         self.watch.trigger()
 
     def configure(self, options: Any, host: str | None, shard: tuple[int, int]) -> None:
         self.scenario = load_scenario_file(options.scenario or DEFAULT_SCENARIO)
+        shape = request_shape(options, self.scenario)
         specs = target_specs(options, host, getattr(self.scenario, "targets", None) or [])
         for spec in specs:
-            resolve_engine(spec, options.api_key or None)
+            resolve_engine(spec, options.api_key or None, shape.headers)
         self.targets = [build_target(s, options.api_key or None, options.model or None) for s in specs]
+        for target in self.targets:
+            shape.apply(target, dropped_for(options, target.name))
+        self.configure_failures(options, shard)
         try:
             self.timeouts = Timeouts(first_token_s=options.first_token_timeout, total_s=options.request_timeout)
         except (TypeError, ValueError) as exc:
@@ -119,6 +131,22 @@ class Runtime:
             self.sessions.plan = self.plan
             self.sessions.set_slos(slo_limits)
             self.sessions.asked = getattr(self.scenario, "lengths_asked", None)
+
+    def configure_failures(self, options: Any, shard: tuple[int, int]) -> None:
+        """The circuit breaker and the closed-loop backoff of this run (see breaker.py, backoff.py)."""
+        try:
+            rules = BreakerRules.parse(getattr(options, "breaker", None))
+            self.backoff_rules = BackoffRules.from_options(options)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        self.breaker = Breaker(rules.for_share(*shard)) if rules is not None else None
+        self.halted = False
+
+    def new_backoff(self) -> Backoff | None:
+        """A user's backoff state; None in open loop (the schedule is kept) or with --no-backoff."""
+        if self.backoff_rules is None or self.open_loop:
+            return None
+        return Backoff(self.backoff_rules)
 
     def snapshot_realised(self) -> None:
         """The workload sources' own summaries (realised lengths, prefix sharing) for the report."""
@@ -218,6 +246,10 @@ class Runtime:
     def record(self, rec: RequestRecord) -> None:
         from loadkit.plugins import get_plugin_manager
 
+        if self.breaker is not None:
+            reason = self.breaker.observe(rec)
+            if reason is not None:
+                trip(self.environment, self, reason)
         rec.worker = self.shard[0] if self.shard[1] > 1 else None
         if self.sessions is not None and rec.stage is not None and self.plan:
             self.sessions.add_staged(rec)
@@ -236,12 +268,14 @@ class Runtime:
         if self.sessions is not None and rec.turn is not None:
             self.sessions.add_turn(rec)
 
-    def retry_wait(self, rec: RequestRecord) -> float:
-        """Seconds to wait before this user's next request: Retry-After, when honoured."""
+    def retry_wait(self, rec: RequestRecord, backoff: Backoff | None = None) -> float:
+        """Seconds to wait before this user's next request: Retry-After, when honoured, or the
+        user's backoff after a fast failure (closed loop), whichever is longer."""
         options = getattr(self.environment, "parsed_options", None)
+        wait = backoff.after(rec) if backoff is not None else 0.0
         if rec.retry_after_s is None or not getattr(options, "honor_retry_after", False):
-            return 0.0
-        return min(rec.retry_after_s, float(getattr(options, "max_retry_after", 30.0)))
+            return wait
+        return max(wait, min(rec.retry_after_s, float(getattr(options, "max_retry_after", 30.0))))
 
     def plugin_failed(self, plugin: str, exc: Exception) -> None:
         message = f"plugin {plugin!r} raised {exc!r} in loadkit_request_finished; run marked invalid"
@@ -270,6 +304,19 @@ def apply_scenario_slos(options: Any, scenario: Any) -> None:
     if slos and not getattr(options, "slo", None):
         options.slo = [f"{key}={float(limit):g}" for key, limit in slos.items()]
         setattr(options, SCENARIO_SLOS, True)
+
+
+def request_shape(options: Any, scenario: Any) -> RequestShape:
+    """--extra-body / --header / --exact-output, parsed; --exact-output overrides the scenario's
+    [prompt] exact_output (the scenario is loaded afresh for every run)."""
+    try:
+        shape = RequestShape.from_options(options)
+    except RequestOptionError as exc:
+        raise ConfigError(str(exc)) from None
+    prompt = getattr(scenario, "prompt", None)
+    if shape.exact_output is not None and prompt is not None:
+        prompt.exact_output = shape.exact_output
+    return shape
 
 
 def validate_slos(options: Any) -> dict[str, float]:

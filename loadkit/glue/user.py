@@ -41,10 +41,13 @@ class LLMUser(FastHttpUser):
 
     def on_start(self) -> None:
         self.runtime = get_runtime(self.environment)
+        if self.runtime.halted:
+            return  # its first task stops it (StopUser here would be logged as an error)
         self.target = self.runtime.next_target()
         self.source = self.runtime.sources[self.target.name]
         self.pool = ConnectionPool()
         self.session_header = getattr(self.environment.parsed_options, "session_header", "") or ""
+        self.backoff = self.runtime.new_backoff()
 
     def on_stop(self) -> None:
         pool = getattr(self, "pool", None)
@@ -53,6 +56,8 @@ class LLMUser(FastHttpUser):
 
     @task
     def next_work(self) -> None:
+        if self.runtime.halted:
+            raise StopUser()  # the breaker (or a failed start) stopped the run; the stop is on its way
         dispatcher = self.runtime.dispatchers.get(self.target.name)
         t_sched, stage = None, None
         if dispatcher is not None:
@@ -129,7 +134,9 @@ class LLMUser(FastHttpUser):
     def send(self, request: GenerationRequest, budgeted: bool = False) -> RequestRecord:
         wait, self._retry_wait = getattr(self, "_retry_wait", 0.0), 0.0
         if wait > 0:
-            gevent.sleep(wait)  # the server asked for it (Retry-After) and --honor-retry-after is on
+            gevent.sleep(wait)  # Retry-After (with --honor-retry-after), or backoff after a fast failure
+            if not budgeted and self.runtime.halted:
+                raise StopUser()
         if not budgeted and not self.runtime.take_budget():
             self.runtime.workload_exhausted()
             raise StopUser()
@@ -152,7 +159,7 @@ class LLMUser(FastHttpUser):
 
     def _finished(self, record: RequestRecord) -> None:
         self.runtime.record(record)
-        self._retry_wait = self.runtime.retry_wait(record)
+        self._retry_wait = self.runtime.retry_wait(record, getattr(self, "backoff", None))
         if record.outcome == CANCELLED:
             # Stopped by the test, not failed by the server: loadkit counts it; Locust's
             # table would show it either as a failure or as a short success, both wrong.

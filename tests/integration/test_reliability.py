@@ -269,7 +269,10 @@ def test_one_byte_trickle_is_read_correctly(tmp_path):
 @pytest.mark.parametrize("honor", [False, True])
 def test_429_retry_after_honoured_only_when_asked(tmp_path, honor):
     report_dir = tmp_path / "r"
-    extra = ["--honor-retry-after"] if honor else []
+    # Every request is a fast 429: without these, backoff would pace the users and the breaker
+    # would stop the run (both tested in test_strict_servers.py); here only Retry-After counts.
+    extra = ["--no-backoff", "--breaker", "off"]
+    extra += ["--honor-retry-after"] if honor else []
     with sim_process("--profile", "fast", "--fault", "http_429=1.0", "--retry-after", "1") as sim:
         proc = run_locust(
             "--headless", "-u", "2", "-r", "2", "-t", "4s", "--stop-timeout", "3", "--host", sim.url,

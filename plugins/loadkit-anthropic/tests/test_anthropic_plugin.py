@@ -84,4 +84,7 @@ def test_loadkit_run_uses_the_plugin(tmp_path):
     assert report["manifest"]["plugins"]["anthropic"] == "loadkit-anthropic==0.1.0"
     (stats,) = report["engines"].values()
     assert stats["outcomes"] == {"ok": 6} and report["conservation"]["holds"]
-    assert len(requests) == 6 and all(path == "/v1/messages" for path, _ in requests)
+    # loadkit's pre-flight request (one per target, before the run, not in its stats), then the 6.
+    (seen,) = report["manifest"]["preflight"].values()
+    assert seen["outcome"] == "ok" and seen["requests"] == 1
+    assert len(requests) == 1 + 6 and all(path == "/v1/messages" for path, _ in requests)
