@@ -180,6 +180,12 @@ def test_setup_figures_in_the_report():
     assert engine["ttft_with_connect_ms"]["max"] == pytest.approx(31.0, rel=1e-3)
     assert opened.to_json()["ttft_with_connect_ms"] == pytest.approx(31.0)
     assert reused.to_json()["connect_ms"] is None and reused.to_json()["new_connection"] is False
+    from loadkit.report import build_html
+
+    html = build_html(collector.report(), None)
+    section = html[html.index('<section id="connections">'):]
+    section = section[: section.index("</section>")]
+    assert "TLS handshake p99" in section and "<td>e</td><td>2</td>" in section.replace(" ", "")
 
 
 def test_sim_tls_options_are_checked(tls_files, tmp_path):
