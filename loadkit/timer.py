@@ -21,7 +21,6 @@ from loadkit import types as t
 from loadkit.engines.base import EngineAdapter, StreamParser
 from loadkit.httpstream import (
     READS,
-    RECV_SIZE,
     BodyReader,
     ConnectFailed,
     ConnectionPool,
@@ -29,7 +28,6 @@ from loadkit.httpstream import (
     FastSSEDecoder,
     ProtocolError,
     ResponseHead,
-    connect,
     encode_request,
     kernel_timestamps_wanted,
     read_head,
@@ -39,7 +37,7 @@ from loadkit.hubreads import ArrivalQueue, GeventDeadline, is_gevent_socket, may
 from loadkit.records import RequestRecord
 from loadkit.sse import NDJSONDecoder
 from loadkit.tls import TlsError, refused_after_handshake_reason
-from loadkit.tlsstream import TlsArrivalQueue, TlsConn
+from loadkit.tlsstream import TlsConn, arrival_queue, open_connection, recv_body
 
 MAX_ERROR_BODY = 64 * 1024
 # Reads an ArrivalQueue may hold before the greenlet decodes them (after the first token),
@@ -275,16 +273,9 @@ class StreamRun:
         raise AssertionError("unreachable")
 
     def _open(self) -> None:
-        """A new connection, its TCP connect and TLS handshake timed apart (connect_ms, tls_ms)."""
-        rec, ep = self.record, self.ep
-        rec.t_connect_ns = time.perf_counter_ns()
-        self.sock = connect(ep, min(self.timeouts.connect_s, self.timeouts.first_token_s))
-        rec.t_connected_ns = time.perf_counter_ns()
-        if ep.ssl_context is not None:
-            tls = TlsConn(ep.ssl_context, ep.host)
-            tls.handshake(self.sock, self.timeouts.handshake_s)
-            self.tls = tls
-            rec.t_tls_ns = time.perf_counter_ns()
+        """A new connection; its TCP connect and TLS handshake are timed apart (connect_ms, tls_ms)."""
+        connect_s = min(self.timeouts.connect_s, self.timeouts.first_token_s)
+        self.sock, self.tls = open_connection(self.ep, self.record, connect_s, self.timeouts.handshake_s)
 
     def _write(self, sock: socket.socket, payload: bytes) -> None:
         """The request's bytes: t_send is taken here, once any connection set-up is done."""
@@ -294,19 +285,8 @@ class StreamRun:
         else:
             self.tls.sendall(sock, payload)
 
-    def _new_queue(self, sock: socket.socket) -> ArrivalQueue:
-        if self.tls is None:
-            return ArrivalQueue(sock, self.kernel)
-        return TlsArrivalQueue(sock, self.kernel, self.tls)
-
-    def _recv_plain(self, sock: socket.socket) -> bytes:
-        """One blocking read of body bytes, off the timed path (error bodies, draining)."""
-        if self.tls is None:
-            return sock.recv(RECV_SIZE)
-        return self.tls.recv_stamped(sock, False)[0]
-
     def _send_queued(self, sock: socket.socket, payload: bytes) -> ResponseHead:
-        self.queue = self._new_queue(sock)
+        self.queue = arrival_queue(sock, self.kernel, self.tls)
         self._write(sock, payload)
         guard = GeventDeadline()
         try:
@@ -331,7 +311,7 @@ class StreamRun:
         try:
             while not body.complete and size < MAX_ERROR_BODY and self.sock is not None:
                 self.sock.settimeout(2.0)
-                data = self._recv_plain(self.sock)
+                data = recv_body(self.sock, self.tls)
                 if not data:
                     break
                 chunks.append(body.feed(data))
@@ -398,7 +378,7 @@ class StreamRun:
         t_head = self.record.t_headers_ns or time.perf_counter_ns()
         reads = ([(t_head, head.leftover)] if head.leftover else []) + self.queued_reads
         self.queued_reads = []
-        queue = self.queue if self.queue is not None else self._new_queue(self.sock)
+        queue = self.queue if self.queue is not None else arrival_queue(self.sock, self.kernel, self.tls)
         armed_for: bool | None = None  # the guard's phase: before (False) / after (True) the first token
         try:
             while True:
@@ -559,7 +539,7 @@ class StreamRun:
         try:
             while not body.complete and self.sock is not None:
                 self.sock.settimeout(1.0)
-                data = self._recv_plain(self.sock)
+                data = recv_body(self.sock, self.tls)
                 if not data:
                     return
                 body.feed(data)

@@ -20,6 +20,7 @@ import time
 
 from loadkit.httpstream import RECV_SIZE, Endpoint, connect, recv_stamped
 from loadkit.hubreads import ArrivalQueue
+from loadkit.records import RequestRecord
 from loadkit.tls import TlsError, describe_error, refused_after_handshake_reason
 
 
@@ -171,6 +172,35 @@ class TlsArrivalQueue(ArrivalQueue):
         if (len(self._reads) >= self.batch or self._tail == b"\r\n0\r\n\r\n"
                 or t_read - self._reads[0][0] >= self._flush_ns):  # fmt: skip
             self._wake()
+
+
+def open_connection(ep: Endpoint, record: RequestRecord, connect_s: float,
+                    handshake_s: float) -> tuple[socket.socket, TlsConn | None]:  # fmt: skip
+    """A new connection for a timed request, its set-up stamped into ``record``: TCP connect
+    began / done, TLS handshake done (https only). ConnectFailed, TlsError."""
+    record.t_connect_ns = time.perf_counter_ns()
+    sock = connect(ep, connect_s)
+    record.t_connected_ns = time.perf_counter_ns()
+    if ep.ssl_context is None:
+        return sock, None
+    tls = TlsConn(ep.ssl_context, ep.host)
+    try:
+        tls.handshake(sock, handshake_s)
+    except BaseException:
+        sock.close()
+        raise
+    record.t_tls_ns = time.perf_counter_ns()
+    return sock, tls
+
+
+def arrival_queue(sock: socket.socket, kernel: bool, tls: TlsConn | None) -> ArrivalQueue:
+    """The hub-side reader of a connection: plain, or decrypting (chosen once per connection)."""
+    return ArrivalQueue(sock, kernel) if tls is None else TlsArrivalQueue(sock, kernel, tls)
+
+
+def recv_body(sock: socket.socket, tls: TlsConn | None) -> bytes:
+    """One blocking read of body bytes off the timed path (error bodies, draining for reuse)."""
+    return sock.recv(RECV_SIZE) if tls is None else tls.recv_stamped(sock, False)[0]
 
 
 def open_tls(ep: Endpoint, timeout_s: float, handshake_s: float) -> tuple[socket.socket, TlsConn]:

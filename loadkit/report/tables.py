@@ -59,8 +59,7 @@ def connections_section(report: dict[str, Any]) -> str:
     """Connection set-up, which TTFT leaves out: per new connection, and TTFT with it put back."""
     rows = []
     for engine, s in engines_of(report).items():
-        connect = s.get("connect_ms") if isinstance(s.get("connect_ms"), dict) else {}
-        rows.append([escape(engine), num(connect.get("count")), num(stat(s, "connect_ms", "p50")),
+        rows.append([escape(engine), num(stat(s, "connect_ms", "count")), num(stat(s, "connect_ms", "p50")),
                      num(stat(s, "connect_ms", "p99")), num(stat(s, "tls_ms", "p50")), num(stat(s, "tls_ms", "p99")),
                      num(stat(s, "ttft_ms", "p99")), num(stat(s, "ttft_with_connect_ms", "p99"))])  # fmt: skip
     if not rows:
