@@ -103,10 +103,10 @@ _process_settings: TlsSettings | None = None
 
 def use(settings: TlsSettings) -> ssl.SSLContext:
     """Build the context for ``settings`` and make it this process's (see the module docstring).
-    Rebuilt only when the settings change (every Locust test start configures again)."""
+    Built afresh every time (each Locust test start), so a CA file fixed between two runs from
+    the web UI is read again."""
     global _process, _process_settings
-    if _process is None or settings != _process_settings:
-        _process, _process_settings = client_context(settings), settings
+    _process, _process_settings = client_context(settings), settings
     return _process
 
 
