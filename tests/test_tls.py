@@ -233,6 +233,62 @@ def test_http_error_body_over_tls_reaches_the_user(tls_files):
     assert rec.retry_after_s == 2.0
 
 
+def memory_pair(tls_files: TlsFiles):
+    """A client TlsConn and a server SSLObject joined in memory, handshake done."""
+    from loadkit.tlsstream import TlsConn
+
+    s_in, s_out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    server = tls_files.server_context().wrap_bio(s_in, s_out, server_side=True)
+    client = TlsConn(tls_files.client_context(), "localhost")
+    for _ in range(10):
+        for side in (client.obj, server):
+            try:
+                side.do_handshake()
+            except ssl.SSLWantReadError:
+                pass
+        s_in.write(client._out.read())
+        client._in.write(s_out.read())
+    assert client.decrypt(b"") == b""  # session tickets: no plaintext
+    return client, server, s_out
+
+
+@pytest.mark.parametrize("cut", [1, 5, 24, 25, 26, 40, 60])
+def test_decrypt_hands_on_each_record_when_complete(tls_files, cut):
+    """Records split anywhere across reads, several in one read, close_notify behind data."""
+    client, server, out = memory_pair(tls_files)
+    server.write(b"one")
+    server.write(b"two" * 10)
+    both = out.read()
+    first_end = 5 + int.from_bytes(both[3:5], "big")  # record header: type, version, length
+    if cut < first_end:
+        assert client.decrypt(both[:cut]) == b""  # part of the first record: nothing yet
+        assert client.decrypt(both[cut:]) == b"one" + b"two" * 10  # the rest completes both
+    else:
+        assert client.decrypt(both[:cut]) == b"one"  # the first, and part of the second
+        assert client.decrypt(both[cut:]) == b"two" * 10
+    server.write(b"x" * 20_000)  # two records (16 KiB + the rest)
+    big = out.read()
+    assert client.decrypt(big[:16_000]) == b""
+    assert client.decrypt(big[16_000:17_000]) == b"x" * 16_384
+    assert client.decrypt(big[17_000:]) == b"x" * (20_000 - 16_384)
+    server.write(b"last")
+    with pytest.raises(ssl.SSLWantReadError):
+        server.unwrap()  # writes close_notify, then waits for ours
+    assert client.decrypt(out.read()) == b"last" and client.closed
+    assert client.decrypt(b"") is None  # after close_notify: the end
+
+
+def test_decrypt_of_a_corrupted_record_is_a_tls_error(tls_files):
+    from loadkit.tls import TlsError
+
+    client, server, out = memory_pair(tls_files)
+    server.write(b"hello")
+    record = bytearray(out.read())
+    record[-3] ^= 0xFF  # flip bits in the authentication tag
+    with pytest.raises(TlsError, match="TLS error"):
+        client.decrypt(bytes(record))
+
+
 @pytest.mark.slow
 def test_tls_under_gevent_monkey_patching():
     """This module again with gevent's sockets (what Locust runs): reads go through the hub's
