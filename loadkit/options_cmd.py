@@ -87,7 +87,9 @@ def render(actions: list[argparse.Action], width: int = 100) -> str:
             section = action.loadkit_section  # type: ignore[attr-defined]
             lines += ["", f"{section_title(section)}:"]
         lines.append(_heading(action))
-        lines += textwrap.wrap(action.help or "", width=width, initial_indent=" " * 6, subsequent_indent=" " * 6)
+        # No breaks inside option names such as --client-key.
+        lines += textwrap.wrap(action.help or "", width=width, initial_indent=" " * 6, subsequent_indent=" " * 6,
+                               break_on_hyphens=False)
     return "\n".join([*lines, "", FOOTER])
 
 

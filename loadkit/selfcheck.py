@@ -43,10 +43,12 @@ log = logging.getLogger("loadkit.selfcheck")
 # Figures a saturated client distorts: every latency includes its queueing, ITL and TTFT
 # absorb reads that coalesced while it was busy, open-loop sends go out late, and the
 # offered load may fall short of the scenario's.
-SUSPECT = ["ttft_ms", "ttft_sched_ms", "itl_ms", "itl_chunk_ms", "tpot_ms", "e2e_ms", "throughput"]
-# Late reads distort the token timestamps; late sends the schedule and the offered load.
-TIMING_SUSPECT = ["ttft_ms", "ttft_sched_ms", "itl_ms", "itl_chunk_ms", "tpot_ms", "e2e_ms"]
-SEND_SUSPECT = ["ttft_sched_ms", "throughput"]
+SUSPECT = ["ttft_ms", "ttft_sched_ms", "ttft_with_connect_ms", "itl_ms", "itl_chunk_ms", "tpot_ms", "e2e_ms",
+           "connect_ms", "tls_ms", "throughput"]  # fmt: skip
+# Late reads distort the token timestamps; late sends the schedule and the offered load, and
+# a lagging loop notices connects and handshakes late (their times are user-space stamps).
+TIMING_SUSPECT = ["ttft_ms", "ttft_sched_ms", "ttft_with_connect_ms", "itl_ms", "itl_chunk_ms", "tpot_ms", "e2e_ms"]
+SEND_SUSPECT = ["ttft_sched_ms", "connect_ms", "tls_ms", "throughput"]
 # Fewer reads (first tokens) than this in a window: too few to judge their p99.
 MIN_READS = 100
 MIN_FIRSTS = 100

@@ -146,12 +146,22 @@ def _check_options_early(environment: Any) -> None:
 
 
 def check_reachable(runtime: Runtime) -> None:
+    """Every target accepts connections; https targets also complete a TLS handshake, so a
+    certificate problem is one clear error before the run, not a run of tls_error requests."""
     import socket
+
+    from loadkit.tls import TlsError
+    from loadkit.tlsstream import check_tls
 
     for target in runtime.targets:
         ep = target.endpoint
         try:
-            socket.create_connection((ep.host, ep.port), timeout=5).close()
+            if ep.ssl_context is None:
+                socket.create_connection((ep.host, ep.port), timeout=5).close()
+            else:
+                runtime.tls_negotiated[target.name] = check_tls(ep, timeout_s=5.0)
+        except TlsError as exc:
+            raise ConfigError(f"target {target.name!r} at {target.spec.url}: TLS: {exc}") from None
         except OSError as exc:
             raise ConfigError(f"target {target.name!r} at {target.spec.url} is unreachable: {exc}") from None
 

@@ -259,6 +259,37 @@ def add_server_strictness_arguments(group: OptionGroup) -> None:
     )
 
 
+def add_tls_arguments(group: OptionGroup) -> None:
+    """https:// targets (loadkit/tls.py builds the one client context from these)."""
+    group.add_argument(
+        "--ca-bundle",
+        default="",
+        env_var="LOADKIT_CA_BUNDLE",
+        help="PEM file of the CA certificates to trust for https:// targets, instead of the system store "
+        "(default: the system store; SSL_CERT_FILE / SSL_CERT_DIR are honoured)",
+    )
+    group.add_argument(
+        "--client-cert",
+        default="",
+        env_var="LOADKIT_CLIENT_CERT",
+        help="PEM client certificate for gateways that require mTLS (its key in the same file, or --client-key)",
+    )
+    group.add_argument(
+        "--client-key",
+        default="",
+        env_var="LOADKIT_CLIENT_KEY",
+        help="PEM private key (unencrypted) of --client-cert",
+    )
+    group.add_argument(
+        "--insecure",
+        action="store_true",
+        default=False,
+        env_var="LOADKIT_INSECURE",
+        help="Do not verify https:// targets' certificates and host names (a test deployment only: "
+        "anyone on the path can impersonate the server); the report says so",
+    )
+
+
 def add_arguments(parser: Any) -> None:
     """Register every loadkit option (core, stats, and those plugins add) on Locust's parser."""
     group = OptionGroup(parser.add_argument_group("loadkit", "loadkit: LLM load-testing options"))
@@ -269,6 +300,7 @@ def add_arguments(parser: Any) -> None:
         add_load_arguments,
         add_run_arguments,
         add_server_strictness_arguments,
+        add_tls_arguments,
     ):
         group.section = add.__name__
         add(group)

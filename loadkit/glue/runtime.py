@@ -23,6 +23,8 @@ from loadkit.records import RequestRecord
 from loadkit.stagestats import stage_plan
 from loadkit.targets import Target, TargetSpec, build_target, check_unique_names, parse_target
 from loadkit.timer import Timeouts
+from loadkit.tls import INSECURE_WARNING, TlsConfigError, TlsSettings
+from loadkit.tls import use as use_tls
 
 log = logging.getLogger("loadkit")
 
@@ -54,6 +56,24 @@ def target_specs(options: Any, host: str | None, from_scenario: list[dict[str, A
     return specs
 
 
+_insecure_warned: list[bool] = []
+
+
+def configure_tls(options: Any) -> TlsSettings:
+    """The run's TLS options become this process's client context (loadkit/tls.py), before any
+    target is probed or built. --insecure is said loudly: on the console here (once per
+    process), and in the report's manifest and warnings (glue/manifest.py)."""
+    settings = TlsSettings.from_options(options)
+    try:
+        use_tls(settings)
+    except TlsConfigError as exc:
+        raise ConfigError(str(exc)) from None
+    if settings.insecure and not _insecure_warned:
+        _insecure_warned.append(True)
+        log.warning("loadkit: WARNING: %s", INSECURE_WARNING)
+    return settings
+
+
 def resolve_engine(spec: TargetSpec, api_key: str | None, extra_headers: dict[str, str] | None = None) -> None:
     if spec.engine != "auto":
         return
@@ -78,6 +98,9 @@ class Runtime:
         self.sources: dict[str, Any] = {}
         self.scenario: Any = None
         self.timeouts = Timeouts()
+        self.tls = TlsSettings()
+        # What the pre-flight handshake of each https target negotiated (kept across configures).
+        self.tls_negotiated: dict[str, dict[str, str | None]] = {}
         self.budget: int | None = None
         self.sent = 0
         self._assign = count()
@@ -100,6 +123,7 @@ class Runtime:
         self.scenario = load_scenario_file(options.scenario or DEFAULT_SCENARIO)
         shape = request_shape(options, self.scenario)
         specs = target_specs(options, host, getattr(self.scenario, "targets", None) or [])
+        self.tls = configure_tls(options)
         for spec in specs:
             resolve_engine(spec, options.api_key or None, shape.headers)
         self.targets = [build_target(s, options.api_key or None, options.model or None) for s in specs]

@@ -84,6 +84,7 @@ def build_html(report: dict[str, Any], raw: RawData | None = None, report_dir: s
     parts = [
         _safe("summary", lambda: tables.summary_section(report), errors),
         _safe("slo", lambda: tables.slo_section(report), errors),
+        _safe("connections", lambda: tables.connections_section(report), errors),
         _safe("cdfs", lambda: plots.cdf_section(report, raw), errors),
         _safe("timeseries", lambda: plots.timeseries_section(report, raw), errors),
         _safe("stages", lambda: plots.stages_section(report, raw), errors),

@@ -51,6 +51,27 @@ def summary_section(report: dict[str, Any]) -> str:
                    table(SUMMARY_HEAD, rows, "summary"))  # fmt: skip
 
 
+CONNECTION_HEAD = ("engine", "new connections", "TCP connect p50", "TCP connect p99", "TLS handshake p50",
+                   "TLS handshake p99", "TTFT p99", "TTFT with connect p99")  # fmt: skip
+
+
+def connections_section(report: dict[str, Any]) -> str:
+    """Connection set-up, which TTFT leaves out: per new connection, and TTFT with it put back."""
+    rows = []
+    for engine, s in engines_of(report).items():
+        rows.append([escape(engine), num(stat(s, "connect_ms", "count")), num(stat(s, "connect_ms", "p50")),
+                     num(stat(s, "connect_ms", "p99")), num(stat(s, "tls_ms", "p50")), num(stat(s, "tls_ms", "p99")),
+                     num(stat(s, "ttft_ms", "p99")), num(stat(s, "ttft_with_connect_ms", "p99"))])  # fmt: skip
+    if not rows:
+        return section("connections", "Connections", not_measured("connections", "the report has no engine sections"))
+    return section("connections", "Connection set-up",
+                   note("TTFT and E2E start when the request is written, after any TCP connect and TLS handshake; "
+                        "those are timed per new connection (none for a reused keep-alive connection), over every "
+                        f"outcome. TTFT with connect puts them back. ms; {NOT_MEASURED} = not measured "
+                        "(e.g. no TLS handshake on plain-HTTP targets)."),
+                   table(CONNECTION_HEAD, rows, "connections"))  # fmt: skip
+
+
 def _slo_rows(engine: str, slo: dict[str, Any]) -> list[list[str]]:
     rows = []
     for key, a in (slo.get("attainment") or {}).items():

@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import gc
 import signal
+import ssl
 import sys
 from typing import Any
 
@@ -50,6 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--spin-us", type=float, default=1200.0, help="busy-wait this long before each step end (timing precision)")
     p.add_argument("--sndbuf", type=int, default=None, metavar="BYTES",
                    help="SO_SNDBUF of client connections (default: kernel autotuning)")
+    p.add_argument("--tls-cert", default=None, metavar="FILE",
+                   help="serve https with this PEM certificate chain (the key too, unless --tls-key)")
+    p.add_argument("--tls-key", default=None, metavar="FILE", help="PEM private key of --tls-cert")
+    p.add_argument("--tls-client-ca", default=None, metavar="FILE",
+                   help="with --tls-cert: require client certificates issued by the CAs in this PEM file (mTLS)")
     p.add_argument("--list-profiles", action="store_true", help="print the named profiles as JSON and exit")
     _add_profile_options(p)
     return p
@@ -147,9 +153,17 @@ def server_options(args: argparse.Namespace) -> ServerOptions:
     for name in ("stall_seconds", "trickle_interval_ms", "spin_us", "retry_after"):
         if not getattr(args, name) >= 0:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 0")
-    return ServerOptions(host=args.host, seed=args.seed, faults=build_plan(args.fault), truth_log=args.truth_log,
-                         stall_seconds=args.stall_seconds, trickle_interval_ms=args.trickle_interval_ms,
-                         retry_after_s=args.retry_after, spin_us=args.spin_us, sndbuf=args.sndbuf)
+    if (args.tls_key or args.tls_client_ca) and not args.tls_cert:
+        raise ConfigError("--tls-key and --tls-client-ca need --tls-cert")
+    options = ServerOptions(host=args.host, seed=args.seed, faults=build_plan(args.fault), truth_log=args.truth_log,
+                            stall_seconds=args.stall_seconds, trickle_interval_ms=args.trickle_interval_ms,
+                            retry_after_s=args.retry_after, spin_us=args.spin_us, sndbuf=args.sndbuf,
+                            tls_cert=args.tls_cert, tls_key=args.tls_key, tls_client_ca=args.tls_client_ca)
+    try:
+        options.ssl_context()
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"--tls-cert/--tls-key/--tls-client-ca: cannot use the files given: {exc}") from None
+    return options
 
 
 async def serve(specs: list[EngineSpec], options: ServerOptions, stop: asyncio.Event,
@@ -157,12 +171,13 @@ async def serve(specs: list[EngineSpec], options: ServerOptions, stop: asyncio.E
     """Run engines until ``stop`` is set; prints the ready lines (``state`` gets the engines)."""
     truth = TruthLog(options.truth_log) if options.truth_log else None
     engines = [SimEngine(s, options, truth, i) for i, s in enumerate(specs)]
-    started = [await start_engine(e, options.host) for e in engines]
+    tls = options.ssl_context()
+    started = [await start_engine(e, options.host, tls) for e in engines]
     if state is not None:
         state["engines"] = engines
         return await _wait_and_close(stop, started, truth, engines)
     for e in engines:
-        print(f"loadkit sim: listening on http://{options.host}:{e.port} engine={e.family} "
+        print(f"loadkit sim: listening on {options.scheme}://{options.host}:{e.port} engine={e.family} "
               f"profile={e.profile.name} model={e.model}", flush=True)
     await _wait_and_close(stop, started, truth, engines)
 

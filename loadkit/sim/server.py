@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import math
 import random
+import ssl
 import sys
 import time
 import traceback
@@ -42,6 +43,27 @@ class ServerOptions:
     retry_after_s: int = 1
     spin_us: float = 1200.0
     sndbuf: int | None = None
+    # Serve https: certificate chain and key (PEM); with a client CA, require client certificates.
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_client_ca: str | None = None
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls_cert else "http"
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The server context for --tls-cert/--tls-key (None: plain HTTP); OSError/SSLError
+        when a file cannot be used."""
+        if not self.tls_cert:
+            return None
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(self.tls_cert, self.tls_key)
+        ctx.set_alpn_protocols(["http/1.1"])
+        if self.tls_client_ca:
+            ctx.load_verify_locations(self.tls_client_ca)
+            ctx.verify_mode = ssl.CERT_REQUIRED
+        return ctx
 
 
 @dataclass(slots=True)
@@ -238,9 +260,11 @@ def parse_error_body(family: str, message: str) -> bytes:
     return route.error(400, message)
 
 
-async def start_engine(engine: SimEngine, host: str) -> tuple[asyncio.AbstractServer, asyncio.Task[None]]:
+async def start_engine(engine: SimEngine, host: str,
+                       tls: ssl.SSLContext | None = None) -> tuple[asyncio.AbstractServer, asyncio.Task[None]]:
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(engine.protocol, host, engine.port, backlog=4096, reuse_address=True)
+    server = await loop.create_server(engine.protocol, host, engine.port, backlog=4096, reuse_address=True,
+                                      ssl=tls)  # fmt: skip
     engine.port = server.sockets[0].getsockname()[1]
     task = loop.create_task(engine.runner.run())
     return server, task

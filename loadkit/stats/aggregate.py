@@ -21,7 +21,8 @@ from loadkit.records import RequestRecord
 from loadkit.stats.series import Series
 from loadkit.types import CANCELLED, OK
 
-TIME_METRICS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "itl_ms", "itl_chunk_ms", "e2e_ms")
+TIME_METRICS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "itl_ms", "itl_chunk_ms", "e2e_ms",
+                "ttft_with_connect_ms", "connect_ms", "tls_ms")
 TOKEN_METRICS = ("n_in", "n_out", "n_cached")
 METRICS = TIME_METRICS + TOKEN_METRICS
 
@@ -44,6 +45,9 @@ _PLAIN = (
     "n_cached",
     "itl_chunk_ms",
     "itl_ms",
+    "ttft_with_connect_ms",
+    "connect_ms",
+    "tls_ms",
 )
 
 
@@ -109,8 +113,14 @@ class GroupStats:
         n_out = r.n_out
         if n_out is not None:
             self.output_tokens_all += n_out
+        if r.t_connect_ns is not None and r.t_connected_ns is not None:
+            # Connection set-up is the connection's, whatever became of the request on it.
+            pending["connect_ms"].append(r.t_connected_ns - r.t_connect_ns)
+            if r.t_tls_ns is not None:
+                pending["tls_ms"].append(r.t_tls_ns - r.t_connected_ns)
         events = r.event_t_ns
-        end = r.t_end_ns if r.t_end_ns is not None else (events[-1] if events else r.t_send_ns)
+        start = r.t_start_ns or r.t_send_ns
+        end = r.t_end_ns if r.t_end_ns is not None else (events[-1] if events else start)
         tokens = -1  # series marker for "not ok"
         if outcome == OK:
             tokens = n_out or 0
@@ -118,9 +128,10 @@ class GroupStats:
             self._judge(self._add_latencies(r))
         elif outcome != CANCELLED:
             self.judged += 1
-        if r.t_send_ns > 0:
+        if start > 0:
+            # In flight (and in the window) from the start, connection set-up included.
             starts, ends, toks = self.pending_series
-            starts.append(r.t_send_ns)
+            starts.append(start)
             ends.append(end)
             toks.append(tokens)
         if len(pending["e2e_ms"]) >= FLUSH_RECORDS or len(pending["itl_chunk_ms"]) >= FLUSH_ITL:
@@ -142,6 +153,7 @@ class GroupStats:
             pending["ttft_ms"].append(ttft)
             sched = first - (r.t_sched_ns if r.t_sched_ns is not None else send)
             pending["ttft_sched_ms"].append(sched)
+            pending["ttft_with_connect_ms"].append(first - (r.t_start_ns or send))
             if n_out is not None and n_out >= 2:
                 tpot = _div_round(events[-1] - first, n_out - 1)
                 pending["tpot_ms"].append(tpot)
