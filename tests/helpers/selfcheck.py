@@ -58,16 +58,18 @@ def monitor(clock: Clock, **kw) -> SaturationMonitor:
 def run(mon: SaturationMonitor, clock: Clock, seconds: int, c: Counters, *, lag_ms: float, cpu: float,
         reads_per_s: float = 0, kernel: float = 1.0, late: float = 0.0, coalesced: float = 0.0,
         firsts_per_s: float = 0, first_coalesced: float = 0.0, wait: float | None = None,
-        pressure: float | None = None, spike_ms: float | None = None) -> list[str]:  # fmt: skip
-    """``seconds`` of probes every 20 ms at ``lag_ms`` (one ``spike_ms`` a second if given),
+        pressure: float | None = None, spike_ms: float | None = None, spike_every: int = 5) -> list[str]:  # fmt: skip
+    """``seconds`` of probes every 20 ms at ``lag_ms`` (one ``spike_ms`` every ``spike_every``
+    seconds if given: 1 in 250 samples of a window, under its p99),
     ``cpu`` of a core, ``reads_per_s`` of which fractions are kernel-stamped, late and
     coalesced, first tokens, and run-queue wait / CPU pressure as fractions of wall time
     (None: not offered by the kernel). Returns the warnings."""
     out = []
-    for _ in range(seconds):
+    for second in range(seconds):
         for i in range(50):
             clock.t += 20 * MS
-            mon.add_lag(int((spike_ms if spike_ms is not None and i == 25 else lag_ms) * MS))
+            spike = spike_ms is not None and i == 25 and second % spike_every == 0
+            mon.add_lag(int((spike_ms if spike else lag_ms) * MS))
         c.cpu_s += cpu
         c.reads += reads_per_s
         c.kernel += reads_per_s * kernel
