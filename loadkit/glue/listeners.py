@@ -306,12 +306,15 @@ def on_test_stop(environment: Any, **_: Any) -> None:
     if summary is None or runtime.stats is None:
         return
     runtime.stats.set_manifest_fields({"schedule": summary})
+    from loadkit.selfcheck.messages import num
+
+    limit = environment.parsed_options.late_threshold_ms
     for target, s in summary.items():
-        if s["dropped"] or (s["lag_p99_ms"] or 0) > environment.parsed_options.late_threshold_ms:
+        if s["dropped"] or (s["lag_p99_ms"] or 0) > limit:
             runtime.stats.warn(
                 f"client was the bottleneck for target {target}: open-loop schedule fell behind "
-                f"(lag p99 {s['lag_p99_ms']} ms, {s['late']} late, {s['dropped']} dropped); "
-                "add users (-u) or workers: latencies here include client queueing"
+                f"(lag p99 {num(s['lag_p99_ms'] or 0)} ms (limit {limit:g} ms), {s['late']} late, {s['dropped']} "
+                "dropped); add users (-u) or workers: latencies here include client queueing"
             )
 
 
