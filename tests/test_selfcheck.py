@@ -235,7 +235,7 @@ def test_kernel_stamped_client_with_a_lagging_loop_suspects_sends_not_timestamps
     mon = SaturationMonitor(mono_ns=clock.mono, wall_ns=clock.wall)
     msgs = drive_reads(mon, clock, 10, lag_ms=30, cpu_frac=0.8, reads_per_s=40_000, late_frac=0.001, state=state)
     assert len(msgs) == 1
-    assert "0.1% of reads waited over 5 ms in their socket" in msgs[0] and "TTFT, ITL, TPOT and E2E stand" in msgs[0]
+    assert "0.1% of reads waited over 1 ms in their socket" in msgs[0] and "TTFT, ITL, TPOT and E2E stand" in msgs[0]
     field = mon.manifest_field()
     assert field is not None
     assert field["reasons"] == ["event_loop_lag"] and field["suspect"] == SEND_SUSPECT
@@ -264,7 +264,7 @@ def test_reads_falling_behind_arrivals_make_timestamps_suspect_and_cpu_later_mak
     clock, state = Clock(), [0.0] * 6
     mon = SaturationMonitor(mono_ns=clock.mono, wall_ns=clock.wall, node="worker 1")
     assert drive_reads(mon, clock, 8, lag_ms=1, cpu_frac=0.5, reads_per_s=10_000, late_frac=0.0, state=state) == []
-    # Reads that wait (5 % over 5 ms) but still come before the next token cost nothing ...
+    # Reads that wait (5 % over 1 ms) but still come before the next token cost nothing ...
     assert drive_reads(mon, clock, 8, lag_ms=1, cpu_frac=0.5, reads_per_s=10_000, late_frac=0.05, state=state) == []
     # ... reads that wait past it (1 % hold two events) do.
     msgs = drive_reads(mon, clock, 8, lag_ms=1, cpu_frac=0.5, reads_per_s=10_000, late_frac=0.05, state=state,
@@ -288,7 +288,7 @@ def test_reads_falling_behind_arrivals_make_timestamps_suspect_and_cpu_later_mak
 def test_coalesced_reads_over_the_limit_make_timestamps_suspect():
     """Reads that wait past the next event coalesce; the newest event's short wait hides it,
     so the count of reads holding several events is judged on its own, with the reads that
-    waited over 5 ms (as many as the coalesced ones) showing that this client fell behind."""
+    waited over 1 ms (as many as the coalesced ones) showing that this client fell behind."""
     from loadkit.selfcheck import TIMING_SUSPECT
 
     clock, state = Clock(), [0.0] * 6
@@ -298,7 +298,7 @@ def test_coalesced_reads_over_the_limit_make_timestamps_suspect():
     msgs = drive_reads(mon, clock, 8, lag_ms=1, cpu_frac=0.5, reads_per_s=40_000, late_frac=0.009,
                        state=state, coalesced_frac=0.009)  # fmt: skip
     assert len(msgs) == 1 and ": 0.34% of reads held several token events (limit 0.3%); " in msgs[0]
-    assert "; its reads fell behind: 0.9% of reads waited over 5 ms in their socket (CPU 50% of a core" in msgs[0]
+    assert "; its reads fell behind: 0.9% of reads waited over 1 ms in their socket (CPU 50% of a core" in msgs[0]
     field = mon.manifest_field()
     assert field is not None and field["suspect"] == TIMING_SUSPECT
     assert field["max_coalesced_read_pct"] == pytest.approx(0.9, abs=0.01)

@@ -120,9 +120,9 @@ def test_an_idle_process_waiting_as_long_as_it_runs_is_starved():
 
 
 def test_a_process_that_waited_for_the_cpu_but_read_on_time_does_not_warn():
-    """bench_selfcheck.py --tiny on the loaded machine: 10 streams at 3.5 % CPU waited 4.2 %
-    of the time for a CPU, and 0.83 % of reads held two events; none of its reads had
-    waited over 5 ms, and the truth log said TTFT / ITL error p99 0.026 / 0.046 ms."""
+    """Waiting for a CPU (4.2 % at 3.5 % CPU, as 10 streams did on the loaded machine) is
+    harmless while no read's data waits over 1 ms in its socket: the reads holding two
+    events (0.83 %) are then the server's."""
     clock, c = Clock(), Counters()
     mon = monitor(clock)
     msgs = run(mon, clock, 10, c, lag_ms=3.0, spike_ms=4.1, cpu=0.035, reads_per_s=1000, coalesced=0.0083,
@@ -138,7 +138,7 @@ def test_a_busy_client_says_add_workers():
                late=0.05, wait=0.02)  # fmt: skip
     assert len(msgs) == 1
     assert ": 0.6% of reads held several token events (limit 0.3%), CPU 95% of a core (limit 90%); " in msgs[0]
-    assert "this process was busy, 5.0% of reads waited over 5 ms in their socket" in msgs[0]
+    assert "this process was busy, 5.0% of reads waited over 1 ms in their socket" in msgs[0]
     assert msgs[0].endswith("Add workers (--processes N, or --worker machines) or lower the load.")
     assert mon.manifest_field()["causes"] == ["busy"]
 
@@ -152,7 +152,7 @@ def test_a_stalled_event_loop_says_look_for_blocking_work():
                coalesced=0.01, late=0.03, wait=0.0)  # fmt: skip
     assert len(msgs) == 1
     assert ": 1.0% of reads held several token events (limit 0.3%), event-loop lag p99 45 ms (limit 20 ms); " in msgs[0]
-    assert "; its event loop was held: probe lag up to 45 ms, 3.0% of reads waited over 5 ms in their socket." in msgs[0]
+    assert "; its event loop was held: probe lag up to 45 ms, 3.0% of reads waited over 1 ms in their socket." in msgs[0]
     assert msgs[0].endswith("look for blocking work in hooks or plugins (docs/self-check.md, Stalls).")
 
 
@@ -176,7 +176,7 @@ def test_without_schedstat_the_causes_still_come_from_cpu_lag_and_late_reads():
     assert mon.health_field()["max_run_queue_wait_pct"] is None and "waited for a CPU" not in (mon.note or "")
     msgs = run(mon, clock, 10, c, lag_ms=1.0, cpu=0.05, reads_per_s=1300, coalesced=0.01, late=0.02)
     assert len(msgs) == 1 and "; its reads fell behind: " in msgs[0]
-    assert "% of reads waited over 5 ms in their socket (CPU 5.0% of a core, probe lag up to 1.0 ms)." in msgs[0]
+    assert "% of reads waited over 1 ms in their socket (CPU 5.0% of a core, probe lag up to 1.0 ms)." in msgs[0]
 
 
 @pytest.mark.parametrize("value,text", [(2062.5489915, "2063"), (41.23, "41"), (5.24, "5.2"), (0.337, "0.34"),
@@ -196,7 +196,8 @@ def test_the_real_probe_logs_the_server_note_and_warns_nothing(monkeypatch, capl
     counters = httpstream.ReadCounters()
     monkeypatch.setattr(httpstream, "READS", counters)
     stats = FakeStats()
-    cfg = SelfCheckConfig(window_s=0.5, probe_s=0.005, eval_s=0.1)
+    # The lag limit out of reach: this is about coalescing, and a loaded test machine lags.
+    cfg = SelfCheckConfig(window_s=0.5, probe_s=0.005, eval_s=0.1, send_lag_ms=1000)
     check = SelfCheck(stats, cfg, cpu_s=lambda: 0.0, kernel_stamps=True, wait_s=lambda: 0.0, pressure_s=lambda: None)
 
     def reads() -> None:
@@ -217,7 +218,7 @@ def test_the_real_probe_logs_the_server_note_and_warns_nothing(monkeypatch, capl
     notes = [r for r in caplog.records if r.getMessage().startswith("server output seen on local")]
     assert len(notes) == 1 and notes[0].levelno == logging.INFO
     assert stats.manifest["client_selfcheck"]["server_note"] == notes[0].getMessage()
-    assert counters.late_ns == 5_000_000  # what the self-check counts as a late read
+    assert counters.late_ns == 1_000_000  # what the self-check counts as a late read
 
 
 def test_sources_read_this_kernel_or_say_none(tmp_path):
@@ -238,3 +239,29 @@ def test_sources_read_this_kernel_or_say_none(tmp_path):
     before = sources.full_collections()
     gc.collect()
     assert sources.full_collections() == before + 1
+
+
+def test_console_report_and_web_ui_show_the_same_words(caplog):
+    """One function renders the message; the collector logs it (console), keeps it for the
+    report (and the web UI's stats.json, which serves the report's warnings), and the HTML
+    report shows it verbatim."""
+    from html import escape
+
+    from loadkit.report.page import build_html
+    from loadkit.stats.collector import StatsCollector
+
+    collector = StatsCollector()
+    clock, c = Clock(), Counters()
+    mon = monitor(clock)
+    with caplog.at_level(logging.WARNING, logger="loadkit.stats"):
+        for text in run(mon, clock, 10, c, lag_ms=8.9, cpu=0.04, reads_per_s=1000, coalesced=0.06, late=0.1,
+                        wait=0.17):  # fmt: skip
+            collector.warn(text)
+        collector.warn(mon.summary_message())
+    said = collector.warnings
+    assert len(said) == 2 and said[0].startswith("client saturated on local") and "Free the machine" in said[0]
+    assert [r.getMessage() for r in caplog.records if r.name == "loadkit.stats"] == said
+    report = collector.report()
+    assert report["warnings"][: len(said)] == said
+    html = build_html(report, None)
+    assert all(escape(text) in html for text in said)
