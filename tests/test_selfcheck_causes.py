@@ -265,3 +265,17 @@ def test_console_report_and_web_ui_show_the_same_words(caplog):
     assert report["warnings"][: len(said)] == said
     html = build_html(report, None)
     assert all(escape(text) in html for text in said)
+
+
+def test_late_sends_and_server_coalescing_are_judged_apart():
+    """Greenlets lag past 20 ms (sends late) while the reads, stamped by the kernel, stay on
+    time and the server writes events together: only the sends are suspect."""
+    from loadkit.selfcheck import SEND_SUSPECT
+
+    clock, c = Clock(), Counters()
+    mon = monitor(clock)
+    msgs = run(mon, clock, 10, c, lag_ms=30, cpu=0.7, reads_per_s=30_000, coalesced=0.01, late=0.001, wait=0.01)
+    assert len(msgs) == 1 and ": event-loop lag p99 30 ms (limit 20 ms); this process was busy" in msgs[0]
+    assert "TTFT, ITL, TPOT and E2E stand" in msgs[0] and "held several token events" not in msgs[0]
+    assert mon.manifest_field()["suspect"] == SEND_SUSPECT and mon.manifest_field()["reasons"] == ["event_loop_lag"]
+    assert mon.note is not None and mon.health_field()["server_coalesced"]["windows"] >= 1

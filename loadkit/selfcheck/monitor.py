@@ -98,7 +98,7 @@ class SaturationMonitor:
         self._keep(self.max, window)
         if self.on_window is not None:
             self.on_window(window, verdict)
-        if verdict.cause == "server":
+        if verdict.server:
             self._server(window)
         return self._saturated(verdict, window, kernel) if verdict.saturated else None
 

@@ -105,7 +105,8 @@ class SelfCheck:
         import json
 
         row = {**dataclasses.asdict(window), "node": self.monitor.node, "kernel": self.monitor.kernel,
-               "reasons": sorted(verdict.reasons), "cause": verdict.cause, "saturated": verdict.saturated}  # fmt: skip
+               "reasons": sorted(verdict.reasons), "cause": verdict.cause, "server": verdict.server,
+               "saturated": verdict.saturated}  # fmt: skip
         with open(self._trace_path, "a") as fh:
             fh.write(json.dumps(row) + "\n")
 

@@ -13,17 +13,16 @@ Three measures have a limit (one each, the same in every message):
 
 A read holding several events knows only its newest byte's arrival, so the earlier events
 are stamped late by the time they sat unread. That is the client's fault only if it left
-them unread: when the process was busy, starved of the CPU by other processes, or its event
-loop stalled. When it was idle and on time, the *server* wrote the events together (a
-starved or batching server catches up with back-to-back writes), the events really arrived
-together and their timestamps are right. So coalescing over its limit makes the token
-timestamps suspect only with evidence that this process was late (``client_cause``);
-otherwise the verdict names the server and suspects nothing.
+them unread. When it read on time, the *server* wrote the events together (a starved or
+batching server catches up with back-to-back writes): they really arrived together and
+their timestamps are right. So coalescing over its limit makes the token timestamps
+suspect only when this process fell behind (``fell_behind``: with kernel stamps, its reads
+waited in their sockets); otherwise the verdict says ``server`` and suspects nothing.
 
-The cause, for advice: ``busy`` (this process's CPU), ``starved`` (it waited on a run queue
-while others ran), ``stall`` (its event loop was held: a long greenlet, a garbage
-collection), ``server`` (events written together). The hint levels that name a cause are
-not limits: nothing trips on them alone.
+The cause, for advice (``cause_of``): ``busy`` (this process's CPU), ``starved`` (it waited
+on a run queue while others ran), ``stall`` (its event loop was held: a long greenlet, a
+garbage collection; or reads waited with neither to show for it). The hint levels that name
+a cause are not limits: nothing trips on them alone.
 """
 
 from __future__ import annotations
@@ -99,12 +98,15 @@ class SelfCheckConfig:
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """``reasons``: measures over their limits; ``cause``: one of CAUSES (None when nothing
-    tripped); ``suspect``: figures this window makes suspect (empty: the client is fine)."""
+    """``reasons``: the measures over their limits that make figures suspect; ``cause``: why
+    (busy, starved, stall; None when nothing is suspect); ``suspect``: those figures (empty:
+    the client is fine); ``server``: reads holding several events were over their limit
+    while this process read on time — the server wrote them together."""
 
     reasons: frozenset[str]
     cause: str | None
     suspect: frozenset[str]
+    server: bool = False
 
     @property
     def saturated(self) -> bool:
@@ -124,22 +126,18 @@ def starved(w: Window) -> bool:
     return wait is not None and (wait >= STARVED_HINT_PCT or (wait >= STARVED_FLOOR_PCT and wait >= w.cpu_pct))
 
 
-def fell_behind(w: Window, cfg: SelfCheckConfig, kernel: bool) -> bool:
-    """Whether this process left sockets unread in this window. With kernel stamps the reads
-    that waited in their sockets say it directly (a starved or lagging process whose reads
-    stayed on time did not spoil a timestamp: its coalesced reads are the server's); without
-    them, the process measures have to."""
-    if w.cpu_pct >= BUSY_HINT_PCT or w.lag_p99_ms > cfg.lag_limit_ms(kernel):
-        return True
+def fell_behind(w: Window, kernel: bool) -> bool:
+    """Whether this process left sockets unread in this window. With kernel stamps its reads
+    say so themselves: they waited in their sockets (a busy, starved or lagging process
+    whose reads stayed on time spoiled no timestamp: its coalesced reads are the server's).
+    Without them, the process measures have to."""
     if kernel:
         return w.late > 0 and w.late >= LATE_SHARE * w.coalesced
-    return starved(w) or w.lag_max_ms >= STALL_HINT_MS
+    return w.cpu_pct >= BUSY_HINT_PCT or starved(w) or w.lag_max_ms >= STALL_HINT_MS
 
 
-def client_cause(w: Window, cfg: SelfCheckConfig, kernel: bool) -> str | None:
-    """Why this process fell behind in this window, or None if it was on time."""
-    if not fell_behind(w, cfg, kernel):
-        return None
+def cause_of(w: Window) -> str:
+    """Why this process fell behind or lagged: starved, busy, or its loop stalled."""
     busy = w.cpu_pct >= BUSY_HINT_PCT
     if starved(w) and not (busy and (w.wait_pct or 0) < 2 * STARVED_HINT_PCT):
         return "starved"  # a busy process that also waits a little is busy: more workers help
@@ -147,28 +145,23 @@ def client_cause(w: Window, cfg: SelfCheckConfig, kernel: bool) -> str | None:
 
 
 def judge(w: Window, cfg: SelfCheckConfig, kernel: bool) -> Verdict:
-    """The verdict on window ``w``; ``kernel``: this process's reads carry kernel stamps."""
-    reasons = set()
+    """The verdict on window ``w``; ``kernel``: this process's reads carry kernel stamps.
+    Each measure over its limit makes its own figures suspect; coalescing only when this
+    process fell behind."""
+    reasons, suspect = set(), set()
     if w.cpu_pct > cfg.cpu_pct:
         reasons.add("cpu")
+        suspect |= set(SUSPECT)  # out of CPU: everything
     if w.lag_p99_ms > cfg.lag_limit_ms(kernel):
-        reasons.add("event_loop_lag")
+        reasons.add("event_loop_lag")  # user-space stamps carry the lag; kernel ones only the sends
+        suspect |= set(SEND_SUSPECT if kernel else SUSPECT)
+    server = False
     if coalesced_over(w, cfg):
-        reasons.add("arrival_lag")
-    if not reasons:
-        return CLEAR
-    cause = client_cause(w, cfg, kernel)
-    if cause is None:  # only coalescing tripped, and this process was on time
-        return Verdict(frozenset(reasons), "server", frozenset())
-    return Verdict(frozenset(reasons), cause, frozenset(_suspect(reasons, kernel)))
-
-
-def _suspect(reasons: set[str], kernel: bool) -> set[str]:
-    if "cpu" in reasons or ("event_loop_lag" in reasons and not kernel):
-        return set(SUSPECT)  # out of CPU, or reads stamped in user space behind a lagging loop
-    suspect: set[str] = set()
-    if "arrival_lag" in reasons:
-        suspect |= set(TIMING_SUSPECT)
-    if "event_loop_lag" in reasons:
-        suspect |= set(SEND_SUSPECT)
-    return suspect
+        if fell_behind(w, kernel) or "cpu" in reasons:
+            reasons.add("arrival_lag")
+            suspect |= set(TIMING_SUSPECT)
+        else:
+            server = True
+    if not suspect:
+        return Verdict(frozenset(), None, frozenset(), server)
+    return Verdict(frozenset(reasons), cause_of(w), frozenset(suspect), server)
