@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from loadkit.selfcheck.window import Window
+from loadkit.selfcheck.window import MIN_COALESCED, Window
 
 # Figures a saturated client distorts: every latency includes its queueing, ITL and TTFT
 # absorb reads that coalesced while it was busy, open-loop sends go out late, and the
@@ -117,7 +117,9 @@ CLEAR = Verdict(frozenset(), None, frozenset())
 
 
 def coalesced_over(w: Window, cfg: SelfCheckConfig) -> bool:
-    return any(p is not None and p > cfg.coalesced_pct for p in (w.coalesced_pct, w.first_coalesced_pct))
+    """Reads (first tokens) holding several events over their limit, and enough of them."""
+    pairs = ((w.coalesced_pct, w.coalesced), (w.first_coalesced_pct, w.first_coalesced))
+    return any(p is not None and p > cfg.coalesced_pct and n >= MIN_COALESCED for p, n in pairs)
 
 
 def starved(w: Window) -> bool:

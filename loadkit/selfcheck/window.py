@@ -14,6 +14,10 @@ from dataclasses import dataclass
 # Fewer reads (first tokens) than this in a window: too few to judge their p99.
 MIN_READS = 100
 MIN_FIRSTS = 100
+# Fewer coalesced reads (first tokens in them) than this: a share over its limit is not
+# judged. One or two in a window of a few hundred cannot move a p99 (a smoke run's last
+# window: 1 read in 300 while the streams ended, timestamps accurate).
+MIN_COALESCED = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +53,7 @@ class Window:
     kernel_reads: int = 0
     late: int = 0
     coalesced: int = 0
+    first_coalesced: int = 0
     late_pct: float | None = None
     coalesced_pct: float | None = None
     first_coalesced_pct: float | None = None
@@ -77,12 +82,12 @@ def measure(first: Sample, last: Sample, lags_ns: list[int]) -> Window:
     span_s = (last.t_ns - first.t_ns) / 1e9
     reads, kernel = last.reads - first.reads, last.kernel_stamped - first.kernel_stamped
     late, coalesced = last.late - first.late, last.coalesced - first.coalesced
-    firsts = last.firsts - first.firsts
+    firsts, first_coalesced = last.firsts - first.firsts, last.first_coalesced - first.first_coalesced
     gcs = None if first.full_gcs is None or last.full_gcs is None else last.full_gcs - first.full_gcs
     return Window(span_s=span_s, cpu_pct=100.0 * (last.cpu_s - first.cpu_s) / span_s,
                   lag_p99_ms=p99(lags_ns) / 1e6, lag_max_ms=max(lags_ns) / 1e6,
-                  reads=reads, kernel_reads=kernel, late=late, coalesced=coalesced,
+                  reads=reads, kernel_reads=kernel, late=late, coalesced=coalesced, first_coalesced=first_coalesced,
                   late_pct=_pct(late, kernel, MIN_READS), coalesced_pct=_pct(coalesced, reads, MIN_READS),
-                  first_coalesced_pct=_pct(last.first_coalesced - first.first_coalesced, firsts, MIN_FIRSTS),
+                  first_coalesced_pct=_pct(first_coalesced, firsts, MIN_FIRSTS),
                   wait_pct=_rate_pct(first.wait_s, last.wait_s, span_s),
                   pressure_pct=_rate_pct(first.pressure_s, last.pressure_s, span_s), full_gcs=gcs)  # fmt: skip
