@@ -131,6 +131,19 @@ def test_a_process_that_waited_for_the_cpu_but_read_on_time_does_not_warn():
     assert mon.note is not None and "waited for a CPU 4.2% of the time" in mon.note
 
 
+def test_a_client_on_time_whose_reads_wait_now_and_then_does_not_warn():
+    """The 4-user integration run under SCHED_FIFO on the loaded machine: probe lag never over
+    1.1 ms, no run-queue wait, 6 % CPU, yet 0.6-1.4 % of reads waited over 1 ms (its own
+    periodic work); 0.31-0.34 % of reads coalesced, the simulator's. Truth: TTFT / ITL error
+    p99 0.030-0.043 / 0.045-0.087 ms. Warned ("reads fell behind") before the 2 % floor."""
+    clock, c = Clock(), Counters()
+    mon = monitor(clock)
+    msgs = run(mon, clock, 12, c, lag_ms=1.05, spike_ms=1.1, cpu=0.06, reads_per_s=750, coalesced=0.0034,
+               late=0.014, wait=0.0001, pressure=0.5)  # fmt: skip
+    assert_quiet(mon, msgs)
+    assert mon.note is not None
+
+
 def test_a_busy_client_says_add_workers():
     clock, c = Clock(), Counters()
     mon = monitor(clock)
@@ -174,7 +187,7 @@ def test_without_schedstat_the_causes_still_come_from_cpu_lag_and_late_reads():
     msgs = run(mon, clock, 10, c, lag_ms=1.0, cpu=0.05, reads_per_s=1300, coalesced=0.01)
     assert_quiet(mon, msgs)
     assert mon.health_field()["max_run_queue_wait_pct"] is None and "waited for a CPU" not in (mon.note or "")
-    msgs = run(mon, clock, 10, c, lag_ms=1.0, cpu=0.05, reads_per_s=1300, coalesced=0.01, late=0.02)
+    msgs = run(mon, clock, 10, c, lag_ms=1.0, cpu=0.05, reads_per_s=1300, coalesced=0.01, late=0.03)
     assert len(msgs) == 1 and "; its reads fell behind: " in msgs[0]
     assert "% of reads waited over 1 ms in their socket (CPU 5.0% of a core, probe lag up to 1.0 ms)." in msgs[0]
 
