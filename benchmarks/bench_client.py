@@ -93,8 +93,11 @@ class Point:
     kernel_stamped_pct: float | None = None
     selfcheck_max_lag_ms: float | None = None
     selfcheck_saturated: bool | None = None
-    selfcheck_late_read_pct: float | None = None  # worst window: reads that waited over the lag limit
+    selfcheck_late_read_pct: float | None = None  # worst window: reads that waited over late_read_ms
     selfcheck_suspect: list[str] | None = None  # figures the self-check called suspect
+    selfcheck_causes: list[str] | None = None  # why: busy, starved, stall (loadkit/selfcheck/verdict.py)
+    selfcheck_server_windows: int | None = None  # windows whose coalescing it put down to the server
+    selfcheck_wait_pct: float | None = None  # worst window: run-queue wait, % of wall time
     rss_mib: float | None = None
     accurate: bool = False
 
@@ -272,7 +275,8 @@ def selfcheck_summary(report: str) -> dict[str, Any]:
         return {}
     return {"reads": reads, "kernel_stamped": round(reads * (health.get("kernel_stamped_pct") or 0) / 100),
             "coalesced": round(reads * (health.get("coalesced_read_pct") or 0) / 100), "selfcheck": health,
-            "saturated": saturation is not None, "suspect": (saturation or {}).get("suspect", [])}  # fmt: skip
+            "saturated": saturation is not None, "suspect": (saturation or {}).get("suspect", []),
+            "causes": (saturation or {}).get("causes", [])}  # fmt: skip
 
 
 def load_rows(paths: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -345,6 +349,11 @@ def score(pt: Point, rows: list[dict[str, Any]], summaries: list[dict[str, Any]]
                 if s["selfcheck"].get("max_late_read_pct") is not None]  # fmt: skip
         pt.selfcheck_late_read_pct = max(late) if late else None
         pt.selfcheck_suspect = sorted({name for s in checks for name in s.get("suspect") or []})
+        pt.selfcheck_causes = sorted({name for s in checks for name in s.get("causes") or []})
+        pt.selfcheck_server_windows = sum((s["selfcheck"].get("server_coalesced") or {}).get("windows", 0)
+                                          for s in checks)  # fmt: skip
+        waits = [s["selfcheck"].get("max_run_queue_wait_pct") for s in checks]
+        pt.selfcheck_wait_pct = max((w for w in waits if w is not None), default=None)
     p99s = (pt.ttft_err_ms["p99"], pt.itl_err_ms["p99"])
     pt.accurate = pt.requests > 0 and pt.unmatched == 0 and all(v is not None and v <= args.limit_ms for v in p99s)
 
@@ -385,7 +394,7 @@ def show(pt: Point) -> None:
     print(f"{pt.client:13s} {pt.transport:5s} {pt.interval_ms:5g} ms x{pt.max_tokens:5d} tok {pt.streams:5d} streams/{pt.processes}p | "
           f"TTFT err p50 {t['p50']} p99 {t['p99']} | ITL err p50 {i['p50']} p99 {i['p99']} ms | "
           f"{pt.events_per_s} ev/s cpu {pt.cpu_pct}% {pt.cpu_us_per_event} us/ev coalesced {pt.coalesced_read_pct}% "
-          f"rss {pt.rss_mib} MiB selfcheck lag {pt.selfcheck_max_lag_ms} late reads {pt.selfcheck_late_read_pct}% sat {pt.selfcheck_saturated} suspect {','.join(pt.selfcheck_suspect or []) or '-'} n={pt.requests} unmatched={pt.unmatched} {'OK' if pt.accurate else 'MISS'}",
+          f"rss {pt.rss_mib} MiB selfcheck lag {pt.selfcheck_max_lag_ms} late reads {pt.selfcheck_late_read_pct}% wait {pt.selfcheck_wait_pct}% sat {pt.selfcheck_saturated} cause {','.join(pt.selfcheck_causes or []) or '-'} server-windows {pt.selfcheck_server_windows} suspect {','.join(pt.selfcheck_suspect or []) or '-'} n={pt.requests} unmatched={pt.unmatched} {'OK' if pt.accurate else 'MISS'}",
           flush=True)  # fmt: skip
 
 

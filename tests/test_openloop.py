@@ -101,6 +101,6 @@ def test_free_users_sending_late_blame_the_client():
 def test_warning_figures_are_rounded_and_a_run_with_nothing_sent_still_reads():
     s = {"scheduled": 5, "sent": 0, "dropped": 5, "late": 0, "no_free_user": 5, "lag_p50_ms": None,
          "lag_p90_ms": None, "lag_p99_ms": None, "lag_max_ms": None}
-    assert "(lag p99 - ms, 0 late, 5 dropped)" in behind_warning("t", s, 10)
+    assert "(lag p99 - ms (limit 10 ms), 0 late, 5 dropped)" in behind_warning("t", s, 10)
     s |= {"sent": 3, "lag_p99_ms": 5490.3439355}
     assert "lag p99 5490.3 ms" in behind_warning("t", s, 10)

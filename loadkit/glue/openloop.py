@@ -140,7 +140,8 @@ def behind_warning(target: str, s: dict[str, float | int | None], late_threshold
     if not dropped and (s["lag_p99_ms"] or 0) <= late_threshold_ms:
         return None
     p99 = s["lag_p99_ms"]
-    figures = f"lag p99 {'-' if p99 is None else f'{p99:.1f}'} ms, {late} late, {dropped} dropped"
+    figures = (f"lag p99 {'-' if p99 is None else f'{p99:.1f}'} ms (limit {late_threshold_ms:g} ms), "
+               f"{late} late, {dropped} dropped")
     if 2 * busy >= late + dropped:
         return (f"open-loop schedule fell behind for target {target}: every user was busy (in flight) when "
                 f"{busy} of the {late + dropped} late or dropped requests came due ({figures}): the server is "
