@@ -7,7 +7,7 @@ plain (non-distributed) run, "master" and "worker" are Locust's distributed role
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pluggy
@@ -62,6 +62,22 @@ def loadkit_add_arguments(group: argparse._ArgumentGroup) -> None:
 
     :param group: the argparse group named "loadkit".
     :return: nothing.
+    """
+
+
+@hookspec
+def loadkit_configure(options: Mapping[str, Any]) -> None:
+    """Read the run's options, including the ones this plugin added with ``loadkit_add_arguments``.
+
+    Called whenever loadkit builds a run's targets from the options: at start-up and again at
+    every ``test_start``, so possibly several times per process (keep it idempotent). Runs on
+    every node (local, master, worker); workers see the values the master sent. Adapters get
+    the same mapping as ``AdapterOptions.run_options`` and need no hook to read it.
+
+    :param options: every option by argparse ``dest`` (``"host"``, ``"engine"``,
+        ``"anthropic_version"``, ...), read-only. ``"api_key"`` is in it: never log it.
+    :return: nothing. Raise ``ValueError`` to refuse a value: the run stops before any
+        request with the message, naming the plugin.
     """
 
 

@@ -17,6 +17,7 @@ from loadkit.glue.openloop import Dispatcher
 from loadkit.glue.shape import stage_at
 from loadkit.plugins import plugin_fingerprint
 from loadkit.records import RequestRecord
+from loadkit.runoptions import configure_plugins, run_options
 from loadkit.stagestats import stage_plan
 from loadkit.targets import Target, TargetSpec, build_target, check_unique_names, parse_target
 from loadkit.timer import Timeouts
@@ -93,7 +94,11 @@ class Runtime:
         specs = target_specs(options, host, getattr(self.scenario, "targets", None) or [])
         for spec in specs:
             resolve_engine(spec, options.api_key or None)
-        self.targets = [build_target(s, options.api_key or None, options.model or None) for s in specs]
+        # issue 25: plugins read their own options (AdapterOptions.run_options, loadkit_configure).
+        plugin_options = run_options(options)
+        configure_plugins(plugin_options)
+        self.targets = [build_target(s, options.api_key or None, options.model or None, plugin_options)
+                        for s in specs]
         try:
             self.timeouts = Timeouts(first_token_s=options.first_token_timeout, total_s=options.request_timeout)
         except (TypeError, ValueError) as exc:

@@ -30,6 +30,12 @@ def test_request_shape_and_key_header():
     assert "sk-secret" not in repr(a.options)
 
 
+def test_version_header_comes_from_the_run_option():
+    assert AnthropicAdapter().base_headers()["anthropic-version"] == "2023-06-01"  # no run: the default
+    a = AnthropicAdapter(AdapterOptions(run_options={"anthropic_version": "2099-01-01"}))
+    assert a.build_request(GenerationRequest(prompt="Hi")).headers["anthropic-version"] == "2099-01-01"
+
+
 @pytest.mark.parametrize("chunk", [1 << 20, 13])
 def test_docs_example_stream(chunk):
     events = decode(stream_body("messages_stream.sse"), chunk)

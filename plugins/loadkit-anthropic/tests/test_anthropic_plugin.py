@@ -69,12 +69,13 @@ def test_error_stream_is_in_band_error_in_a_run():
 @pytest.mark.slow
 @pytest.mark.integration
 def test_loadkit_run_uses_the_plugin(tmp_path):
-    """`loadkit run --engine auto` detects the plugin's engine and sends every request through it."""
+    """`loadkit run --engine auto` detects the plugin's engine and sends every request through it,
+    with the version its own --anthropic-version option set."""
     with messages_server(stream_body("messages_stream.sse")) as (url, requests):
         proc = subprocess.run(
             [sys.executable, "-m", "loadkit.cli", "run", "--host", url, "--engine", "auto", "--model", "claude-test",
              "-u", "2", "-r", "2", "-t", "10s", "--max-requests", "6", "--report-dir", str(tmp_path),
-             "--scrape-interval", "0"],
+             "--scrape-interval", "0", "--anthropic-version", "2099-01-01"],
             capture_output=True, text=True, timeout=120,
         )
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -85,3 +86,5 @@ def test_loadkit_run_uses_the_plugin(tmp_path):
     (stats,) = report["engines"].values()
     assert stats["outcomes"] == {"ok": 6} and report["conservation"]["holds"]
     assert len(requests) == 6 and all(path == "/v1/messages" for path, _ in requests)
+    # The plugin's own option, parsed by Locust, reached the adapter through AdapterOptions.run_options.
+    assert {h.get("anthropic-version") for _, h in requests} == {"2099-01-01"}

@@ -131,7 +131,8 @@ class AnthropicAdapter(EngineAdapter):
     info_paths = ("/v1/models",)
 
     def base_headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json", "Accept": self.accept, "anthropic-version": API_VERSION}
+        version = str(self.options.option("anthropic_version", API_VERSION))
+        headers = {"Content-Type": "application/json", "Accept": self.accept, "anthropic-version": version}
         if self.options.api_key:
             headers["x-api-key"] = self.options.api_key
         headers.update(self.options.extra_headers)
