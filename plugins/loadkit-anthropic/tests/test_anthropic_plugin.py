@@ -8,7 +8,7 @@ import sys
 
 import orjson
 import pytest
-from anthropic_helpers import messages_server, stream_body
+from anthropic_helpers import messages_server, posts, stream_body
 
 from loadkit import GenerationRequest, types
 from loadkit.detect import detect_engine
@@ -53,7 +53,8 @@ def test_run_and_detect_through_the_entry_point():
     assert record.outcome == types.OK, record.error
     assert record.event_tokens == [1, 1] and record.text == "Hello!"
     assert (record.n_out, record.n_out_source, record.n_in, record.cached_tokens) == (15, "usage", 125, 100)
-    assert requests[0][0] == "/v1/messages" and requests[0][1]["x-api-key"] == "k"
+    (sent,) = posts(requests)
+    assert sent.path == "/v1/messages" and sent.headers["x-api-key"] == "k"
 
 
 def test_error_stream_is_in_band_error_in_a_run():
@@ -85,6 +86,6 @@ def test_loadkit_run_uses_the_plugin(tmp_path):
     assert report["manifest"]["plugins"]["anthropic"] == "loadkit-anthropic==0.1.0"
     (stats,) = report["engines"].values()
     assert stats["outcomes"] == {"ok": 6} and report["conservation"]["holds"]
-    assert len(requests) == 6 and all(path == "/v1/messages" for path, _ in requests)
+    assert len(posts(requests)) == 6 and all(r.path == "/v1/messages" for r in posts(requests))
     # The plugin's own option, parsed by Locust, reached the adapter through AdapterOptions.run_options.
-    assert {h.get("anthropic-version") for _, h in requests} == {"2099-01-01"}
+    assert {r.headers.get("anthropic-version") for r in posts(requests)} == {"2099-01-01"}
