@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from loadkit.engines.base import EngineAdapter
     from loadkit.records import RequestRecord
+    from loadkit.sim.protocols import SimProtocol
 
 hookspec = pluggy.HookspecMarker("loadkit")
 hookimpl = pluggy.HookimplMarker("loadkit")
@@ -31,6 +32,21 @@ def loadkit_register_engines(register: Callable[[type[EngineAdapter]], None]) ->
     :param register: call it once per adapter class (a subclass of
         ``loadkit.engines.base.EngineAdapter`` with a unique ``name``). Registering a name
         that another plugin already registered is an error that names both plugins.
+    :return: nothing; results are ignored.
+    """
+
+
+@hookspec
+def loadkit_register_sim_protocols(register: Callable[[SimProtocol], None]) -> None:
+    """Register wire protocols for ``loadkit sim`` (``--engine NAME``, ``--serve NAME:PORT``).
+
+    Called once per simulator process when it starts (``loadkit sim``, and
+    ``loadkit.sim.testing`` helpers), not during a load test on any Locust node.
+
+    :param register: call it once per ``loadkit.sim.protocols.SimProtocol``. The protocol
+        frames requests and answers; the simulator supplies batching, the prefix cache,
+        faults and the truth log. A name a built-in family or another plugin already uses
+        is an error that names the plugin.
     :return: nothing; results are ignored.
     """
 

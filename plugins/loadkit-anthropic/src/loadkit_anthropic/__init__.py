@@ -20,7 +20,7 @@ from loadkit_anthropic.adapter import (
 
 __version__ = "0.1.0"
 __all__ = ["AnthropicAdapter", "MessagesStreamParser", "loadkit_add_arguments", "loadkit_detect_engine",
-           "loadkit_register_engines"]
+           "loadkit_register_engines", "loadkit_register_sim_protocols"]
 
 
 @hookimpl
@@ -38,3 +38,11 @@ def loadkit_add_arguments(group: argparse._ArgumentGroup) -> None:
     # The adapter reads it back as options.option("anthropic_version") (AdapterOptions.run_options).
     group.add_argument("--anthropic-version", default=API_VERSION, env_var="LOADKIT_ANTHROPIC_VERSION",
                        help=f"anthropic-version header sent with every request (default {API_VERSION})")
+
+
+@hookimpl
+def loadkit_register_sim_protocols(register: Callable[[Any], None]) -> None:
+    # Imported here: a load test never needs the simulator's modules.
+    from loadkit_anthropic.sim import PROTOCOL
+
+    register(PROTOCOL)
