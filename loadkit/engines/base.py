@@ -8,6 +8,7 @@ usage fields, and which server endpoints and metrics are worth asking for. The s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -23,6 +24,11 @@ class AdapterOptions:
     ``api`` picks the endpoint family where an engine has several ("chat", "completions",
     "native"); ``None`` means the adapter's default. ``api_key`` is a secret: adapters put it
     in a header and nowhere else.
+
+    ``run_options`` holds every option of the run by its argparse ``dest`` (Locust's, loadkit's
+    and those plugins add through ``loadkit_add_arguments``), read-only, with the values the
+    node received (workers get the master's). It is empty where there is no Locust run (unit
+    tests, ``loadkit.timer.run_request`` called directly); read it with :meth:`option`.
     """
 
     model: str | None = None
@@ -30,6 +36,12 @@ class AdapterOptions:
     api_key: str | None = None
     extra_body: dict[str, Any] = field(default_factory=dict)
     extra_headers: dict[str, str] = field(default_factory=dict)
+    run_options: Mapping[str, Any] = field(default_factory=dict)
+
+    def option(self, dest: str, default: Any = None) -> Any:
+        """The run's option ``dest`` (e.g. ``"anthropic_version"``); ``default`` when unset or None."""
+        value = self.run_options.get(dest)
+        return default if value is None else value
 
     def __repr__(self) -> str:  # never print the key
         key = "***" if self.api_key else None

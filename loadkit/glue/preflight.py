@@ -136,7 +136,7 @@ def probe_request(scenario: Any) -> GenerationRequest:
     prompt = getattr(scenario, "prompt", None)
     request = GenerationRequest(max_tokens=MAX_TOKENS, exact_output=getattr(prompt, "exact_output", True),
                                 label="preflight")  # fmt: skip
-    if getattr(prompt, "api", "chat") == "chat":
+    if getattr(prompt, "shape", "messages") == "messages":
         request.messages = [{"role": "user", "content": PROMPT}]
     else:
         request.prompt = PROMPT

@@ -20,6 +20,7 @@ from loadkit.glue.requestshape import RequestOptionError, RequestShape, dropped_
 from loadkit.glue.shape import stage_at
 from loadkit.plugins import plugin_fingerprint
 from loadkit.records import RequestRecord
+from loadkit.runoptions import configure_plugins, run_options
 from loadkit.stagestats import stage_plan
 from loadkit.targets import Target, TargetSpec, build_target, check_unique_names, parse_target
 from loadkit.timer import Timeouts
@@ -126,7 +127,11 @@ class Runtime:
         self.tls = configure_tls(options)
         for spec in specs:
             resolve_engine(spec, options.api_key or None, shape.headers)
-        self.targets = [build_target(s, options.api_key or None, options.model or None) for s in specs]
+        # issue 25: plugins read their own options (AdapterOptions.run_options, loadkit_configure).
+        plugin_options = run_options(options)
+        configure_plugins(plugin_options)
+        self.targets = [build_target(s, options.api_key or None, options.model or None, plugin_options)
+                        for s in specs]
         for target in self.targets:
             shape.apply(target, dropped_for(options, target.name))
         self.configure_failures(options, shard)

@@ -27,8 +27,8 @@ from loadkit.sim.config import (
     profile_fields,
     validate,
 )
-from loadkit.sim.families import FAMILIES
 from loadkit.sim.faults import FAULTS, build_plan
+from loadkit.sim.protocols import all_families
 from loadkit.sim.runner import TruthLog
 from loadkit.sim.server import EngineSpec, ServerOptions, SimEngine, start_engine
 
@@ -37,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="loadkit sim", description="Embedded LLM engine simulator (loopback).")
     p.add_argument("--port", type=int, default=None, help="port of the single engine (0 = any free port; default 8000)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--engine", default="openai", choices=FAMILIES, help="wire protocol family of --port")
+    p.add_argument("--engine", default="openai", choices=all_families(),
+                   help="wire protocol family of --port (built-in, or added by an installed plugin)")
     p.add_argument("--profile", default="default", help=f"named profile: {', '.join(PROFILES)}")
     p.add_argument("--serve", action="append", default=[], metavar="FAMILY:PORT[:KEY=VAL,...]",
                    help="serve one engine per option; KEY is 'profile' or any profile option (e.g. decode_base_ms)")
@@ -81,8 +82,9 @@ def _global_overrides(args: argparse.Namespace) -> dict[str, Any]:
 def parse_serve(spec: str, base_overrides: dict[str, Any], default_profile: str) -> EngineSpec:
     """``FAMILY:PORT[:KEY=VAL,...]`` -> EngineSpec; ConfigError on anything wrong."""
     parts = spec.split(":", 2)
-    if len(parts) < 2 or parts[0] not in FAMILIES:
-        raise ConfigError(f"--serve {spec!r}: expected FAMILY:PORT[:KEY=VAL,...] with FAMILY in {', '.join(FAMILIES)}")
+    families = all_families()
+    if len(parts) < 2 or parts[0] not in families:
+        raise ConfigError(f"--serve {spec!r}: expected FAMILY:PORT[:KEY=VAL,...] with FAMILY in {', '.join(families)}")
     port = _port(parts[1], f"--serve {spec!r}")
     kv = _pairs(parts[2], spec) if len(parts) == 3 else {}
     profile = get_profile(str(kv.pop("profile", default_profile)))

@@ -21,9 +21,10 @@ from typing import Any
 from loadkit.sim.config import Profile
 from loadkit.sim.endpoints import routes as info_routes
 from loadkit.sim.engine import Scheduler, Sequence
-from loadkit.sim.families import SERVER_HEADER, GenRoute, context_error, find_route
+from loadkit.sim.families import SERVER_HEADER, GenRoute, context_error, find_route, routes_of
 from loadkit.sim.faults import HTTP_FAULTS, Fault, FaultPlan, fault_from_header
 from loadkit.sim.http import HttpConnection, Request
+from loadkit.sim.protocols import get_protocol
 from loadkit.sim.runner import EngineRunner, TruthLog
 from loadkit.sim.stream import ActiveStream, Trickle
 from loadkit.sim.textgen import OutputCorpus, tokenize
@@ -94,7 +95,7 @@ class SimEngine:
         self.requests_done = 0
         self.port = spec.port
         self.routes = info_routes(self)
-        self.server_header = SERVER_HEADER.get(spec.family, b"loadkit-sim")
+        self.server_header = server_header(spec.family)
 
     # ---- connections ---------------------------------------------------------------------
 
@@ -254,10 +255,13 @@ class SimEngine:
 
 
 def parse_error_body(family: str, message: str) -> bytes:
-    from loadkit.sim.families import ROUTES
-
-    route = next(iter(ROUTES[family].values()))
+    route = next(iter(routes_of(family).values()))
     return route.error(400, message)
+
+
+def server_header(family: str) -> bytes:
+    protocol = get_protocol(family)
+    return protocol.server_header if protocol is not None else SERVER_HEADER.get(family, b"loadkit-sim")
 
 
 async def start_engine(engine: SimEngine, host: str,

@@ -8,6 +8,7 @@ docs/scenarios.md; unknown keys are refused with the closest known key suggested
 from __future__ import annotations
 
 import hashlib
+import logging
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -195,13 +196,32 @@ def _parse_stages(ctx: Ctx, raw: Any, model: str, arrival: dict[str, Any]) -> li
     return stages
 
 
+# prompt.api was renamed prompt.shape ("api" is the endpoint family, on targets); old values.
+OLD_PROMPT_API = {"chat": "messages", "completions": "prompt"}
+_WARNED: set[str] = set()
+log = logging.getLogger("loadkit")
+
+
+def _prompt_shape(ctx: Ctx, table: dict[str, Any]) -> str:
+    if "api" not in table:
+        return get_str(ctx.at("shape"), table.get("shape", "messages"), ("messages", "prompt"))
+    if "shape" in table:
+        raise ctx.at("api").error("give prompt.shape only (prompt.api is its deprecated old name)")
+    old = get_str(ctx.at("api"), table["api"], tuple(OLD_PROMPT_API))
+    if ctx.file not in _WARNED:  # once per file: a run loads its scenario on every (re)configure
+        _WARNED.add(ctx.file)
+        log.warning('%s: prompt.api is deprecated ("api" names an endpoint family): write prompt.shape = "%s" '
+                    'instead of api = "%s"', ctx.file, OLD_PROMPT_API[old], old)
+    return OLD_PROMPT_API[old]
+
+
 def _parse_prompt(ctx: Ctx, raw: Any, base: Path) -> PromptSpec:
     table = get_table(ctx, raw)
-    check_keys(ctx, table, ("tokenizer", "tokenizer_path", "tokenize_url", "tokenize_format", "api",
+    check_keys(ctx, table, ("tokenizer", "tokenizer_path", "tokenize_url", "tokenize_format", "shape", "api",
                             "exact_output"))
     spec = PromptSpec()
     spec.tokenizer = get_str(ctx.at("tokenizer"), table.get("tokenizer", "approx"), ("approx", "hf", "server"))
-    spec.api = get_str(ctx.at("api"), table.get("api", "chat"), ("chat", "completions"))
+    spec.shape = _prompt_shape(ctx, table)
     if "exact_output" in table:
         spec.exact_output = get_bool(ctx.at("exact_output"), table["exact_output"])
     if spec.tokenizer == "hf":

@@ -116,7 +116,7 @@ class RequestSource:
         spec = self.scenario.prompt
         req = GenerationRequest(max_tokens=n_out, exact_output=spec.exact_output, label=label,
                                 n_in_target=n_in, expected_cached_tokens=cached)
-        if spec.api == "chat":
+        if spec.shape == "messages":
             req.messages = [{"role": "user", "content": text}]
         else:
             req.prompt = text
@@ -236,7 +236,7 @@ class RequestSource:
     def _session_stream(self) -> Iterator[Item]:
         spec = self.scenario.sessions
         assert spec is not None
-        ctx = SessionContext(self.builder, self.seed, self.scenario.prompt.api, self.scenario.prompt.exact_output,
+        ctx = SessionContext(self.builder, self.seed, self.scenario.prompt.shape, self.scenario.prompt.exact_output,
                              on_request=self._on_session_request)
         pool = SystemPool(self, spec.system) if spec.system is not None else None
         for j in self._my_indices(spec.count):

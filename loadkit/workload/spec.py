@@ -14,7 +14,7 @@ class PromptSpec:
     tokenizer_path: str | None = None
     tokenize_url: str | None = None
     tokenize_format: str = "llamacpp"
-    api: str = "chat"  # request shape: "chat" (messages) | "completions" (prompt)
+    shape: str = "messages"  # request shape: "messages" (GenerationRequest.messages) | "prompt" (.prompt)
     exact_output: bool = True
 
 

@@ -31,7 +31,7 @@ def test_mooncake_prefix_hits_at_the_simulator(write_scenario):
     path = write_scenario(f"""
         max_requests = 120
         [prompt]
-        api = "completions"
+        shape = "prompt"
         [trace]
         format = "mooncake"
         path = "{TRACES / 'mooncake-fast25' / 'conversation_trace.jsonl'}"
