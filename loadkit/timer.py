@@ -40,6 +40,10 @@ from loadkit.records import RequestRecord
 from loadkit.sse import NDJSONDecoder
 
 MAX_ERROR_BODY = 64 * 1024
+# How a stream with outcome ok ended (RequestRecord.end): the protocol's end marker, or a
+# clean close of the body after the engine's last message (docs/engines.md, per adapter).
+END_MARKER = "marker"
+END_CLOSE = "close"
 # Reads an ArrivalQueue may hold before the greenlet decodes them (after the first token),
 # drawn per batch from this range.
 QUEUE_BATCH = (8, 40)
@@ -81,6 +85,17 @@ def retry_after_seconds(value: str | None) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+def close_is_normal_end(adapter: EngineAdapter, parser: StreamParser, record: RequestRecord) -> bool:
+    """Decided once, when a body closed cleanly without the end marker: the close is the
+    normal end for engines that have no marker (Triton), after a chunk that carried a
+    finish_reason, or after the parser's final message (OpenAI's usage-only chunk).
+    The finish_reason is the one ``_on_meta`` already kept: no per-event work for this."""
+    if getattr(adapter, "end_on_close", False) or record.finish_reason is not None:
+        return True
+    end_seen = getattr(parser, "end_seen", None)  # parsers duck-typed by plugins may lack it
+    return bool(end_seen is not None and end_seen())
 
 
 def new_request_id() -> str:
@@ -318,7 +333,7 @@ class StreamRun:
         armed_for: bool | None = None  # the guard's phase: before (False) / after (True) the first token
         while True:
             if data and self._on_read(t_read, body.feed(data), decoder, parser):
-                self.record.t_end_ns = t_read
+                self.record.t_end_ns, self.record.end = t_read, END_MARKER
                 if guard is not None:
                     guard.cancel()
                 self._drain(body)
@@ -360,7 +375,7 @@ class StreamRun:
                         self._on_close(decoder, parser, clean=not body.chunked and body.remaining is None)
                         return
                     if self._on_read(t_read, body.feed(data), decoder, parser):
-                        self.record.t_end_ns = t_read
+                        self.record.t_end_ns, self.record.end = t_read, END_MARKER
                         queue.close()
                         guard.cancel()
                         self._after_end(head, body, reads[i + 1 :])
@@ -394,7 +409,7 @@ class StreamRun:
                     break
                 if self._on_read(t_read, body.feed(data), decoder, parser):
                     # The end arrived in time; only its decoding was late.
-                    self.record.t_end_ns = t_read
+                    self.record.t_end_ns, self.record.end = t_read, END_MARKER
                     raise _StreamDone(t.OK) from None
             raise
 
@@ -486,7 +501,8 @@ class StreamRun:
 
     def _on_close(self, decoder: FastSSEDecoder | NDJSONDecoder, parser: StreamParser, clean: bool) -> None:
         """The body ended (cleanly or not) without the engine's normal end marker."""
-        self.record.t_end_ns = time.perf_counter_ns()
+        rec = self.record
+        rec.t_end_ns = time.perf_counter_ns()
         try:
             tail = decoder.close()
         except UnicodeDecodeError as exc:
@@ -495,15 +511,18 @@ class StreamRun:
             te = self._parse(parser, ev.data, ev.event)
             if te is not None:
                 if te.tokens > 0 or te.text or te.reasoning_text:
-                    self._on_tokens(self.record.t_end_ns, te)
+                    self._on_tokens(rec.t_end_ns, te)
                 self._on_meta(te)
                 if te.done:
+                    rec.end = END_MARKER
                     return
-        if clean and getattr(self.adapter, "end_on_close", False):
-            return  # engines without an end marker (Triton's generate_stream) end by closing
-        if clean:
-            raise _StreamDone(t.INCOMPLETE, "stream closed without the engine's normal end")
-        raise _StreamDone(t.DISCONNECTED, "connection closed mid-stream")
+        if not clean:
+            raise _StreamDone(t.DISCONNECTED, "connection closed mid-stream")
+        if close_is_normal_end(self.adapter, parser, rec):
+            rec.end = END_CLOSE
+            return
+        raise _StreamDone(t.INCOMPLETE, "stream closed without the engine's normal end (no end marker, "
+                                        "no finish_reason)")  # fmt: skip
 
     def _drain(self, body: BodyReader) -> None:
         """After the normal end, read the rest of the body (the terminating chunk) so the
