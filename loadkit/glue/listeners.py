@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from loadkit.cli import UserError
+from loadkit.glue.detection import DETECTED_OPTION
 from loadkit.glue.manifest import run_manifest
 from loadkit.glue.openloop import Dispatcher
 from loadkit.glue.options import add_arguments
@@ -143,14 +144,10 @@ def _check_options_early(environment: Any) -> None:
 
 
 def check_reachable(runtime: Runtime) -> None:
-    import socket
+    from loadkit.glue.startcheck import check_reachable as reachable
 
     for target in runtime.targets:
-        ep = target.endpoint
-        try:
-            socket.create_connection((ep.host, ep.port), timeout=5).close()
-        except OSError as exc:
-            raise ConfigError(f"target {target.name!r} at {target.spec.url} is unreachable: {exc}") from None
+        reachable(target.name, target.spec.url)
 
 
 def _worker_done_handler(runtime: Runtime):
@@ -183,6 +180,7 @@ def on_test_start(environment: Any, **_: Any) -> None:
     if getattr(environment, "loadkit", None) is None:
         on_init(environment)  # the spawn came before Locust fired `init`; on_init is idempotent
     runtime: Runtime = environment.loadkit
+    runtime.start_error = None
     try:
         if isinstance(runner, MasterRunner):
             _prepare_master(environment, runtime)
@@ -192,6 +190,7 @@ def on_test_start(environment: Any, **_: Any) -> None:
             runtime.configure(options, environment.host, (0, 1))
     except USER_ERRORS as exc:
         log.error("loadkit: error: %s", exc)
+        runtime.start_error = str(exc)  # the web UI shows it; the report says why it is invalid
         environment.process_exit_code = 2
         if isinstance(runner, WorkerRunner):
             _refuse_worker(environment, str(exc))
@@ -243,6 +242,8 @@ def _prepare_master(environment: Any, runtime: Runtime) -> None:
     workers = sorted(runner.clients.keys(), key=runner.get_worker_index)
     setattr(options, SHARD_OPTION, {client_id: [i, len(workers)] for i, client_id in enumerate(workers)})
     setattr(options, FINGERPRINT_OPTION, runtime.fingerprint())
+    # Workers take the master's detections: the same engines and target names everywhere.
+    setattr(options, DETECTED_OPTION, runtime.detections.to_option())
 
 
 def _prepare_worker(environment: Any, runtime: Runtime) -> None:

@@ -12,7 +12,14 @@ from __future__ import annotations
 from typing import Any
 
 from loadkit.stats.messages import format_message, top_messages
+
 DEFAULT_MAX_FAILED_SHARE = 0.5
+
+# Process exit codes (docs/reports.md): 0 valid and nothing failed; 1 valid but some requests
+# failed (Locust's --exit-code-on-error); 2 the run could not start (bad option, scenario,
+# target); 3 the run is invalid (invalid_reasons says why).
+EXIT_CONFIG_ERROR = 2
+EXIT_INVALID = 3
 
 
 def failed_share(section: dict[str, Any]) -> float | None:
