@@ -7,9 +7,12 @@ timing truth for the stream timer.
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -102,7 +105,9 @@ class ScriptedServerProcess:
     """The same server in a forked process, so its writes do not wait on the test's GIL:
     timing tests compare against write times that are not skewed by the client under test."""
 
-    def __init__(self, script: Script) -> None:
+    def __init__(self, script: Script | Callable[[bytes], Script]) -> None:
+        """``script``: one Script for every request, or a function of the request (as for
+        ScriptedServer)."""
         import multiprocessing
 
         ctx = multiprocessing.get_context("fork")
@@ -112,7 +117,8 @@ class ScriptedServerProcess:
         self._proc = ctx.Process(target=self._main, daemon=True)
 
     def _main(self) -> None:
-        srv = ScriptedServer(lambda _req: self.script)
+        script = self.script
+        srv = ScriptedServer(script if callable(script) else lambda _req: script)
         original = srv._handle
 
         def handle(conn):
@@ -131,6 +137,11 @@ class ScriptedServerProcess:
         self.port = self._ready.get(timeout=10)
         self.url = f"http://127.0.0.1:{self.port}"
         return self
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """The server dies at once: the kernel closes its sockets (in-flight streams are cut,
+        new connections refused)."""
+        os.kill(self._proc.pid, sig)
 
     def write_times(self, timeout: float = 5.0) -> list[int]:
         return self._times.get(timeout=timeout)

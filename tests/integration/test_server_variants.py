@@ -1,0 +1,119 @@
+"""Real headless runs against OpenAI-compatible servers that end, fail and die the ways real
+ones do: the outcome is right, the server's own words reach the console and the report, the
+validity and the exit code tell the truth. Each run ends with the conservation check."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from tests.helpers import variants
+from tests.helpers.scripted_server import ScriptedServer, ScriptedServerProcess
+from tests.integration.runs import SCENARIOS, check_conservation, raw_records, run_locust
+
+pytestmark = pytest.mark.integration
+
+TINY = str(SCENARIOS / "tiny_fixed.toml")
+
+
+def headless(url: str, report_dir, *extra: str, seconds: int = 3, users: int = 2) -> list[str]:
+    return ["--headless", "-u", str(users), "-r", str(users), "-t", f"{seconds}s", "--stop-timeout", "2",
+            "--host", url, "--engine", "vllm", "--scenario", TINY, "--report-dir", str(report_dir),
+            "--raw-log", *extra]  # fmt: skip
+
+
+def only_engine(report: dict) -> dict:
+    (section,) = report["engines"].values()
+    return section
+
+
+def test_no_done_with_usage_in_the_finish_chunk_is_ok_and_measured(tmp_path):
+    report_dir = tmp_path / "r"
+    with ScriptedServer(variants.server(variants.no_done())) as srv:
+        proc = run_locust(*headless(srv.url, report_dir))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    report = check_conservation(report_dir)
+    assert report["valid"] is True, report["invalid_reasons"]
+    s = only_engine(report)
+    rows = [r for r in raw_records(report_dir) if r["outcome"] != "cancelled"]
+    assert len(rows) >= 20 and all(r["outcome"] == "ok" and r["end"] == "close" for r in rows)
+    assert all(r["n_out"] == 4 and r["n_out_source"] == "usage" and r["finish_reason"] == "length" for r in rows)
+    assert s["stream_ends"] == {"close": s["ok"]}
+    for metric in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
+        assert s[metric]["count"] > 0 and s[metric]["p50"] is not None, metric
+    assert "ended by a clean close" in proc.stdout
+
+
+def test_no_done_and_no_finish_reason_stays_incomplete_and_the_run_is_invalid(tmp_path):
+    report_dir = tmp_path / "r"
+    with ScriptedServer(variants.server(variants.no_done_no_finish)) as srv:
+        proc = run_locust(*headless(srv.url, report_dir))
+    assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]
+    report = check_conservation(report_dir)
+    s = only_engine(report)
+    assert s["ok"] == 0 and s["outcomes"]["incomplete"] > 10
+    assert report["valid"] is False
+    assert any("no request succeeded" in r and "incomplete" in r for r in report["invalid_reasons"])
+    assert s["ttft_ms"]["p50"] is None  # no ok request: not measured, never 0
+    assert "run INVALID:" in proc.stdout and "no request succeeded" in proc.stdout
+
+
+def test_in_band_error_message_reaches_console_report_and_locust_table(tmp_path):
+    report_dir = tmp_path / "r"
+    script = variants.server(variants.with_done, every=3, other=variants.in_band_error)
+    with ScriptedServer(script) as srv:
+        proc = run_locust(*headless(srv.url, report_dir))
+    # A third of the requests failed: the run is valid, the exit code says some failed.
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    report = check_conservation(report_dir)
+    assert report["valid"] is True, report["invalid_reasons"]
+    s = only_engine(report)
+    failed = s["outcomes"]["in_band_error"]
+    assert failed >= 5 and s["failures"] == failed
+    entry = s["error_messages"]["in_band_error"]
+    assert entry["total"] == failed and entry["top"] == [{"message": variants.IN_BAND_MESSAGE, "count": failed}]
+    assert entry["other"] == 0
+    assert f"in_band_error ×{failed}: {variants.IN_BAND_MESSAGE}" in proc.stdout
+    # Locust's own failure table names the server's message, not just the outcome.
+    assert f"in_band_error: {variants.IN_BAND_MESSAGE}" in proc.stdout + proc.stderr
+    assert "RequestOutcomeError(" not in proc.stdout + proc.stderr
+
+
+def test_strict_server_422_text_is_in_console_and_report(tmp_path):
+    report_dir = tmp_path / "r"
+    with ScriptedServer(variants.server(variants.with_done, strict=True)) as srv:
+        proc = run_locust(*headless(srv.url, report_dir, seconds=2, users=1))
+    assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]
+    report = check_conservation(report_dir)
+    s = only_engine(report)
+    n = s["outcomes"]["http_error:422"]
+    detail = json.dumps(variants.STRICT_DETAIL)
+    assert s["error_messages"]["http_error:422"]["top"] == [{"message": detail, "count": n}]
+    assert f"http_error:422 ×{n}: {detail}" in proc.stdout
+    (reason,) = report["invalid_reasons"]
+    assert "no request succeeded" in reason and "Unexpected fields" in reason
+
+
+def test_server_that_dies_after_two_seconds(tmp_path):
+    report_dir = tmp_path / "r"
+    srv = ScriptedServerProcess(variants.server(variants.with_done))
+    with srv:
+        killer = threading.Timer(2.0, srv.kill)
+        killer.start()
+        try:
+            proc = run_locust(*headless(srv.url, report_dir, "--skip-reachability-check", seconds=4, users=1))
+        finally:
+            killer.cancel()
+    report = check_conservation(report_dir)
+    s = only_engine(report)
+    assert s["ok"] >= 20, s["outcomes"]  # two seconds of a working server were measured
+    after = s["outcomes"].get("connect_error", 0)
+    assert after >= 1 and s["error_messages"]["connect_error"]["total"] == after
+    assert any("refused" in m["message"].lower() for m in s["error_messages"]["connect_error"]["top"])
+    # Failures outnumber successes once the server is gone (a closed loop retries at once):
+    # invalid, and the report and the console say why.
+    assert report["valid"] is False and proc.returncode == 3, report["invalid_reasons"]
+    assert any("connect_error" in r for r in report["invalid_reasons"]), report["invalid_reasons"]
+    assert "run INVALID:" in proc.stdout and "connect_error ×" in proc.stdout
