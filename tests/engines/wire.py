@@ -1,7 +1,8 @@
 """Replaying recorded streams through an adapter exactly as the stream timer would: the
 adapter's declared framing, its parser, and the timer's outcome rules (MalformedEvent ->
-malformed_stream, TokenEvent.error -> in_band_error, done -> ok, end without done -> incomplete
-unless the adapter ends on close)."""
+malformed_stream, TokenEvent.error -> in_band_error, done -> ok; a clean end without done is ok
+when the adapter ends on close, after a finish_reason, or when the parser's end_seen() says so,
+else incomplete)."""
 
 from __future__ import annotations
 
@@ -63,7 +64,8 @@ def replay(adapter: EngineAdapter, body: bytes, chunk: int | None = None) -> Rep
             return result
     if _feed(parser, decoder.close(), result):
         return result
-    if getattr(adapter, "end_on_close", False):
+    finished = any(e.finish_reason is not None for e in result.events)
+    if getattr(adapter, "end_on_close", False) or finished or parser.end_seen():
         result.outcome = t.OK
     return result
 
