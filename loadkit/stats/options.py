@@ -88,7 +88,7 @@ def add_stats_arguments(group: Any) -> None:
                             f"KEY is one of {', '.join(SLO_KEYS)}; e.g. --slo ttft_ms=500 --slo tpot_ms=50")  # fmt: skip
     group.add_argument("--max-failed-share", type=percent, default=100 * DEFAULT_MAX_FAILED_SHARE, metavar="PCT",
                        env_var="LOADKIT_MAX_FAILED_SHARE", include_in_web_ui=True,
-                       help="the run is invalid (exit code 3) when more than PCT %% of a target's requests "
+                       help="the run is invalid (exit code 3) when more than PCT percent of a target's requests "
                             "failed; cancelled requests (stopped by the test) do not count (default 50; 100: never)")  # fmt: skip
     # Interval and table switches are console matters: useless in the web UI's start form.
     group.add_argument("--stats-interval", type=_positive_float, default=DEFAULT_STATS_INTERVAL_S,

@@ -42,7 +42,7 @@ def engine_reasons(engine: str, section: dict[str, Any], max_failed_share: float
         return [f"target {engine}: no request succeeded (0 ok of {requests}){_first_message(section)}"]
     share = failed_share(section)
     if share is not None and share > max_failed_share:
-        return [f"target {engine}: {100 * share:.0f}% of requests failed ({section['failures']} of "
+        return [f"target {engine}: {100 * share:.1f}% of requests failed ({section['failures']} of "
                 f"{requests - cancelled}; threshold {100 * max_failed_share:g}%, --max-failed-share)"
                 f"{_first_message(section)}"]  # fmt: skip
     return []

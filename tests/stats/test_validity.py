@@ -71,7 +71,7 @@ def test_failed_share_threshold_per_target(failures, limit, valid):
     assert report["valid"] is valid, report["invalid_reasons"]
     if not valid:
         (reason,) = report["invalid_reasons"]
-        assert reason.startswith(f"target e: {10 * failures}% of requests failed ({failures} of 10")
+        assert reason.startswith(f"target e: {10 * failures:.1f}% of requests failed ({failures} of 10")
         assert "--max-failed-share" in reason and "timeout_total ×" in reason
 
 
