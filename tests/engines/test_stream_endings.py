@@ -123,3 +123,20 @@ def test_usage_only_chunk_without_any_finish_reason_ends_the_stream():
     rec = serve(adapter, messages(adapter, body))
     assert rec.outcome == OK and rec.end == "close" and rec.n_out_source == "usage"
     assert rec.finish_reason is None
+
+
+def test_anthropic_plugin_ends_on_a_clean_close_after_its_stop_reason():
+    anthropic = pytest.importorskip("loadkit_anthropic")
+    from pathlib import Path
+
+    fixture = Path(anthropic.__file__).resolve().parents[2] / "tests" / "fixtures" / "messages_stream.sse"
+    if not fixture.exists():
+        pytest.skip("the plugin's test fixtures are not installed next to it")
+    adapter = anthropic.AnthropicAdapter(AdapterOptions(model="m"))
+    events = [e + b"\n\n" for e in fixture.read_bytes().split(b"\n\n") if e.strip() and not e.startswith(b"#")]
+    stop = [e for e in events if b"message_stop" not in e]
+    assert len(stop) == len(events) - 1
+    rec = serve(adapter, stop)
+    assert (rec.outcome, rec.end) == (OK, "close") and rec.finish_reason is not None
+    cut = [e for e in stop if b"message_delta" not in e]
+    assert serve(adapter, cut).outcome == INCOMPLETE
