@@ -117,3 +117,49 @@ def test_server_that_dies_after_two_seconds(tmp_path):
     assert report["valid"] is False and proc.returncode == 3, report["invalid_reasons"]
     assert any("connect_error" in r for r in report["invalid_reasons"]), report["invalid_reasons"]
     assert "run INVALID:" in proc.stdout and "connect_error ×" in proc.stdout
+
+
+@pytest.mark.slow
+def test_distributed_auto_detected_target_and_exact_message_counts(tmp_path):
+    """Master + two workers, --engine auto against a server with no engine fingerprint: only
+    the master probes, every node names the target host:port, and the failure messages the
+    workers counted add up exactly in the master's report."""
+    import subprocess
+
+    from tests.integration.runs import REPO, locust_cmd
+    from tests.integration.test_distributed import free_port, worker_args
+
+    report_dir, port = tmp_path / "r", free_port()
+    script = variants.server(variants.with_done, every=4, other=variants.in_band_error)
+    with ScriptedServer(script) as srv:
+        master_args = ["--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+                       "--headless", "--expect-workers", "2", "-u", "4", "-r", "4", "-t", "5s", "--stop-timeout", "3",
+                       "--host", srv.url, "--engine", "auto", "--scenario", TINY, "--report-dir", str(report_dir),
+                       "--raw-log"]  # fmt: skip
+        procs = [subprocess.Popen(locust_cmd(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  cwd=REPO) for args in (master_args, worker_args(port), worker_args(port))]  # fmt: skip
+        try:
+            outs = [p.communicate(timeout=120) for p in procs]
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+        requests = list(srv.requests)
+    master_out, master_err = outs[0]
+    report = check_conservation(report_dir)
+    name = srv.url.removeprefix("http://")
+    assert list(report["engines"]) == [name], master_err[-2000:]
+    (target,) = report["manifest"]["targets"]
+    assert target["detection"]["engine"] == "openai" and target["detection"]["probes"]["/v1/models"]["status"] == 200
+    # Probed once, by the master; said once, by the master.
+    assert sum(r.startswith(b"GET /version ") for r in requests) == 1
+    assert master_err.count("--engine auto: found: openai") == 1
+    assert all("--engine auto" not in err for _, err in outs[1:])
+    s = report["engines"][name]
+    failed = s["outcomes"]["in_band_error"]
+    rows = raw_records(report_dir)
+    assert {r["worker"] for r in rows} == {0, 1} and failed >= 4
+    assert s["error_messages"]["in_band_error"] == {"total": failed, "other": 0,
+                                                    "top": [{"message": variants.IN_BAND_MESSAGE, "count": failed}]}  # fmt: skip
+    assert sum(1 for r in rows if r["outcome"] == "in_band_error" and r["error"] == variants.IN_BAND_MESSAGE) == failed
+    assert f"in_band_error ×{failed}: {variants.IN_BAND_MESSAGE}" in master_out
