@@ -38,12 +38,9 @@ from loadkit.httpstream import (
 from loadkit.hubreads import ArrivalQueue, GeventDeadline, is_gevent_socket, maybe_poll, read_head_queued
 from loadkit.records import RequestRecord
 from loadkit.sse import NDJSONDecoder
+from loadkit.streamend import END_CLOSE, END_MARKER, close_is_normal_end
 
 MAX_ERROR_BODY = 64 * 1024
-# How a stream with outcome ok ended (RequestRecord.end): the protocol's end marker, or a
-# clean close of the body after the engine's last message (docs/engines.md, per adapter).
-END_MARKER = "marker"
-END_CLOSE = "close"
 # Reads an ArrivalQueue may hold before the greenlet decodes them (after the first token),
 # drawn per batch from this range.
 QUEUE_BATCH = (8, 40)
@@ -85,17 +82,6 @@ def retry_after_seconds(value: str | None) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
-
-
-def close_is_normal_end(adapter: EngineAdapter, parser: StreamParser, record: RequestRecord) -> bool:
-    """Decided once, when a body closed cleanly without the end marker: the close is the
-    normal end for engines that have no marker (Triton), after a chunk that carried a
-    finish_reason, or after the parser's final message (OpenAI's usage-only chunk).
-    The finish_reason is the one ``_on_meta`` already kept: no per-event work for this."""
-    if getattr(adapter, "end_on_close", False) or record.finish_reason is not None:
-        return True
-    end_seen = getattr(parser, "end_seen", None)  # parsers duck-typed by plugins may lack it
-    return bool(end_seen is not None and end_seen())
 
 
 def new_request_id() -> str:
@@ -340,7 +326,7 @@ class StreamRun:
                 self.reusable = body.complete and head.keep_alive
                 return
             if body.complete:
-                self._on_close(decoder, parser, clean=True)
+                self._on_close(decoder, parser, True, t_read)
                 self.reusable = head.keep_alive
                 return
             assert self.sock is not None
@@ -354,7 +340,7 @@ class StreamRun:
             data, t_read = recv_stamped(self.sock, self.kernel)
             if not data:
                 # Without a length or chunking, close is the normal end of the body.
-                self._on_close(decoder, parser, clean=not body.chunked and body.remaining is None)
+                self._on_close(decoder, parser, not body.chunked and body.remaining is None, t_read)
                 return
 
     def _read_queued(self, head: ResponseHead, body: BodyReader, guard: GeventDeadline) -> None:
@@ -372,7 +358,7 @@ class StreamRun:
                 for i, (t_read, data) in enumerate(reads):
                     maybe_poll()
                     if not data:
-                        self._on_close(decoder, parser, clean=not body.chunked and body.remaining is None)
+                        self._on_close(decoder, parser, not body.chunked and body.remaining is None, t_read)
                         return
                     if self._on_read(t_read, body.feed(data), decoder, parser):
                         self.record.t_end_ns, self.record.end = t_read, END_MARKER
@@ -381,7 +367,7 @@ class StreamRun:
                         self._after_end(head, body, reads[i + 1 :])
                         return
                     if body.complete:
-                        self._on_close(decoder, parser, clean=True)
+                        self._on_close(decoder, parser, True, t_read)
                         self.reusable = head.keep_alive
                         return
                 has_tokens = bool(self.record.event_t_ns)
@@ -499,10 +485,12 @@ class StreamRun:
         if te.server_timings is not None:
             rec.server_timings = te.server_timings
 
-    def _on_close(self, decoder: FastSSEDecoder | NDJSONDecoder, parser: StreamParser, clean: bool) -> None:
-        """The body ended (cleanly or not) without the engine's normal end marker."""
+    def _on_close(self, decoder: FastSSEDecoder | NDJSONDecoder, parser: StreamParser, clean: bool,
+                  t_read: int) -> None:  # fmt: skip
+        """The body ended (cleanly or not) without the engine's normal end marker; ``t_read`` is
+        the arrival of the read that ended it (t_end, as the marker's read is for a marker end)."""
         rec = self.record
-        rec.t_end_ns = time.perf_counter_ns()
+        rec.t_end_ns = t_read
         try:
             tail = decoder.close()
         except UnicodeDecodeError as exc:
