@@ -15,7 +15,7 @@ from loadkit.stats.messages import format_message, top_messages
 from loadkit.stats.report import QUANTILES
 
 STAT_FIELDS = ("count", "mean", "min", "max") + tuple(name for name, _ in QUANTILES)
-ROW_FIELDS = ("engine", "label", "requests", "ok", "failures", "output_tokens", "input_tokens",
+ROW_FIELDS = ("engine", "label", "requests", "ok", "failures", "cancelled", "output_tokens", "input_tokens",
               "cached_tokens", "window_s", "requests_per_s", "output_tokens_per_s", "goodput_per_s")  # fmt: skip
 SERIES_FIELDS = ("t", "unix", "requests", "ok", "output_tokens", "in_flight")
 

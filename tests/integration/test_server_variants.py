@@ -163,3 +163,18 @@ def test_distributed_auto_detected_target_and_exact_message_counts(tmp_path):
                                                     "top": [{"message": variants.IN_BAND_MESSAGE, "count": failed}]}  # fmt: skip
     assert sum(1 for r in rows if r["outcome"] == "in_band_error" and r["error"] == variants.IN_BAND_MESSAGE) == failed
     assert f"in_band_error ×{failed}: {variants.IN_BAND_MESSAGE}" in master_out
+
+
+def test_sessions_go_past_turn_one_against_a_server_without_done(tmp_path):
+    """Multi-turn sessions stopped at turn 1 when every stream was `incomplete`; a clean close
+    after the finish chunk is a normal end, so every turn follows."""
+    report_dir = tmp_path / "r"
+    with ScriptedServer(variants.server(variants.no_done())) as srv:
+        proc = run_locust("--headless", "-u", "2", "-r", "2", "-t", "3s", "--stop-timeout", "2", "--host", srv.url,
+                          "--engine", "vllm", "--scenario", str(SCENARIOS / "sessions_prefix.toml"),
+                          "--report-dir", str(report_dir), "--raw-log")  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    check_conservation(report_dir)
+    rows = [r for r in raw_records(report_dir) if r["outcome"] != "cancelled"]
+    assert all(r["outcome"] == "ok" and r["end"] == "close" for r in rows)
+    assert {r["turn"] for r in rows} >= {1, 2, 3, 4}
