@@ -64,6 +64,9 @@ def install_start_check(environment: Any, base_path: str, idle_states: tuple[str
             problem = check(options, request.form.get("host") or environment.host)
         except ValueError as exc:
             problem = str(exc)
+        except Exception:  # a bug in the check must not keep anyone from starting a run
+            log.exception("loadkit web UI: checking the start form failed; starting anyway")
+            return None
         if problem is None:
             return None
         log.error("loadkit: the run was not started: %s", problem)
