@@ -26,6 +26,8 @@ class Detection:
     api: str | None  # the endpoint family the evidence points at (e.g. "triton"), if any
     explanation: str  # "found: ..." for the user
     probes: dict[str, Any] = field(default_factory=dict)
+    # True when no fingerprint matched and the generic OpenAI adapter was taken as the fallback.
+    fallback: bool = False
 
 
 def probe_server(base_url: str, paths: list[str] | tuple[str, ...], timeout_s: float = 2.0,
@@ -78,7 +80,23 @@ def detect_engine(base_url: str, pm: pluggy.PluginManager | None = None, timeout
     registry = engine_registry(pm)
     if name not in registry:
         raise UserError(f"--engine auto: a detector named engine {name!r}, which no plugin registers")
-    return Detection(name, *explain(name, probes, registry[name].plugin), probes)
+    api, explanation = explain(name, probes, registry[name].plugin)
+    match = match_rules(probes)
+    fallback = name == "openai" and (match is None or match.engine != name)
+    return Detection(name, api, explanation, probes, fallback)
+
+
+def probe_summary(probes: dict[str, Any], body_chars: int = 200) -> dict[str, Any]:
+    """What each probe saw, small enough for a report manifest: status, Server and
+    Content-Type headers, the body's first ``body_chars`` characters."""
+    out: dict[str, Any] = {}
+    for path, probe in probes.items():
+        headers = probe.get("headers") or {}
+        text = " ".join(str(probe.get("text") or "").split())
+        out[path] = {"status": probe.get("status"), "server": headers.get("server"),
+                     "content_type": headers.get("content-type"),
+                     "body": text[:body_chars] + ("…" if len(text) > body_chars else "")}  # fmt: skip
+    return out
 
 
 def explain(name: str, probes: dict[str, Any], plugin: str) -> tuple[str | None, str]:

@@ -48,6 +48,9 @@ class RequestRecord:
     reasoning_tokens: int | None = None
     max_tokens: int | None = None
     finish_reason: str | None = None
+    # How an ok stream ended: "marker" (the protocol's end, e.g. [DONE]) or "close" (a clean
+    # close after the engine's last message); None for every other outcome.
+    end: str | None = None
     session_id: str | None = None
     turn: int | None = None
     stage: str | None = None
@@ -104,6 +107,7 @@ class RequestRecord:
             "stage": self.stage,
             "worker": self.worker,
             "finish_reason": self.finish_reason,
+            "end": self.end,
             "retry_after_s": self.retry_after_s,
             # Engine-reported timings (llama.cpp's prompt_ms, predicted_per_token_ms...), as sent.
             "server_timings": self.server_timings,

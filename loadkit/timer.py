@@ -36,6 +36,7 @@ from loadkit.httpstream import (
 from loadkit.hubreads import ArrivalQueue, GeventDeadline, is_gevent_socket, maybe_poll, read_head_queued
 from loadkit.records import RequestRecord
 from loadkit.sse import NDJSONDecoder
+from loadkit.streamend import END_CLOSE, END_MARKER, close_is_normal_end
 from loadkit.tls import TlsError, refused_after_handshake_reason
 from loadkit.tlsstream import TlsConn, arrival_queue, open_connection, recv_body
 
@@ -346,14 +347,14 @@ class StreamRun:
         recv = recv_stamped if self.tls is None else self.tls.recv_stamped  # per connection, not per read
         while True:
             if data and self._on_read(t_read, body.feed(data), decoder, parser):
-                self.record.t_end_ns = t_read
+                self.record.t_end_ns, self.record.end = t_read, END_MARKER
                 if guard is not None:
                     guard.cancel()
                 self._drain(body)
                 self.reusable = body.complete and head.keep_alive
                 return
             if body.complete:
-                self._on_close(decoder, parser, clean=True)
+                self._on_close(decoder, parser, True, t_read)
                 self.reusable = head.keep_alive
                 return
             assert self.sock is not None
@@ -367,7 +368,7 @@ class StreamRun:
             data, t_read = recv(self.sock, self.kernel)
             if not data:
                 # Without a length or chunking, close is the normal end of the body.
-                self._on_close(decoder, parser, clean=not body.chunked and body.remaining is None)
+                self._on_close(decoder, parser, not body.chunked and body.remaining is None, t_read)
                 return
 
     def _read_queued(self, head: ResponseHead, body: BodyReader, guard: GeventDeadline) -> None:
@@ -385,16 +386,16 @@ class StreamRun:
                 for i, (t_read, data) in enumerate(reads):
                     maybe_poll()
                     if not data:
-                        self._on_close(decoder, parser, clean=not body.chunked and body.remaining is None)
+                        self._on_close(decoder, parser, not body.chunked and body.remaining is None, t_read)
                         return
                     if self._on_read(t_read, body.feed(data), decoder, parser):
-                        self.record.t_end_ns = t_read
+                        self.record.t_end_ns, self.record.end = t_read, END_MARKER
                         queue.close()
                         guard.cancel()
                         self._after_end(head, body, reads[i + 1 :])
                         return
                     if body.complete:
-                        self._on_close(decoder, parser, clean=True)
+                        self._on_close(decoder, parser, True, t_read)
                         self.reusable = head.keep_alive
                         return
                 has_tokens = bool(self.record.event_t_ns)
@@ -422,7 +423,7 @@ class StreamRun:
                     break
                 if self._on_read(t_read, body.feed(data), decoder, parser):
                     # The end arrived in time; only its decoding was late.
-                    self.record.t_end_ns = t_read
+                    self.record.t_end_ns, self.record.end = t_read, END_MARKER
                     raise _StreamDone(t.OK) from None
             raise
 
@@ -512,9 +513,12 @@ class StreamRun:
         if te.server_timings is not None:
             rec.server_timings = te.server_timings
 
-    def _on_close(self, decoder: FastSSEDecoder | NDJSONDecoder, parser: StreamParser, clean: bool) -> None:
-        """The body ended (cleanly or not) without the engine's normal end marker."""
-        self.record.t_end_ns = time.perf_counter_ns()
+    def _on_close(self, decoder: FastSSEDecoder | NDJSONDecoder, parser: StreamParser, clean: bool,
+                  t_read: int) -> None:  # fmt: skip
+        """The body ended (cleanly or not) without the engine's normal end marker; ``t_read`` is
+        the arrival of the read that ended it (t_end, as the marker's read is for a marker end)."""
+        rec = self.record
+        rec.t_end_ns = t_read
         try:
             tail = decoder.close()
         except UnicodeDecodeError as exc:
@@ -523,15 +527,18 @@ class StreamRun:
             te = self._parse(parser, ev.data, ev.event)
             if te is not None:
                 if te.tokens > 0 or te.text or te.reasoning_text:
-                    self._on_tokens(self.record.t_end_ns, te)
+                    self._on_tokens(rec.t_end_ns, te)
                 self._on_meta(te)
                 if te.done:
+                    rec.end = END_MARKER
                     return
-        if clean and getattr(self.adapter, "end_on_close", False):
-            return  # engines without an end marker (Triton's generate_stream) end by closing
-        if clean:
-            raise _StreamDone(t.INCOMPLETE, "stream closed without the engine's normal end")
-        raise _StreamDone(t.DISCONNECTED, "connection closed mid-stream")
+        if not clean:
+            raise _StreamDone(t.DISCONNECTED, "connection closed mid-stream")
+        if close_is_normal_end(self.adapter, parser, rec):
+            rec.end = END_CLOSE
+            return
+        raise _StreamDone(t.INCOMPLETE, "stream closed without the engine's normal end (no end marker, "
+                                        "no finish_reason)")  # fmt: skip
 
     def _drain(self, body: BodyReader) -> None:
         """After the normal end, read the rest of the body (the terminating chunk) so the

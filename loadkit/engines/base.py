@@ -60,6 +60,13 @@ class StreamParser:
         """
         raise NotImplementedError
 
+    def end_seen(self) -> bool:
+        """Called once, when the body closed cleanly without ``done``: True if the messages
+        seen end the stream as the protocol's last message would (OpenAI's usage-only chunk),
+        so the close is a normal end. A chunk with a ``finish_reason`` counts already; say
+        nothing here that needs work on every message."""
+        return False
+
 
 class EngineAdapter:
     """Base class for engine adapters; subclass and register via `loadkit_register_engines`."""
@@ -75,7 +82,8 @@ class EngineAdapter:
     # Paths that identify this engine (for --engine auto) and describe the server.
     info_paths: ClassVar[tuple[str, ...]] = ()
     # True for engines with no end marker, whose clean close of the body is the normal end
-    # (Triton's generate_stream); otherwise a clean close without `done` is `incomplete`.
+    # (Triton's generate_stream). Otherwise a clean close without `done` is `ok` (end "close")
+    # after a finish_reason or the parser's `end_seen()`, else `incomplete`.
     end_on_close: ClassVar[bool] = False
 
     def __init__(self, options: AdapterOptions | None = None) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from loadkit.cli import UserError
 from loadkit.glue import breaker, preflight
+from loadkit.glue.detection import DETECTED_OPTION
 from loadkit.glue.manifest import run_manifest
 from loadkit.glue.openloop import Dispatcher, behind_warning
 from loadkit.glue.options import add_arguments
@@ -198,6 +199,7 @@ def on_test_start(environment: Any, **_: Any) -> None:
     runtime: Runtime = environment.loadkit
     if not isinstance(runner, WorkerRunner):
         preflight.forget_stale(options)
+    runtime.start_error = None
     try:
         if isinstance(runner, MasterRunner):
             _prepare_master(environment, runtime)
@@ -209,6 +211,7 @@ def on_test_start(environment: Any, **_: Any) -> None:
             preflight.at_test_start(runtime, options)  # before the master sends workers its options
     except USER_ERRORS as exc:
         log.error("loadkit: error: %s", exc)
+        runtime.start_error = str(exc)  # the web UI shows it; the report says why it is invalid
         environment.process_exit_code = 2
         runtime.halted = True  # users Locust spawns before the stop lands send nothing
         if isinstance(runner, WorkerRunner):
@@ -262,6 +265,8 @@ def _prepare_master(environment: Any, runtime: Runtime) -> None:
     workers = sorted(runner.clients.keys(), key=runner.get_worker_index)
     setattr(options, SHARD_OPTION, {client_id: [i, len(workers)] for i, client_id in enumerate(workers)})
     setattr(options, FINGERPRINT_OPTION, runtime.fingerprint())
+    # Workers take the master's detections: the same engines and target names everywhere.
+    setattr(options, DETECTED_OPTION, runtime.detections.to_option())
 
 
 def _prepare_worker(environment: Any, runtime: Runtime) -> None:

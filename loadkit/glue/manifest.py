@@ -36,7 +36,10 @@ def client_host() -> dict[str, Any]:
     }
 
 
-def describe_target(target: Target, probe: bool, tls: dict[str, Any] | None = None) -> dict[str, Any]:
+def describe_target(target: Target, probe: bool, tls: dict[str, Any] | None = None,
+                    detection: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``tls``: what the pre-flight handshake saw; ``detection``: with --engine auto, what
+    detection found and what each probe saw."""
     spec = target.spec
     out: dict[str, Any] = {
         "name": spec.name,
@@ -45,6 +48,7 @@ def describe_target(target: Target, probe: bool, tls: dict[str, Any] | None = No
         "api": target.adapter.api,
         "model_requested": target.adapter.options.model,
         "server": None,
+        "detection": detection,
     }
     if target.endpoint.ssl_context is not None:
         out["tls"] = tls  # version, cipher, ALPN the pre-flight handshake saw (None: check skipped)
@@ -64,6 +68,11 @@ def server_info(target: Target) -> dict[str, Any] | None:
     except Exception as exc:  # the server's self-description is optional; say why it is missing
         return {"error": f"{type(exc).__name__}: {exc}"}
     return info or None
+
+
+def _detection(runtime: Any, name: str) -> dict[str, Any] | None:
+    detections = getattr(runtime, "detections", None)
+    return None if detections is None else detections.manifest_entry(name)
 
 
 def scenario_fields(scenario: Any) -> dict[str, Any]:
@@ -90,8 +99,8 @@ def run_manifest(runtime: Any, options: Any, workers: int, probe_servers: bool =
 
     return {
         **scenario_fields(runtime.scenario),
-        "targets": [describe_target(t, probe_servers, getattr(runtime, "tls_negotiated", {}).get(t.name))
-                    for t in runtime.targets],
+        "targets": [describe_target(t, probe_servers, getattr(runtime, "tls_negotiated", {}).get(t.name),
+                                    _detection(runtime, t.name)) for t in runtime.targets],
         "client": client_host(),
         "workers": workers,
         "users": getattr(options, "num_users", None),

@@ -15,6 +15,7 @@ from typing import Any
 from loadkit.arrival import Stage, arrival_offsets, stages_from_spec, worker_share
 from loadkit.glue.backoff import Backoff, BackoffRules
 from loadkit.glue.breaker import Breaker, BreakerRules, trip
+from loadkit.glue.detection import AUTO_NAME, Detections
 from loadkit.glue.openloop import Dispatcher
 from loadkit.glue.requestshape import RequestOptionError, RequestShape, dropped_for
 from loadkit.glue.shape import stage_at
@@ -51,7 +52,8 @@ def target_specs(options: Any, host: str | None, from_scenario: list[dict[str, A
     if not specs:
         if not host:
             raise ConfigError("no target: give --host URL, --target NAME=URL, or [[targets]] in the scenario")
-        name = options.engine if options.engine != "auto" else "target"
+        # With --engine auto the target is named after what detection finds (glue/detection.py).
+        name = options.engine if options.engine != "auto" else AUTO_NAME
         specs = [TargetSpec(name, host, options.engine, options.api or None, options.model or None)]
     check_unique_names(specs)
     return specs
@@ -73,20 +75,6 @@ def configure_tls(options: Any) -> TlsSettings:
         _insecure_warned.append(True)
         log.warning("loadkit: WARNING: %s", INSECURE_WARNING)
     return settings
-
-
-def resolve_engine(spec: TargetSpec, api_key: str | None, extra_headers: dict[str, str] | None = None) -> None:
-    if spec.engine != "auto":
-        return
-    from loadkit.detect import detect_engine
-
-    # The probes carry what every request carries: the key, and --header.
-    headers = {**({"Authorization": f"Bearer {api_key}"} if api_key else {}), **(extra_headers or {})} or None
-    found = detect_engine(spec.url, headers=headers)
-    spec.engine = found.engine
-    if spec.api is None and found.api is not None:
-        spec.api = found.api
-    log.info("loadkit: target %s: --engine auto: %s", spec.name, found.explanation)
 
 
 class Runtime:
@@ -116,6 +104,27 @@ class Runtime:
         self.backoff_rules: BackoffRules | None = None
         # The run was stopped (circuit breaker, a start that failed): users send nothing more.
         self.halted = False
+        self.detections = Detections()
+        # Why the last start from the web UI failed (shown there); None once a start succeeds.
+        self.start_error: str | None = None
+        if stats is not None and hasattr(stats, "add_invalid_source"):
+            stats.add_invalid_source(self.start_problems)
+
+    def check_start(self, options: Any, host: str | None) -> str | None:
+        """Why a run with ``options`` cannot start (one line), or None (glue/startcheck.py)."""
+        from loadkit.cli import UserError
+        from loadkit.glue.startcheck import check_start
+        from loadkit.plugins import PluginError
+        from loadkit.targets import TargetError
+
+        try:
+            check_start(options, host)
+        except (ConfigError, TargetError, PluginError, UserError) as exc:
+            return str(exc)
+        return None
+
+    def start_problems(self) -> list[str]:
+        return [f"the run could not start: {self.start_error}"] if self.start_error else []
 
     def workload_exhausted(self) -> None:
         self.watch.trigger()
@@ -125,8 +134,10 @@ class Runtime:
         shape = request_shape(options, self.scenario)
         specs = target_specs(options, host, getattr(self.scenario, "targets", None) or [])
         self.tls = configure_tls(options)
+        self.detections.begin(options)
         for spec in specs:
-            resolve_engine(spec, options.api_key or None, shape.headers)
+            self.detections.resolve(spec, options.api_key or None, shape.headers)
+        check_unique_names(specs)  # again: detection named the --host target
         # issue 25: plugins read their own options (AdapterOptions.run_options, loadkit_configure).
         plugin_options = run_options(options)
         configure_plugins(plugin_options)
@@ -153,6 +164,7 @@ class Runtime:
         self.warmup_s = float(getattr(options, "warmup", 0) or 0)
         self.plan = stage_plan(dict(self.scenario.arrival or {"model": "closed"}), self.warmup_s)
         slo_limits = validate_slos(options)
+        validate_failed_share(options)
         self.dispatchers = self._dispatchers(options)
         self.t_start_ns = time.perf_counter_ns()
         self.schedule_end_ns = None
@@ -366,6 +378,16 @@ def validate_slos(options: Any) -> dict[str, float]:
         except argparse.ArgumentTypeError as exc:
             raise ConfigError(str(exc)) from None
     return limits
+
+
+def validate_failed_share(options: Any) -> None:
+    """--max-failed-share typed into the web UI's form skips argparse: one clear error."""
+    from loadkit.stats.options import failed_share_limit
+
+    try:
+        failed_share_limit(options)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def share_of(total: int, index: int, workers: int) -> int:

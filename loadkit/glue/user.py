@@ -15,15 +15,12 @@ import gevent
 from locust import FastHttpUser, constant, task
 from locust.exception import StopUser
 
+from loadkit.glue.failures import FAILURE_TEXTS, RequestOutcomeError  # noqa: F401 (was defined here)
 from loadkit.glue.runtime import Runtime
 from loadkit.httpstream import ConnectionPool
 from loadkit.records import RequestRecord, e2e_ms
 from loadkit.timer import run_request
 from loadkit.types import CANCELLED, OK, GenerationRequest
-
-
-class RequestOutcomeError(Exception):
-    """What Locust's failure table shows for a request whose outcome is not ok."""
 
 
 def get_runtime(environment) -> Runtime:
@@ -170,6 +167,6 @@ class LLMUser(FastHttpUser):
             name=f"{record.engine} {record.label}",
             response_time=e2e if e2e is not None else 0.0,
             response_length=record.n_out or 0,
-            exception=None if record.outcome == OK else RequestOutcomeError(record.outcome),
+            exception=None if record.outcome == OK else FAILURE_TEXTS.error_for(record),
             context={"request_id": record.request_id},
         )

@@ -117,8 +117,10 @@ def targets_text(targets: Any) -> str:
             continue
         server = t["server"] if isinstance(t.get("server"), dict) else {}
         said = ", ".join(f"{k} {v}" for k, v in server.items()) or "the server reported nothing"
+        detection = t["detection"] if isinstance(t.get("detection"), dict) else None
+        detected = f"; --engine auto {detection.get('explanation')}" if detection else ""
         lines.append(f"{t.get('name')}: adapter {t.get('engine')} ({t.get('api') or '?'} API) at {t.get('url')}; "
-                     f"server: {said}; model asked: {t.get('model_requested') or 'server default'}")  # fmt: skip
+                     f"server: {said}; model asked: {t.get('model_requested') or 'server default'}{detected}")  # fmt: skip
     return " | ".join(lines)
 
 
@@ -145,7 +147,8 @@ def warnings_list(report: dict[str, Any], extra: list[str]) -> list[str]:
     if tls_warning:
         out.append(str(tls_warning))
     if report.get("valid") is False:
-        out.append("the run is marked INVALID (errors, lost workers or conservation failure)")
+        reasons = report.get("invalid_reasons") or ["errors, lost workers or conservation failure"]
+        out += [f"run INVALID: {r}" for r in reasons]
     for engine, s in engines_of(report).items():
         sources = s.get("n_out_sources") or {}
         estimated = sum(v for k, v in sources.items() if k != "usage")

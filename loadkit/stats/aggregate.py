@@ -18,6 +18,7 @@ import numpy as np
 
 from loadkit.histogram import Histogram
 from loadkit.records import RequestRecord
+from loadkit.stats.messages import MessageCounts, failure_message
 from loadkit.stats.series import Series
 from loadkit.types import CANCELLED, OK
 
@@ -70,7 +71,7 @@ class GroupStats:
         "hists", "outcomes", "sent", "output_tokens", "output_tokens_all", "input_tokens",
         "cached_tokens", "n_out_sources", "slo_counts", "good", "judged", "first_send_wall_ns",
         "last_end_wall_ns", "series", "wall_offset_ns", "pending", "pending_w", "pending_series",
-        "_slos",
+        "_slos", "messages", "ends",
     )  # fmt: skip
 
     def __init__(self, wall_offset_ns: int = 0, slos: tuple[Slo, ...] = ()) -> None:
@@ -93,6 +94,8 @@ class GroupStats:
         self.pending_w: tuple[list[int], list[int]] = ([], [])  # per-token ITL of k>1 events
         self.pending_series: tuple[list[int], list[int], list[int]] = ([], [], [])  # start, end, ok tokens/-1
         self._slos = tuple((_SLO_SLOT[s.key], s.key, s.limit_ns) for s in slos)
+        self.messages = MessageCounts()  # what the server said, per failed outcome
+        self.ends: dict[str, int] = {}  # ok requests by how the stream ended (marker / close)
 
     # -- hot path -------------------------------------------------------------------------
 
@@ -126,8 +129,11 @@ class GroupStats:
             tokens = n_out or 0
             self.output_tokens += tokens
             self._judge(self._add_latencies(r))
+            if r.end is not None:
+                self.ends[r.end] = self.ends.get(r.end, 0) + 1
         elif outcome != CANCELLED:
             self.judged += 1
+            self.messages.add(outcome, failure_message(r))
         if start > 0:
             # In flight (and in the window) from the start, connection set-up included.
             starts, ends, toks = self.pending_series
@@ -235,6 +241,8 @@ class GroupStats:
             self.hists[name].merge(hist)
         _add_counts(self.outcomes, other.outcomes)
         _add_counts(self.n_out_sources, other.n_out_sources)
+        _add_counts(self.ends, other.ends)
+        self.messages.merge(other.messages)
         for key, counts in other.slo_counts.items():
             mine = self.slo_counts.setdefault(key, [0, 0, 0])
             for i, n in enumerate(counts):
@@ -266,6 +274,8 @@ class GroupStats:
             ],  # fmt: skip
             "window": [self.first_send_wall_ns, self.last_end_wall_ns],
             "series": self.series.delta_to_wire() if series_delta else self.series.to_wire(),
+            "messages": self.messages.to_wire(),
+            "ends": dict(self.ends),
         }
 
     @classmethod
@@ -281,6 +291,9 @@ class GroupStats:
          group.cached_tokens, group.good, group.judged, dropped) = data["counters"]  # fmt: skip
         group.first_send_wall_ns, group.last_end_wall_ns = data["window"]
         group.series = Series.from_wire(data["series"], dropped)
+        # Absent from an older worker's snapshot: nothing was kept there.
+        group.messages = MessageCounts.from_wire(data.get("messages"))
+        group.ends = dict(data.get("ends") or {})
         return group
 
 

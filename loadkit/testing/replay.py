@@ -18,6 +18,7 @@ from loadkit import types as t
 from loadkit.engines.base import EngineAdapter, StreamParser
 from loadkit.httpstream import FastSSEDecoder
 from loadkit.sse import NDJSONDecoder, SSEEvent
+from loadkit.streamend import END_CLOSE, END_MARKER
 
 _SSE_END = re.compile(rb"(?<=\n\n)|(?<=\r\n\r\n)")
 _LINE_END = re.compile(rb"(?<=\n)")
@@ -45,6 +46,13 @@ class Replay:
     outcome: str = t.INCOMPLETE
     error: str | None = None
     events: list[t.TokenEvent] = field(default_factory=list)
+    # How an ok stream ended, as RequestRecord.end: "marker" (the protocol's end) or "close".
+    end: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        """A message carried a finish_reason: a clean close after it is a normal end."""
+        return any(e.finish_reason is not None for e in self.events)
 
     @property
     def token_events(self) -> list[t.TokenEvent]:
@@ -95,8 +103,10 @@ def replay_pieces(adapter: EngineAdapter, pieces: Iterable[bytes]) -> Replay:
     except UnicodeDecodeError as exc:
         result.outcome, result.error = t.MALFORMED_STREAM, f"invalid UTF-8 in stream: {exc}"
         return result
-    if getattr(adapter, "end_on_close", False):
-        result.outcome = t.OK
+    # The timer's rule for a clean close without the end marker (loadkit/streamend.py).
+    end_seen = getattr(parser, "end_seen", None)
+    if getattr(adapter, "end_on_close", False) or result.finished or (end_seen is not None and end_seen()):
+        result.outcome, result.end = t.OK, END_CLOSE
     return result
 
 
@@ -114,7 +124,7 @@ def _feed(parser: StreamParser, messages: list[SSEEvent], result: Replay) -> boo
             result.outcome, result.error = t.IN_BAND_ERROR, event.error
             return True
         if event.done:
-            result.outcome = t.OK
+            result.outcome, result.end = t.OK, END_MARKER
             return True
     return False
 

@@ -7,9 +7,12 @@ timing truth for the stream timer.
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -113,7 +116,9 @@ class ScriptedServerProcess:
     """The same server in a forked process, so its writes do not wait on the test's GIL:
     timing tests compare against write times that are not skewed by the client under test."""
 
-    def __init__(self, script: Script, tls=None) -> None:
+    def __init__(self, script: Script | Callable[[bytes], Script], tls=None) -> None:
+        """``script``: one Script for every request, or a function of the request (as for
+        ScriptedServer); ``tls``: a server-side SSLContext for https."""
         import multiprocessing
 
         ctx = multiprocessing.get_context("fork")
@@ -124,7 +129,8 @@ class ScriptedServerProcess:
         self._proc = ctx.Process(target=self._main, daemon=True)
 
     def _main(self) -> None:
-        srv = ScriptedServer(lambda _req: self.script, self.tls)
+        script = self.script
+        srv = ScriptedServer(script if callable(script) else lambda _req: script, self.tls)
         original = srv._handle
 
         def handle(conn):
@@ -143,6 +149,11 @@ class ScriptedServerProcess:
         self.port = self._ready.get(timeout=10)
         self.url = f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
         return self
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """The server dies at once: the kernel closes its sockets (in-flight streams are cut,
+        new connections refused)."""
+        os.kill(self._proc.pid, sig)
 
     def write_times(self, timeout: float = 5.0) -> list[int]:
         return self._times.get(timeout=timeout)

@@ -78,7 +78,11 @@ def engine_section(rows: list[dict[str, Any]]) -> dict[str, Any]:
     slo = {"good": good, "judged": len(ok), "goodput_per_s": good / window, "good_fraction": good / len(ok),
            "attainment": {"ttft_ms": {"limit_ms": 30.0, "met": good, "violated": len(ok) - good, "not_measured": 0,
                                       "attainment": good / len(ok)}}}  # fmt: skip
-    section = {"requests": len(rows), "ok": len(ok), "failures": len(rows) - len(ok), "outcomes": outcomes,
+    failed = {o: n for o, n in outcomes.items() if o != "ok"}
+    messages = {o: {"total": n, "top": [{"message": '{"error": "overloaded, retry later"}', "count": n}], "other": 0}
+                for o, n in failed.items()}  # fmt: skip
+    section = {"requests": len(rows), "ok": len(ok), "failures": len(rows) - len(ok), "cancelled": 0,
+               "outcomes": outcomes, "error_messages": messages, "stream_ends": {"marker": len(ok)},
                "output_tokens": int(col["n_out"].sum()), "window_s": window, "requests_per_s": len(rows) / window,
                "ok_per_s": len(ok) / window, "output_tokens_per_s": float(col["n_out"].sum()) / window,
                "goodput_per_s": slo["goodput_per_s"], "slo": slo, "n_out_sources": {"usage": len(ok), "events": 2},
