@@ -122,6 +122,10 @@ class Runtime:
 
     def snapshot_realised(self) -> None:
         """The workload sources' own summaries (realised lengths, prefix sharing) for the report."""
+        # issue 27: the trace loader's warnings (rows out of order, bad rows skipped) are the run's too
+        for note in dict.fromkeys(n for s in self.sources.values() for n in getattr(s, "load_notes", list)()):
+            if self.stats is not None:
+                self.stats.warn(note)
         if self.sessions is None:
             return
         out = {}

@@ -20,12 +20,14 @@ from loadkit.workload.errors import (
 )
 from loadkit.workload.paths import resolve_path
 from loadkit.workload.spec import PartSpec, TraceSpec
+from loadkit.workload.tracereader import BAD_ROW_POLICIES, ORDERS
 from loadkit.workload.traces import DEFAULT_COLUMNS, FORMATS, load_trace
 
 PART_KEYS = ("name", "weight", "label", "input", "output", "joint")
 JOINT_KEYS = ("path", "input_column", "output_column", "min_input", "max_input", "min_output", "max_output")
 TRACE_KEYS = ("format", "path", "timestamp_column", "input_column", "output_column", "speed", "start_s",
-              "end_s", "loop", "as_sessions", "block_tokens", "max_input_tokens", "max_output_tokens", "label")
+              "end_s", "loop", "as_sessions", "block_tokens", "max_input_tokens", "max_output_tokens", "label",
+              "on_bad_row", "order")
 
 
 def resolver(base: Path) -> Callable[[Ctx, str], Path]:
@@ -101,6 +103,8 @@ def parse_trace(ctx: Ctx, raw: Any, base: Path) -> TraceSpec:
         if key in table:
             setattr(spec, key, get_int(ctx.at(key), table[key], low=1))
     spec.label = get_str(ctx.at("label"), table.get("label", fmt))
+    spec.on_bad_row = get_str(ctx.at("on_bad_row"), table.get("on_bad_row", "refuse"), BAD_ROW_POLICIES)
+    spec.order = get_str(ctx.at("order"), table.get("order", "time"), ORDERS)
     _load_check(ctx, spec)
     return spec
 
@@ -124,7 +128,8 @@ def _trace_columns(ctx: Ctx, table: dict[str, Any], fmt: str) -> tuple[str | Non
 
 def _load_check(ctx: Ctx, spec: TraceSpec) -> None:
     """Load once at validation: a bad column or an empty window is a scenario error, not a run error."""
-    trace = load_trace(ctx.at("path"), spec.path, spec.format, spec.columns)
+    trace = load_trace(ctx.at("path"), spec.path, spec.format, spec.columns, on_bad_row=spec.on_bad_row,
+                       order=spec.order)
     if trace.t_s is None and (spec.start_s is not None or spec.end_s is not None):
         raise ctx.at("start_s").error("expected a trace with timestamps for a time window")
     if len(trace.window(spec.start_s, spec.end_s)) == 0:

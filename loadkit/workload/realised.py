@@ -91,6 +91,7 @@ class Realised:
         self._trace_seen: set[int] = set()
         self._trace_total = 0
         self._trace_repeats = 0
+        self.trace_load: dict[str, Any] | None = None  # the trace reader's account (order, bad rows)
 
     def add(self, n_in: int, n_out: int, label: str) -> None:
         self.n_in.add(max(0, n_in))
@@ -120,6 +121,8 @@ class Realised:
             out["sessions_started"] = self.sessions
         if self._blocks is not None:
             out["prefix_sharing"] = self._sharing()
+        if self.trace_load is not None:
+            out["trace_load"] = self.trace_load
         return out
 
     def _sharing(self) -> dict[str, Any]:

@@ -70,6 +70,11 @@ class RequestSource:
         next_item order; None unless the workload is a timestamped trace."""
         return None if self._arrivals is None else list(self._arrivals)
 
+    def load_notes(self) -> list[str]:
+        """The trace loader's warnings (rows out of order, bad rows skipped), for the run's report."""
+        load = self.stats.trace_load
+        return list(load["notes"]) if load else []
+
     def realised(self) -> dict[str, Any]:
         """Realised input/output lengths so far (and prefix sharing for Mooncake), JSON-ready."""
         return self.stats.summary()
@@ -128,6 +133,7 @@ class RequestSource:
         spec = self.scenario.trace
         assert spec is not None
         trace = load_trace_for(self.scenario)
+        self.stats.trace_load = {**trace.load, "notes": list(trace.notes)}
         return trace.window(spec.start_s, spec.end_s)
 
     def _trace_plan(self, trace: Trace, n_units: int, t_unit: np.ndarray | None) -> Iterator[tuple[int, int, float | None]]:
@@ -300,4 +306,5 @@ def _loop_span(trace: Trace, start_s: float | None, end_s: float | None) -> floa
 def load_trace_for(scenario: Scenario) -> Trace:
     spec = scenario.trace
     assert spec is not None
-    return load_trace(Ctx(str(scenario.path), "trace.path"), spec.path, spec.format, spec.columns)
+    return load_trace(Ctx(str(scenario.path), "trace.path"), spec.path, spec.format, spec.columns,
+                      on_bad_row=spec.on_bad_row, order=spec.order)

@@ -45,6 +45,8 @@ class TraceSpec:
     max_input_tokens: int | None = None
     max_output_tokens: int | None = None
     label: str = "trace"
+    on_bad_row: str = "refuse"  # "refuse" | "skip" (skipped rows are counted in the report)
+    order: str = "time"  # "time": rows sorted by timestamp | "file": file order kept
 
 
 @dataclass(slots=True)
