@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from loadkit.delivered import DeliveredLoad
 from loadkit.lengthstats import LengthStats
 from loadkit.records import RequestRecord
 from loadkit.sessionstats import SessionStats
@@ -28,8 +29,10 @@ class SideStats:
         self.local = SessionStats()
         self.stages = StageStats()
         self.lengths = LengthStats()
+        self.delivered = DeliveredLoad()  # send/end times per target and stage (delivered.py)
         self.realised: dict[str, Any] = {}  # this node's workload sources' own summaries
         self.remote: dict[str, tuple[int, SessionStats, StageStats, LengthStats, dict[str, Any]]] = {}
+        self.remote_delivered: dict[str, DeliveredLoad] = {}
         self.seq = 0
         self.plan: list[dict[str, Any]] = []
         self.asked: dict[str, Any] | None = None  # the scenario's length spec, as written
@@ -51,7 +54,9 @@ class SideStats:
         self.local = SessionStats()
         self.stages = StageStats(self.stages.slos)
         self.lengths = LengthStats()
+        self.delivered = DeliveredLoad()
         self.remote.clear()
+        self.remote_delivered.clear()
 
     def set_slos(self, slos: dict[str, float]) -> None:
         self.stages.slos = dict(slos)
@@ -64,6 +69,7 @@ class SideStats:
 
     def add_lengths(self, record: RequestRecord) -> None:
         self.lengths.add(record)
+        self.delivered.add(record)
 
     def add_session(self, engine: str, session: Any) -> None:
         self.local.add_session(
@@ -77,7 +83,8 @@ class SideStats:
     def on_report_to_master(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
         self.seq += 1
         data[KEY] = {"seq": self.seq, "sessions": self.local.to_wire(), "stages": self.stages.to_wire(),
-                     "lengths": self.lengths.to_wire(), "realised": self.realised}  # fmt: skip
+                     "lengths": self.lengths.to_wire(), "realised": self.realised,
+                     "delivered": self.delivered.to_wire()}  # fmt: skip
 
     def on_worker_report(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
         payload = data.get(KEY)
@@ -91,10 +98,12 @@ class SideStats:
             sessions = SessionStats.from_wire(payload["sessions"])
             stages = StageStats.from_wire(payload["stages"])
             lengths = LengthStats.from_wire(payload["lengths"])
+            delivered = DeliveredLoad.from_wire(payload.get("delivered") or [])
         except (KeyError, ValueError, TypeError) as exc:
             log.error("loadkit: bad session/stage stats from worker %s: %s", client_id, exc)
             return
         self.remote[client_id] = (seq, sessions, stages, lengths, dict(payload.get("realised") or {}))
+        self.remote_delivered[client_id] = delivered
 
     def sessions_report(self) -> dict[str, Any]:
         merged = SessionStats()
@@ -119,3 +128,17 @@ class SideStats:
             if real:
                 realised.append(real)
         return {"asked": self.asked, "by_target": merged.report(), "workload_sources": realised}
+
+    def delivered_report(self) -> dict[str, Any]:
+        """Asked vs realised arrivals per target and stage (delivered.py), all nodes merged."""
+        merged = DeliveredLoad()
+        merged.merge(self.delivered)
+        for delivered in self.remote_delivered.values():
+            merged.merge(delivered)
+        runtime = getattr(self.environment, "loadkit", None)
+        scenario = getattr(runtime, "scenario", None)
+        arrival = getattr(scenario, "arrival", None)
+        offsets = None
+        if arrival and arrival.get("model") == "trace" and runtime is not None and runtime.sources:
+            offsets = next(iter(runtime.sources.values())).trace_arrival_times_s()
+        return merged.report(arrival, offsets, self.lengths_report()["by_target"])

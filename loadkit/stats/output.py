@@ -90,6 +90,12 @@ def write_reports(report: dict[str, Any], report_dir: str) -> list[str]:
     return paths
 
 
+def delivered_lines(report: dict[str, Any]) -> list[str]:
+    from loadkit.delivered import console_lines
+
+    return console_lines(report)
+
+
 def _fmt(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
@@ -110,4 +116,5 @@ def console_table(report: dict[str, Any], title: str = "loadkit") -> str:
     lost = report["workers"]["lost"]
     if lost:
         lines.append(f"workers lost: {lost} (see report.json workers.nodes)")
+    lines += delivered_lines(report)  # issue 27: asked vs realised arrivals
     return "\n".join(lines)

@@ -36,6 +36,18 @@ def test_realised_poisson_arrivals_match_asked(tmp_path, processes):
     assert rate == pytest.approx(20.0, rel=0.2), rate
     assert cv == pytest.approx(1.0, abs=0.25), cv
     assert report["conservation"]["dropped"] == 0
+    # The report's delivered section says the same, from the send times of every node merged.
+    (engine, delivered), = report["delivered"]["by_target"].items()
+    row = delivered["stages"]["main"]
+    sends = np.sort(np.array([r["t_send_ns"] for r in rows], dtype=np.int64)) / 1e9
+    gaps = np.diff(sends)
+    assert row["arrivals"] == len(rows) and row["asked"] == {"model": "poisson", "rate": 20.0, "cv": 1.0}
+    assert row["realised"]["rate"] == pytest.approx((len(sends) - 1) / (sends[-1] - sends[0]), rel=1e-4)
+    assert row["realised"]["cv"] == pytest.approx(gaps.std(ddof=1) / gaps.mean(), rel=1e-3)
+    assert row["fit"]["test"] == "ks vs exponential" and row["fit"]["consistent"], row["fit"]
+    assert 1 <= row["concurrency"]["peak"] <= 40
+    assert delivered["lengths"]["output_tokens"]["asked_mean"] == 8.0
+    assert f"delivered {engine}/main: rate" in proc.stdout + proc.stderr
     if processes:
         assert len({r["worker"] for r in rows}) == 2
         # Disjoint shares: no scheduled time is sent twice.
@@ -109,3 +121,32 @@ def test_warmup_is_excluded_from_stats(tmp_path):
     assert stages[0]["name"] == "warmup" and stages[0]["stats"]["requests"] > 10
     assert [s["name"] for s in stages[1:]] == ["stage1", "stage2"]
     assert load_report(report_dir)["engines"]
+
+
+def test_unsorted_trace_replays_each_row_at_its_own_time(tmp_path):
+    """The issue's case in a real run: rows at 10, 2, 5, 1 s (here /10 by speed); 3 senders. Each
+    request carries the lengths of the row whose time it was sent at, and the run warns."""
+    rows = [(10, 100, 4), (2, 200, 5), (5, 300, 6), (1, 400, 7), (7, 500, 8), (3, 600, 9)]
+    (tmp_path / "t.csv").write_text("ts,inp,out\n" + "".join(f"{t},{i},{o}\n" for t, i, o in rows))
+    scenario = tmp_path / "unsorted.toml"
+    scenario.write_text(
+        'schema = "loadkit.scenario/1"\nname = "unsorted"\nseed = 1\n[arrival]\nmodel = "trace"\n'
+        '[prompt]\napi = "completions"\n[trace]\nformat = "lengths"\npath = "t.csv"\n'
+        'timestamp_column = "ts"\ninput_column = "inp"\noutput_column = "out"\nspeed = 10.0\n')
+    report_dir = tmp_path / "r"
+    with sim_process("--profile", "fast") as sim:
+        proc = run_locust(
+            "--headless", "-u", "3", "-r", "3", "-t", "5s", "--stop-timeout", "5",
+            "--host", sim.url, "--scenario", str(scenario), "--report-dir", str(report_dir), "--raw-log",
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = check_conservation(report_dir)
+    sent = sorted(raw_records(report_dir), key=lambda r: r["t_sched_ns"])
+    assert len(sent) == len(rows)
+    by_time = sorted(rows)
+    assert [r["n_in_target"] for r in sent] == [i for _, i, _ in by_time]
+    assert [r["n_out"] for r in sent] == [o for _, _, o in by_time]  # the simulator writes max_tokens
+    gaps_s = np.diff([r["t_sched_ns"] for r in sent]) / 1e9
+    assert gaps_s == pytest.approx(np.diff([t for t, _, _ in by_time]) / 10.0, abs=1e-6)
+    assert any("5 of 6 rows have a timestamp earlier than a row above them" in w for w in report["warnings"]), \
+        report["warnings"]
