@@ -154,7 +154,7 @@ def fit_test(model: str, asked: dict[str, Any], gaps: np.ndarray,
             return {"test": None, "reason": f"the trace has fewer than {MIN_GAPS} gaps"}
         d, p = ks_two_sample(gaps, asked_gaps)
         return _verdict("ks-2sample vs the trace's gaps", d, p, len(gaps))
-    rate = float(rate)
+    rate = float(asked["rate"])
     cdf = exponential_cdf(rate) if model == "poisson" else gamma_cdf(rate, float(asked["cv"]))
     d, p = ks_one_sample(gaps, cdf)
     return _verdict(f"ks vs {'exponential' if model == 'poisson' else 'gamma'}", d, p, len(gaps))
