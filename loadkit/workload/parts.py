@@ -21,7 +21,7 @@ from loadkit.workload.errors import (
 from loadkit.workload.paths import resolve_path
 from loadkit.workload.spec import PartSpec, TraceSpec
 from loadkit.workload.tracereader import BAD_ROW_POLICIES, ORDERS
-from loadkit.workload.traces import DEFAULT_COLUMNS, FORMATS, load_trace
+from loadkit.workload.traces import DEFAULT_COLUMNS, FORMATS, load_servegen, load_trace
 
 PART_KEYS = ("name", "weight", "label", "input", "output", "joint")
 JOINT_KEYS = ("path", "input_column", "output_column", "min_input", "max_input", "min_output", "max_output")
@@ -114,10 +114,10 @@ def _opt_num(ctx: Ctx, table: dict[str, Any], key: str) -> float | None:
 
 
 def _trace_columns(ctx: Ctx, table: dict[str, Any], fmt: str) -> tuple[str | None, str, str]:
-    if fmt == "mooncake":
+    if fmt in ("mooncake", "servegen"):
         for key in ("timestamp_column", "input_column", "output_column"):
             if key in table:
-                raise ctx.at(key).error("expected no column names for format 'mooncake' (fixed JSONL keys)")
+                raise ctx.at(key).error(f"expected no column names for format {fmt!r} (its layout is fixed)")
         return (None, "input_length", "output_length")
     t_def, in_def, out_def = DEFAULT_COLUMNS[fmt]
     t_col = table.get("timestamp_column", t_def)
@@ -128,8 +128,11 @@ def _trace_columns(ctx: Ctx, table: dict[str, Any], fmt: str) -> tuple[str | Non
 
 def _load_check(ctx: Ctx, spec: TraceSpec) -> None:
     """Load once at validation: a bad column or an empty window is a scenario error, not a run error."""
-    trace = load_trace(ctx.at("path"), spec.path, spec.format, spec.columns, on_bad_row=spec.on_bad_row,
-                       order=spec.order)
+    if spec.format == "servegen":  # request counts per window do not depend on the seed
+        trace = load_servegen(ctx.at("path"), spec.path, 0, spec.start_s, spec.end_s)
+    else:
+        trace = load_trace(ctx.at("path"), spec.path, spec.format, spec.columns, on_bad_row=spec.on_bad_row,
+                           order=spec.order)
     if trace.t_s is None and (spec.start_s is not None or spec.end_s is not None):
         raise ctx.at("start_s").error("expected a trace with timestamps for a time window")
     if len(trace.window(spec.start_s, spec.end_s)) == 0:

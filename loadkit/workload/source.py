@@ -20,7 +20,7 @@ from loadkit.workload.mooncake import BlockPrompts, group_sessions
 from loadkit.workload.realised import Realised
 from loadkit.workload.sessions import Session, SessionContext, TraceSession
 from loadkit.workload.text import ApproxBuilder, TextBuilder, hf_builder
-from loadkit.workload.traces import Trace, block_sharing, leading_cached_blocks, load_trace
+from loadkit.workload.traces import Trace, block_sharing, leading_cached_blocks, load_servegen, load_trace
 
 if TYPE_CHECKING:
     from loadkit.workload.scenario import Scenario
@@ -306,5 +306,7 @@ def _loop_span(trace: Trace, start_s: float | None, end_s: float | None) -> floa
 def load_trace_for(scenario: Scenario) -> Trace:
     spec = scenario.trace
     assert spec is not None
+    if spec.format == "servegen":
+        return load_servegen(Ctx(str(scenario.path), "trace.path"), spec.path, scenario.seed, spec.start_s, spec.end_s)
     return load_trace(Ctx(str(scenario.path), "trace.path"), spec.path, spec.format, spec.columns,
                       on_bad_row=spec.on_bad_row, order=spec.order)

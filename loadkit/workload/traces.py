@@ -16,7 +16,10 @@ from typing import Any
 import numpy as np
 
 from loadkit.workload.errors import Ctx
-from loadkit.workload.tracereader import DEFAULT_COLUMNS, FORMATS, TraceReadError, read_trace
+from loadkit.workload.tracereader import DEFAULT_COLUMNS, TraceReadError, read_trace
+from loadkit.workload.tracereader import FORMATS as READER_FORMATS
+
+FORMATS = (*READER_FORMATS, "servegen")  # servegen is synthesised from statistics (servegen.py)
 
 __all__ = ["DEFAULT_COLUMNS", "FORMATS", "Trace", "block_sharing", "leading_cached_blocks", "load_trace"]
 
@@ -58,6 +61,20 @@ def load_trace(ctx: Ctx, path: Path, fmt: str, columns: tuple[str | None, str, s
         return _load(str(path), _stamp(path), fmt, columns, on_bad_row, order)
     except TraceReadError as exc:
         raise ctx.error(str(exc)) from None
+
+
+def load_servegen(ctx: Ctx, path: Path, seed: int, start_s: float | None, end_s: float | None) -> Trace:
+    """A ServeGen window synthesised (servegen.py); times stay in the file's seconds, so
+    ``window()`` cuts and re-bases them as for any trace."""
+    from loadkit.workload import servegen
+
+    try:
+        t, n_in, n_out = servegen.synthesise(path, seed, start_s, end_s)
+    except TraceReadError as exc:
+        raise ctx.error(str(exc)) from None
+    load = {"path": str(path), "format": "servegen", "rows": len(t), "order": "time", "out_of_order": 0,
+            "skipped_bad_rows": {}, "skipped_examples": [], "synthesised": True}
+    return Trace(path, n_in, n_out, t, None, (), load)
 
 
 def _stamp(path: Path) -> tuple[int, int]:

@@ -150,3 +150,39 @@ def test_unsorted_trace_replays_each_row_at_its_own_time(tmp_path):
     assert gaps_s == pytest.approx(np.diff([t for t, _, _ in by_time]) / 10.0, abs=1e-6)
     assert any("5 of 6 rows have a timestamp earlier than a row above them" in w for w in report["warnings"]), \
         report["warnings"]
+
+
+def test_servegen_windows_replay_at_the_files_per_window_rate(tmp_path):
+    """Two adjacent ServeGen windows (0.08 and 0.077 req/s in the file), 100x faster: the
+    realised rate of each window, from the send times, is within 5 % of the file's."""
+    from loadkit.workload import load_scenario
+    from loadkit.workload.paths import PACKAGE_DATA
+    from loadkit.workload.servegen import read_windows
+
+    trace = PACKAGE_DATA / "traces" / "servegen" / "language-m-mid" / "chunk-1-trace.csv"
+    scenario = tmp_path / "servegen.toml"
+    scenario.write_text(
+        'schema = "loadkit.scenario/1"\nname = "sg"\nseed = 4\n[arrival]\nmodel = "trace"\n'
+        '[prompt]\napi = "completions"\n[trace]\nformat = "servegen"\n'
+        f'path = "{trace}"\nstart_s = 81600\nend_s = 82800\nspeed = 100.0\n'
+        'max_input_tokens = 256\nmax_output_tokens = 8\n')
+    planned = load_scenario(scenario).request_source().trace_arrival_times_s()
+    report_dir = tmp_path / "r"
+    with sim_process("--profile", "fast") as sim:
+        proc = run_locust(
+            "--headless", "-u", "8", "-r", "8", "-t", "16s", "--stop-timeout", "5",
+            "--host", sim.url, "--scenario", str(scenario), "--report-dir", str(report_dir), "--raw-log",
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = check_conservation(report_dir)
+    rows = sorted(raw_records(report_dir), key=lambda r: r["t_sched_ns"])
+    assert len(rows) == len(planned) and report["conservation"]["dropped"] == 0
+    t0 = rows[0]["t_sched_ns"] / 1e9 - planned[0] / 100.0  # the schedule's clock start
+    sent_trace_s = np.array([(r["t_send_ns"] / 1e9 - t0) * 100.0 for r in rows])  # back in trace seconds
+    win = read_windows(str(trace))
+    for w0 in (0.0, 600.0):
+        asked = float(win.rate[np.flatnonzero(win.start == 81600 + w0)[0]])
+        realised = np.count_nonzero((sent_trace_s >= w0) & (sent_trace_s < w0 + 600)) / 600
+        assert realised == pytest.approx(asked, rel=0.05), (w0, asked, realised)
+    row = report["delivered"]["by_target"][rows[0]["engine"]]["stages"]["trace"]
+    assert row["asked"]["model"] == "trace" and row["rate_error"] == pytest.approx(0.0, abs=0.05)
