@@ -95,9 +95,10 @@ def _load(path: str, stamp: tuple[int, int], fmt: str, columns: tuple[str | None
     return Trace(Path(path), rows.n_in, rows.n_out, t_s, rows.hash_ids, tuple(rows.notes()), rows.load_summary())
 
 
-def block_sharing(hash_lists: list[list[int]]) -> tuple[int, int]:
-    """(blocks, blocks repeating an earlier block) over hash-id lists in order."""
-    seen: set[int] = set()
+def block_sharing(hash_lists: list[list[int]], history: set[int] | None = None) -> tuple[int, int]:
+    """(blocks, blocks repeating an earlier block) over hash-id lists in order; ``history`` holds
+    blocks seen before the first list (a window's earlier trace)."""
+    seen: set[int] = set(history or ())
     total = repeats = 0
     for ids in hash_lists:
         total += len(ids)
@@ -106,9 +107,10 @@ def block_sharing(hash_lists: list[list[int]]) -> tuple[int, int]:
     return total, repeats
 
 
-def leading_cached_blocks(hash_lists: list[list[int]]) -> list[int]:
-    """Per row, how many leading blocks were already seen in earlier rows (a prefix cache's view)."""
-    seen: set[int] = set()
+def leading_cached_blocks(hash_lists: list[list[int]], history: set[int] | None = None) -> list[int]:
+    """Per row, how many leading blocks were already seen in earlier rows (a prefix cache's view);
+    ``history`` holds blocks seen before the first row."""
+    seen: set[int] = set(history or ())
     out = []
     for ids in hash_lists:
         run = 0
