@@ -17,8 +17,8 @@ import numpy as np
 import orjson
 
 from loadkit.arrival import realised_stats
-from loadkit.workload.traces import FORMATS, block_sharing, leading_cached_blocks
 from loadkit.workload.tracereader import DEFAULT_COLUMNS, TraceReadError, read_trace
+from loadkit.workload.traces import FORMATS, block_sharing, leading_cached_blocks
 
 
 def _parser() -> argparse.ArgumentParser:
