@@ -156,8 +156,11 @@ class Runtime:
         out = {}
         for target in self.targets:
             if model == "trace":
-                times = self.sources[target.name].trace_arrival_times_s() or []
-                offsets: Iterator[tuple[float, str]] = ((float(x), "trace") for x in times)
+                source = self.sources[target.name]
+                times = source.trace_arrival_times_s() or []
+                # issue 27: a Mooncake window's cache warm-up requests come first, in the warmup stage
+                names = getattr(source, "trace_arrival_stages", lambda: None)() or ["trace"] * len(times)
+                offsets: Iterator[tuple[float, str]] = ((float(x), s) for x, s in zip(times, names, strict=True))
             else:
                 stages = stages_from_spec(arrival)
                 if self.warmup_s > 0:

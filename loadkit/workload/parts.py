@@ -27,7 +27,7 @@ PART_KEYS = ("name", "weight", "label", "input", "output", "joint")
 JOINT_KEYS = ("path", "input_column", "output_column", "min_input", "max_input", "min_output", "max_output")
 TRACE_KEYS = ("format", "path", "timestamp_column", "input_column", "output_column", "speed", "start_s",
               "end_s", "loop", "as_sessions", "block_tokens", "max_input_tokens", "max_output_tokens", "label",
-              "on_bad_row", "order")
+              "on_bad_row", "order", "warm_cache", "warm_cache_s")
 
 
 def resolver(base: Path) -> Callable[[Ctx, str], Path]:
@@ -105,8 +105,23 @@ def parse_trace(ctx: Ctx, raw: Any, base: Path) -> TraceSpec:
     spec.label = get_str(ctx.at("label"), table.get("label", fmt))
     spec.on_bad_row = get_str(ctx.at("on_bad_row"), table.get("on_bad_row", "refuse"), BAD_ROW_POLICIES)
     spec.order = get_str(ctx.at("order"), table.get("order", "time"), ORDERS)
+    _parse_warm_cache(ctx, table, spec)
     _load_check(ctx, spec)
     return spec
+
+
+def _parse_warm_cache(ctx: Ctx, table: dict[str, Any], spec: TraceSpec) -> None:
+    spec.warm_cache = get_bool(ctx.at("warm_cache"), table.get("warm_cache", False))
+    if "warm_cache_s" in table:
+        spec.warm_cache_s = get_number(ctx.at("warm_cache_s"), table["warm_cache_s"], low=0.0)
+    if not spec.warm_cache:
+        return
+    if spec.format != "mooncake" or spec.as_sessions:
+        raise ctx.at("warm_cache").error("expected warm_cache only with format 'mooncake' replayed as requests")
+    if not spec.start_s:
+        raise ctx.at("warm_cache").error("expected start_s > 0: warm-up replays the prefixes seen before the window")
+    if spec.loop:
+        raise ctx.at("warm_cache").error("expected no loop with warm_cache (a second pass meets a warm cache anyway)")
 
 
 def _opt_num(ctx: Ctx, table: dict[str, Any], key: str) -> float | None:

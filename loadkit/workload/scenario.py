@@ -234,6 +234,9 @@ def _check_arrival_fits(ctx: Ctx, sc: Scenario) -> None:
             raise ctx.at("arrival.model").error(
                 "expected a [trace] with timestamps (azure, mooncake, or lengths with timestamp_column) "
                 "for arrival model 'trace'")
+    if sc.trace is not None and sc.trace.warm_cache and sc.arrival["model"] != "trace":
+        raise ctx.at("trace.warm_cache").error("expected arrival model 'trace' (warm-up runs before the window's "
+                                               "own arrivals)")
     if sc.trace is not None and sc.trace.loop and sc.duration_s is None and sc.max_requests is None:
         raise ctx.at("trace.loop").error("expected duration_s or max_requests to bound a looping trace")
 

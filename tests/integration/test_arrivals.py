@@ -186,3 +186,51 @@ def test_servegen_windows_replay_at_the_files_per_window_rate(tmp_path):
         assert realised == pytest.approx(asked, rel=0.05), (w0, asked, realised)
     row = report["delivered"]["by_target"][rows[0]["engine"]]["stages"]["trace"]
     assert row["asked"]["model"] == "trace" and row["rate_error"] == pytest.approx(0.0, abs=0.05)
+
+
+def _mooncake_window(tmp_path, warm: bool):
+    scenario = tmp_path / f"window-{warm}.toml"
+    scenario.write_text(
+        'schema = "loadkit.scenario/1"\nname = "mw"\nseed = 2\n[arrival]\nmodel = "trace"\n'
+        '[prompt]\napi = "completions"\n[trace]\nformat = "mooncake"\n'
+        'path = "${LOADKIT_PACKAGE_DATA}/traces/mooncake-fast25/conversation_trace.jsonl"\n'
+        'start_s = 1800\nend_s = 1830\nspeed = 3.0\nmax_input_tokens = 2048\nmax_output_tokens = 4\n'
+        + ("warm_cache = true\nwarm_cache_s = 4\n" if warm else ""))
+    return scenario
+
+
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
+def test_windowed_mooncake_meets_the_cache_state_its_history_implies(tmp_path, warm):
+    """A window from the middle of the trace: with warm-up the simulator's cached share of the
+    window's prompt tokens is within 2 points of the share computed from the whole history;
+    cold, it is the window-only share (far lower). Warm-up requests stay out of the stats."""
+    from loadkit.workload import load_scenario
+    from loadkit.workload.source import load_trace_for
+    from loadkit.workload.warmcache import expected_shares, history_blocks
+
+    scenario = _mooncake_window(tmp_path, warm)
+    sc = load_scenario(scenario)
+    full = load_trace_for(sc)
+    window = full.window(1800, 1830)
+    shares = expected_shares(window, history_blocks(full, 1800), 512, 2048)
+    report_dir = tmp_path / "r"
+    with sim_process("--profile", "fast", "--num-blocks", "400000", "--max-model-len", "8192") as sim:
+        proc = run_locust(
+            "--headless", "-u", "8", "-r", "8", "-t", "22s", "--stop-timeout", "10",
+            "--host", sim.url, "--scenario", str(scenario), "--report-dir", str(report_dir), "--raw-log",
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = check_conservation(report_dir)
+    rows = raw_records(report_dir)
+    assert len(rows) == len(window) and all(r["outcome"] == "ok" for r in rows)
+    assert not any(r["label"] == "cache-warmup" or r["stage"] == "warmup" for r in rows)
+    measured = sum(r["cached_tokens"] or 0 for r in rows) / sum(r["n_in"] for r in rows)
+    target = shares["cached_share_with_history"] if warm else shares["cached_share_cold"]
+    assert shares["cached_share_with_history"] > shares["cached_share_cold"] + 0.2
+    assert measured == pytest.approx(target, abs=0.02), (measured, shares)
+    sources = report["lengths"]["workload_sources"][0]
+    source = next(iter(sources.values()))
+    if warm:
+        assert source["cache_warmup"]["requests"] > 0 and source["cache_warmup"]["prompt_tokens"] > 0
+    else:
+        assert "cache_warmup" not in source
