@@ -16,6 +16,7 @@ from loadkit.lengthstats import LengthStats
 from loadkit.records import RequestRecord
 from loadkit.sessionstats import SessionStats
 from loadkit.stagestats import StageStats
+from loadkit.tenantstats import TenantStats
 
 log = logging.getLogger("loadkit")
 KEY = "loadkit_side"
@@ -33,6 +34,8 @@ class SideStats:
         self.realised: dict[str, Any] = {}  # this node's workload sources' own summaries
         self.remote: dict[str, tuple[int, SessionStats, StageStats, LengthStats, dict[str, Any]]] = {}
         self.remote_delivered: dict[str, DeliveredLoad] = {}
+        self.tenants = TenantStats()  # per-tenant cells, when the scenario declares tenants
+        self.remote_tenants: dict[str, TenantStats] = {}
         self.seq = 0
         self.plan: list[dict[str, Any]] = []
         self.asked: dict[str, Any] | None = None  # the scenario's length spec, as written
@@ -55,8 +58,10 @@ class SideStats:
         self.stages = StageStats(self.stages.slos)
         self.lengths = LengthStats()
         self.delivered = DeliveredLoad()
+        self.tenants = TenantStats()
         self.remote.clear()
         self.remote_delivered.clear()
+        self.remote_tenants.clear()
 
     def set_slos(self, slos: dict[str, float]) -> None:
         self.stages.slos = dict(slos)
@@ -70,6 +75,7 @@ class SideStats:
     def add_lengths(self, record: RequestRecord) -> None:
         self.lengths.add(record)
         self.delivered.add(record)
+        self.tenants.add(record, self.stages.slos)
 
     def add_session(self, engine: str, session: Any) -> None:
         self.local.add_session(
@@ -84,7 +90,7 @@ class SideStats:
         self.seq += 1
         data[KEY] = {"seq": self.seq, "sessions": self.local.to_wire(), "stages": self.stages.to_wire(),
                      "lengths": self.lengths.to_wire(), "realised": self.realised,
-                     "delivered": self.delivered.to_wire()}  # fmt: skip
+                     "delivered": self.delivered.to_wire(), "tenants": self.tenants.to_wire()}  # fmt: skip
 
     def on_worker_report(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
         payload = data.get(KEY)
@@ -99,11 +105,13 @@ class SideStats:
             stages = StageStats.from_wire(payload["stages"])
             lengths = LengthStats.from_wire(payload["lengths"])
             delivered = DeliveredLoad.from_wire(payload.get("delivered") or [])
+            tenants = TenantStats.from_wire(payload.get("tenants") or {})
         except (KeyError, ValueError, TypeError) as exc:
             log.error("loadkit: bad session/stage stats from worker %s: %s", client_id, exc)
             return
         self.remote[client_id] = (seq, sessions, stages, lengths, dict(payload.get("realised") or {}))
         self.remote_delivered[client_id] = delivered
+        self.remote_tenants[client_id] = tenants
 
     def sessions_report(self) -> dict[str, Any]:
         merged = SessionStats()
@@ -142,3 +150,15 @@ class SideStats:
         if arrival and arrival.get("model") == "trace" and runtime is not None and runtime.sources:
             offsets = next(iter(runtime.sources.values())).trace_arrival_times_s()
         return merged.report(arrival, offsets, self.lengths_report()["by_target"])
+
+    def tenants_report(self) -> dict[str, Any] | None:
+        """Per-tenant goodput, SLO attainment and fairness (tenantstats.py); None without tenants."""
+        runtime = getattr(self.environment, "loadkit", None)
+        declared = getattr(getattr(runtime, "scenario", None), "tenants", None) or []
+        if not declared:
+            return None
+        merged = TenantStats()
+        merged.merge(self.tenants)
+        for tenants in self.remote_tenants.values():
+            merged.merge(tenants)
+        return merged.report({t.name: t.priority for t in declared})

@@ -18,6 +18,7 @@ from loadkit.report.delivered import delivered_section
 from loadkit.report.htmlutil import not_measured, section
 from loadkit.report.manifest import definitions_section, manifest_section, warnings_section
 from loadkit.report.rawdata import RawData, load_raw
+from loadkit.report.tenants import tenants_section
 
 log = logging.getLogger("loadkit")
 
@@ -89,6 +90,7 @@ def build_html(report: dict[str, Any], raw: RawData | None = None, report_dir: s
         _safe("timeseries", lambda: plots.timeseries_section(report, raw), errors),
         _safe("stages", lambda: plots.stages_section(report, raw), errors),
         _safe("delivered", lambda: delivered_section(report), errors),
+        _safe("tenants", lambda: tenants_section(report), errors),
         _safe("buckets", lambda: plots.buckets_section(report, raw), errors),
         _safe("turns", lambda: plots.turns_section(report, raw), errors),
         _safe("outcomes", lambda: tables.outcomes_section(report), errors),

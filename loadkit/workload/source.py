@@ -110,6 +110,26 @@ class RequestSource:
 
     # -- synthetic request mix -------------------------------------------------------------
     def _parts_stream(self) -> Iterator[Item]:
+        if self.scenario.tenants:
+            return self._tenant_stream()
+        return self._mix_stream()
+
+    def _tenant_stream(self) -> Iterator[Item]:
+        """Each request: a tenant by weight, then one of its parts by weight (tenants.py)."""
+        parts, tenants = self.scenario.parts, self.scenario.tenants
+        t_weights = np.asarray([t.weight for t in tenants]) / sum(t.weight for t in tenants)
+        for i in self._my_indices(self.scenario.max_requests):
+            rng = np.random.default_rng([self.seed & 0xFFFFFFFF, _PARTS, i])
+            tenant = tenants[int(rng.choice(len(tenants), p=t_weights))]
+            w = np.asarray([parts[j].weight for j in tenant.parts])
+            part = parts[tenant.parts[int(rng.choice(len(w), p=w / w.sum()))]]
+            n_in, n_out = _part_lengths(part, rng)
+            req = self._single(i, (_PARTS, i), n_in, n_out, f"{tenant.name}/{part.label}")
+            if tenant.priority is not None:
+                req.extra_body["priority"] = tenant.priority
+            yield req
+
+    def _mix_stream(self) -> Iterator[Item]:
         parts = self.scenario.parts
         weights = np.asarray([p.weight for p in parts]) / sum(p.weight for p in parts)
         # One part of fixed lengths draws nothing: skip the per-request Generator (~19 µs, a
