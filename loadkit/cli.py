@@ -17,6 +17,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "sim": ("loadkit.sim.cli", "serve the embedded engine simulator on loopback"),
     "plugins": ("loadkit.plugins_cmd", "list registered engines and their plugins as JSON"),
     "scenarios": ("loadkit.workload.cli", "validate or inspect scenario files"),
+    "traces": ("loadkit.workload.inspect", "inspect a trace file: rate, CV, length percentiles, prefix sharing"),
     "capacity": ("loadkit.capacity.cli", "KV-cache capacity planning for a model and workload"),
     "report": ("loadkit.report.cli", "rebuild report.html from a report directory"),
     "compare": ("loadkit.report.compare", "compare runs; --fail-if rules gate CI on regressions"),

@@ -54,10 +54,16 @@ def test_each_shipped_trace_has_its_license_and_attribution(folder):
     assert f"`{licenses[0]}`" in readme
 
 
-def test_the_data_readme_says_what_is_not_shipped_yet():
+def test_the_servegen_sample_has_its_license_and_every_file_is_attributed():
+    folder = TRACES / "servegen"
+    text = (folder / "LICENSE").read_text(encoding="utf-8")
+    assert "Apache License" in text
+    data = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p.name != "LICENSE")
+    assert len(data) == 4, data
     readme = (TRACES / "README.md").read_text()
-    assert "ServeGen" in readme and "Not shipped yet" in readme
-    assert not (TRACES / "servegen").exists()
+    assert "| servegen/ |" in readme and "alibaba/ServeGen" in readme and "`LICENSE`" in readme
+    assert all(f"`{name}`" in readme for name in data), data
+    assert "Not shipped yet" not in readme
 
 
 @pytest.mark.slow

@@ -52,6 +52,8 @@ def on_init(environment: Any, **_: Any) -> None:
         runtime.stats.add_section("sessions", runtime.sessions.sessions_report)
         runtime.stats.add_section("stages", runtime.sessions.stages_report)
         runtime.stats.add_section("lengths", runtime.sessions.lengths_report)
+        runtime.stats.add_section("delivered", runtime.sessions.delivered_report)
+        runtime.stats.add_section("tenants", runtime.sessions.tenants_report)
     from loadkit.selfcheck import install as install_selfcheck
 
     # Every node that sends traffic watches its own event-loop lag and CPU (skips the master).

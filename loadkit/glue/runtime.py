@@ -191,6 +191,10 @@ class Runtime:
 
     def snapshot_realised(self) -> None:
         """The workload sources' own summaries (realised lengths, prefix sharing) for the report."""
+        # issue 27: the trace loader's warnings (rows out of order, bad rows skipped) are the run's too
+        for note in dict.fromkeys(n for s in self.sources.values() for n in getattr(s, "load_notes", list)()):
+            if self.stats is not None:
+                self.stats.warn(note)
         if self.sessions is None:
             return
         out = {}
@@ -221,8 +225,11 @@ class Runtime:
         out = {}
         for target in self.targets:
             if model == "trace":
-                times = self.sources[target.name].trace_arrival_times_s() or []
-                offsets: Iterator[tuple[float, str]] = ((float(x), "trace") for x in times)
+                source = self.sources[target.name]
+                times = source.trace_arrival_times_s() or []
+                # issue 27: a Mooncake window's cache warm-up requests come first, in the warmup stage
+                names = getattr(source, "trace_arrival_stages", lambda: None)() or ["trace"] * len(times)
+                offsets: Iterator[tuple[float, str]] = ((float(x), s) for x, s in zip(times, names, strict=True))
             else:
                 stages = stages_from_spec(arrival)
                 if self.warmup_s > 0:

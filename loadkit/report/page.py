@@ -14,10 +14,12 @@ from typing import Any
 import orjson
 
 from loadkit.report import plots, tables
+from loadkit.report.delivered import delivered_section
 from loadkit.report.htmlutil import not_measured, section
 from loadkit.report.manifest import definitions_section, manifest_section, warnings_section
 from loadkit.report.rawdata import RawData, load_raw
 from loadkit.report.redact import redact
+from loadkit.report.tenants import tenants_section
 
 log = logging.getLogger("loadkit")
 
@@ -37,7 +39,7 @@ svg .al{font-size:12px;fill:#222}svg .tt{font-size:14px;font-weight:600}svg .lg{
 nav a{margin-right:12px}code{font-size:12px;word-break:break-all}ul.warnings li{color:#8a3b3b}
 """
 NAV = (("summary", "Summary"), ("slo", "SLOs"), ("cdfs", "CDFs"), ("timeseries", "Over time"), ("stages", "Stages"),
-       ("buckets", "Input lengths"), ("turns", "Turns"), ("outcomes", "Outcomes"), ("errors", "Errors"), ("server", "Server metrics"),
+       ("delivered", "Delivered load"), ("buckets", "Input lengths"), ("turns", "Turns"), ("outcomes", "Outcomes"), ("errors", "Errors"), ("server", "Server metrics"),
        ("capacity", "KV capacity"), ("warnings", "Warnings"), ("manifest", "Manifest"), ("definitions", "Definitions"))  # fmt: skip
 
 
@@ -103,6 +105,8 @@ def build_html(report: dict[str, Any], raw: RawData | None = None, report_dir: s
         _safe("cdfs", lambda: plots.cdf_section(report, raw), errors),
         _safe("timeseries", lambda: plots.timeseries_section(report, raw), errors),
         _safe("stages", lambda: plots.stages_section(report, raw), errors),
+        _safe("delivered", lambda: delivered_section(report), errors),
+        _safe("tenants", lambda: tenants_section(report), errors),
         _safe("buckets", lambda: plots.buckets_section(report, raw), errors),
         _safe("turns", lambda: plots.turns_section(report, raw), errors),
         _safe("outcomes", lambda: tables.outcomes_section(report), errors),

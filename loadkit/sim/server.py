@@ -163,6 +163,7 @@ class SimEngine:
             self._refuse(conn, truth, status, body)
             return
         seq = Sequence(truth["request_id"], ids, self._target_out(spec, rng))
+        seq.priority = spec.priority
         start = self.corpus.start_for(rng)
         if self.profile.prefix_caching:
             seq.out_ids = self.corpus.ids_of(start, seq.target_out)

@@ -91,6 +91,13 @@ def write_reports(report: dict[str, Any], report_dir: str) -> list[str]:
     return paths
 
 
+def delivered_lines(report: dict[str, Any]) -> list[str]:
+    from loadkit.delivered import console_lines
+    from loadkit.tenantstats import console_lines as tenant_lines
+
+    return console_lines(report) + tenant_lines(report)
+
+
 def _fmt(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
@@ -111,6 +118,7 @@ def console_table(report: dict[str, Any], title: str = "loadkit") -> str:
     lost = report["workers"]["lost"]
     if lost:
         lines.append(f"workers lost: {lost} (see report.json workers.nodes)")
+    lines += delivered_lines(report)  # issue 27: asked vs realised arrivals
     lines += invalid_lines(report)
     return "\n".join(lines)
 

@@ -31,13 +31,14 @@ from loadkit.workload.servertok import FORMATS as TOKENIZE_FORMATS
 from loadkit.workload.session_spec import parse_sessions
 from loadkit.workload.shipped import find_scenario
 from loadkit.workload.spec import PartSpec, PromptSpec, SessionSpec, TraceSpec
+from loadkit.workload.tenants import TenantSpec, parse_tenants
 
 if TYPE_CHECKING:
     from loadkit.workload.source import RequestSource
 
 SCHEMA = "loadkit.scenario/1"
 TOP_KEYS = ("schema", "name", "description", "seed", "duration_s", "max_requests", "targets", "slos",
-            "arrival", "prompt", "parts", "trace", "sessions")
+            "arrival", "prompt", "parts", "trace", "sessions", "tenants")
 TARGET_KEYS = ("name", "url", "engine", "api", "model")
 SLO_KEYS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "itl_ms", "e2e_ms")
 ARRIVAL_MODELS = ("closed", "poisson", "gamma", "constant", "trace")
@@ -62,6 +63,7 @@ class Scenario:
     parts: list[PartSpec] = field(default_factory=list)
     trace: TraceSpec | None = None
     sessions: SessionSpec | None = None
+    tenants: list[TenantSpec] = field(default_factory=list)
 
     @property
     def kind(self) -> str:
@@ -114,6 +116,8 @@ def parse_scenario(raw: dict[str, Any], path: Path, sha256: str = "") -> Scenari
                   raw=raw, sha256=sha256)
     _parse_header(ctx, raw, sc)
     _parse_workload(ctx, raw, sc)
+    if "tenants" in raw:
+        sc.tenants = parse_tenants(ctx.at("tenants"), raw["tenants"], sc.parts)
     _check_arrival_fits(ctx, sc)
     return sc
 
@@ -254,6 +258,9 @@ def _check_arrival_fits(ctx: Ctx, sc: Scenario) -> None:
             raise ctx.at("arrival.model").error(
                 "expected a [trace] with timestamps (azure, mooncake, or lengths with timestamp_column) "
                 "for arrival model 'trace'")
+    if sc.trace is not None and sc.trace.warm_cache and sc.arrival["model"] != "trace":
+        raise ctx.at("trace.warm_cache").error("expected arrival model 'trace' (warm-up runs before the window's "
+                                               "own arrivals)")
     if sc.trace is not None and sc.trace.loop and sc.duration_s is None and sc.max_requests is None:
         raise ctx.at("trace.loop").error("expected duration_s or max_requests to bound a looping trace")
 

@@ -121,5 +121,19 @@ def full_run(tmp_path: Path) -> Path:
     folder = write_run(tmp_path / "run", rows)
     report = orjson.loads((folder / "report.json").read_bytes())
     report["manifest"]["server_metrics"] = SERVER_METRICS
+    report["delivered"] = delivered_from_rows(rows, report["manifest"]["scenario"]["arrival"])
     (folder / "report.json").write_bytes(orjson.dumps(report))
     return folder
+
+
+def delivered_from_rows(rows_by_engine: dict[str, list[dict[str, Any]]], arrival: dict[str, Any]) -> dict[str, Any]:
+    """The run's delivered section, through the code a live run uses (loadkit.delivered)."""
+    from types import SimpleNamespace
+
+    from loadkit.delivered import DeliveredLoad
+
+    load = DeliveredLoad()
+    for rows in rows_by_engine.values():
+        for r in rows:
+            load.add(SimpleNamespace(**r))
+    return load.report(arrival, None)

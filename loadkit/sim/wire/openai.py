@@ -41,6 +41,7 @@ def parse_openai(body: dict[str, Any], chat: bool, default_max: int, model: str)
     if not isinstance(opts, dict):
         raise ValueError("stream_options must be an object")
     return RequestSpec(
+        priority=as_int(body, "priority", 0),
         continuous_usage=bool(opts.get("continuous_usage_stats")),
         prompt=prompt,
         prompt_ids=ids,
