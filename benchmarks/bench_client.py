@@ -17,6 +17,11 @@ TTFT or ITL error p99 passes ``--limit-ms``; the last accurate point is that cli
     python benchmarks/bench_client.py                 # full sweep (~10-15 min)
     python benchmarks/bench_client.py --quick         # smoke run (< 60 s)
     python benchmarks/bench_client.py --clients loadkit --intervals 10 --lengths 100 --streams 500
+    python benchmarks/bench_client.py --clients loadkit,locust --transports http,https ...  # TLS vs plain
+
+``--transports https`` serves the simulator's streams through TLS (``loadkit sim --tls-cert``,
+a throwaway CA made with trustme) and has every client trust that CA (``SSL_CERT_FILE``;
+Locust: ``--ca-bundle``); the truth log still stamps each event's write, before encryption.
 """
 
 from __future__ import annotations
@@ -75,6 +80,7 @@ class Point:
     interval_ms: float
     max_tokens: int
     processes: int = 1
+    transport: str = "http"  # or "https": the simulator serves TLS
     requests: int = 0
     unmatched: int = 0
     events_per_s: float | None = None
@@ -87,8 +93,11 @@ class Point:
     kernel_stamped_pct: float | None = None
     selfcheck_max_lag_ms: float | None = None
     selfcheck_saturated: bool | None = None
-    selfcheck_late_read_pct: float | None = None  # worst window: reads that waited over the lag limit
+    selfcheck_late_read_pct: float | None = None  # worst window: reads that waited over late_read_ms
     selfcheck_suspect: list[str] | None = None  # figures the self-check called suspect
+    selfcheck_causes: list[str] | None = None  # why: busy, starved, stall (loadkit/selfcheck/verdict.py)
+    selfcheck_server_windows: int | None = None  # windows whose coalescing it put down to the server
+    selfcheck_wait_pct: float | None = None  # worst window: run-queue wait, % of wall time
     rss_mib: float | None = None
     accurate: bool = False
 
@@ -102,6 +111,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seconds", type=float, default=6.0, help="sending time per point (requests then finish)")
     p.add_argument("--warmup-s", type=float, default=1.0, help="leave out requests sent in the first seconds")
     p.add_argument("--processes", type=int, default=1, help="client processes per point, streams split evenly")
+    p.add_argument("--transports", default="http", help="comma list of http, https: each ladder runs over each")
     p.add_argument("--client-cpus", default="1", help="cores for the client processes (taskset list)")
     p.add_argument("--cpu-share", type=float, default=None,
                    help="cap each client process at this fraction of a core (its own cgroup v1 cpu group, 1 ms "
@@ -164,9 +174,22 @@ def cap_cpu_share(pid: int, index: int, share: float, rt: bool) -> None:
         f.write(str(pid))
 
 
+def tls_files(tmp: str) -> tuple[str, str]:
+    """(server key + chain for 127.0.0.1, CA certificate), PEM files from a throwaway CA."""
+    import trustme
+
+    ca = trustme.CA()
+    server, ca_pem = os.path.join(tmp, "server.pem"), os.path.join(tmp, "ca.pem")
+    ca.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(server)
+    ca.cert_pem.write_to_path(ca_pem)
+    return server, ca_pem
+
+
 def run_clients(pt: Point, url: str, args: argparse.Namespace, tmp: str) -> list[str]:
     """Start the point's client processes together and wait; returns their result files."""
     env = {**os.environ, **CLIENTS[pt.client][1]}
+    if pt.transport == "https":
+        env["SSL_CERT_FILE"] = os.path.join(tmp, "ca.pem")  # every client's default context trusts it
     outs, procs = [], []
     for i in range(pt.processes):
         share = pt.streams // pt.processes + (1 if i < pt.streams % pt.processes else 0)
@@ -197,6 +220,8 @@ def run_locust(pt: Point, url: str, args: argparse.Namespace, tmp: str) -> list[
            "-r", str(pt.streams), "-t", f"{math.ceil(point_seconds(pt, args))}s", "--scenario", scenario, "--api", "completions",
            "--report-dir", report, "--raw-log", "--raw-log-events", "--no-console-table", "--only-summary", "--stop-timeout",
            str(int(pt.max_tokens * pt.interval_ms / 1000 * 3 + 5))]  # fmt: skip
+    if pt.transport == "https":
+        cmd += ["--ca-bundle", os.path.join(tmp, "ca.pem")]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "locust.log"), "wb"))
     t0 = time.perf_counter()
     cpu_s = sample_cpu(proc)
@@ -250,7 +275,8 @@ def selfcheck_summary(report: str) -> dict[str, Any]:
         return {}
     return {"reads": reads, "kernel_stamped": round(reads * (health.get("kernel_stamped_pct") or 0) / 100),
             "coalesced": round(reads * (health.get("coalesced_read_pct") or 0) / 100), "selfcheck": health,
-            "saturated": saturation is not None, "suspect": (saturation or {}).get("suspect", [])}  # fmt: skip
+            "saturated": saturation is not None, "suspect": (saturation or {}).get("suspect", []),
+            "causes": (saturation or {}).get("causes", [])}  # fmt: skip
 
 
 def load_rows(paths: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -323,6 +349,11 @@ def score(pt: Point, rows: list[dict[str, Any]], summaries: list[dict[str, Any]]
                 if s["selfcheck"].get("max_late_read_pct") is not None]  # fmt: skip
         pt.selfcheck_late_read_pct = max(late) if late else None
         pt.selfcheck_suspect = sorted({name for s in checks for name in s.get("suspect") or []})
+        pt.selfcheck_causes = sorted({name for s in checks for name in s.get("causes") or []})
+        pt.selfcheck_server_windows = sum((s["selfcheck"].get("server_coalesced") or {}).get("windows", 0)
+                                          for s in checks)  # fmt: skip
+        waits = [s["selfcheck"].get("max_run_queue_wait_pct") for s in checks]
+        pt.selfcheck_wait_pct = max((w for w in waits if w is not None), default=None)
     p99s = (pt.ttft_err_ms["p99"], pt.itl_err_ms["p99"])
     pt.accurate = pt.requests > 0 and pt.unmatched == 0 and all(v is not None and v <= args.limit_ms for v in p99s)
 
@@ -341,8 +372,13 @@ def point_seconds(pt: Point, args: argparse.Namespace) -> float:
 
 
 def run_point(pt: Point, args: argparse.Namespace) -> Point:
-    with tempfile.TemporaryDirectory(prefix="lk-bench-") as tmp, \
-            sim_process(*sim_args(pt.interval_ms), cpu=args.sim_cpu) as sim:  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="lk-bench-") as tmp:
+        tls = ["--tls-cert", tls_files(tmp)[0]] if pt.transport == "https" else []
+        return _run_point_in(pt, args, tmp, [*sim_args(pt.interval_ms), *tls])
+
+
+def _run_point_in(pt: Point, args: argparse.Namespace, tmp: str, sim_argv: list[str]) -> Point:
+    with sim_process(*sim_argv, cpu=args.sim_cpu) as sim:
         if sim.process is not None:
             prioritize(sim.process.pid, args)
         runner = run_locust if pt.client == "locust" else run_clients
@@ -355,17 +391,17 @@ def run_point(pt: Point, args: argparse.Namespace) -> Point:
 
 def show(pt: Point) -> None:
     t, i = pt.ttft_err_ms, pt.itl_err_ms
-    print(f"{pt.client:13s} {pt.interval_ms:5g} ms x{pt.max_tokens:5d} tok {pt.streams:5d} streams/{pt.processes}p | "
+    print(f"{pt.client:13s} {pt.transport:5s} {pt.interval_ms:5g} ms x{pt.max_tokens:5d} tok {pt.streams:5d} streams/{pt.processes}p | "
           f"TTFT err p50 {t['p50']} p99 {t['p99']} | ITL err p50 {i['p50']} p99 {i['p99']} ms | "
           f"{pt.events_per_s} ev/s cpu {pt.cpu_pct}% {pt.cpu_us_per_event} us/ev coalesced {pt.coalesced_read_pct}% "
-          f"rss {pt.rss_mib} MiB selfcheck lag {pt.selfcheck_max_lag_ms} late reads {pt.selfcheck_late_read_pct}% sat {pt.selfcheck_saturated} suspect {','.join(pt.selfcheck_suspect or []) or '-'} n={pt.requests} unmatched={pt.unmatched} {'OK' if pt.accurate else 'MISS'}",
+          f"rss {pt.rss_mib} MiB selfcheck lag {pt.selfcheck_max_lag_ms} late reads {pt.selfcheck_late_read_pct}% wait {pt.selfcheck_wait_pct}% sat {pt.selfcheck_saturated} cause {','.join(pt.selfcheck_causes or []) or '-'} server-windows {pt.selfcheck_server_windows} suspect {','.join(pt.selfcheck_suspect or []) or '-'} n={pt.requests} unmatched={pt.unmatched} {'OK' if pt.accurate else 'MISS'}",
           flush=True)  # fmt: skip
 
 
-def ladder(client: str, interval: float, length: int, args: argparse.Namespace) -> list[Point]:
+def ladder(client: str, interval: float, length: int, args: argparse.Namespace, transport: str = "http") -> list[Point]:
     points = []
     for streams in _floats(args.streams):
-        pt = run_point(Point(client, int(streams), interval, length, args.processes), args)
+        pt = run_point(Point(client, int(streams), interval, length, args.processes, transport=transport), args)
         show(pt)
         points.append(pt)
         if not pt.accurate and not args.no_stop:
@@ -379,14 +415,16 @@ def capacity(points: list[Point]) -> Point | None:
     return max(good, key=lambda p: p.tokens_per_s or 0) if good else None
 
 
-def summary_table(results: dict[tuple[float, int], dict[str, list[Point]]], clients: list[str]) -> list[dict[str, Any]]:
+def summary_table(results: dict[tuple[float, int, str], dict[str, list[Point]]], clients: list[str]) -> list[dict[str, Any]]:
     table = []
-    for (interval, length), by_client in results.items():
-        row: dict[str, Any] = {"interval_ms": interval, "max_tokens": length}
+    for (interval, length, transport), by_client in results.items():
+        row: dict[str, Any] = {"interval_ms": interval, "max_tokens": length, "transport": transport}
         for c in clients:
             best = capacity(by_client.get(c, []))
             row[c] = None if best is None else {"streams": best.streams, "tokens_per_s": best.tokens_per_s,
-                                                "cpu_pct": best.cpu_pct}  # fmt: skip
+                                                "cpu_pct": best.cpu_pct, "cpu_us_per_event": best.cpu_us_per_event,
+                                                "ttft_err_p99_ms": best.ttft_err_ms.get("p99"),
+                                                "itl_err_p99_ms": best.itl_err_ms.get("p99")}  # fmt: skip
         base, ours = row.get("aiohttp"), row.get("loadkit")
         row["ratio_loadkit_vs_aiohttp"] = (round(ours["tokens_per_s"] / base["tokens_per_s"], 2)
                                            if ours and base else None)  # fmt: skip
@@ -402,10 +440,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unknown client(s) {unknown}; choose from {list(CLIENTS)}", file=sys.stderr)
         return 2
     print(f"load average before: {os.getloadavg()}", flush=True)
-    results: dict[tuple[float, int], dict[str, list[Point]]] = {}
+    results: dict[tuple[float, int, str], dict[str, list[Point]]] = {}
     for interval in _floats(args.intervals):
         for length in (int(x) for x in _floats(args.lengths)):
-            results[(interval, length)] = {c: ladder(c, interval, length, args) for c in clients}
+            for transport in args.transports.split(","):
+                results[(interval, length, transport)] = {c: ladder(c, interval, length, args, transport)
+                                                          for c in clients}  # fmt: skip
     table = summary_table(results, clients)
     print(json.dumps(table, indent=1))
     if args.json:

@@ -4,6 +4,7 @@ say what was found and why.
 
 from __future__ import annotations
 
+import ssl
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +15,7 @@ from loadkit.cli import UserError
 from loadkit.engines.detectors import match_rules
 from loadkit.engines.serverinfo import get
 from loadkit.plugins import engine_registry, get_plugin_manager
+from loadkit.tls import TlsError
 
 MAX_TEXT = 64 * 1024
 
@@ -24,25 +26,36 @@ class Detection:
     api: str | None  # the endpoint family the evidence points at (e.g. "triton"), if any
     explanation: str  # "found: ..." for the user
     probes: dict[str, Any] = field(default_factory=dict)
+    # True when no fingerprint matched and the generic OpenAI adapter was taken as the fallback.
+    fallback: bool = False
 
 
 def probe_server(base_url: str, paths: list[str] | tuple[str, ...], timeout_s: float = 2.0,
-                 headers: dict[str, str] | None = None) -> dict[str, Any]:
+                 headers: dict[str, str] | None = None, ssl_context: ssl.SSLContext | None = None) -> dict[str, Any]:
     """GET each path: ``{path: {"status", "headers", "json", "text"}}``; unreachable paths are
     absent. Stops early once the probing has taken 4 × ``timeout_s`` in all (a hung server).
-    ``headers`` (e.g. an Authorization header for a key-protected server) go with every GET."""
+    ``headers`` (e.g. an Authorization header for a key-protected server) go with every GET;
+    https URLs use ``ssl_context`` (default: the process's, loadkit/tls.py)."""
+    return _probe(base_url, paths, timeout_s, headers, ssl_context)[0]
+
+
+def _probe(base_url: str, paths: list[str] | tuple[str, ...], timeout_s: float, headers: dict[str, str] | None,
+           ssl_context: ssl.SSLContext | None) -> tuple[dict[str, Any], str | None]:  # fmt: skip
+    """probe_server's answers, and the last error (a TLS failure says its reason)."""
     probes: dict[str, Any] = {}
+    error = None
     deadline = time.monotonic() + 4 * timeout_s
     for path in paths:
         if time.monotonic() > deadline:
             break
         try:
-            resp = get(base_url, path, timeout_s, headers)
-        except OSError:
+            resp = get(base_url, path, timeout_s, headers, ssl_context)
+        except OSError as exc:
+            error = f"{'TLS: ' if isinstance(exc, TlsError) else ''}{exc}"
             continue
         probes[path] = {"status": resp.status, "headers": resp.headers, "json": resp.json(),
                         "text": resp.text[:MAX_TEXT]}
-    return probes
+    return probes, error
 
 
 def probe_paths(pm: pluggy.PluginManager) -> list[str]:
@@ -55,18 +68,35 @@ def probe_paths(pm: pluggy.PluginManager) -> list[str]:
 
 
 def detect_engine(base_url: str, pm: pluggy.PluginManager | None = None, timeout_s: float = 2.0,
-                  headers: dict[str, str] | None = None) -> Detection:
+                  headers: dict[str, str] | None = None, ssl_context: ssl.SSLContext | None = None) -> Detection:
     """Which engine serves ``base_url``. UserError when nothing answers or a detector names an
     engine that is not registered. ``headers`` are sent with every probe."""
     pm = pm or get_plugin_manager()
-    probes = probe_server(base_url, probe_paths(pm), timeout_s, headers)
+    probes, error = _probe(base_url, probe_paths(pm), timeout_s, headers, ssl_context)
     if not probes:
-        raise UserError(f"--engine auto: nothing answered at {base_url} (tried {', '.join(probe_paths(pm))})")
+        last = f"; last error: {error}" if error else ""
+        raise UserError(f"--engine auto: nothing answered at {base_url} (tried {', '.join(probe_paths(pm))}){last}")
     name = pm.hook.loadkit_detect_engine(probes=probes)
     registry = engine_registry(pm)
     if name not in registry:
         raise UserError(f"--engine auto: a detector named engine {name!r}, which no plugin registers")
-    return Detection(name, *explain(name, probes, registry[name].plugin), probes)
+    api, explanation = explain(name, probes, registry[name].plugin)
+    match = match_rules(probes)
+    fallback = name == "openai" and (match is None or match.engine != name)
+    return Detection(name, api, explanation, probes, fallback)
+
+
+def probe_summary(probes: dict[str, Any], body_chars: int = 200) -> dict[str, Any]:
+    """What each probe saw, small enough for a report manifest: status, Server and
+    Content-Type headers, the body's first ``body_chars`` characters."""
+    out: dict[str, Any] = {}
+    for path, probe in probes.items():
+        headers = probe.get("headers") or {}
+        text = " ".join(str(probe.get("text") or "").split())
+        out[path] = {"status": probe.get("status"), "server": headers.get("server"),
+                     "content_type": headers.get("content-type"),
+                     "body": text[:body_chars] + ("…" if len(text) > body_chars else "")}  # fmt: skip
+    return out
 
 
 def explain(name: str, probes: dict[str, Any], plugin: str) -> tuple[str | None, str]:

@@ -7,7 +7,7 @@ plain (non-distributed) run, "master" and "worker" are Locust's distributed role
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pluggy
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from loadkit.engines.base import EngineAdapter
     from loadkit.records import RequestRecord
+    from loadkit.sim.protocols import SimProtocol
 
 hookspec = pluggy.HookspecMarker("loadkit")
 hookimpl = pluggy.HookimplMarker("loadkit")
@@ -31,6 +32,21 @@ def loadkit_register_engines(register: Callable[[type[EngineAdapter]], None]) ->
     :param register: call it once per adapter class (a subclass of
         ``loadkit.engines.base.EngineAdapter`` with a unique ``name``). Registering a name
         that another plugin already registered is an error that names both plugins.
+    :return: nothing; results are ignored.
+    """
+
+
+@hookspec
+def loadkit_register_sim_protocols(register: Callable[[SimProtocol], None]) -> None:
+    """Register wire protocols for ``loadkit sim`` (``--engine NAME``, ``--serve NAME:PORT``).
+
+    Called once per simulator process when it starts (``loadkit sim``, and
+    ``loadkit.sim.testing`` helpers), not during a load test on any Locust node.
+
+    :param register: call it once per ``loadkit.sim.protocols.SimProtocol``. The protocol
+        frames requests and answers; the simulator supplies batching, the prefix cache,
+        faults and the truth log. A name a built-in family or another plugin already uses
+        is an error that names the plugin.
     :return: nothing; results are ignored.
     """
 
@@ -62,6 +78,22 @@ def loadkit_add_arguments(group: argparse._ArgumentGroup) -> None:
 
     :param group: the argparse group named "loadkit".
     :return: nothing.
+    """
+
+
+@hookspec
+def loadkit_configure(options: Mapping[str, Any]) -> None:
+    """Read the run's options, including the ones this plugin added with ``loadkit_add_arguments``.
+
+    Called whenever loadkit builds a run's targets from the options: at start-up and again at
+    every ``test_start``, so possibly several times per process (keep it idempotent). Runs on
+    every node (local, master, worker); workers see the values the master sent. Adapters get
+    the same mapping as ``AdapterOptions.run_options`` and need no hook to read it.
+
+    :param options: every option by argparse ``dest`` (``"host"``, ``"engine"``,
+        ``"anthropic_version"``, ...), read-only. ``"api_key"`` is in it: never log it.
+    :return: nothing. Raise ``ValueError`` to refuse a value: the run stops before any
+        request with the message, naming the plugin.
     """
 
 

@@ -11,13 +11,18 @@ from __future__ import annotations
 
 import os
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from loadkit.sse import SSEDecoder, SSEEvent
+
+if TYPE_CHECKING:
+    from loadkit.tlsstream import TlsConn
 
 MAX_HEADER_BYTES = 64 * 1024
 RECV_SIZE = 65536
@@ -48,16 +53,29 @@ class Endpoint:
     port: int
     base_path: str
     host_header: str
+    # https:// targets: the client context their connections are made with; None = plain HTTP.
+    ssl_context: ssl.SSLContext | None = None
 
     @classmethod
-    def parse(cls, url: str) -> Endpoint:
+    def parse(cls, url: str, ssl_context: ssl.SSLContext | None = None) -> Endpoint:
+        """``http://`` or ``https://`` URL; https uses ``ssl_context``, else this process's
+        (``loadkit.tls.process_context``: the run's TLS options, or the system default)."""
         parts = urlsplit(url if "://" in url else f"http://{url}")
-        if parts.scheme != "http":
-            raise ValueError(f"only http:// targets are supported here, got {url!r}")
+        if parts.scheme not in ("http", "https"):
+            raise ValueError(f"only http:// and https:// targets are supported, got {url!r}")
         if not parts.hostname:
             raise ValueError(f"no host in URL {url!r}")
-        port = parts.port or 80
-        return cls(parts.hostname, port, parts.path.rstrip("/"), parts.netloc)
+        context = None
+        if parts.scheme == "https":
+            from loadkit.tls import process_context
+
+            context = ssl_context or process_context()
+        port = parts.port or (443 if context is not None else 80)
+        return cls(parts.hostname, port, parts.path.rstrip("/"), parts.netloc, context)
+
+    @property
+    def scheme(self) -> str:
+        return "http" if self.ssl_context is None else "https"
 
 
 @dataclass(slots=True)
@@ -210,7 +228,8 @@ def recv_stamped(sock: socket.socket, kernel: bool, buf: memoryview | None = Non
     return data, t_user
 
 
-def read_head(sock: socket.socket, deadline_ns: int, kernel: bool = False) -> ResponseHead:
+def read_head(sock: socket.socket, deadline_ns: int, kernel: bool = False, tls: TlsConn | None = None) -> ResponseHead:
+    recv = recv_stamped if tls is None else tls.recv_stamped
     buf = b""
     t_read: int | None = None
     while True:
@@ -222,7 +241,7 @@ def read_head(sock: socket.socket, deadline_ns: int, kernel: bool = False) -> Re
         if len(buf) > MAX_HEADER_BYTES:
             raise ProtocolError(f"response head longer than {MAX_HEADER_BYTES} bytes")
         set_deadline(sock, deadline_ns)
-        data, t_read = recv_stamped(sock, kernel)
+        data, t_read = recv(sock, kernel)
         if not data:
             raise ConnectionResetError("connection closed before the response head was complete")
         buf += data
@@ -346,23 +365,31 @@ class BodyReader:
         return True
 
 
+# A kept-alive connection: its socket and, over TLS, its session (None for plain HTTP).
+Connection = tuple[socket.socket, Any]
+
+
 class ConnectionPool:
-    """Keep-alive connections for one virtual user: one idle socket per endpoint at most."""
+    """Keep-alive connections for one virtual user: one idle connection per endpoint at most."""
 
     def __init__(self) -> None:
-        self._idle: dict[tuple[str, int], socket.socket] = {}
+        self._idle: dict[tuple[str, int, bool], Connection] = {}
 
-    def take(self, ep: Endpoint) -> socket.socket | None:
-        return self._idle.pop((ep.host, ep.port), None)
+    @staticmethod
+    def _key(ep: Endpoint) -> tuple[str, int, bool]:
+        return ep.host, ep.port, ep.ssl_context is not None
 
-    def give_back(self, ep: Endpoint, sock: socket.socket) -> None:
-        old = self._idle.pop((ep.host, ep.port), None)
+    def take(self, ep: Endpoint) -> Connection | None:
+        return self._idle.pop(self._key(ep), None)
+
+    def give_back(self, ep: Endpoint, sock: socket.socket, tls: TlsConn | None = None) -> None:
+        old = self._idle.pop(self._key(ep), None)
         if old is not None:
-            old.close()
-        self._idle[(ep.host, ep.port)] = sock
+            old[0].close()
+        self._idle[self._key(ep)] = (sock, tls)
 
     def close(self) -> None:
-        for sock in self._idle.values():
+        for sock, _tls in self._idle.values():
             sock.close()
         self._idle.clear()
 

@@ -80,6 +80,11 @@ def _plugin_version(pm: pluggy.PluginManager, plugin: Any) -> tuple[str, str]:
     return name, "unknown"
 
 
+def plugin_name(pm: pluggy.PluginManager, plugin: Any) -> str:
+    """The distribution that provides ``plugin`` (or loadkit's own module name)."""
+    return _plugin_version(pm, plugin)[0]
+
+
 def engine_registry(pm: pluggy.PluginManager | None = None) -> dict[str, EngineInfo]:
     """Every registered engine by name, each with the plugin (distribution) that provides it."""
     pm = pm or get_plugin_manager()

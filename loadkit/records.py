@@ -24,8 +24,16 @@ class RequestRecord:
     error: str | None = None
     http_status: int | None = None
     t_sched_ns: int | None = None
+    # When loadkit began the request: before taking a kept-alive connection or opening one.
+    t_start_ns: int = 0
+    # When the request's bytes were written, connection set-up done (a request never written:
+    # when its attempt started).
     t_send_ns: int = 0
+    # Connection set-up, when this request opened a connection (None: it reused one): TCP
+    # connect began, TCP connected, TLS handshake done.
+    t_connect_ns: int | None = None
     t_connected_ns: int | None = None
+    t_tls_ns: int | None = None
     t_headers_ns: int | None = None
     t_end_ns: int | None = None
     # Arrival time and token count of every token-bearing event, in order.
@@ -40,6 +48,9 @@ class RequestRecord:
     reasoning_tokens: int | None = None
     max_tokens: int | None = None
     finish_reason: str | None = None
+    # How an ok stream ended: "marker" (the protocol's end, e.g. [DONE]) or "close" (a clean
+    # close after the engine's last message); None for every other outcome.
+    end: str | None = None
     session_id: str | None = None
     turn: int | None = None
     stage: str | None = None
@@ -77,8 +88,12 @@ class RequestRecord:
             "http_status": self.http_status,
             "ttft_ms": ttft_ms(self),
             "ttft_sched_ms": ttft_from_schedule_ms(self),
+            "ttft_with_connect_ms": ttft_with_connect_ms(self),
             "tpot_ms": tpot_ms(self),
             "e2e_ms": e2e_ms(self),
+            "new_connection": self.t_connect_ns is not None,
+            "connect_ms": connect_ms(self),
+            "tls_ms": tls_ms(self),
             "n_in": self.n_in,
             "n_in_target": self.n_in_target,
             "n_out": self.n_out,
@@ -88,6 +103,7 @@ class RequestRecord:
             "n_events": len(self.event_t_ns),
             "coalesced_reads": self.coalesced_reads,
             "t_sched_ns": self.t_sched_ns,
+            "t_start_ns": self.t_start_ns or self.t_send_ns,
             "t_send_ns": self.t_send_ns,
             "t_first_ns": self.t_first_ns,
             "t_last_ns": self.t_last_ns,
@@ -98,6 +114,7 @@ class RequestRecord:
             "worker": self.worker,
             "user_class": self.user_class,
             "finish_reason": self.finish_reason,
+            "end": self.end,
             "retry_after_s": self.retry_after_s,
             # Engine-reported timings (llama.cpp's prompt_ms, predicted_per_token_ms...), as sent.
             "server_timings": self.server_timings,
@@ -112,6 +129,27 @@ def ttft_ms(r: RequestRecord) -> float | None:
     """TTFT = t_first − t_send, in ms."""
     first = r.t_first_ns
     return None if first is None else _ms(first - r.t_send_ns)
+
+
+def ttft_with_connect_ms(r: RequestRecord) -> float | None:
+    """TTFT with connection set-up = t_first − t_start, in ms: what TTFT was before set-up was
+    taken out (equals TTFT, within microseconds, on a reused connection)."""
+    first = r.t_first_ns
+    return None if first is None else _ms(first - (r.t_start_ns or r.t_send_ns))
+
+
+def connect_ms(r: RequestRecord) -> float | None:
+    """TCP connect time of the connection this request opened; None when it reused one."""
+    if r.t_connect_ns is None or r.t_connected_ns is None:
+        return None
+    return _ms(r.t_connected_ns - r.t_connect_ns)
+
+
+def tls_ms(r: RequestRecord) -> float | None:
+    """TLS handshake time of the connection this request opened; None on reuse or plain HTTP."""
+    if r.t_tls_ns is None or r.t_connected_ns is None:
+        return None
+    return _ms(r.t_tls_ns - r.t_connected_ns)
 
 
 def ttft_from_schedule_ms(r: RequestRecord) -> float | None:

@@ -123,7 +123,10 @@ def run(argv: list[str]) -> int:
 
 def main(argv: list[str]) -> int:
     if argv and argv[0] in ("-h", "--help"):
-        print(__doc__)
+        from loadkit.options_cmd import loadkit_actions, render
+
+        print(f"usage: loadkit run [--sim NAME=PROFILE]... [--ui] [locust and loadkit options]\n{__doc__}")
+        print(render(loadkit_actions()))
         return 0
     return run(argv)
 

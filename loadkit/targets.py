@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from loadkit.engines.base import AdapterOptions, EngineAdapter
 from loadkit.httpstream import Endpoint
@@ -54,13 +56,15 @@ def parse_target(text: str, default_engine: str = "openai") -> TargetSpec:
     return spec
 
 
-def build_target(spec: TargetSpec, api_key: str | None, default_model: str | None) -> Target:
+def build_target(spec: TargetSpec, api_key: str | None, default_model: str | None,
+                 run_options: Mapping[str, Any] | None = None) -> Target:
     try:
         endpoint = Endpoint.parse(spec.url)
     except ValueError as exc:
         raise TargetError(f"target {spec.name!r}: {exc}") from None
     info = get_engine(spec.engine)
-    options = AdapterOptions(model=spec.model or default_model, api=spec.api, api_key=api_key)
+    options = AdapterOptions(model=spec.model or default_model, api=spec.api, api_key=api_key,
+                             run_options=run_options if run_options is not None else {})
     try:
         adapter = info.adapter(options)
     except ValueError as exc:

@@ -21,7 +21,6 @@ from loadkit import types as t
 from loadkit.engines.base import EngineAdapter, StreamParser
 from loadkit.httpstream import (
     READS,
-    RECV_SIZE,
     BodyReader,
     ConnectFailed,
     ConnectionPool,
@@ -29,7 +28,6 @@ from loadkit.httpstream import (
     FastSSEDecoder,
     ProtocolError,
     ResponseHead,
-    connect,
     encode_request,
     kernel_timestamps_wanted,
     read_head,
@@ -38,6 +36,9 @@ from loadkit.httpstream import (
 from loadkit.hubreads import ArrivalQueue, GeventDeadline, is_gevent_socket, maybe_poll, read_head_queued
 from loadkit.records import RequestRecord
 from loadkit.sse import NDJSONDecoder
+from loadkit.streamend import END_CLOSE, END_MARKER, close_is_normal_end
+from loadkit.tls import TlsError, refused_after_handshake_reason
+from loadkit.tlsstream import TlsConn, arrival_queue, open_connection, recv_body
 
 MAX_ERROR_BODY = 64 * 1024
 # Reads an ArrivalQueue may hold before the greenlet decodes them (after the first token),
@@ -47,15 +48,17 @@ QUEUE_BATCH = (8, 40)
 
 @dataclass(slots=True)
 class Timeouts:
-    """Limits, each from t_send. `first_token_s` bounds the wait for the first token,
-    `total_s` the whole request; `connect_s` the TCP connect alone."""
+    """Limits. `first_token_s` bounds the wait for the first token and `total_s` the whole
+    request, both from t_send (once the request is written); `connect_s` the TCP connect
+    alone, `handshake_s` the TLS handshake alone."""
 
     connect_s: float = 10.0
     first_token_s: float = 120.0
     total_s: float = 600.0
+    handshake_s: float = 10.0
 
     def __post_init__(self) -> None:
-        for name in ("connect_s", "first_token_s", "total_s"):
+        for name in ("connect_s", "first_token_s", "total_s", "handshake_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"timeout {name} must be > 0")
 
@@ -148,6 +151,7 @@ class StreamRun:
     ) -> None:
         self.adapter, self.ep, self.record, self.timeouts, self.pool = adapter, ep, record, timeouts, pool
         self.sock: socket.socket | None = None
+        self.tls: TlsConn | None = None  # the TLS session of https:// connections
         self.reusable = False
         self.text_parts: list[str] = []
         self.tokens_from_events = 0
@@ -163,7 +167,9 @@ class StreamRun:
         headers["X-Request-ID"] = self.record.request_id
         payload = encode_request(self.ep, http.method, http.path, headers, http.body)
         rec = self.record
-        rec.t_send_ns = time.perf_counter_ns()
+        # t_send moves to the write (after any connect and handshake); a request that never
+        # gets written keeps the time its attempt started.
+        rec.t_start_ns = rec.t_send_ns = time.perf_counter_ns()
         try:
             self._exchange(payload)
         except _StreamDone as done:
@@ -186,10 +192,10 @@ class StreamRun:
             rec.n_out, rec.n_out_source = self.tokens_from_events, "events"
         if self.sock is not None:
             if self.reusable and self.pool is not None:
-                self.pool.give_back(self.ep, self.sock)
+                self.pool.give_back(self.ep, self.sock, self.tls)
             else:
                 self.sock.close()
-            self.sock = None
+            self.sock = self.tls = None
 
     def _deadline(self) -> int:
         """The nearest limit now in force: first token until it arrives, then the total."""
@@ -222,6 +228,8 @@ class StreamRun:
             self._stream(head, body)
         except TimeoutError:
             raise self._timeout_outcome() from None
+        except TlsError as exc:
+            raise _StreamDone(t.TLS_ERROR, f"mid-stream: {exc}") from None
         except (ConnectionError, OSError) as exc:
             raise _StreamDone(t.DISCONNECTED, f"connection lost mid-stream: {exc}") from None
         except ProtocolError as exc:
@@ -229,38 +237,58 @@ class StreamRun:
 
     def _send(self, payload: bytes) -> ResponseHead:
         for attempt in (0, 1):
-            sock = self.pool.take(self.ep) if (self.pool is not None and attempt == 0) else None
-            reused = sock is not None
+            conn = self.pool.take(self.ep) if (self.pool is not None and attempt == 0) else None
+            reused = conn is not None
             try:
-                if sock is None:
-                    sock = connect(self.ep, min(self.timeouts.connect_s, self.timeouts.first_token_s))
-                    self.record.t_connected_ns = time.perf_counter_ns()
-                self.sock = sock
+                if conn is None:
+                    self._open()
+                else:
+                    self.sock, self.tls = conn
+                sock = self.sock
+                assert sock is not None
                 sock.settimeout(self.timeouts.connect_s)
                 if is_gevent_socket(sock) and ArrivalQueue.usable(sock):
                     return self._send_queued(sock, payload)
-                sock.sendall(payload)
-                return read_head(sock, self._deadline(), self.kernel)
+                self._write(sock, payload)
+                return read_head(sock, self._deadline(), self.kernel, self.tls)
             except ConnectFailed as exc:
                 raise _StreamDone(t.CONNECT_ERROR, str(exc)) from None
+            except TlsError as exc:
+                raise _StreamDone(t.TLS_ERROR, str(exc)) from None
             except TimeoutError:
                 raise self._timeout_outcome() from None
             except ProtocolError as exc:
                 raise _StreamDone(t.MALFORMED_STREAM, f"bad HTTP response: {exc}") from None
             except OSError as exc:
                 self._stop_queue(None)
-                if sock is not None:
-                    sock.close()
-                self.sock = None
+                refused = not reused and self.tls is not None and self.tls.refused_client()
+                if self.sock is not None:
+                    self.sock.close()
+                self.sock = self.tls = None
                 # A kept-alive socket the server already closed: retry once on a fresh one.
                 if reused:
                     continue
+                if refused:
+                    raise _StreamDone(t.TLS_ERROR, f"{refused_after_handshake_reason()} ({exc})") from None
                 raise _StreamDone(t.DISCONNECTED, f"connection lost before the response: {exc}") from None
         raise AssertionError("unreachable")
 
+    def _open(self) -> None:
+        """A new connection; its TCP connect and TLS handshake are timed apart (connect_ms, tls_ms)."""
+        connect_s = min(self.timeouts.connect_s, self.timeouts.first_token_s)
+        self.sock, self.tls = open_connection(self.ep, self.record, connect_s, self.timeouts.handshake_s)
+
+    def _write(self, sock: socket.socket, payload: bytes) -> None:
+        """The request's bytes: t_send is taken here, once any connection set-up is done."""
+        self.record.t_send_ns = time.perf_counter_ns()
+        if self.tls is None:
+            sock.sendall(payload)
+        else:
+            self.tls.sendall(sock, payload)
+
     def _send_queued(self, sock: socket.socket, payload: bytes) -> ResponseHead:
-        self.queue = ArrivalQueue(sock, self.kernel)
-        sock.sendall(payload)
+        self.queue = arrival_queue(sock, self.kernel, self.tls)
+        self._write(sock, payload)
         guard = GeventDeadline()
         try:
             head, self.queued_reads = read_head_queued(self.queue, guard, self._deadline())
@@ -284,7 +312,7 @@ class StreamRun:
         try:
             while not body.complete and size < MAX_ERROR_BODY and self.sock is not None:
                 self.sock.settimeout(2.0)
-                data = self.sock.recv(RECV_SIZE)
+                data = recv_body(self.sock, self.tls)
                 if not data:
                     break
                 chunks.append(body.feed(data))
@@ -316,16 +344,17 @@ class StreamRun:
         data = head.leftover
         t_read = self.record.t_headers_ns or time.perf_counter_ns()
         armed_for: bool | None = None  # the guard's phase: before (False) / after (True) the first token
+        recv = recv_stamped if self.tls is None else self.tls.recv_stamped  # per connection, not per read
         while True:
             if data and self._on_read(t_read, body.feed(data), decoder, parser):
-                self.record.t_end_ns = t_read
+                self.record.t_end_ns, self.record.end = t_read, END_MARKER
                 if guard is not None:
                     guard.cancel()
                 self._drain(body)
                 self.reusable = body.complete and head.keep_alive
                 return
             if body.complete:
-                self._on_close(decoder, parser, clean=True)
+                self._on_close(decoder, parser, True, t_read)
                 self.reusable = head.keep_alive
                 return
             assert self.sock is not None
@@ -336,10 +365,10 @@ class StreamRun:
                     guard.arm(self._deadline())
             else:
                 self.sock.settimeout(max(1e-3, (self._deadline() - time.perf_counter_ns()) / 1e9))
-            data, t_read = recv_stamped(self.sock, self.kernel)
+            data, t_read = recv(self.sock, self.kernel)
             if not data:
                 # Without a length or chunking, close is the normal end of the body.
-                self._on_close(decoder, parser, clean=not body.chunked and body.remaining is None)
+                self._on_close(decoder, parser, not body.chunked and body.remaining is None, t_read)
                 return
 
     def _read_queued(self, head: ResponseHead, body: BodyReader, guard: GeventDeadline) -> None:
@@ -350,23 +379,23 @@ class StreamRun:
         t_head = self.record.t_headers_ns or time.perf_counter_ns()
         reads = ([(t_head, head.leftover)] if head.leftover else []) + self.queued_reads
         self.queued_reads = []
-        queue = self.queue if self.queue is not None else ArrivalQueue(self.sock, self.kernel)
+        queue = self.queue if self.queue is not None else arrival_queue(self.sock, self.kernel, self.tls)
         armed_for: bool | None = None  # the guard's phase: before (False) / after (True) the first token
         try:
             while True:
                 for i, (t_read, data) in enumerate(reads):
                     maybe_poll()
                     if not data:
-                        self._on_close(decoder, parser, clean=not body.chunked and body.remaining is None)
+                        self._on_close(decoder, parser, not body.chunked and body.remaining is None, t_read)
                         return
                     if self._on_read(t_read, body.feed(data), decoder, parser):
-                        self.record.t_end_ns = t_read
+                        self.record.t_end_ns, self.record.end = t_read, END_MARKER
                         queue.close()
                         guard.cancel()
                         self._after_end(head, body, reads[i + 1 :])
                         return
                     if body.complete:
-                        self._on_close(decoder, parser, clean=True)
+                        self._on_close(decoder, parser, True, t_read)
                         self.reusable = head.keep_alive
                         return
                 has_tokens = bool(self.record.event_t_ns)
@@ -394,7 +423,7 @@ class StreamRun:
                     break
                 if self._on_read(t_read, body.feed(data), decoder, parser):
                     # The end arrived in time; only its decoding was late.
-                    self.record.t_end_ns = t_read
+                    self.record.t_end_ns, self.record.end = t_read, END_MARKER
                     raise _StreamDone(t.OK) from None
             raise
 
@@ -484,9 +513,12 @@ class StreamRun:
         if te.server_timings is not None:
             rec.server_timings = te.server_timings
 
-    def _on_close(self, decoder: FastSSEDecoder | NDJSONDecoder, parser: StreamParser, clean: bool) -> None:
-        """The body ended (cleanly or not) without the engine's normal end marker."""
-        self.record.t_end_ns = time.perf_counter_ns()
+    def _on_close(self, decoder: FastSSEDecoder | NDJSONDecoder, parser: StreamParser, clean: bool,
+                  t_read: int) -> None:  # fmt: skip
+        """The body ended (cleanly or not) without the engine's normal end marker; ``t_read`` is
+        the arrival of the read that ended it (t_end, as the marker's read is for a marker end)."""
+        rec = self.record
+        rec.t_end_ns = t_read
         try:
             tail = decoder.close()
         except UnicodeDecodeError as exc:
@@ -495,15 +527,18 @@ class StreamRun:
             te = self._parse(parser, ev.data, ev.event)
             if te is not None:
                 if te.tokens > 0 or te.text or te.reasoning_text:
-                    self._on_tokens(self.record.t_end_ns, te)
+                    self._on_tokens(rec.t_end_ns, te)
                 self._on_meta(te)
                 if te.done:
+                    rec.end = END_MARKER
                     return
-        if clean and getattr(self.adapter, "end_on_close", False):
-            return  # engines without an end marker (Triton's generate_stream) end by closing
-        if clean:
-            raise _StreamDone(t.INCOMPLETE, "stream closed without the engine's normal end")
-        raise _StreamDone(t.DISCONNECTED, "connection closed mid-stream")
+        if not clean:
+            raise _StreamDone(t.DISCONNECTED, "connection closed mid-stream")
+        if close_is_normal_end(self.adapter, parser, rec):
+            rec.end = END_CLOSE
+            return
+        raise _StreamDone(t.INCOMPLETE, "stream closed without the engine's normal end (no end marker, "
+                                        "no finish_reason)")  # fmt: skip
 
     def _drain(self, body: BodyReader) -> None:
         """After the normal end, read the rest of the body (the terminating chunk) so the
@@ -511,7 +546,7 @@ class StreamRun:
         try:
             while not body.complete and self.sock is not None:
                 self.sock.settimeout(1.0)
-                data = self.sock.recv(RECV_SIZE)
+                data = recv_body(self.sock, self.tls)
                 if not data:
                     return
                 body.feed(data)

@@ -12,6 +12,7 @@ from typing import Any
 # as a suffix: "http_error:503".
 OK = "ok"
 CONNECT_ERROR = "connect_error"
+TLS_ERROR = "tls_error"  # https:// connection set-up failed (untrusted, hostname, version, timeout)
 TIMEOUT_FIRST_TOKEN = "timeout_first_token"
 TIMEOUT_TOTAL = "timeout_total"
 DISCONNECTED = "disconnected"
@@ -24,6 +25,7 @@ HTTP_ERROR_PREFIX = "http_error:"
 OUTCOMES = (
     OK,
     CONNECT_ERROR,
+    TLS_ERROR,
     TIMEOUT_FIRST_TOKEN,
     TIMEOUT_TOTAL,
     DISCONNECTED,

@@ -1,4 +1,4 @@
-from loadkit.glue.openloop import Dispatcher
+from loadkit.glue.openloop import Dispatcher, behind_warning
 
 MS = 1_000_000
 
@@ -41,3 +41,66 @@ def test_lag_percentiles_reported_in_ms():
         assert d.admit(t, t + i * MS)
     s = d.summary()
     assert abs(s["lag_p50_ms"] - 49) < 0.1 and abs(s["lag_p99_ms"] - 98) < 0.1
+
+
+def _run_pool(d: Dispatcher, users: int, service_ms: int, stop_ms: int) -> None:
+    """A pool of `users` senders, each busy `service_ms` per request (the server's latency),
+    driven on the dispatcher's clock as the Locust users are: take a slot when free, wait for it."""
+    free_at = [0] * users
+    while True:
+        u = min(range(users), key=free_at.__getitem__)
+        if free_at[u] >= stop_ms * MS:
+            break
+        slot = d.next_slot(now_ns=free_at[u])
+        if slot is None:
+            break
+        send = max(free_at[u], slot[0])
+        assert d.admit(slot[0], send)
+        free_at[u] = send + service_ms * MS
+    d.drop_overdue(stop_ms * MS)
+
+
+def test_every_user_busy_is_said_to_need_users_or_a_faster_server_not_to_blame_the_client():
+    # 4 req/s asked (the default scenario's rate), 2 users, a server taking 1 s a request: the
+    # pool can send 2 req/s, so slots come due while both users are in flight.
+    d = Dispatcher(iter([(i * 0.25, "s") for i in range(200)]), max_lag_s=None, late_s=0.01, t0_ns=0)
+    _run_pool(d, users=2, service_ms=1000, stop_ms=10_000)
+    s = d.summary()
+    assert s["scheduled"] == s["sent"] + s["dropped"] and s["dropped"] > 15
+    assert s["no_free_user"] == s["late"] + s["dropped"]  # every late slot found no free user
+    text = behind_warning("sim", s, late_threshold_ms=10)
+    assert text is not None and "client was the bottleneck" not in text
+    assert text.startswith("open-loop schedule fell behind for target sim: every user was busy (in flight)")
+    assert "the server is slower than the asked rate, or more users (-u) are needed" in text
+    assert f"{s['dropped']} dropped" in text
+    assert "self-check also found" in behind_warning("sim", s, 10, client_saturated=True)
+
+
+def test_enough_users_keep_the_schedule_and_no_warning_is_given():
+    d = Dispatcher(iter([(i * 0.25, "s") for i in range(40)]), max_lag_s=None, late_s=0.01, t0_ns=0)
+    _run_pool(d, users=8, service_ms=1000, stop_ms=10_000)
+    s = d.summary()
+    assert (s["late"], s["dropped"], s["no_free_user"]) == (0, 0, 0)
+    assert behind_warning("sim", s, late_threshold_ms=10) is None
+
+
+def test_free_users_sending_late_blame_the_client():
+    # Every slot is taken before it is due (a user was free), but sent 30 ms late: the process
+    # woke its users late, the client could not keep time.
+    d = Dispatcher(iter([(i * 0.1, "s") for i in range(1, 51)]), max_lag_s=None, late_s=0.01, t0_ns=0)
+    for _ in range(50):
+        t, _ = d.next_slot(now_ns=0)
+        assert d.admit(t, t + 30 * MS)
+    s = d.summary()
+    assert s["late"] == 50 and s["no_free_user"] == 0
+    text = behind_warning("sim", s, late_threshold_ms=10)
+    assert text is not None and text.startswith("client was the bottleneck for target sim")
+    assert "although users were free" in text and "every user was busy" not in text
+
+
+def test_warning_figures_are_rounded_and_a_run_with_nothing_sent_still_reads():
+    s = {"scheduled": 5, "sent": 0, "dropped": 5, "late": 0, "no_free_user": 5, "lag_p50_ms": None,
+         "lag_p90_ms": None, "lag_p99_ms": None, "lag_max_ms": None}
+    assert "(lag p99 - ms (limit 10 ms), 0 late, 5 dropped)" in behind_warning("t", s, 10)
+    s |= {"sent": 3, "lag_p99_ms": 5490.3439355}
+    assert "lag p99 5490.3 ms" in behind_warning("t", s, 10)

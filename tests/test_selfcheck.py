@@ -5,41 +5,15 @@ from __future__ import annotations
 import pytest
 
 from loadkit.selfcheck import SUSPECT, SaturationMonitor, SelfCheck, SelfCheckConfig, install, p99
-
-MS = 1_000_000
-WALL0 = 1_800_000_000 * 10**9
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 10**12
-
-    def mono(self) -> int:
-        return self.t
-
-    def wall(self) -> int:
-        return WALL0 + self.t - 10**12
-
-
-class FakeStats:
-    def __init__(self) -> None:
-        self.warnings: list[str] = []
-        self.manifest: dict = {}
-
-    def warn(self, message: str) -> None:
-        if message not in self.warnings:
-            self.warnings.append(message)
-
-    def set_manifest_fields(self, fields: dict) -> None:
-        self.manifest.update(fields)
+from tests.helpers.selfcheck import MS, Clock, Counters, FakeStats, run
 
 
 def drive(mon: SaturationMonitor, clock: Clock, seconds: int, lag_ms: float, cpu_frac: float,
           cpu: list[float]) -> list[str]:
     """Simulate `seconds` of probes every 20 ms with a given lag and CPU use (no reads)."""
-    state = [cpu[0], 0.0, 0.0, 0.0, 0.0, 0.0]
-    out = drive_reads(mon, clock, seconds, lag_ms, cpu_frac, reads_per_s=0, late_frac=0.0, state=state)
-    cpu[0] = state[0]
+    c = Counters(cpu_s=cpu[0])
+    out = run(mon, clock, seconds, c, lag_ms=lag_ms, cpu=cpu_frac)
+    cpu[0] = c.cpu_s
     return out
 
 
@@ -68,13 +42,15 @@ def test_no_verdict_before_a_full_window():
 
 
 def test_lag_over_threshold_warns_once_with_onset_time_and_suspects():
+    """Reads stamped in user space carry the loop's lag: over 5 ms, every figure is suspect."""
     clock, cpu = Clock(), [0.0]
-    mon = SaturationMonitor(mono_ns=clock.mono, wall_ns=clock.wall, node="worker 3")
+    mon = SaturationMonitor(mono_ns=clock.mono, wall_ns=clock.wall, node="worker 3", kernel_stamps=False)
     drive(mon, clock, 10, lag_ms=1.0, cpu_frac=0.5, cpu=cpu)
     onset_wall = clock.wall()
     msgs = drive(mon, clock, 10, lag_ms=12.0, cpu_frac=0.5, cpu=cpu)
     assert len(msgs) == 1
-    assert "worker 3" in msgs[0] and "ttft_ms" in msgs[0] and "12.0 ms" in msgs[0]
+    assert "worker 3" in msgs[0] and "ttft_ms" in msgs[0]
+    assert ": event-loop lag p99 12 ms (limit 5 ms); its event loop was held" in msgs[0]
     field = mon.manifest_field()
     assert field is not None
     assert field["reasons"] == ["event_loop_lag"]
@@ -109,7 +85,8 @@ def test_summary_and_reset():
     assert mon.summary_message() is None
     drive(mon, clock, 10, lag_ms=20, cpu_frac=1.0, cpu=cpu)
     summary = mon.summary_message()
-    assert summary is not None and "max event-loop lag p99 20.0 ms" in summary
+    assert summary is not None and "saturated in 5 of 5 windows" in summary
+    assert "worst CPU 100% of a core (limit 90%); cause: busy" in summary and "Add workers" in summary
     mon.reset()
     assert not mon.saturated and mon.windows == 0
 
@@ -258,12 +235,13 @@ def test_kernel_stamped_client_with_a_lagging_loop_suspects_sends_not_timestamps
     mon = SaturationMonitor(mono_ns=clock.mono, wall_ns=clock.wall)
     msgs = drive_reads(mon, clock, 10, lag_ms=30, cpu_frac=0.8, reads_per_s=40_000, late_frac=0.001, state=state)
     assert len(msgs) == 1
-    assert "reads waiting over 5 ms 0.1%" in msgs[0] and "TTFT, ITL, TPOT and E2E stand" in msgs[0]
+    assert "0.1% of reads waited over 1 ms in their socket" in msgs[0] and "TTFT, ITL, TPOT and E2E stand" in msgs[0]
     field = mon.manifest_field()
     assert field is not None
     assert field["reasons"] == ["event_loop_lag"] and field["suspect"] == SEND_SUSPECT
     assert "ttft_ms" not in field["suspect"] and field["max_late_read_pct"] == pytest.approx(0.1)
-    assert "event-loop lag p99 30.0 ms (limit 20)" in msgs[0]
+    assert msgs[0].startswith("client saturated on local from ") and ": event-loop lag p99 30 ms (limit 20 ms); "
+    assert "this process was busy: CPU 80% of a core" in msgs[0] and msgs[0].endswith("or lower the load.")
 
 
 def test_kernel_stamped_client_tolerates_loop_lag_below_the_send_limit():
@@ -273,9 +251,9 @@ def test_kernel_stamped_client_tolerates_loop_lag_below_the_send_limit():
     mon = SaturationMonitor(mono_ns=clock.mono, wall_ns=clock.wall)
     assert drive_reads(mon, clock, 10, lag_ms=12, cpu_frac=0.5, reads_per_s=20_000, late_frac=0.0, state=state) == []
     clock2, cpu = Clock(), [0.0]
-    mon2 = SaturationMonitor(mono_ns=clock2.mono, wall_ns=clock2.wall)
+    mon2 = SaturationMonitor(mono_ns=clock2.mono, wall_ns=clock2.wall, kernel_stamps=False)
     msgs = drive(mon2, clock2, 10, lag_ms=12, cpu_frac=0.5, cpu=cpu)
-    assert len(msgs) == 1 and "(limit 5)" in msgs[0]
+    assert len(msgs) == 1 and "(limit 5 ms)" in msgs[0]
     field = mon2.manifest_field()
     assert field is not None and field["suspect"] == SUSPECT
 
@@ -286,7 +264,7 @@ def test_reads_falling_behind_arrivals_make_timestamps_suspect_and_cpu_later_mak
     clock, state = Clock(), [0.0] * 6
     mon = SaturationMonitor(mono_ns=clock.mono, wall_ns=clock.wall, node="worker 1")
     assert drive_reads(mon, clock, 8, lag_ms=1, cpu_frac=0.5, reads_per_s=10_000, late_frac=0.0, state=state) == []
-    # Reads that wait (5 % over 5 ms) but still come before the next token cost nothing ...
+    # Reads that wait (5 % over 1 ms) but still come before the next token cost nothing ...
     assert drive_reads(mon, clock, 8, lag_ms=1, cpu_frac=0.5, reads_per_s=10_000, late_frac=0.05, state=state) == []
     # ... reads that wait past it (1 % hold two events) do.
     msgs = drive_reads(mon, clock, 8, lag_ms=1, cpu_frac=0.5, reads_per_s=10_000, late_frac=0.05, state=state,
@@ -297,25 +275,30 @@ def test_reads_falling_behind_arrivals_make_timestamps_suspect_and_cpu_later_mak
     # Later the CPU runs out too: one more warning, and now every figure is suspect.
     msgs = drive_reads(mon, clock, 8, lag_ms=1, cpu_frac=0.99, reads_per_s=10_000, late_frac=0.05, state=state,
                        coalesced_frac=0.01)  # fmt: skip
-    assert len(msgs) == 1 and msgs[0].startswith("client saturation on worker 1 worse") and "cpu" in msgs[0]
+    assert len(msgs) == 1 and msgs[0].startswith("client saturation on worker 1 worse")
+    assert "CPU 99% of a core (limit 90%)" in msgs[0] and "this process was busy" in msgs[0]
     field = mon.manifest_field()
     assert field is not None and field["suspect"] == SUSPECT and field["reasons"] == ["arrival_lag", "cpu"]
     summary = mon.summary_message()
-    assert summary is not None and "suspect: ttft_ms" in summary and "max reads waiting over 5 ms 5.0%" in summary
+    assert summary is not None and "suspect: ttft_ms" in summary
+    assert "worst 1.0% of reads held several token events (limit 0.3%), CPU 99% of a core (limit 90%)" in summary
+    assert "cause: busy, stall" in summary
 
 
 def test_coalesced_reads_over_the_limit_make_timestamps_suspect():
     """Reads that wait past the next event coalesce; the newest event's short wait hides it,
-    so the count of reads holding several events is judged on its own."""
+    so the count of reads holding several events is judged on its own, with the reads that
+    waited over 1 ms (more than the coalesced ones, and 3 %) showing that this client fell behind."""
     from loadkit.selfcheck import TIMING_SUSPECT
 
     clock, state = Clock(), [0.0] * 6
     mon = SaturationMonitor(mono_ns=clock.mono, wall_ns=clock.wall)
-    assert drive_reads(mon, clock, 8, lag_ms=1, cpu_frac=0.5, reads_per_s=40_000, late_frac=0.003,
+    assert drive_reads(mon, clock, 8, lag_ms=1, cpu_frac=0.5, reads_per_s=40_000, late_frac=0.03,
                        state=state, coalesced_frac=0.002) == []  # fmt: skip
-    msgs = drive_reads(mon, clock, 8, lag_ms=1, cpu_frac=0.5, reads_per_s=40_000, late_frac=0.003,
+    msgs = drive_reads(mon, clock, 8, lag_ms=1, cpu_frac=0.5, reads_per_s=40_000, late_frac=0.03,
                        state=state, coalesced_frac=0.009)  # fmt: skip
-    assert len(msgs) == 1 and "reads holding several token events 0." in msgs[0]
+    assert len(msgs) == 1 and ": 0.34% of reads held several token events (limit 0.3%); " in msgs[0]
+    assert "; its reads fell behind: 3.0% of reads waited over 1 ms in their socket (CPU 50% of a core" in msgs[0]
     field = mon.manifest_field()
     assert field is not None and field["suspect"] == TIMING_SUSPECT
     assert field["max_coalesced_read_pct"] == pytest.approx(0.9, abs=0.01)
@@ -330,7 +313,7 @@ def test_first_tokens_in_coalesced_reads_make_timestamps_suspect():
     mon = SaturationMonitor(mono_ns=clock.mono, wall_ns=clock.wall)
     msgs = drive_reads(mon, clock, 10, lag_ms=1, cpu_frac=0.6, reads_per_s=40_000, late_frac=0.001, state=state,
                        coalesced_frac=0.0002, firsts_per_s=150, first_coalesced_frac=0.02)  # fmt: skip
-    assert len(msgs) == 1 and "first tokens in such reads 2.00%" in msgs[0]
+    assert len(msgs) == 1 and ": 2.0% of first tokens came in such reads (limit 0.3%); this process was busy" in msgs[0]
     field = mon.manifest_field()
     assert field is not None and field["suspect"] == TIMING_SUSPECT
     assert field["max_first_coalesced_pct"] == pytest.approx(2.0, abs=0.1)

@@ -104,6 +104,42 @@ def test_outcomes(writes, outcome):
     assert rec.error
 
 
+FINISH = sse({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}],
+              "usage": {"prompt_tokens": 11, "completion_tokens": 2}})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("writes", "outcome", "end"),
+    [
+        ([(0, delta("a")), (0.01, delta("b")), (0, DONE), (0, END_CHUNK)], t.OK, "marker"),
+        # Many servers send no [DONE]: a clean close after the finish chunk is the normal end.
+        ([(0, delta("a")), (0.01, delta("b")), (0, FINISH), (0, END_CHUNK)], t.OK, "close"),
+        ([(0, delta("a")), (0.01, delta("b")), (0, USAGE), (0, END_CHUNK)], t.OK, "close"),  # usage-only chunk
+        ([(0, delta("a")), (0.01, delta("b")), (0, END_CHUNK)], t.INCOMPLETE, None),
+        ([(0, delta("a")), (0.01, delta("b")), (0, FINISH)], t.DISCONNECTED, None),  # no terminating chunk
+    ],
+)
+def test_how_a_stream_ended(writes, outcome, end):
+    with serve(Script(writes=writes)) as srv:
+        rec = run_request(OpenAIAdapter(), srv.url, REQ)
+    assert (rec.outcome, rec.end) == (outcome, end), rec.error
+    if outcome == t.OK:
+        assert ttft_ms(rec) is not None and len(rec.event_t_ns) == 2 and e2e_ms(rec) >= ttft_ms(rec)
+
+
+def test_close_delimited_body_after_the_finish_chunk_is_ok():
+    """HTTP/1.0-style: no length, no chunking, the body ends when the server closes."""
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+    raw = [b"data: " + orjson.dumps({"choices": [{"delta": {"content": c}}]}) + b"\n\n" for c in "ab"]
+    finish = b'data: {"choices":[{"delta":{},"finish_reason":"stop"}],"usage":{"completion_tokens":2}}\n\n'
+    with serve(Script(head=head, writes=[(0, raw[0]), (0.01, raw[1]), (0, finish)])) as srv:
+        rec = run_request(OpenAIAdapter(), srv.url, REQ)
+    assert (rec.outcome, rec.end, rec.finish_reason, rec.n_out) == (t.OK, "close", "stop", 2), rec.error
+    with serve(Script(head=head, writes=[(0, raw[0]), (0.01, raw[1])])) as srv:
+        rec = run_request(OpenAIAdapter(), srv.url, REQ)
+    assert rec.outcome == t.INCOMPLETE
+
+
 def test_utf8_character_split_across_writes():
     raw = f"data: {orjson.dumps({'choices': [{'delta': {'content': 'é€😀'}}]}).decode()}\n\n".encode()
     cut = raw.index("€".encode()) + 1
@@ -118,7 +154,8 @@ def test_http_error_status_and_body():
     with serve(Script(head=head, writes=[(0, b'{"error":"slow"}\n')])) as srv:
         rec = run_request(OpenAIAdapter(), srv.url, REQ)
     assert rec.outcome == "http_error:429"
-    assert rec.http_status == 429 and "slow" in (rec.error or "")
+    assert rec.http_status == 429 and rec.error == 'HTTP 429: {"error":"slow"}'
+    assert rec.end is None
 
 
 def test_connection_refused():

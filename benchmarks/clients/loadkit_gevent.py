@@ -110,7 +110,7 @@ def main() -> int:
                          rss_in_flight_mib=rss_in_flight, finished_before_stop=finished_before_stop,
                          selfcheck=check.monitor.health_field(),
                          saturated=check.monitor.manifest_field() is not None,
-                         suspect=check.monitor.suspect_list())  # fmt: skip
+                         suspect=check.monitor.suspect_list(), causes=check.monitor.cause_list())  # fmt: skip
     write_results(args.out, [row for row in rows if row["outcome"] == "ok"], summary)
     return 0
 

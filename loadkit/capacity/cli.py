@@ -53,6 +53,10 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--lengths", help="inline sequence lengths, e.g. 12,105,43")
     p.add_argument(
+        "--on-bad-row", choices=("refuse", "skip"), default="refuse",
+        help="a trace row that cannot be used: refuse the file (default, names the line) or skip and count it",
+    )
+    p.add_argument(
         "--max-requests", type=int, default=10_000, help="requests drawn from a scenario (default 10000)"
     )
     p.add_argument(
@@ -74,7 +78,7 @@ def _lengths(args: argparse.Namespace) -> LengthSample | None:
         raise UserError("give --lengths-from or --lengths, not both")
     if args.lengths:
         return from_list(_int_list(args.lengths, "--lengths"), "--lengths")
-    return read_lengths(args.lengths_from, args.max_requests) if args.lengths_from else None
+    return read_lengths(args.lengths_from, args.max_requests, args.on_bad_row) if args.lengths_from else None
 
 
 def main(argv: list[str]) -> int:

@@ -97,21 +97,39 @@ def from_list(lengths: Sequence[int] | np.ndarray, source: str = "a list") -> Le
     return LengthSample(arr, source, "inline")
 
 
-def read_lengths(path: str | Path, max_requests: int = 10_000) -> LengthSample:
-    """Lengths from any supported file, recognised by suffix and then by content."""
+def read_lengths(path: str | Path, max_requests: int = 10_000, on_bad_row: str = "refuse") -> LengthSample:
+    """Lengths from any supported file, recognised by suffix and then by content.
+
+    Traces go through the replay's own reader (loadkit.workload.tracereader), with its policy
+    for bad rows: refused by default, or (``on_bad_row="skip"``) dropped and counted."""
     p = Path(path)
     if p.is_dir():
         return _raw_log_dir(p)
     if not p.is_file():
-        raise CapacityError(f"lengths file {str(p)!r}: no such file or directory")
+        p = _shipped_scenario(p)
     suffix = p.suffix.lower()
     if suffix == ".toml":
         return lengths_from_scenario(p, max_requests)
     if suffix == ".csv":
-        return _read_csv(p)
+        return _read_csv(p, on_bad_row)
     if suffix in (".jsonl", ".json", ".ndjson"):
-        return _read_jsonl(p)
+        return _read_jsonl(p, on_bad_row)
     raise CapacityError(f"{p}: unknown lengths file type (expected .jsonl, .csv, .toml or a report dir)")
+
+
+def _shipped_scenario(p: Path) -> Path:
+    """A name that is no file may be a shipped scenario's (``--lengths-from azure_conversation_replay``)."""
+    from loadkit.workload.errors import ScenarioError
+    from loadkit.workload.shipped import find_scenario
+
+    try:
+        found = find_scenario(p)
+    except ScenarioError:
+        found = p
+    if not found.is_file():
+        raise CapacityError(f"lengths file {str(p)!r}: no such file or directory, "
+                            "nor a shipped scenario's name (`loadkit scenarios list`)")
+    return found
 
 
 # --- JSON lines: a run's raw log or a Mooncake trace ---------------------------------------
@@ -149,25 +167,44 @@ def _loads(line: bytes) -> Any:
         return None
 
 
-def _read_jsonl(path: Path) -> LengthSample:
+def _read_jsonl(path: Path, on_bad_row: str) -> LengthSample:
     skipped: Counter[str] = Counter()
     objects = _json_lines(path, skipped)
     first = next(objects, None)
     if first is None:
         raise CapacityError(f"{path}: no JSON objects in this file")
     if "input_length" in first and "output_length" in first:
-        acc: _RawLogAccumulator | _MooncakeAccumulator = _MooncakeAccumulator(skipped)
-    elif "n_in" in first or "outcome" in first:
-        acc = _RawLogAccumulator(skipped)
-    else:
+        return _mooncake(path, on_bad_row)
+    if not ("n_in" in first or "outcome" in first):
         keys = ", ".join(sorted(first)[:8])
         raise CapacityError(
             f"{path}: not a raw log (n_in, n_out, outcome) or Mooncake trace (input_length, output_length); keys: {keys}"
         )
+    acc = _RawLogAccumulator(skipped)
     acc.add(first)
     for obj in objects:
         acc.add(obj)
     return acc.sample(str(path))
+
+
+def _trace(path: Path, fmt: str, columns: tuple[str | None, str, str] | None, on_bad_row: str) -> Any:
+    from loadkit.workload.tracereader import TraceReadError, read_trace
+
+    try:
+        return read_trace(path, fmt, columns, on_bad_row=on_bad_row)
+    except TraceReadError as exc:
+        raise CapacityError(str(exc)) from None
+
+
+def _mooncake(path: Path, on_bad_row: str) -> LengthSample:
+    """Mooncake: equal hash ids are equal 512-token prefix blocks; unique ids are what is stored."""
+    rows = _trace(path, "mooncake", None, on_bad_row)
+    lengths = rows.n_in + rows.n_out
+    blocks = sum(len(ids) for ids in rows.hash_ids)
+    unique = len({h for ids in rows.hash_ids for h in ids})
+    prefix = PrefixSharing(f"hash_ids ({MOONCAKE_BLOCK_TOKENS}-token blocks)", blocks * MOONCAKE_BLOCK_TOKENS,
+                           unique * MOONCAKE_BLOCK_TOKENS, int(lengths.sum()))
+    return LengthSample(lengths, str(path), "mooncake", dict(rows.skipped), prefix)
 
 
 def _as_count(value: Any) -> int | None:
@@ -212,73 +249,26 @@ class _RawLogAccumulator:
         return LengthSample(arr, source, "raw-log", dict(self.skipped), prefix)
 
 
-class _MooncakeAccumulator:
-    """Mooncake: equal hash ids are equal 512-token prefix blocks; unique ids are what is stored."""
-
-    def __init__(self, skipped: Counter[str]) -> None:
-        self.skipped = skipped
-        self.lengths: list[int] = []
-        self.blocks = 0
-        self.unique: set[int] = set()
-
-    def add(self, obj: dict[str, Any]) -> None:
-        n_in, n_out = _as_count(obj.get("input_length")), _as_count(obj.get("output_length"))
-        ids = obj.get("hash_ids")
-        if n_in is None or n_out is None or not isinstance(ids, list):
-            self.skipped["missing input_length, output_length or hash_ids"] += 1
-            return
-        self.lengths.append(n_in + n_out)
-        self.blocks += len(ids)
-        self.unique.update(ids)
-
-    def sample(self, source: str) -> LengthSample:
-        arr = np.asarray(self.lengths, dtype=np.int64)
-        prefix = PrefixSharing(
-            f"hash_ids ({MOONCAKE_BLOCK_TOKENS}-token blocks)",
-            self.blocks * MOONCAKE_BLOCK_TOKENS,
-            len(self.unique) * MOONCAKE_BLOCK_TOKENS,
-            int(arr.sum()),
-        )
-        return LengthSample(arr, source, "mooncake", dict(self.skipped), prefix)
-
-
 # --- CSV: Azure, ShareGPT lengths, or plain input/output columns ----------------------------
 
 
-def _read_csv(path: Path) -> LengthSample:
+def _read_csv(path: Path, on_bad_row: str) -> LengthSample:
     try:
-        return _parse_csv(path)
+        with path.open(newline="", encoding="utf-8") as fh:
+            header = next(csv.reader(fh), [])
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise CapacityError(f"{path}: cannot read as UTF-8 CSV: {exc}") from None
-
-
-def _parse_csv(path: Path) -> LengthSample:
-    with path.open(newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        header = reader.fieldnames or []
-        cols = next(((i, o, k) for i, o, k in _CSV_COLUMNS if i in header and o in header), None)
-        if cols is None:
-            wanted = " or ".join(f"{i},{o}" for i, o, _ in _CSV_COLUMNS)
-            raise CapacityError(f"{path}: CSV header needs the columns {wanted}")
-        in_col, out_col, kind = cols
-        lengths, skipped = _csv_lengths(reader, in_col, out_col)
-    return LengthSample(np.asarray(lengths, dtype=np.int64), str(path), kind, skipped)
-
-
-def _csv_lengths(reader: csv.DictReader[str], in_col: str, out_col: str) -> tuple[list[int], dict[str, int]]:
-    lengths: list[int] = []
-    skipped: Counter[str] = Counter()
-    for row in reader:
-        try:
-            n_in, n_out = int(row[in_col]), int(row[out_col])
-        except (TypeError, ValueError):
-            skipped["unparseable row"] += 1
-            continue
-        if n_in < 0 or n_out < 0:
-            skipped["negative token count"] += 1
-            continue
-        lengths.append(n_in + n_out)
-    return lengths, dict(skipped)
+    names = [h.strip() for h in header]
+    cols = next(((i, o, k) for i, o, k in _CSV_COLUMNS if i in names and o in names), None)
+    if cols is None:
+        wanted = " or ".join(f"{i},{o}" for i, o, _ in _CSV_COLUMNS)
+        raise CapacityError(f"{path}: line 1 (header): CSV header needs the columns {wanted}; "
+                            f"it has {','.join(names)[:80]}")
+    in_col, out_col, kind = cols
+    # Azure's TIMESTAMP is read (and checked) as replay reads it; other tables have no clock.
+    t_col = "TIMESTAMP" if kind == "azure" and "TIMESTAMP" in names else None
+    rows = _trace(path, "azure" if t_col else "lengths", (t_col, in_col, out_col), on_bad_row)
+    return LengthSample(rows.n_in + rows.n_out, str(path), kind, dict(rows.skipped))
 
 
 # --- Scenario TOML, through loadkit.workload --------------------------------------------------

@@ -8,6 +8,7 @@ usage fields, and which server endpoints and metrics are worth asking for. The s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -23,6 +24,11 @@ class AdapterOptions:
     ``api`` picks the endpoint family where an engine has several ("chat", "completions",
     "native"); ``None`` means the adapter's default. ``api_key`` is a secret: adapters put it
     in a header and nowhere else.
+
+    ``run_options`` holds every option of the run by its argparse ``dest`` (Locust's, loadkit's
+    and those plugins add through ``loadkit_add_arguments``), read-only, with the values the
+    node received (workers get the master's). It is empty where there is no Locust run (unit
+    tests, ``loadkit.timer.run_request`` called directly); read it with :meth:`option`.
     """
 
     model: str | None = None
@@ -30,6 +36,12 @@ class AdapterOptions:
     api_key: str | None = None
     extra_body: dict[str, Any] = field(default_factory=dict)
     extra_headers: dict[str, str] = field(default_factory=dict)
+    run_options: Mapping[str, Any] = field(default_factory=dict)
+
+    def option(self, dest: str, default: Any = None) -> Any:
+        """The run's option ``dest`` (e.g. ``"anthropic_version"``); ``default`` when unset or None."""
+        value = self.run_options.get(dest)
+        return default if value is None else value
 
     def __repr__(self) -> str:  # never print the key
         key = "***" if self.api_key else None
@@ -48,6 +60,13 @@ class StreamParser:
         """
         raise NotImplementedError
 
+    def end_seen(self) -> bool:
+        """Called once, when the body closed cleanly without ``done``: True if the messages
+        seen end the stream as the protocol's last message would (OpenAI's usage-only chunk),
+        so the close is a normal end. A chunk with a ``finish_reason`` counts already; say
+        nothing here that needs work on every message."""
+        return False
+
 
 class EngineAdapter:
     """Base class for engine adapters; subclass and register via `loadkit_register_engines`."""
@@ -63,7 +82,8 @@ class EngineAdapter:
     # Paths that identify this engine (for --engine auto) and describe the server.
     info_paths: ClassVar[tuple[str, ...]] = ()
     # True for engines with no end marker, whose clean close of the body is the normal end
-    # (Triton's generate_stream); otherwise a clean close without `done` is `incomplete`.
+    # (Triton's generate_stream). Otherwise a clean close without `done` is `ok` (end "close")
+    # after a finish_reason or the parser's `end_seen()`, else `incomplete`.
     end_on_close: ClassVar[bool] = False
 
     def __init__(self, options: AdapterOptions | None = None) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -140,14 +141,14 @@ def metrics_location(adapter: EngineAdapter, base_url: str, metrics_url: str | N
 
 
 def scrape(adapter: EngineAdapter, base_url: str, *, metrics_url: str | None = None,
-           timeout_s: float = 2.0) -> dict[str, float]:
+           timeout_s: float = 2.0, ssl_context: ssl.SSLContext | None = None) -> dict[str, float]:
     """One scrape of the adapter's metrics, as neutral names. Raises MetricsError when the
     endpoint is unreachable, answers non-200, or is not Prometheus text."""
     if not adapter.metric_names:
         raise MetricsError(f"engine {adapter.name!r} names no metrics to scrape")
     base, path = metrics_location(adapter, base_url, metrics_url)
     try:
-        resp = get(base, path, timeout_s, auth_headers(adapter))
+        resp = get(base, path, timeout_s, auth_headers(adapter), ssl_context)
     except OSError as exc:
         raise MetricsError(f"GET {base}{path}: {exc}") from None
     if resp.status != 200:
@@ -161,9 +162,11 @@ class MetricsScraper:
 
     def __init__(self, adapter: EngineAdapter, base_url: str, *, metrics_url: str | None = None,
                  timeout_s: float = 2.0, clock: Callable[[], float] = time.time,
-                 fetch: Callable[[], dict[str, float]] | None = None) -> None:
+                 fetch: Callable[[], dict[str, float]] | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:  # fmt: skip
         self.clock = clock
-        self.fetch = fetch or (lambda: scrape(adapter, base_url, metrics_url=metrics_url, timeout_s=timeout_s))
+        self.fetch = fetch or (lambda: scrape(adapter, base_url, metrics_url=metrics_url, timeout_s=timeout_s,
+                                              ssl_context=ssl_context))  # fmt: skip
         self.previous: dict[str, float] = {}
         self.errors = 0
 

@@ -1,7 +1,9 @@
 """The generic OpenAI-compatible adapter: /v1/completions and /v1/chat/completions, streaming.
 
 First token = first chunk with non-empty content, text or reasoning text (a role-only chunk is
-not a token). Normal end = ``data: [DONE]``. Usage comes from the final chunk when the server
+not a token). Normal end = ``data: [DONE]``; a body that closes cleanly after a chunk with a
+``finish_reason`` or after the usage-only chunk (``choices: []``) ended normally too (many
+servers send no ``[DONE]``): outcome ok, ``end`` "close". Usage comes from the final chunk when the server
 honours ``stream_options.include_usage``. An ``error`` object inside the stream is an in-band
 error. Engines built on this API (vLLM, SGLang, TensorRT-LLM, llama.cpp) subclass it.
 """
@@ -49,10 +51,15 @@ def in_band_error_message(obj: dict[str, Any]) -> str | None:
 class OpenAIStreamParser(StreamParser):
     """Parses chat.completion.chunk and text_completion chunks."""
 
-    __slots__ = ("chat",)
+    __slots__ = ("chat", "usage_chunk_seen")
 
     def __init__(self, chat: bool) -> None:
         self.chat = chat
+        self.usage_chunk_seen = False
+
+    def end_seen(self) -> bool:
+        """The usage-only chunk (``choices: []``) is by the API the last before ``[DONE]``."""
+        return self.usage_chunk_seen
 
     def parse(self, data: str, event: str | None = None) -> TokenEvent | None:
         if data == "[DONE]":
@@ -83,6 +90,8 @@ class OpenAIStreamParser(StreamParser):
                 reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
             else:
                 text = choice.get("text") or ""
+        elif usage is not None:
+            self.usage_chunk_seen = True  # the final usage chunk; off the per-token branch
         # Positional: this runs for every token event (fields: tokens, text, reasoning_text,
         # done, usage, error, finish_reason, server_timings).
         return TokenEvent(1 if (text or reasoning) else 0, text, reasoning, False, usage, None, finish,

@@ -2,12 +2,15 @@
 for ``--engine auto``, reading its info endpoints, tokenizing, fetching ``/metrics``.
 
 Plain ``http.client`` with a timeout on every call (under Locust the socket module is gevent's,
-so these cooperate with running users). Only the stream timer measures anything.
+so these cooperate with running users). Only the stream timer measures anything. https URLs
+use the given SSL context, else the process's (loadkit/tls.py: the run's TLS options); a TLS
+failure raises ``TlsError`` (an OSError) whose message says why.
 """
 
 from __future__ import annotations
 
 import http.client
+import ssl
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -15,6 +18,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from loadkit.engines.base import EngineAdapter
+from loadkit.tls import TlsError, describe_error, process_context
 from loadkit.types import HttpRequest
 
 MAX_BODY = 1 << 20
@@ -38,18 +42,23 @@ class Response:
         return self.body.decode("utf-8", "replace")
 
 
-def _connection(base_url: str, timeout_s: float) -> tuple[http.client.HTTPConnection, str]:
+def _connection(base_url: str, timeout_s: float,
+                ssl_context: ssl.SSLContext | None) -> tuple[http.client.HTTPConnection, str]:  # fmt: skip
     parts = urlsplit(base_url if "://" in base_url else f"http://{base_url}")
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"not an http(s) URL: {base_url!r}")
-    cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    return cls(parts.hostname, parts.port, timeout=timeout_s), parts.path.rstrip("/")
+    prefix = parts.path.rstrip("/")
+    if parts.scheme == "https":
+        context = ssl_context or process_context()
+        return http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout_s, context=context), prefix
+    return http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout_s), prefix
 
 
-def fetch(base_url: str, request: HttpRequest, timeout_s: float = 2.0) -> Response:
+def fetch(base_url: str, request: HttpRequest, timeout_s: float = 2.0,
+          ssl_context: ssl.SSLContext | None = None) -> Response:  # fmt: skip
     """Send one request and read the whole (bounded) response. Raises OSError when the
-    server cannot be reached or does not answer within ``timeout_s``."""
-    conn, prefix = _connection(base_url, timeout_s)
+    server cannot be reached or does not answer within ``timeout_s`` (TlsError: TLS failed)."""
+    conn, prefix = _connection(base_url, timeout_s, ssl_context)
     try:
         conn.request(request.method, prefix + request.path, body=request.body, headers=request.headers)
         resp = conn.getresponse()
@@ -58,12 +67,15 @@ def fetch(base_url: str, request: HttpRequest, timeout_s: float = 2.0) -> Respon
         return Response(resp.status, headers, body)
     except http.client.HTTPException as exc:
         raise OSError(f"bad HTTP response: {exc!r}") from exc
+    except ssl.SSLError as exc:
+        raise TlsError(describe_error(exc, conn.host)) from None
     finally:
         conn.close()
 
 
-def get(base_url: str, path: str, timeout_s: float = 2.0, headers: dict[str, str] | None = None) -> Response:
-    return fetch(base_url, HttpRequest("GET", path, None, dict(headers or {})), timeout_s)
+def get(base_url: str, path: str, timeout_s: float = 2.0, headers: dict[str, str] | None = None,
+        ssl_context: ssl.SSLContext | None = None) -> Response:  # fmt: skip
+    return fetch(base_url, HttpRequest("GET", path, None, dict(headers or {})), timeout_s, ssl_context)
 
 
 def auth_headers(adapter: EngineAdapter) -> dict[str, str]:
@@ -71,12 +83,13 @@ def auth_headers(adapter: EngineAdapter) -> dict[str, str]:
     return {k: v for k, v in adapter.base_headers().items() if k not in ("Content-Type", "Accept")}
 
 
-def describe(adapter: EngineAdapter, base_url: str, timeout_s: float = 2.0) -> dict[str, Any]:
+def describe(adapter: EngineAdapter, base_url: str, timeout_s: float = 2.0,
+             ssl_context: ssl.SSLContext | None = None) -> dict[str, Any]:  # fmt: skip
     """Engine version, model, limits: the adapter's reading of its ``info_paths``."""
     responses: dict[str, Any] = {}
     for path in adapter.info_paths:
         try:
-            resp = get(base_url, path, timeout_s, auth_headers(adapter))
+            resp = get(base_url, path, timeout_s, auth_headers(adapter), ssl_context)
         except OSError:
             continue
         if resp.status == 200:
@@ -85,7 +98,8 @@ def describe(adapter: EngineAdapter, base_url: str, timeout_s: float = 2.0) -> d
     return adapter.describe_server(responses)
 
 
-def count_tokens(adapter: EngineAdapter, base_url: str, text: str, timeout_s: float = 5.0) -> int | None:
+def count_tokens(adapter: EngineAdapter, base_url: str, text: str, timeout_s: float = 5.0,
+                 ssl_context: ssl.SSLContext | None = None) -> int | None:  # fmt: skip
     """Tokens in ``text`` by the server's own tokenizer; None when the engine has no tokenize
     endpoint or it did not answer with a count."""
     make = getattr(adapter, "tokenize_request", None)
@@ -93,7 +107,7 @@ def count_tokens(adapter: EngineAdapter, base_url: str, text: str, timeout_s: fl
     if request is None:
         return None
     try:
-        resp = fetch(base_url, request, timeout_s)
+        resp = fetch(base_url, request, timeout_s, ssl_context)
     except OSError:
         return None
     if resp.status != 200:

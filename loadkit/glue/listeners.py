@@ -8,7 +8,10 @@ import sys
 from typing import Any
 
 from loadkit.cli import UserError
+from loadkit.glue import breaker, preflight
+from loadkit.glue.detection import DETECTED_OPTION
 from loadkit.glue.manifest import run_manifest
+from loadkit.glue.openloop import behind_warning
 from loadkit.glue.options import add_arguments
 from loadkit.glue.runtime import ConfigError, ExhaustionWatch, Runtime, end_run
 from loadkit.glue.scraping import ServerMetrics
@@ -23,7 +26,7 @@ SHARD_OPTION = "loadkit_shards"
 FINGERPRINT_OPTION = "loadkit_plugins"
 NOTE_MESSAGE = "loadkit_worker_note"
 REFUSED_MESSAGE = "loadkit_worker_refused"
-USER_ERRORS = (ConfigError, TargetError, PluginError, UserError)
+USER_ERRORS = (ConfigError, TargetError, PluginError, UserError, preflight.PreflightError)
 
 
 def _install_stats(environment: Any) -> Any:
@@ -51,6 +54,8 @@ def on_init(environment: Any, **_: Any) -> None:
         runtime.stats.add_section("stages", runtime.sessions.stages_report)
         runtime.stats.add_section("lengths", runtime.sessions.lengths_report)
         runtime.stats.add_section("user_classes", runtime.sessions.classes_report)
+        runtime.stats.add_section("delivered", runtime.sessions.delivered_report)
+        runtime.stats.add_section("tenants", runtime.sessions.tenants_report)
     from loadkit.selfcheck import install as install_selfcheck
 
     # Every node that sends traffic watches its own event-loop lag and CPU (skips the master).
@@ -74,6 +79,7 @@ def on_init(environment: Any, **_: Any) -> None:
         runner.register_message(ExhaustionWatch.DONE_MESSAGE, _worker_done_handler(runtime))
         runner.register_message(NOTE_MESSAGE, _master_notes_handler(runtime))
         runner.register_message(REFUSED_MESSAGE, _master_notes_handler(runtime))
+        breaker.install(environment, runtime)
     if not isinstance(runner, WorkerRunner):
         _watch_shapes(environment)
         _check_options_early(environment)
@@ -150,18 +156,29 @@ def _check_options_early(environment: Any) -> None:
         environment.loadkit.configure(options, environment.host, (0, 1))
         if not getattr(options, "skip_reachability_check", False):
             check_reachable(environment.loadkit)
+        preflight.before_headless_start(environment.loadkit, options)
     except USER_ERRORS as exc:
         print(f"loadkit: error: {exc}", file=sys.stderr)
         sys.exit(2)
 
 
 def check_reachable(runtime: Runtime) -> None:
+    """Every target accepts connections; https targets also complete a TLS handshake, so a
+    certificate problem is one clear error before the run, not a run of tls_error requests."""
     import socket
+
+    from loadkit.tls import TlsError
+    from loadkit.tlsstream import check_tls
 
     for target in runtime.targets:
         ep = target.endpoint
         try:
-            socket.create_connection((ep.host, ep.port), timeout=5).close()
+            if ep.ssl_context is None:
+                socket.create_connection((ep.host, ep.port), timeout=5).close()
+            else:
+                runtime.tls_negotiated[target.name] = check_tls(ep, timeout_s=5.0)
+        except TlsError as exc:
+            raise ConfigError(f"target {target.name!r} at {target.spec.url}: TLS: {exc}") from None
         except OSError as exc:
             raise ConfigError(f"target {target.name!r} at {target.spec.url} is unreachable: {exc}") from None
 
@@ -198,6 +215,8 @@ def on_test_start(environment: Any, **_: Any) -> None:
     runtime: Runtime = environment.loadkit
     if not isinstance(runner, WorkerRunner):
         runtime.shape_steps = watch_shape(environment)
+        preflight.forget_stale(options)
+    runtime.start_error = None
     try:
         if isinstance(runner, MasterRunner):
             _prepare_master(environment, runtime)
@@ -205,9 +224,13 @@ def on_test_start(environment: Any, **_: Any) -> None:
             _prepare_worker(environment, runtime)
         else:
             runtime.configure(options, environment.host, (0, 1))
+        if not isinstance(runner, WorkerRunner):
+            preflight.at_test_start(runtime, options)  # before the master sends workers its options
     except USER_ERRORS as exc:
         log.error("loadkit: error: %s", exc)
+        runtime.start_error = str(exc)  # the web UI shows it; the report says why it is invalid
         environment.process_exit_code = 2
+        runtime.halted = True  # users Locust spawns before the stop lands send nothing
         if isinstance(runner, WorkerRunner):
             _refuse_worker(environment, str(exc))
         else:
@@ -241,6 +264,7 @@ def _start_reporting(environment: Any, runtime: Runtime) -> None:
     workers = runner.worker_count if isinstance(runner, MasterRunner) else 1
     if runtime.stats is not None:
         runtime.stats.set_manifest_fields(run_manifest(runtime, options, workers))
+        runtime.stats.set_manifest_fields(preflight.manifest_fields(options))
     if runtime.server_metrics is not None:
         runtime.server_metrics.stop()
     runtime.server_metrics = ServerMetrics(
@@ -258,6 +282,8 @@ def _prepare_master(environment: Any, runtime: Runtime) -> None:
     workers = sorted(runner.clients.keys(), key=runner.get_worker_index)
     setattr(options, SHARD_OPTION, {client_id: [i, len(workers)] for i, client_id in enumerate(workers)})
     setattr(options, FINGERPRINT_OPTION, runtime.fingerprint())
+    # Workers take the master's detections: the same engines and target names everywhere.
+    setattr(options, DETECTED_OPTION, runtime.detections.to_option())
 
 
 def _prepare_worker(environment: Any, runtime: Runtime) -> None:
@@ -324,13 +350,11 @@ def on_test_stop(environment: Any, **_: Any) -> None:
     if summary is None or runtime.stats is None:
         return
     runtime.stats.set_manifest_fields({"schedule": summary})
+    saturated = bool(getattr(runtime.stats, "manifest", {}).get("client_saturation"))
     for target, s in summary.items():
-        if s["dropped"] or (s["lag_p99_ms"] or 0) > environment.parsed_options.late_threshold_ms:
-            runtime.stats.warn(
-                f"client was the bottleneck for target {target}: open-loop schedule fell behind "
-                f"(lag p99 {s['lag_p99_ms']} ms, {s['late']} late, {s['dropped']} dropped); "
-                "add users (-u) or workers: latencies here include client queueing"
-            )
+        warning = behind_warning(target, s, environment.parsed_options.late_threshold_ms, saturated)
+        if warning is not None:
+            runtime.stats.warn(warning)
 
 
 def register(events: Any) -> None:

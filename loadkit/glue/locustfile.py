@@ -1,4 +1,4 @@
-"""loadkit's locustfile: `locust -f locustfiles/llm.py --host URL --engine openai --scenario FILE`.
+"""loadkit's locustfile: `locust -f locustfiles/llm.py --host URL --engine openai --scenario NAME|FILE`.
 
 Defining the user class is the whole wiring: loadkit's listeners join Locust's events then."""
 

@@ -36,7 +36,10 @@ def client_host() -> dict[str, Any]:
     }
 
 
-def describe_target(target: Target, probe: bool) -> dict[str, Any]:
+def describe_target(target: Target, probe: bool, tls: dict[str, Any] | None = None,
+                    detection: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``tls``: what the pre-flight handshake saw; ``detection``: with --engine auto, what
+    detection found and what each probe saw."""
     spec = target.spec
     out: dict[str, Any] = {
         "name": spec.name,
@@ -45,7 +48,10 @@ def describe_target(target: Target, probe: bool) -> dict[str, Any]:
         "api": target.adapter.api,
         "model_requested": target.adapter.options.model,
         "server": None,
+        "detection": detection,
     }
+    if target.endpoint.ssl_context is not None:
+        out["tls"] = tls  # version, cipher, ALPN the pre-flight handshake saw (None: check skipped)
     if probe:
         out["server"] = server_info(target)
     return out
@@ -58,10 +64,15 @@ def server_info(target: Target) -> dict[str, Any] | None:
     except ImportError:
         return None
     try:
-        info = describe(target.adapter, target.spec.url, timeout_s=2.0)
+        info = describe(target.adapter, target.spec.url, timeout_s=2.0, ssl_context=target.endpoint.ssl_context)
     except Exception as exc:  # the server's self-description is optional; say why it is missing
         return {"error": f"{type(exc).__name__}: {exc}"}
     return info or None
+
+
+def _detection(runtime: Any, name: str) -> dict[str, Any] | None:
+    detections = getattr(runtime, "detections", None)
+    return None if detections is None else detections.manifest_entry(name)
 
 
 def scenario_fields(scenario: Any) -> dict[str, Any]:
@@ -121,17 +132,22 @@ def run_manifest(runtime: Any, options: Any, workers: int, probe_servers: bool =
     return {
         **scenario_fields(runtime.scenario),
         **user_class_fields(runtime),
-        "targets": [describe_target(t, probe_servers) for t in runtime.targets],
+        "targets": [describe_target(t, probe_servers, getattr(runtime, "tls_negotiated", {}).get(t.name),
+                                    _detection(runtime, t.name)) for t in runtime.targets],
         "client": client_host(),
         "workers": workers,
         "users": getattr(options, "num_users", None),
         "spawn_rate": getattr(options, "spawn_rate", None),
         "run_time": getattr(options, "run_time", None),
-        "timeouts": {"first_token_s": runtime.timeouts.first_token_s, "total_s": runtime.timeouts.total_s},
+        "timeouts": {"first_token_s": runtime.timeouts.first_token_s, "total_s": runtime.timeouts.total_s,
+                     "connect_s": runtime.timeouts.connect_s, "tls_handshake_s": runtime.timeouts.handshake_s},
+        "tls": runtime.tls.manifest(),
         "open_loop": runtime.open_loop,
         "loadkit_version": __version__,
         "plugins": runtime.fingerprint(),
         "model_config": getattr(options, "model_config", "") or None,
-        "metric_definitions": "docs/metrics.md (DESIGN §1): TTFT=t_first-t_send; TPOT=(t_last-t_first)/(n_out-1); "
-        "ITL per chunk and per token; E2E=t_end-t_send; latency percentiles over ok requests",
+        "metric_definitions": "docs/metrics.md: t_send = request written, after any TCP connect and TLS handshake; "
+        "TTFT=t_first-t_send; TTFT with connect=t_first-t_start; TPOT=(t_last-t_first)/(n_out-1); "
+        "ITL per chunk and per token; E2E=t_end-t_send; connect_ms, tls_ms per new connection; "
+        "latency percentiles over ok requests",
     }

@@ -2,10 +2,17 @@
 
 Locust users are closed loop; here they are a pool of senders. Each free user takes the next
 scheduled time, sleeps until it, and sends with `t_sched` kept on the request, so TTFT from
-schedule shows the queueing that closed-loop TTFT hides. When every user is busy the schedule
-falls behind: the lag (t_send − t_sched) is measured, and a request later than `max_lag_s` is
-dropped and counted — the client, not the server, was the bottleneck then, and the report
-says so.
+schedule shows the queueing that closed-loop TTFT hides. The schedule can fall behind for two
+reasons, and the warning at the end says which:
+
+- every user was busy when a slot came due (all in flight: too few users for the asked rate at
+  the server's latency, or the server is slower than that rate). Such a slot is already overdue
+  when a user takes it, or is never taken before the run stops;
+- a user was free and took the slot in time, but woke up late to send it: the load-generating
+  process itself could not keep time (the client self-check measures why).
+
+The lag (t_send − t_sched) is measured, and a request later than `max_lag_s` is dropped and
+counted.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ class Dispatcher:
         self.lag = Histogram()  # ns, of every request actually sent
         self.taken = 0
         self.dropped = 0
+        self.no_free_user = 0  # slots overdue when a user took them, or never taken: all users busy
         self.exhausted = False
         self._peek: tuple[int, str] | None = None
 
@@ -55,21 +63,25 @@ class Dispatcher:
             raise RuntimeError("schedule already started")
         self._offsets, self._peek = offsets, None
 
-    def next_slot(self) -> tuple[int, str] | None:
-        """The next (t_sched_ns, stage) of this process, or None when the schedule is over."""
+    def next_slot(self, now_ns: int | None = None) -> tuple[int, str] | None:
+        """The next (t_sched_ns, stage) of this process, or None when the schedule is over.
+        `now_ns` (default: the clock) is when a user asks, i.e. when one became free."""
         if self.t0_ns is None:
             raise RuntimeError("schedule not started")
         if self._peek is not None:
             slot, self._peek = self._peek, None
-            self.taken += 1
-            return slot
-        try:
-            offset_s, stage = next(self._offsets)
-        except StopIteration:
-            self.exhausted = True
-            return None
+        else:
+            try:
+                offset_s, stage = next(self._offsets)
+            except StopIteration:
+                self.exhausted = True
+                return None
+            slot = (self.t0_ns + int(offset_s * NS), stage)
         self.taken += 1
-        return self.t0_ns + int(offset_s * NS), stage
+        now = time.perf_counter_ns() if now_ns is None else now_ns
+        if now - slot[0] > self.late_ns:
+            self.no_free_user += 1  # it came due while no user was free to take it
+        return slot
 
     def admit(self, t_sched_ns: int, now_ns: int) -> bool:
         """At send time: False (and counted dropped) when the request is too late to be honest."""
@@ -103,6 +115,7 @@ class Dispatcher:
             self._peek = None
             self.taken += 1
             self.dropped += 1
+            self.no_free_user += 1
             n += 1
 
     def summary(self) -> dict[str, float | int | None]:
@@ -113,8 +126,35 @@ class Dispatcher:
             "sent": self.lag.count,
             "dropped": self.dropped,
             "late": self.late,
+            "no_free_user": self.no_free_user,
             "lag_p50_ms": to_ms[0],
             "lag_p90_ms": to_ms[1],
             "lag_p99_ms": to_ms[2],
             "lag_max_ms": None if self.lag.max is None else self.lag.max / 1e6,
         }
+
+
+def behind_warning(target: str, s: dict[str, float | int | None], late_threshold_ms: float,
+                   client_saturated: bool = False) -> str | None:
+    """The end-of-run warning for one target's schedule `summary`, None when it kept time.
+
+    When most late or dropped slots came due while every user was busy, the user pool or the
+    server is the limit, not the client; otherwise users were free but sent late, and the
+    client itself was the bottleneck. `client_saturated`: the self-check found this process
+    saturated, which makes users finish (and so become free) late too."""
+    late, dropped, busy = int(s["late"] or 0), int(s["dropped"] or 0), int(s["no_free_user"] or 0)
+    if not dropped and (s["lag_p99_ms"] or 0) <= late_threshold_ms:
+        return None
+    p99 = s["lag_p99_ms"]
+    figures = (f"lag p99 {'-' if p99 is None else f'{p99:.1f}'} ms (limit {late_threshold_ms:g} ms), "
+               f"{late} late, {dropped} dropped")
+    if 2 * busy >= late + dropped:
+        return (f"open-loop schedule fell behind for target {target}: every user was busy (in flight) when "
+                f"{busy} of the {late + dropped} late or dropped requests came due ({figures}): the server is "
+                "slower than the asked rate, or more users (-u) are needed to keep it; TTFT from schedule "
+                "includes the wait for a free user"
+                + ("; the client self-check also found this process saturated, which delays users too: "
+                   "add workers (--processes)" if client_saturated else ""))
+    return (f"client was the bottleneck for target {target}: open-loop sends went out late although users "
+            f"were free ({figures}; {busy} came due with every user busy): this process could not keep time "
+            "(see the client self-check); add workers (--processes): latencies here include client queueing")

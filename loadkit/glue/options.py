@@ -23,6 +23,7 @@ class OptionGroup:
 
     def __init__(self, group: argparse._ArgumentGroup) -> None:
         self._group = group
+        self.section = ""  # the add_*_arguments adding now: `loadkit options` lists options by it
 
     def add_argument(
         self,
@@ -38,6 +39,7 @@ class OptionGroup:
         action.is_secret = is_secret  # type: ignore[attr-defined]
         action.is_required = is_required  # type: ignore[attr-defined]
         action.is_multiple = is_multiple  # type: ignore[attr-defined]
+        action.loadkit_section = self.section  # type: ignore[attr-defined]
         return action
 
 
@@ -66,7 +68,8 @@ def add_core_arguments(group: OptionGroup) -> None:
         "--scenario",
         default="",
         env_var="LOADKIT_SCENARIO",
-        help="Scenario TOML file describing the traffic (default: a built-in uneven chat workload)",
+        help="Scenario describing the traffic: a shipped one by name (see `loadkit scenarios list`) or a TOML file "
+        "(default: uneven_chat)",
     )
 
 
@@ -185,6 +188,108 @@ def add_run_arguments(group: OptionGroup) -> None:
     )
 
 
+# -- strict servers and failing targets (pre-flight, request extras, backoff, breaker) ---------
+
+
+def add_server_strictness_arguments(group: OptionGroup) -> None:
+    """Pre-flight, what is added to every request, backoff after fast failures, the breaker."""
+    group.add_argument(
+        "--exact-output",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        env_var="LOADKIT_EXACT_OUTPUT",
+        help="Ask the engine for exactly max_tokens (ignore_eos / min_tokens where the adapter has them); "
+        "--no-exact-output: let the model stop early. Default: the scenario's [prompt] exact_output "
+        "(web UI: true, false, or empty)",
+    )
+    group.add_argument(
+        "--extra-body",
+        default="",
+        env_var="LOADKIT_EXTRA_BODY",
+        metavar="JSON",
+        help="JSON object merged into every request body, over loadkit's own fields "
+        "(e.g. '{\"temperature\": 0}')",
+    )
+    group.add_argument(
+        "--header",
+        action="append",
+        default=None,
+        env_var="LOADKIT_HEADER",
+        is_secret=True,
+        metavar="'NAME: VALUE'",
+        help="Header sent with every request and probe (repeatable; in the web UI several separated by commas). "
+        "Values are treated as secrets: never written to any output",
+    )
+    group.add_argument(
+        "--strict-request",
+        action="store_true",
+        default=False,
+        env_var="LOADKIT_STRICT_REQUEST",
+        help="Stop the run when a target refuses the pre-flight request, instead of dropping the fields "
+        "loadkit adds (ignore_eos, min_tokens, stream_options) that it refuses",
+    )
+    group.add_argument(
+        "--backoff",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        env_var="LOADKIT_BACKOFF",
+        help="Closed loop: after a request that failed within --backoff-threshold-ms, the user waits "
+        "(exponential, capped at --backoff-max, jittered; reset by a success) instead of retrying at once",
+    )
+    group.add_argument(
+        "--backoff-threshold-ms",
+        type=float,
+        default=50.0,
+        env_var="LOADKIT_BACKOFF_THRESHOLD_MS",
+        help="A failure that came back faster than this (ms) is a fast failure, followed by backoff",
+    )
+    group.add_argument(
+        "--backoff-max",
+        type=float,
+        default=5.0,
+        env_var="LOADKIT_BACKOFF_MAX",
+        help="Cap, in seconds, on one backoff wait",
+    )
+    group.add_argument(
+        "--breaker",
+        default="first=20,window=200,failed=90%,min=50",
+        env_var="LOADKIT_BREAKER",
+        help="Circuit breaker, per target: stop the run (marked invalid) when the first N requests all failed, "
+        "or more than PCT percent of the last WINDOW failed (once MIN are in it); 'off' disables it",
+    )
+
+
+def add_tls_arguments(group: OptionGroup) -> None:
+    """https:// targets (loadkit/tls.py builds the one client context from these)."""
+    group.add_argument(
+        "--ca-bundle",
+        default="",
+        env_var="LOADKIT_CA_BUNDLE",
+        help="PEM file of the CA certificates to trust for https:// targets, instead of the system store "
+        "(default: the system store; SSL_CERT_FILE / SSL_CERT_DIR are honoured)",
+    )
+    group.add_argument(
+        "--client-cert",
+        default="",
+        env_var="LOADKIT_CLIENT_CERT",
+        help="PEM client certificate for gateways that require mTLS (its key in the same file, or --client-key)",
+    )
+    group.add_argument(
+        "--client-key",
+        default="",
+        env_var="LOADKIT_CLIENT_KEY",
+        help="PEM private key (unencrypted) of --client-cert",
+    )
+    group.add_argument(
+        "--insecure",
+        action="store_true",
+        default=False,
+        env_var="LOADKIT_INSECURE",
+        help="Do not verify https:// targets' certificates and host names (a test deployment only: "
+        "anyone on the path can impersonate the server); the report says so",
+    )
+
+
 def add_arguments(parser: Any) -> None:
     """Register every loadkit option (core, stats, and those plugins add) on Locust's parser."""
     group = OptionGroup(parser.add_argument_group("loadkit", "loadkit: LLM load-testing options"))
@@ -194,12 +299,17 @@ def add_arguments(parser: Any) -> None:
         add_request_arguments,
         add_load_arguments,
         add_run_arguments,
+        add_server_strictness_arguments,
+        add_tls_arguments,
     ):
+        group.section = add.__name__
         add(group)
     try:
         from loadkit.stats import add_stats_arguments
     except ImportError:  # stats layer not installed in this build
         pass
     else:
+        group.section = add_stats_arguments.__name__
         add_stats_arguments(group)
+    group.section = "plugins"
     get_plugin_manager().hook.loadkit_add_arguments(group=group)

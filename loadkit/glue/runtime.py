@@ -12,8 +12,12 @@ from collections.abc import Iterator
 from itertools import count
 from typing import Any
 
+from loadkit.glue.backoff import Backoff, BackoffRules
+from loadkit.glue.breaker import Breaker, BreakerRules, trip
+from loadkit.glue.detection import AUTO_NAME, Detections
 from loadkit.glue.errors import ConfigError
 from loadkit.glue.openloop import Dispatcher
+from loadkit.glue.requestshape import RequestOptionError, RequestShape, dropped_for
 from loadkit.glue.shape import stage_at
 from loadkit.glue.shapesteps import SHAPE_STAGE_OPTION, user_shape
 from loadkit.glue.workloads import (
@@ -33,9 +37,12 @@ from loadkit.glue.workloads import (
 )
 from loadkit.plugins import plugin_fingerprint
 from loadkit.records import RequestRecord
+from loadkit.runoptions import configure_plugins, run_options
 from loadkit.stagestats import stage_plan
 from loadkit.targets import Target, TargetSpec, build_target, check_unique_names, parse_target
 from loadkit.timer import Timeouts
+from loadkit.tls import INSECURE_WARNING, TlsConfigError, TlsSettings
+from loadkit.tls import use as use_tls
 
 log = logging.getLogger("loadkit")
 
@@ -56,23 +63,29 @@ def target_specs(options: Any, host: str | None, from_scenario: list[dict[str, A
     if not specs:
         if not host:
             raise ConfigError("no target: give --host URL, --target NAME=URL, or [[targets]] in the scenario")
-        name = options.engine if options.engine != "auto" else "target"
+        # With --engine auto the target is named after what detection finds (glue/detection.py).
+        name = options.engine if options.engine != "auto" else AUTO_NAME
         specs = [TargetSpec(name, host, options.engine, options.api or None, options.model or None)]
     check_unique_names(specs)
     return specs
 
 
-def resolve_engine(spec: TargetSpec, api_key: str | None) -> None:
-    if spec.engine != "auto":
-        return
-    from loadkit.detect import detect_engine
+_insecure_warned: list[bool] = []
 
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
-    found = detect_engine(spec.url, headers=headers)
-    spec.engine = found.engine
-    if spec.api is None and found.api is not None:
-        spec.api = found.api
-    log.info("loadkit: target %s: --engine auto: %s", spec.name, found.explanation)
+
+def configure_tls(options: Any) -> TlsSettings:
+    """The run's TLS options become this process's client context (loadkit/tls.py), before any
+    target is probed or built. --insecure is said loudly: on the console here (once per
+    process), and in the report's manifest and warnings (glue/manifest.py)."""
+    settings = TlsSettings.from_options(options)
+    try:
+        use_tls(settings)
+    except TlsConfigError as exc:
+        raise ConfigError(str(exc)) from None
+    if settings.insecure and not _insecure_warned:
+        _insecure_warned.append(True)
+        log.warning("loadkit: WARNING: %s", INSECURE_WARNING)
+    return settings
 
 
 class Runtime:
@@ -85,6 +98,9 @@ class Runtime:
         self.workloads: dict[str, Workload] = {}
         self.scenario: Any = None  # the main workload's scenario (see workloads.main_workload)
         self.timeouts = Timeouts()
+        self.tls = TlsSettings()
+        # What the pre-flight handshake of each https target negotiated (kept across configures).
+        self.tls_negotiated: dict[str, dict[str, str | None]] = {}
         self.budget: int | None = None
         self.sent = 0
         self._assign: dict[Any, Iterator[int]] = {}
@@ -98,6 +114,31 @@ class Runtime:
         self.schedule_end_ns: int | None = None
         self._plugin_errors: set[str] = set()
         self.watch = ExhaustionWatch(environment)
+        self.breaker: Breaker | None = None
+        self.backoff_rules: BackoffRules | None = None
+        # The run was stopped (circuit breaker, a start that failed): users send nothing more.
+        self.halted = False
+        self.detections = Detections()
+        # Why the last start from the web UI failed (shown there); None once a start succeeds.
+        self.start_error: str | None = None
+        if stats is not None and hasattr(stats, "add_invalid_source"):
+            stats.add_invalid_source(self.start_problems)
+
+    def check_start(self, options: Any, host: str | None) -> str | None:
+        """Why a run with ``options`` cannot start (one line), or None (glue/startcheck.py)."""
+        from loadkit.cli import UserError
+        from loadkit.glue.startcheck import check_start
+        from loadkit.plugins import PluginError
+        from loadkit.targets import TargetError
+
+        try:
+            check_start(options, host)
+        except (ConfigError, TargetError, PluginError, UserError) as exc:
+            return str(exc)
+        return None
+
+    def start_problems(self) -> list[str]:
+        return [f"the run could not start: {self.start_error}"] if self.start_error else []
 
     def workload_exhausted(self) -> None:
         self.watch.trigger()
@@ -114,11 +155,25 @@ class Runtime:
                       "locustfile leaves its scenario to it")  # fmt: skip
         main = main_workload(self.workloads, options.scenario)
         self.scenario = main.scenario if main is not None else None
+        # --extra-body / --header / --exact-output; --exact-output overrides every scenario's own.
+        shape = request_shape(options, None)
+        for workload in self.workloads.values():
+            request_shape(options, workload.scenario)
         specs = target_specs(options, host, run_targets(self.workloads.values()))
+        self.tls = configure_tls(options)
+        self.detections.begin(options)
         for spec in specs:
-            resolve_engine(spec, options.api_key or None)
-        self.targets = [build_target(s, options.api_key or None, options.model or None) for s in specs]
+            self.detections.resolve(spec, options.api_key or None, shape.headers)
+        check_unique_names(specs)  # again: detection named the --host target
+        # issue 25: plugins read their own options (AdapterOptions.run_options, loadkit_configure).
+        plugin_options = run_options(options)
+        configure_plugins(plugin_options)
+        self.targets = [build_target(s, options.api_key or None, options.model or None, plugin_options)
+                        for s in specs]
         check_class_targets(self.user_classes(), [t.name for t in self.targets])
+        for target in self.targets:
+            shape.apply(target, dropped_for(options, target.name))
+        self.configure_failures(options, shard)
         try:
             self.timeouts = Timeouts(first_token_s=options.first_token_timeout, total_s=options.request_timeout)
         except (TypeError, ValueError) as exc:
@@ -131,6 +186,7 @@ class Runtime:
         self.warmup_s = float(getattr(options, "warmup", 0) or 0)
         self._configure_stages()
         slo_limits = validate_slos(options)
+        validate_failed_share(options)
         for workload in self.workloads.values():
             self._configure_workload(workload, options)
         self.t_start_ns = time.perf_counter_ns()
@@ -206,8 +262,28 @@ class Runtime:
         for workload in self.workloads.values():
             workload.dispatchers = {name: Dispatcher(iter(()), None) for name in workload.dispatchers}
 
+    def configure_failures(self, options: Any, shard: tuple[int, int]) -> None:
+        """The circuit breaker and the closed-loop backoff of this run (see breaker.py, backoff.py)."""
+        try:
+            rules = BreakerRules.parse(getattr(options, "breaker", None))
+            self.backoff_rules = BackoffRules.from_options(options)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        self.breaker = Breaker(rules.for_share(*shard)) if rules is not None else None
+        self.halted = False
+
+    def new_backoff(self) -> Backoff | None:
+        """A user's backoff state; None in open loop (the schedule is kept) or with --no-backoff."""
+        if self.backoff_rules is None or self.open_loop:
+            return None
+        return Backoff(self.backoff_rules)
+
     def snapshot_realised(self) -> None:
         """The workload sources' own summaries (realised lengths, prefix sharing) for the report."""
+        # issue 27: the trace loader's warnings (rows out of order, bad rows skipped) are the run's too
+        for note in dict.fromkeys(n for s in self.sources.values() for n in getattr(s, "load_notes", list)()):
+            if self.stats is not None:
+                self.stats.warn(note)
         if self.sessions is None:
             return
         out = {}
@@ -308,6 +384,10 @@ class Runtime:
     def record(self, rec: RequestRecord) -> None:
         from loadkit.plugins import get_plugin_manager
 
+        if self.breaker is not None:
+            reason = self.breaker.observe(rec)
+            if reason is not None:
+                trip(self.environment, self, reason)
         rec.worker = self.shard[0] if self.shard[1] > 1 else None
         if self.sessions is not None and rec.stage is not None and self.staged:
             self.sessions.add_staged(rec)
@@ -327,12 +407,14 @@ class Runtime:
         if self.sessions is not None and rec.turn is not None:
             self.sessions.add_turn(rec)
 
-    def retry_wait(self, rec: RequestRecord) -> float:
-        """Seconds to wait before this user's next request: Retry-After, when honoured."""
+    def retry_wait(self, rec: RequestRecord, backoff: Backoff | None = None) -> float:
+        """Seconds to wait before this user's next request: Retry-After, when honoured, or the
+        user's backoff after a fast failure (closed loop), whichever is longer."""
         options = getattr(self.environment, "parsed_options", None)
+        wait = backoff.after(rec) if backoff is not None else 0.0
         if rec.retry_after_s is None or not getattr(options, "honor_retry_after", False):
-            return 0.0
-        return min(rec.retry_after_s, float(getattr(options, "max_retry_after", 30.0)))
+            return wait
+        return max(wait, min(rec.retry_after_s, float(getattr(options, "max_retry_after", 30.0))))
 
     def plugin_failed(self, plugin: str, exc: Exception) -> None:
         message = f"plugin {plugin!r} raised {exc!r} in loadkit_request_finished; run marked invalid"
@@ -375,6 +457,19 @@ def apply_scenario_slos(options: Any, scenario: Any) -> None:
         setattr(options, SCENARIO_SLOS, True)
 
 
+def request_shape(options: Any, scenario: Any) -> RequestShape:
+    """--extra-body / --header / --exact-output, parsed; --exact-output overrides the scenario's
+    [prompt] exact_output (the scenario is loaded afresh for every run)."""
+    try:
+        shape = RequestShape.from_options(options)
+    except RequestOptionError as exc:
+        raise ConfigError(str(exc)) from None
+    prompt = getattr(scenario, "prompt", None)
+    if shape.exact_output is not None and prompt is not None:
+        prompt.exact_output = shape.exact_output
+    return shape
+
+
 def validate_slos(options: Any) -> dict[str, float]:
     """SLOs typed into the web UI's form skip argparse: check them here, one clear error.
     Returns {metric: limit ms} (the last value given for a key wins, as in the stats layer)."""
@@ -393,6 +488,16 @@ def validate_slos(options: Any) -> dict[str, float]:
         except argparse.ArgumentTypeError as exc:
             raise ConfigError(str(exc)) from None
     return limits
+
+
+def validate_failed_share(options: Any) -> None:
+    """--max-failed-share typed into the web UI's form skips argparse: one clear error."""
+    from loadkit.stats.options import failed_share_limit
+
+    try:
+        failed_share_limit(options)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 class ExhaustionWatch:

@@ -63,6 +63,8 @@ class ScenarioUser(LLMUser):
         return self.workload.sources[self.target.name]
 
     def next_work(self) -> None:
+        if self.runtime.halted:
+            raise StopUser()  # the breaker (or a failed start) stopped the run; the stop is on its way
         dispatcher = self.workload.dispatchers.get(self.target.name)
         t_sched, stage = None, None
         if dispatcher is not None:

@@ -12,11 +12,13 @@ import logging
 from typing import Any
 
 from loadkit.classstats import ClassStats
+from loadkit.delivered import DeliveredLoad
 from loadkit.lengthstats import LengthStats
 from loadkit.records import RequestRecord
 from loadkit.sessionstats import SessionStats
 from loadkit.stagestats import StageStats
 from loadkit.stats.aggregate import Slo
+from loadkit.tenantstats import TenantStats
 
 log = logging.getLogger("loadkit")
 KEY = "loadkit_side"
@@ -31,8 +33,12 @@ class SideStats:
         self.stages = StageStats()
         self.lengths = LengthStats()
         self.classes = ClassStats()
+        self.delivered = DeliveredLoad()  # send/end times per target and stage (delivered.py)
         self.realised: dict[str, Any] = {}  # this node's workload sources' own summaries
         self.remote: dict[str, tuple[int, SessionStats, StageStats, LengthStats, dict[str, Any], ClassStats]] = {}
+        self.remote_delivered: dict[str, DeliveredLoad] = {}
+        self.tenants = TenantStats()  # per-tenant cells, when the scenario declares tenants
+        self.remote_tenants: dict[str, TenantStats] = {}
         self.seq = 0
         self.plan: list[dict[str, Any]] = []
         self.asked: dict[str, Any] | None = None  # the scenario's length spec, as written
@@ -55,7 +61,11 @@ class SideStats:
         self.stages = StageStats(self.stages.slos)
         self.lengths = LengthStats()
         self.classes = ClassStats(self.classes.slos)
+        self.delivered = DeliveredLoad()
+        self.tenants = TenantStats()
         self.remote.clear()
+        self.remote_delivered.clear()
+        self.remote_tenants.clear()
 
     def set_slos(self, slos: dict[str, float]) -> None:
         self.stages.slos = dict(slos)
@@ -69,6 +79,8 @@ class SideStats:
 
     def add_lengths(self, record: RequestRecord) -> None:
         self.lengths.add(record)
+        self.delivered.add(record)
+        self.tenants.add(record, self.stages.slos)
 
     def add_class(self, record: RequestRecord) -> None:
         self.classes.add(record)
@@ -86,7 +98,8 @@ class SideStats:
         self.seq += 1
         data[KEY] = {"seq": self.seq, "sessions": self.local.to_wire(), "stages": self.stages.to_wire(),
                      "lengths": self.lengths.to_wire(), "realised": self.realised,
-                     "classes": self.classes.to_wire()}  # fmt: skip
+                     "classes": self.classes.to_wire(),
+                     "delivered": self.delivered.to_wire(), "tenants": self.tenants.to_wire()}  # fmt: skip
 
     def on_worker_report(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
         payload = data.get(KEY)
@@ -101,10 +114,14 @@ class SideStats:
             stages = StageStats.from_wire(payload["stages"])
             lengths = LengthStats.from_wire(payload["lengths"])
             classes = ClassStats.from_wire(payload["classes"]) if "classes" in payload else ClassStats()
+            delivered = DeliveredLoad.from_wire(payload.get("delivered") or [])
+            tenants = TenantStats.from_wire(payload.get("tenants") or {})
         except (KeyError, ValueError, TypeError) as exc:
             log.error("loadkit: bad session/stage stats from worker %s: %s", client_id, exc)
             return
         self.remote[client_id] = (seq, sessions, stages, lengths, dict(payload.get("realised") or {}), classes)
+        self.remote_delivered[client_id] = delivered
+        self.remote_tenants[client_id] = tenants
 
     def sessions_report(self) -> dict[str, Any]:
         merged = SessionStats()
@@ -136,3 +153,29 @@ class SideStats:
         for *_, classes in self.remote.values():
             merged.merge(classes)
         return merged.report()
+
+    def delivered_report(self) -> dict[str, Any]:
+        """Asked vs realised arrivals per target and stage (delivered.py), all nodes merged."""
+        merged = DeliveredLoad()
+        merged.merge(self.delivered)
+        for delivered in self.remote_delivered.values():
+            merged.merge(delivered)
+        runtime = getattr(self.environment, "loadkit", None)
+        scenario = getattr(runtime, "scenario", None)
+        arrival = getattr(scenario, "arrival", None)
+        offsets = None
+        if arrival and arrival.get("model") == "trace" and runtime is not None and runtime.sources:
+            offsets = next(iter(runtime.sources.values())).trace_arrival_times_s()
+        return merged.report(arrival, offsets, self.lengths_report()["by_target"])
+
+    def tenants_report(self) -> dict[str, Any] | None:
+        """Per-tenant goodput, SLO attainment and fairness (tenantstats.py); None without tenants."""
+        runtime = getattr(self.environment, "loadkit", None)
+        declared = getattr(getattr(runtime, "scenario", None), "tenants", None) or []
+        if not declared:
+            return None
+        merged = TenantStats()
+        merged.merge(self.tenants)
+        for tenants in self.remote_tenants.values():
+            merged.merge(tenants)
+        return merged.report({t.name: t.priority for t in declared})

@@ -17,15 +17,12 @@ from locust import FastHttpUser, constant
 from locust.exception import StopUser
 
 from loadkit.glue.api import LLMCalls
+from loadkit.glue.failures import FAILURE_TEXTS, RequestOutcomeError  # noqa: F401 (was defined here)
 from loadkit.glue.runtime import Runtime
 from loadkit.httpstream import ConnectionPool
 from loadkit.records import RequestRecord, e2e_ms
 from loadkit.timer import run_request
 from loadkit.types import CANCELLED, OK, GenerationRequest
-
-
-class RequestOutcomeError(Exception):
-    """What Locust's failure table shows for a request whose outcome is not ok."""
 
 
 def get_runtime(environment) -> Runtime:
@@ -52,9 +49,12 @@ class LLMUser(LLMCalls, FastHttpUser):
 
     def on_start(self) -> None:
         self.runtime = get_runtime(self.environment)
+        if self.runtime.halted:
+            return  # its first task stops it (StopUser here would be logged as an error)
         self.target = self.runtime.target_for(type(self))
         self.pool = ConnectionPool()
         self.session_header = getattr(self.environment.parsed_options, "session_header", "") or ""
+        self.backoff = self.runtime.new_backoff()
 
     def on_stop(self) -> None:
         pool = getattr(self, "pool", None)
@@ -62,9 +62,13 @@ class LLMUser(LLMCalls, FastHttpUser):
             pool.close()
 
     def send(self, request: GenerationRequest, budgeted: bool = False) -> RequestRecord:
+        if self.runtime.halted:
+            raise StopUser()  # the breaker (or a failed start) stopped the run; the stop is on its way
         wait, self._retry_wait = getattr(self, "_retry_wait", 0.0), 0.0
         if wait > 0:
-            gevent.sleep(wait)  # the server asked for it (Retry-After) and --honor-retry-after is on
+            gevent.sleep(wait)  # Retry-After (with --honor-retry-after), or backoff after a fast failure
+            if not budgeted and self.runtime.halted:
+                raise StopUser()
         if not budgeted and not self.runtime.take_budget():
             self.runtime.workload_exhausted()
             raise StopUser()
@@ -88,7 +92,7 @@ class LLMUser(LLMCalls, FastHttpUser):
     def _finished(self, record: RequestRecord) -> None:
         record.user_class = type(self).__name__
         self.runtime.record(record)
-        self._retry_wait = self.runtime.retry_wait(record)
+        self._retry_wait = self.runtime.retry_wait(record, getattr(self, "backoff", None))
         if record.outcome == CANCELLED:
             # Stopped by the test, not failed by the server: loadkit counts it; Locust's
             # table would show it either as a failure or as a short success, both wrong.
@@ -99,6 +103,6 @@ class LLMUser(LLMCalls, FastHttpUser):
             name=f"{record.engine} {record.label}",
             response_time=e2e if e2e is not None else 0.0,
             response_length=record.n_out or 0,
-            exception=None if record.outcome == OK else RequestOutcomeError(record.outcome),
+            exception=None if record.outcome == OK else FAILURE_TEXTS.error_for(record),
             context={"request_id": record.request_id},
         )

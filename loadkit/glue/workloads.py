@@ -27,7 +27,7 @@ from loadkit.glue.openloop import Dispatcher
 from loadkit.stagestats import stage_plan
 from loadkit.workload.shipped import UnknownScenario, resolve_scenario
 
-DEFAULT_SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "uneven_chat.toml"
+DEFAULT_SCENARIO = "uneven_chat"  # a shipped scenario (package data)
 WARMUP = "warmup"
 # Set on ScenarioUser: classes carrying it send a scenario (the runtime loads it for them).
 SCENARIO_CLASS_FLAG = "loadkit_sends_scenario"
@@ -248,7 +248,10 @@ def schedule_offsets(scenario: Any, source: Any, shard: tuple[int, int],
     if model == "closed":
         return None
     if model == "trace":  # the source's items are this shard's already, with their times
-        return ((float(x), "trace") for x in source.trace_arrival_times_s() or [])
+        times = source.trace_arrival_times_s() or []
+        # issue 27: a Mooncake window's cache warm-up requests come first, in the warmup stage
+        names = getattr(source, "trace_arrival_stages", lambda: None)() or ["trace"] * len(times)
+        return ((float(x), s) for x, s in zip(times, names, strict=True))
     stages = stages_from_spec(arrival)
     if warmup_s > 0:
         first = stages[0]

@@ -117,8 +117,10 @@ def targets_text(targets: Any) -> str:
             continue
         server = t["server"] if isinstance(t.get("server"), dict) else {}
         said = ", ".join(f"{k} {v}" for k, v in server.items()) or "the server reported nothing"
+        detection = t["detection"] if isinstance(t.get("detection"), dict) else None
+        detected = f"; --engine auto {detection.get('explanation')}" if detection else ""
         lines.append(f"{t.get('name')}: adapter {t.get('engine')} ({t.get('api') or '?'} API) at {t.get('url')}; "
-                     f"server: {said}; model asked: {t.get('model_requested') or 'server default'}")  # fmt: skip
+                     f"server: {said}; model asked: {t.get('model_requested') or 'server default'}{detected}")  # fmt: skip
     return " | ".join(lines)
 
 
@@ -141,8 +143,12 @@ def warnings_list(report: dict[str, Any], extra: list[str]) -> list[str]:
     """The report's warnings plus what the renderer can tell: estimated token counts, validity."""
     out = [f"error: {e}" for e in report.get("errors") or []]
     out += [str(w) for w in report.get("warnings") or []]
+    tls_warning = lookup(report.get("manifest") or {}, "tls.warning")
+    if tls_warning:
+        out.append(str(tls_warning))
     if report.get("valid") is False:
-        out.append("the run is marked INVALID (errors, lost workers or conservation failure)")
+        reasons = report.get("invalid_reasons") or ["errors, lost workers or conservation failure"]
+        out += [f"run INVALID: {r}" for r in reasons]
     for engine, s in engines_of(report).items():
         sources = s.get("n_out_sources") or {}
         estimated = sum(v for k, v in sources.items() if k != "usage")
@@ -164,7 +170,8 @@ def warnings_section(report: dict[str, Any], extra: list[str]) -> str:
 
 DEFINITIONS = (
     ("t_sched", "when the request was meant to be sent (open-loop schedule); equals t_send in closed loop"),
-    ("t_send", "just before the request is written (connection set-up, if any, is inside)"),
+    ("t_start", "when loadkit began the request: before taking a kept-alive connection or opening one"),
+    ("t_send", "just before the request is written, after any connection set-up (TCP connect, TLS handshake)"),
     ("t_first", "arrival of the first stream event carrying ≥ 1 output token (role-only or empty chunks do not count)"),
     ("t_i, k_i", "arrival of the i-th token-bearing event and the number of tokens in it"),
     ("n_out", "output tokens: server usage when sent (exact), else tokenizer count, else token-bearing events; source recorded per request"),
@@ -174,9 +181,11 @@ DEFINITIONS = (
     ("ITL per chunk", "t_i − t_{i−1}"),
     ("ITL per token", "(t_i − t_{i−1}) / k_i, recorded k_i times (the ITL column)"),
     ("E2E", "t_end − t_send"),
+    ("TTFT with connect", "t_first − t_start: TTFT with the connection set-up of requests that opened one"),
+    ("connect / TLS", "TCP connect and TLS handshake of each new connection (none on a reused one)"),
     ("output tok/s", "Σ n_out of ok requests / measured window (first send to last end)"),
     ("goodput", "requests/s that meet every SLO given (TTFT, TPOT, E2E), DistServe-style"),
-    ("outcomes", "every request ends in exactly one: ok, http_error:<status>, connect_error, timeout_first_token, "
+    ("outcomes", "every request ends in exactly one: ok, http_error:<status>, connect_error, tls_error, timeout_first_token, "
                  "timeout_total, disconnected, incomplete, in_band_error, malformed_stream, cancelled; "
                  "latency percentiles use ok requests; everything is counted"),
     ("not measured", f"shown as {NOT_MEASURED}: the value was not measured (never 0)"),

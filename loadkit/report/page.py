@@ -15,9 +15,12 @@ import orjson
 
 from loadkit.report import plots, tables
 from loadkit.report.classes import classes_section
+from loadkit.report.delivered import delivered_section
 from loadkit.report.htmlutil import not_measured, section
 from loadkit.report.manifest import definitions_section, manifest_section, warnings_section
 from loadkit.report.rawdata import RawData, load_raw
+from loadkit.report.redact import redact
+from loadkit.report.tenants import tenants_section
 
 log = logging.getLogger("loadkit")
 
@@ -33,10 +36,11 @@ svg .frame{fill:none;stroke:#999}svg .grid{stroke:#eee}svg .tk{font-size:11px;fi
 svg .al{font-size:12px;fill:#222}svg .tt{font-size:14px;font-weight:600}svg .lg{font-size:12px}
 .nm{color:#8a6d3b;background:#fcf8e3;padding:4px 8px;display:inline-block}.note{color:#555;font-size:13px}
 .bad{color:#fff;background:#c9302c;padding:2px 8px;border-radius:3px}.good{color:#fff;background:#3c763d;padding:2px 8px;border-radius:3px}
+.invalid{border:2px solid #c9302c;background:#fdf2f2;padding:4px 12px;margin:6px 0}.invalid ul{margin:4px 0}
 nav a{margin-right:12px}code{font-size:12px;word-break:break-all}ul.warnings li{color:#8a3b3b}
 """
 NAV = (("summary", "Summary"), ("classes", "User classes"), ("slo", "SLOs"), ("cdfs", "CDFs"), ("timeseries", "Over time"), ("stages", "Stages"),
-       ("buckets", "Input lengths"), ("turns", "Turns"), ("outcomes", "Outcomes"), ("server", "Server metrics"),
+       ("delivered", "Delivered load"), ("buckets", "Input lengths"), ("turns", "Turns"), ("outcomes", "Outcomes"), ("errors", "Errors"), ("server", "Server metrics"),
        ("capacity", "KV capacity"), ("warnings", "Warnings"), ("manifest", "Manifest"), ("definitions", "Definitions"))  # fmt: skip
 
 
@@ -72,8 +76,21 @@ def _header(report: dict[str, Any], raw: RawData | None) -> str:
     rawtext = ("no raw log (plots that need per-request values say not measured)" if raw is None
                else f"raw log: {raw.rows:,} requests from {len(raw.files)} file(s)")  # fmt: skip
     nav = "".join(f'<a href="#{k}">{v}</a>' for k, v in NAV)
-    return (f"<header><h1>loadkit report {badge}</h1><p>Engines: <b>{escape(engines)}</b> · report generated {when} · "
-            f"schema {escape(str(report.get('schema', 'unknown')))} · {escape(rawtext)}</p><nav>{nav}</nav></header>")  # fmt: skip
+    return (f"<header><h1>loadkit report {badge}</h1>{_invalid_box(report)}<p>Engines: <b>{escape(engines)}</b> · "
+            f"report generated {when} · schema {escape(str(report.get('schema', 'unknown')))} · {escape(rawtext)}</p>"
+            f"<nav>{nav}</nav></header>")  # fmt: skip
+
+
+def _invalid_box(report: dict[str, Any]) -> str:
+    """Why the run is invalid (or was stopped), right under the title: the first thing to read."""
+    reasons = report.get("invalid_reasons") or []
+    if report.get("valid") is not False:
+        return ""
+    if not reasons:
+        reasons = ["this report does not say why (written by an older loadkit): see Warnings"]
+    items = "".join(f"<li>{escape(str(redact(r)))}</li>" for r in reasons)
+    return f'<div class="invalid"><b>This run is invalid:</b><ul>{items}</ul></div>'
+
 
 
 def build_html(report: dict[str, Any], raw: RawData | None = None, report_dir: str | Path = ".") -> str:
@@ -86,12 +103,16 @@ def build_html(report: dict[str, Any], raw: RawData | None = None, report_dir: s
         _safe("summary", lambda: tables.summary_section(report), errors),
         _safe("classes", lambda: classes_section(report), errors),
         _safe("slo", lambda: tables.slo_section(report), errors),
+        _safe("connections", lambda: tables.connections_section(report), errors),
         _safe("cdfs", lambda: plots.cdf_section(report, raw), errors),
         _safe("timeseries", lambda: plots.timeseries_section(report, raw), errors),
         _safe("stages", lambda: plots.stages_section(report, raw), errors),
+        _safe("delivered", lambda: delivered_section(report), errors),
+        _safe("tenants", lambda: tenants_section(report), errors),
         _safe("buckets", lambda: plots.buckets_section(report, raw), errors),
         _safe("turns", lambda: plots.turns_section(report, raw), errors),
         _safe("outcomes", lambda: tables.outcomes_section(report), errors),
+        _safe("errors", lambda: tables.errors_section(report), errors),
         _safe("server", lambda: plots.server_metrics_section(report), errors),
         _safe("capacity", lambda: capacity_section(report, Path(report_dir)), errors),
     ]  # fmt: skip

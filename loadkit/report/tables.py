@@ -10,7 +10,8 @@ import orjson
 from loadkit.report.htmlutil import NOT_MEASURED, not_measured, note, num, pct, section, table
 from loadkit.report.svg import Bars, bar_plot, color
 
-SUMMARY_HEAD = ("engine", "label", "requests", "ok", "failed", "req/s", "output tok/s", "goodput req/s",
+SUMMARY_HEAD = ("engine", "label", "requests", "ok", "failed", "cancelled", "ended by close", "req/s", "output tok/s",
+                "goodput req/s",
                 "TTFT p50", "TTFT p90", "TTFT p99", "TPOT p50", "TPOT p90", "TPOT p99", "ITL p50", "ITL p99",
                 "E2E p50", "E2E p99", "n_out source")  # fmt: skip
 LATENCY_CELLS = (("ttft_ms", "p50"), ("ttft_ms", "p90"), ("ttft_ms", "p99"), ("tpot_ms", "p50"), ("tpot_ms", "p90"),
@@ -27,10 +28,26 @@ def stat(section: dict[str, Any], metric: str, name: str) -> Any:
     return summary.get(name) if isinstance(summary, dict) else None
 
 
+def cancelled_of(s: dict[str, Any]) -> int:
+    return int(s.get("cancelled", (s.get("outcomes") or {}).get("cancelled", 0)) or 0)
+
+
+def failed_of(s: dict[str, Any]) -> int | None:
+    """Failed requests, cancelled ones (stopped by the test) not among them. Reports written
+    before ``cancelled`` was a field counted them in ``failures``."""
+    failures = s.get("failures")
+    if failures is None or "cancelled" in s:
+        return failures
+    return int(failures) - cancelled_of(s)
+
+
 def _summary_row(engine: str, label: str, s: dict[str, Any]) -> list[str]:
     sources = s.get("n_out_sources") or {}
-    cells = [escape(engine), escape(label), num(s.get("requests")), num(s.get("ok")), num(s.get("failures")),
-             num(s.get("requests_per_s"), 2), num(s.get("output_tokens_per_s")), num(s.get("goodput_per_s"), 2)]  # fmt: skip
+    ends = s.get("stream_ends")
+    closed = None if ends is None else ends.get("close", 0)
+    cells = [escape(engine), escape(label), num(s.get("requests")), num(s.get("ok")), num(failed_of(s)),
+             num(cancelled_of(s)), num(closed), num(s.get("requests_per_s"), 2), num(s.get("output_tokens_per_s")),
+             num(s.get("goodput_per_s"), 2)]  # fmt: skip
     cells += [num(stat(s, m, p)) for m, p in LATENCY_CELLS]
     cells.append(escape(", ".join(f"{k}: {v}" for k, v in sources.items())) or NOT_MEASURED)
     return cells
@@ -47,8 +64,31 @@ def summary_section(report: dict[str, Any]) -> str:
             rows.append(_summary_row(engine, label, sub))
     return section("summary", "Summary per engine and label",
                    note("Latencies in ms over ok requests; rates over each engine's measured window; "
+                        "cancelled = stopped by the test, not failed; ended by close = ok streams that ended "
+                        "with a clean close after the last message instead of the protocol's end marker; "
                         f"{NOT_MEASURED} = not measured."),
                    table(SUMMARY_HEAD, rows, "summary"))  # fmt: skip
+
+
+CONNECTION_HEAD = ("engine", "new connections", "TCP connect p50", "TCP connect p99", "TLS handshake p50",
+                   "TLS handshake p99", "TTFT p99", "TTFT with connect p99")  # fmt: skip
+
+
+def connections_section(report: dict[str, Any]) -> str:
+    """Connection set-up, which TTFT leaves out: per new connection, and TTFT with it put back."""
+    rows = []
+    for engine, s in engines_of(report).items():
+        rows.append([escape(engine), num(stat(s, "connect_ms", "count")), num(stat(s, "connect_ms", "p50")),
+                     num(stat(s, "connect_ms", "p99")), num(stat(s, "tls_ms", "p50")), num(stat(s, "tls_ms", "p99")),
+                     num(stat(s, "ttft_ms", "p99")), num(stat(s, "ttft_with_connect_ms", "p99"))])  # fmt: skip
+    if not rows:
+        return section("connections", "Connections", not_measured("connections", "the report has no engine sections"))
+    return section("connections", "Connection set-up",
+                   note("TTFT and E2E start when the request is written, after any TCP connect and TLS handshake; "
+                        "those are timed per new connection (none for a reused keep-alive connection), over every "
+                        f"outcome. TTFT with connect puts them back. ms; {NOT_MEASURED} = not measured "
+                        "(e.g. no TLS handshake on plain-HTTP targets)."),
+                   table(CONNECTION_HEAD, rows, "connections"))  # fmt: skip
 
 
 def _slo_rows(engine: str, slo: dict[str, Any]) -> list[list[str]]:
@@ -111,6 +151,30 @@ def outcomes_section(report: dict[str, Any]) -> str:
     text = (f"Conservation (scheduled = sent + dropped, sent = Σ outcomes): "
             f"{'holds' if cons.get('holds') else 'DOES NOT HOLD' if cons else 'not recorded'}; {_cons_text(cons)}")  # fmt: skip
     return section("outcomes", "Outcomes", table(["engine", *names], rows), plot, note(text))
+
+
+def _message_rows(engine: str, messages: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for outcome, entry in sorted(messages.items(), key=lambda kv: (-kv[1].get("total", 0), kv[0])):
+        for item in entry.get("top") or []:
+            rows.append([escape(engine), escape(outcome), num(item.get("count")),
+                         f"<code>{escape(str(item.get('message')))}</code>"])  # fmt: skip
+        if entry.get("other"):
+            rows.append([escape(engine), escape(outcome), num(entry["other"]), "<i>other messages</i>"])
+    return rows
+
+
+def errors_section(report: dict[str, Any]) -> str:
+    """What the server said (status and body, in-band error, connect error) per failed outcome."""
+    rows = [r for e, s in engines_of(report).items() for r in _message_rows(e, s.get("error_messages") or {})]
+    if not rows:
+        has_field = any("error_messages" in s for s in engines_of(report).values())
+        why = "no request failed" if has_field else "this report has no error_messages (older loadkit)"
+        return section("errors", "Why requests failed", not_measured("errors", why))
+    return section("errors", "Why requests failed",
+                   note("The server's own words, most frequent first, per engine and outcome: HTTP status "
+                        "and the first 300 characters of the body, the in-band error, or the connect error."),
+                   table(("engine", "outcome", "requests", "message"), rows, "messages"))  # fmt: skip
 
 
 def outcome_color(outcome: str, index: int) -> str:

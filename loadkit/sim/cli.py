@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import gc
 import signal
+import ssl
 import sys
 from typing import Any
 
@@ -26,8 +27,8 @@ from loadkit.sim.config import (
     profile_fields,
     validate,
 )
-from loadkit.sim.families import FAMILIES
 from loadkit.sim.faults import FAULTS, build_plan
+from loadkit.sim.protocols import all_families
 from loadkit.sim.runner import TruthLog
 from loadkit.sim.server import EngineSpec, ServerOptions, SimEngine, start_engine
 
@@ -36,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="loadkit sim", description="Embedded LLM engine simulator (loopback).")
     p.add_argument("--port", type=int, default=None, help="port of the single engine (0 = any free port; default 8000)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--engine", default="openai", choices=FAMILIES, help="wire protocol family of --port")
+    p.add_argument("--engine", default="openai", choices=all_families(),
+                   help="wire protocol family of --port (built-in, or added by an installed plugin)")
     p.add_argument("--profile", default="default", help=f"named profile: {', '.join(PROFILES)}")
     p.add_argument("--serve", action="append", default=[], metavar="FAMILY:PORT[:KEY=VAL,...]",
                    help="serve one engine per option; KEY is 'profile' or any profile option (e.g. decode_base_ms)")
@@ -50,6 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--spin-us", type=float, default=1200.0, help="busy-wait this long before each step end (timing precision)")
     p.add_argument("--sndbuf", type=int, default=None, metavar="BYTES",
                    help="SO_SNDBUF of client connections (default: kernel autotuning)")
+    p.add_argument("--tls-cert", default=None, metavar="FILE",
+                   help="serve https with this PEM certificate chain (the key too, unless --tls-key)")
+    p.add_argument("--tls-key", default=None, metavar="FILE", help="PEM private key of --tls-cert")
+    p.add_argument("--tls-client-ca", default=None, metavar="FILE",
+                   help="with --tls-cert: require client certificates issued by the CAs in this PEM file (mTLS)")
     p.add_argument("--list-profiles", action="store_true", help="print the named profiles as JSON and exit")
     _add_profile_options(p)
     return p
@@ -75,8 +82,9 @@ def _global_overrides(args: argparse.Namespace) -> dict[str, Any]:
 def parse_serve(spec: str, base_overrides: dict[str, Any], default_profile: str) -> EngineSpec:
     """``FAMILY:PORT[:KEY=VAL,...]`` -> EngineSpec; ConfigError on anything wrong."""
     parts = spec.split(":", 2)
-    if len(parts) < 2 or parts[0] not in FAMILIES:
-        raise ConfigError(f"--serve {spec!r}: expected FAMILY:PORT[:KEY=VAL,...] with FAMILY in {', '.join(FAMILIES)}")
+    families = all_families()
+    if len(parts) < 2 or parts[0] not in families:
+        raise ConfigError(f"--serve {spec!r}: expected FAMILY:PORT[:KEY=VAL,...] with FAMILY in {', '.join(families)}")
     port = _port(parts[1], f"--serve {spec!r}")
     kv = _pairs(parts[2], spec) if len(parts) == 3 else {}
     profile = get_profile(str(kv.pop("profile", default_profile)))
@@ -147,9 +155,17 @@ def server_options(args: argparse.Namespace) -> ServerOptions:
     for name in ("stall_seconds", "trickle_interval_ms", "spin_us", "retry_after"):
         if not getattr(args, name) >= 0:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 0")
-    return ServerOptions(host=args.host, seed=args.seed, faults=build_plan(args.fault), truth_log=args.truth_log,
-                         stall_seconds=args.stall_seconds, trickle_interval_ms=args.trickle_interval_ms,
-                         retry_after_s=args.retry_after, spin_us=args.spin_us, sndbuf=args.sndbuf)
+    if (args.tls_key or args.tls_client_ca) and not args.tls_cert:
+        raise ConfigError("--tls-key and --tls-client-ca need --tls-cert")
+    options = ServerOptions(host=args.host, seed=args.seed, faults=build_plan(args.fault), truth_log=args.truth_log,
+                            stall_seconds=args.stall_seconds, trickle_interval_ms=args.trickle_interval_ms,
+                            retry_after_s=args.retry_after, spin_us=args.spin_us, sndbuf=args.sndbuf,
+                            tls_cert=args.tls_cert, tls_key=args.tls_key, tls_client_ca=args.tls_client_ca)
+    try:
+        options.ssl_context()
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"--tls-cert/--tls-key/--tls-client-ca: cannot use the files given: {exc}") from None
+    return options
 
 
 async def serve(specs: list[EngineSpec], options: ServerOptions, stop: asyncio.Event,
@@ -157,12 +173,13 @@ async def serve(specs: list[EngineSpec], options: ServerOptions, stop: asyncio.E
     """Run engines until ``stop`` is set; prints the ready lines (``state`` gets the engines)."""
     truth = TruthLog(options.truth_log) if options.truth_log else None
     engines = [SimEngine(s, options, truth, i) for i, s in enumerate(specs)]
-    started = [await start_engine(e, options.host) for e in engines]
+    tls = options.ssl_context()
+    started = [await start_engine(e, options.host, tls) for e in engines]
     if state is not None:
         state["engines"] = engines
         return await _wait_and_close(stop, started, truth, engines)
     for e in engines:
-        print(f"loadkit sim: listening on http://{options.host}:{e.port} engine={e.family} "
+        print(f"loadkit sim: listening on {options.scheme}://{options.host}:{e.port} engine={e.family} "
               f"profile={e.profile.name} model={e.model}", flush=True)
     await _wait_and_close(stop, started, truth, engines)
 

@@ -49,6 +49,9 @@ class Profile:
     # Output path: the events of one step leave this far apart (detokenize, serialize,
     # write), while the next step runs. 0 = all at the step end, as fast as the CPU allows.
     output_us_per_event: float = 15.0
+    # vLLM's --scheduling-policy: "fcfs", or "priority" (lower request `priority` first, then
+    # arrival; preemption evicts the lowest-priority running sequence).
+    scheduling_policy: str = "fcfs"
 
     def pool_blocks(self) -> int:
         """Number of KV blocks in the pool."""
@@ -81,6 +84,8 @@ PROFILE_HELP: dict[str, str] = {
     "default_max_tokens": "max_tokens when the request gives none",
     "output_us_per_event": "spacing of a step's events on the wire, written while the next step runs "
     "(us; 0 = all at the step end)",
+    "scheduling_policy": "fcfs, or priority: the request body's `priority` (lower first), as vLLM's "
+    "--scheduling-policy priority",
 }
 
 PROFILES: dict[str, Profile] = {
@@ -140,6 +145,8 @@ def validate(profile: Profile) -> Profile:
         raise ConfigError(f"--num-blocks must be >= 1 (got {profile.num_blocks})")
     if profile.pool_blocks() < 1:
         raise ConfigError("the KV pool holds no block: raise --kv-memory-gb or set --num-blocks")
+    if profile.scheduling_policy not in ("fcfs", "priority"):
+        raise ConfigError(f"--scheduling-policy must be fcfs or priority (got {profile.scheduling_policy!r})")
     return profile
 
 

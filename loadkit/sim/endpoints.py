@@ -92,10 +92,15 @@ def routes(e: SimEngine) -> dict[tuple[str, str], Callable[[bytes], Reply]]:
     }
     if fam in METRICS:
         common[("GET", "/metrics")] = lambda b: (200, METRICS[fam](e.scheduler, e.model), "text/plain; version=0.0.4")
-    table = {
+    builtin = {
         "openai": _vllm_routes, "sglang": _sglang_routes, "tgi": _tgi_routes,
         "triton": _triton_routes, "llamacpp": _llama_routes, "ollama": _ollama_routes,
-    }[fam](e)  # fmt: skip
+    }.get(fam)  # fmt: skip
+    if builtin is None:  # a plugin's protocol (loadkit.sim.protocols) brings its own
+        from loadkit.sim.protocols import info_routes
+
+        return {**common, **info_routes(e)}
+    table = builtin(e)
     return {**common, **table}
 
 

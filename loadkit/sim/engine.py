@@ -30,7 +30,7 @@ class Sequence:
     __slots__ = (
         "rid", "prompt", "tokens", "n_prompt", "target_out", "n_out", "prefill_left",
         "held", "private", "hashes", "cached_tokens", "admitted", "done", "aborted",
-        "out_ids", "sink", "n_preempted",
+        "out_ids", "sink", "n_preempted", "priority", "arrival",
     )  # fmt: skip
 
     def __init__(self, rid: str, prompt: list[int], target_out: int, sink: Any = None) -> None:
@@ -52,6 +52,8 @@ class Sequence:
         # Ids of emitted tokens, set by the caller when it wants output blocks cached.
         self.out_ids: list[int] | None = None
         self.sink = sink
+        self.priority = 0  # lower first, with scheduling_policy "priority"
+        self.arrival = 0  # set by Scheduler.add: the FCFS tie-break
 
 
 @dataclass(slots=True)
@@ -97,6 +99,8 @@ class Scheduler:
         self.running: list[Sequence] = []
         self.counters = EngineCounters()
         self._rng = random.Random(seed)
+        self._arrivals = 0
+        self._by_priority = profile.scheduling_policy == "priority"
 
     # ---- requests in and out -------------------------------------------------------------
 
@@ -109,7 +113,20 @@ class Scheduler:
         return None
 
     def add(self, seq: Sequence) -> None:
-        self.waiting.append(seq)
+        self._arrivals += 1
+        seq.arrival = self._arrivals
+        if self._by_priority:
+            self._enqueue(seq)
+        else:
+            self.waiting.append(seq)
+
+    def _enqueue(self, seq: Sequence) -> None:
+        """Priority policy: the waiting queue stays ordered by (priority, arrival)."""
+        key = (seq.priority, seq.arrival)
+        i = len(self.waiting)
+        while i > 0 and (self.waiting[i - 1].priority, self.waiting[i - 1].arrival) > key:
+            i -= 1
+        self.waiting.insert(i, seq)
 
     def abort(self, seq: Sequence) -> None:
         """The client went away: drop the sequence wherever it is."""
@@ -164,7 +181,8 @@ class Scheduler:
 
     def _grow(self, seq: Sequence, plan: StepPlan) -> bool:
         while not self.pool.allocate(1):
-            victim = self.running[-1]
+            victim = (max(self.running, key=lambda q: (q.priority, q.arrival)) if self._by_priority
+                      else self.running[-1])
             self._preempt(victim, plan)
             if victim is seq:
                 return False
@@ -180,7 +198,10 @@ class Scheduler:
         out = seq.out_ids if seq.out_ids is not None else [0] * seq.n_out
         seq.tokens = seq.prompt + out[: seq.n_out]
         seq.hashes = None
-        self.waiting.appendleft(seq)
+        if self._by_priority:
+            self._enqueue(seq)
+        else:
+            self.waiting.appendleft(seq)
         plan.preempted += 1
         self.counters.preemptions += 1
 

@@ -80,9 +80,21 @@ FAMILIES = tuple(ROUTES)
 SERVER_HEADER = {"openai": b"uvicorn", "sglang": b"uvicorn", "llamacpp": b"llama.cpp"}
 
 
+def routes_of(family: str) -> dict[str, GenRoute]:
+    """A family's generation routes: a built-in one, or a plugin's (loadkit.sim.protocols)."""
+    if family in ROUTES:
+        return ROUTES[family]
+    from loadkit.sim.protocols import get_protocol
+
+    protocol = get_protocol(family)
+    if protocol is None:
+        raise KeyError(f"unknown simulator engine family {family!r}")
+    return dict(protocol.routes)
+
+
 def find_route(family: str, path: str) -> GenRoute | None:
     """The generation route for a path (Triton's carries the model name)."""
-    routes = ROUTES[family]
+    routes = routes_of(family)
     if family == "triton" and path.startswith("/v2/models/"):
         parts = path.strip("/").split("/")
         if len(parts) == 4 and parts[3] in ("generate", "generate_stream"):
@@ -109,4 +121,6 @@ def context_error(family: str, n_prompt: int, max_out: int, limit: int) -> tuple
            f"({n_prompt} in the messages, {max_out} in the completion). Please reduce the length of the messages or completion.")
     if family == "openai":
         return 400, oai.openai_error(400, msg)
+    if family not in ROUTES:  # a plugin's protocol: its own error shape
+        return 400, next(iter(routes_of(family).values())).error(400, msg)
     return 400, oai.dumps({"error": msg})

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import math
 import random
+import ssl
 import sys
 import time
 import traceback
@@ -20,9 +21,10 @@ from typing import Any
 from loadkit.sim.config import Profile
 from loadkit.sim.endpoints import routes as info_routes
 from loadkit.sim.engine import Scheduler, Sequence
-from loadkit.sim.families import SERVER_HEADER, GenRoute, context_error, find_route
+from loadkit.sim.families import SERVER_HEADER, GenRoute, context_error, find_route, routes_of
 from loadkit.sim.faults import HTTP_FAULTS, Fault, FaultPlan, fault_from_header
 from loadkit.sim.http import HttpConnection, Request
+from loadkit.sim.protocols import get_protocol
 from loadkit.sim.runner import EngineRunner, TruthLog
 from loadkit.sim.stream import ActiveStream, Trickle
 from loadkit.sim.textgen import OutputCorpus, tokenize
@@ -42,6 +44,27 @@ class ServerOptions:
     retry_after_s: int = 1
     spin_us: float = 1200.0
     sndbuf: int | None = None
+    # Serve https: certificate chain and key (PEM); with a client CA, require client certificates.
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_client_ca: str | None = None
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls_cert else "http"
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The server context for --tls-cert/--tls-key (None: plain HTTP); OSError/SSLError
+        when a file cannot be used."""
+        if not self.tls_cert:
+            return None
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(self.tls_cert, self.tls_key)
+        ctx.set_alpn_protocols(["http/1.1"])
+        if self.tls_client_ca:
+            ctx.load_verify_locations(self.tls_client_ca)
+            ctx.verify_mode = ssl.CERT_REQUIRED
+        return ctx
 
 
 @dataclass(slots=True)
@@ -72,7 +95,7 @@ class SimEngine:
         self.requests_done = 0
         self.port = spec.port
         self.routes = info_routes(self)
-        self.server_header = SERVER_HEADER.get(spec.family, b"loadkit-sim")
+        self.server_header = server_header(spec.family)
 
     # ---- connections ---------------------------------------------------------------------
 
@@ -140,6 +163,7 @@ class SimEngine:
             self._refuse(conn, truth, status, body)
             return
         seq = Sequence(truth["request_id"], ids, self._target_out(spec, rng))
+        seq.priority = spec.priority
         start = self.corpus.start_for(rng)
         if self.profile.prefix_caching:
             seq.out_ids = self.corpus.ids_of(start, seq.target_out)
@@ -232,15 +256,20 @@ class SimEngine:
 
 
 def parse_error_body(family: str, message: str) -> bytes:
-    from loadkit.sim.families import ROUTES
-
-    route = next(iter(ROUTES[family].values()))
+    route = next(iter(routes_of(family).values()))
     return route.error(400, message)
 
 
-async def start_engine(engine: SimEngine, host: str) -> tuple[asyncio.AbstractServer, asyncio.Task[None]]:
+def server_header(family: str) -> bytes:
+    protocol = get_protocol(family)
+    return protocol.server_header if protocol is not None else SERVER_HEADER.get(family, b"loadkit-sim")
+
+
+async def start_engine(engine: SimEngine, host: str,
+                       tls: ssl.SSLContext | None = None) -> tuple[asyncio.AbstractServer, asyncio.Task[None]]:
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(engine.protocol, host, engine.port, backlog=4096, reuse_address=True)
+    server = await loop.create_server(engine.protocol, host, engine.port, backlog=4096, reuse_address=True,
+                                      ssl=tls)  # fmt: skip
     engine.port = server.sockets[0].getsockname()[1]
     task = loop.create_task(engine.runner.run())
     return server, task

@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-_READY = re.compile(r"loadkit sim: listening on (http://(\S+):(\d+))")
+_READY = re.compile(r"loadkit sim: listening on (https?://(\S+):(\d+))")
 
 
 @dataclass
@@ -140,6 +140,7 @@ def _stop(proc: subprocess.Popen[str]) -> None:
 def sim_thread(family: str = "openai", profile: str = "fast", truth_log: str | None = None,
                faults: list[str] | None = None, seed: int = 0, stall_seconds: float = 60.0,
                trickle_interval_ms: float = 5.0, sndbuf: int | None = None,
+               tls_cert: str | None = None, tls_key: str | None = None, tls_client_ca: str | None = None,
                **overrides: Any) -> Iterator[SimHandle]:
     """Run one simulated engine on a free port in a background thread (no subprocess).
 
@@ -153,7 +154,8 @@ def sim_thread(family: str = "openai", profile: str = "fast", truth_log: str | N
 
     prof = get_profile(profile).replace(**overrides) if overrides else get_profile(profile)
     options = ServerOptions(seed=seed, faults=build_plan(faults or []), truth_log=truth_log, spin_us=0,
-                            stall_seconds=stall_seconds, trickle_interval_ms=trickle_interval_ms, sndbuf=sndbuf)
+                            stall_seconds=stall_seconds, trickle_interval_ms=trickle_interval_ms, sndbuf=sndbuf,
+                            tls_cert=tls_cert, tls_key=tls_key, tls_client_ca=tls_client_ca)
     spec = EngineSpec(family, 0, prof)
     ready = threading.Event()
     state: dict[str, Any] = {}
@@ -175,7 +177,7 @@ def sim_thread(family: str = "openai", profile: str = "fast", truth_log: str | N
         raise RuntimeError("in-thread simulator did not start")
     engines = state["engines"]
     try:
-        yield SimHandle([f"http://127.0.0.1:{e.port}" for e in engines], truth_log, None, engines)
+        yield SimHandle([f"{options.scheme}://127.0.0.1:{e.port}" for e in engines], truth_log, None, engines)
     finally:
         state["loop"].call_soon_threadsafe(state["stop"].set)
         thread.join(timeout=5)

@@ -18,10 +18,12 @@ import numpy as np
 
 from loadkit.histogram import Histogram
 from loadkit.records import RequestRecord
+from loadkit.stats.messages import MessageCounts, failure_message
 from loadkit.stats.series import Series
 from loadkit.types import CANCELLED, OK
 
-TIME_METRICS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "itl_ms", "itl_chunk_ms", "e2e_ms")
+TIME_METRICS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "itl_ms", "itl_chunk_ms", "e2e_ms",
+                "ttft_with_connect_ms", "connect_ms", "tls_ms")
 TOKEN_METRICS = ("n_in", "n_out", "n_cached")
 METRICS = TIME_METRICS + TOKEN_METRICS
 
@@ -44,6 +46,9 @@ _PLAIN = (
     "n_cached",
     "itl_chunk_ms",
     "itl_ms",
+    "ttft_with_connect_ms",
+    "connect_ms",
+    "tls_ms",
 )
 
 
@@ -66,7 +71,7 @@ class GroupStats:
         "hists", "outcomes", "sent", "output_tokens", "output_tokens_all", "input_tokens",
         "cached_tokens", "n_out_sources", "slo_counts", "good", "judged", "first_send_wall_ns",
         "last_end_wall_ns", "series", "wall_offset_ns", "pending", "pending_w", "pending_series",
-        "_slos",
+        "_slos", "messages", "ends",
     )  # fmt: skip
 
     def __init__(self, wall_offset_ns: int = 0, slos: tuple[Slo, ...] = ()) -> None:
@@ -89,6 +94,8 @@ class GroupStats:
         self.pending_w: tuple[list[int], list[int]] = ([], [])  # per-token ITL of k>1 events
         self.pending_series: tuple[list[int], list[int], list[int]] = ([], [], [])  # start, end, ok tokens/-1
         self._slos = tuple((_SLO_SLOT[s.key], s.key, s.limit_ns) for s in slos)
+        self.messages = MessageCounts()  # what the server said, per failed outcome
+        self.ends: dict[str, int] = {}  # ok requests by how the stream ended (marker / close)
 
     # -- hot path -------------------------------------------------------------------------
 
@@ -109,18 +116,28 @@ class GroupStats:
         n_out = r.n_out
         if n_out is not None:
             self.output_tokens_all += n_out
+        if r.t_connect_ns is not None and r.t_connected_ns is not None:
+            # Connection set-up is the connection's, whatever became of the request on it.
+            pending["connect_ms"].append(r.t_connected_ns - r.t_connect_ns)
+            if r.t_tls_ns is not None:
+                pending["tls_ms"].append(r.t_tls_ns - r.t_connected_ns)
         events = r.event_t_ns
-        end = r.t_end_ns if r.t_end_ns is not None else (events[-1] if events else r.t_send_ns)
+        start = r.t_start_ns or r.t_send_ns
+        end = r.t_end_ns if r.t_end_ns is not None else (events[-1] if events else start)
         tokens = -1  # series marker for "not ok"
         if outcome == OK:
             tokens = n_out or 0
             self.output_tokens += tokens
             self._judge(self._add_latencies(r))
+            if r.end is not None:
+                self.ends[r.end] = self.ends.get(r.end, 0) + 1
         elif outcome != CANCELLED:
             self.judged += 1
-        if r.t_send_ns > 0:
+            self.messages.add(outcome, failure_message(r))
+        if start > 0:
+            # In flight (and in the window) from the start, connection set-up included.
             starts, ends, toks = self.pending_series
-            starts.append(r.t_send_ns)
+            starts.append(start)
             ends.append(end)
             toks.append(tokens)
         if len(pending["e2e_ms"]) >= FLUSH_RECORDS or len(pending["itl_chunk_ms"]) >= FLUSH_ITL:
@@ -142,6 +159,7 @@ class GroupStats:
             pending["ttft_ms"].append(ttft)
             sched = first - (r.t_sched_ns if r.t_sched_ns is not None else send)
             pending["ttft_sched_ms"].append(sched)
+            pending["ttft_with_connect_ms"].append(first - (r.t_start_ns or send))
             if n_out is not None and n_out >= 2:
                 tpot = _div_round(events[-1] - first, n_out - 1)
                 pending["tpot_ms"].append(tpot)
@@ -223,6 +241,8 @@ class GroupStats:
             self.hists[name].merge(hist)
         _add_counts(self.outcomes, other.outcomes)
         _add_counts(self.n_out_sources, other.n_out_sources)
+        _add_counts(self.ends, other.ends)
+        self.messages.merge(other.messages)
         for key, counts in other.slo_counts.items():
             mine = self.slo_counts.setdefault(key, [0, 0, 0])
             for i, n in enumerate(counts):
@@ -254,6 +274,8 @@ class GroupStats:
             ],  # fmt: skip
             "window": [self.first_send_wall_ns, self.last_end_wall_ns],
             "series": self.series.delta_to_wire() if series_delta else self.series.to_wire(),
+            "messages": self.messages.to_wire(),
+            "ends": dict(self.ends),
         }
 
     @classmethod
@@ -269,6 +291,9 @@ class GroupStats:
          group.cached_tokens, group.good, group.judged, dropped) = data["counters"]  # fmt: skip
         group.first_send_wall_ns, group.last_end_wall_ns = data["window"]
         group.series = Series.from_wire(data["series"], dropped)
+        # Absent from an older worker's snapshot: nothing was kept there.
+        group.messages = MessageCounts.from_wire(data.get("messages"))
+        group.ends = dict(data.get("ends") or {})
         return group
 
 

@@ -18,6 +18,7 @@ from loadkit.stats.aggregate import GroupStats, Slo
 from loadkit.stats.distributed import NodeSnapshot, RemoteSnapshots, encode_snapshot
 from loadkit.stats.rawlog import RawLog
 from loadkit.stats.report import build_report
+from loadkit.stats.validity import DEFAULT_MAX_FAILED_SHARE
 
 log = logging.getLogger("loadkit.stats")
 
@@ -43,6 +44,10 @@ class StatsCollector:
         self.reset_listeners: list[Callable[[], None]] = []
         # Extra top-level report sections computed on demand (e.g. session stats from the glue).
         self.sections: dict[str, Callable[[], Any]] = {}
+        # Reasons the run is invalid that live outside the stats (e.g. the glue's start error),
+        # asked at every report; they survive resets, their owners clear them.
+        self.invalid_sources: list[Callable[[], list[str]]] = []
+        self.max_failed_share = DEFAULT_MAX_FAILED_SHARE
         self._clear()
 
     def _clear(self) -> None:
@@ -52,6 +57,7 @@ class StatsCollector:
         self.errors: list[str] = []
         self.error_count = 0
         self.warnings: list[str] = []
+        self.invalid: list[str] = []
         self.started_wall_ns = self._wall_clock_ns()
         self.stopped_wall_ns: int | None = None
         # Monotonic → wall offset, taken once: intervals stay monotonic, only labels use it.
@@ -89,8 +95,12 @@ class StatsCollector:
             log.error("%s\n%s", detail, traceback.format_exc() if exc is not None else "")
 
     def mark_invalid(self, reason: str) -> None:
-        """Mark the run invalid for a reason found outside the stats path (e.g. a plugin hook)."""
-        self.fail(reason)
+        """Mark the run invalid for a reason found outside the stats path (a plugin hook, a
+        circuit breaker that stopped the run). The reason is shown verbatim, first, as why the
+        run is invalid (report ``invalid_reasons``, console, HTML, web UI); given twice, once."""
+        if reason not in self.invalid:
+            self.invalid.append(reason)
+            log.error("loadkit: run marked invalid: %s", reason)
 
     def warn(self, message: str) -> None:
         if message not in self.warnings:
@@ -122,7 +132,8 @@ class StatsCollector:
         errors = list(self.errors)
         if self.error_count > len(errors):
             errors.append(f"... and {self.error_count - len(errors)} more stats-path errors")
-        return NodeSnapshot(self.groups, self.scheduled, self.dropped, errors, list(self.warnings))
+        return NodeSnapshot(self.groups, self.scheduled, self.dropped, errors, list(self.warnings),
+                            list(self.invalid))  # fmt: skip
 
     def snapshot_payload(self, final: bool = False) -> dict[str, Any]:
         """The next cumulative snapshot for the master (worker side); bumps the sequence number."""
@@ -133,6 +144,10 @@ class StatsCollector:
     def accept_snapshot(self, client_id: str, payload: dict[str, Any]) -> str:
         """Master side: take a worker's snapshot ("accepted" / "stale" / "rejected")."""
         return self.remote.accept(client_id, payload)
+
+    def add_invalid_source(self, provider: Callable[[], list[str]]) -> None:
+        """Ask ``provider()`` at every report for reasons the run is invalid (empty: none)."""
+        self.invalid_sources.append(provider)
 
     def add_section(self, name: str, provider: Callable[[], Any]) -> None:
         """Add a top-level report section ``name``, computed by ``provider()`` at report time."""
@@ -147,7 +162,17 @@ class StatsCollector:
             except Exception as exc:  # a broken section must not lose the rest of the report
                 self.fail(f"report section {name!r} failed", exc)
                 doc["valid"] = False
+                doc["invalid_reasons"].append(f"report section {name!r} failed: {exc!r}")
         return doc
+
+    def _outside_reasons(self) -> list[str]:
+        reasons: list[str] = []
+        for provider in self.invalid_sources:
+            try:
+                reasons += provider()
+            except Exception as exc:  # the check itself failing is a reason too
+                reasons.append(f"a validity check failed: {exc!r}")
+        return reasons
 
     def _report(self) -> dict[str, Any]:
         nodes = [self.local_snapshot(), *self.remote.snapshots()]
@@ -157,4 +182,5 @@ class StatsCollector:
         return build_report(nodes, manifest=manifest, slos=self.slos, workers=self.remote.describe(),
                             extra_errors=self.remote.rejected, start_wall_ns=self.started_wall_ns,
                             stopped=self.stopped_wall_ns is not None,
-                            lost_nodes=[w.snapshot for w in self.remote.lost() if w.snapshot is not None])  # fmt: skip
+                            lost_nodes=[w.snapshot for w in self.remote.lost() if w.snapshot is not None],
+                            marked_invalid=self._outside_reasons(), max_failed_share=self.max_failed_share)  # fmt: skip

@@ -33,6 +33,8 @@ class NodeSnapshot:
     dropped: int = 0
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # Why this node found the run invalid (StatsCollector.mark_invalid: a breaker, a plugin).
+    invalid: list[str] = field(default_factory=list)
 
 
 def encode_snapshot(node: NodeSnapshot, *, seq: int, epoch: int, worker: int | None,
@@ -49,6 +51,7 @@ def encode_snapshot(node: NodeSnapshot, *, seq: int, epoch: int, worker: int | N
         "dropped": node.dropped,
         "errors": list(node.errors),
         "warnings": list(node.warnings),
+        "invalid": list(node.invalid),
         # Periodic snapshots carry only changed time-series rows; the final one carries all.
         "series_delta": not final,
         "groups": [
@@ -64,7 +67,8 @@ def decode_snapshot(payload: dict[str, Any]) -> NodeSnapshot:
     try:
         groups = {(e, lbl): GroupStats.from_wire(g) for e, lbl, g in payload["groups"]}
         return NodeSnapshot(groups, payload["scheduled"], payload["dropped"],
-                            list(payload["errors"]), list(payload["warnings"]))  # fmt: skip
+                            list(payload["errors"]), list(payload["warnings"]),
+                            list(payload.get("invalid") or []))  # fmt: skip
     except (KeyError, TypeError, ValueError) as exc:
         raise PayloadError(f"malformed stats payload: {exc!r}") from exc
 

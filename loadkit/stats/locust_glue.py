@@ -28,8 +28,9 @@ from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, MasterR
 from loadkit.stats.collector import StatsCollector
 from loadkit.stats.distributed import PAYLOAD_KEY, WorkerState
 from loadkit.stats.options import StatsOptions
-from loadkit.stats.output import console_table, write_reports
+from loadkit.stats.output import console_table, final_summary, invalid_lines, write_reports
 from loadkit.stats.rawlog import RawLog, raw_log_name
+from loadkit.stats.validity import EXIT_CONFIG_ERROR, EXIT_INVALID
 
 log = logging.getLogger("loadkit.stats")
 
@@ -67,6 +68,7 @@ class LocustStats:
                      else "worker" if isinstance(self.runner, WorkerRunner) else "local")  # fmt: skip
         self.options = StatsOptions.from_parsed(environment.parsed_options)
         self.collector = StatsCollector(self.options.slos)
+        self.collector.max_failed_share = self.options.max_failed_share
         self.stopped = False
         self.quit_started = False
         self.final_written = False
@@ -120,6 +122,7 @@ class LocustStats:
         self.final_written = False
         collector = self.collector
         collector.slos = self.options.slos
+        collector.max_failed_share = self.options.max_failed_share
         collector.reset(propagate=False)  # every node resets on its own test_start
         if self.role == "worker":
             collector.worker_index = self.runner.worker_index
@@ -170,7 +173,7 @@ class LocustStats:
                 self.collector.raw_log.close()
         finally:
             if self.collector.error_count:
-                environment.process_exit_code = 1
+                self._exit_invalid()
 
     # -- worker side ----------------------------------------------------------------------
 
@@ -286,12 +289,21 @@ class LocustStats:
         if final:
             self.final_written = True
             if self.options.console_table:
-                sys.stdout.write(console_table(report, "loadkit final") + "\n")
+                sys.stdout.write(final_summary(report) + "\n")
                 sys.stdout.flush()
+            elif not report["valid"]:  # said even without the table: the exit code needs a why
+                log.error("loadkit: %s", "\n".join(invalid_lines(report)))
             log.info("loadkit reports written to %s (valid: %s)", self.options.report_dir, report["valid"])
             self._notify_plugins(report)
-        if not report["valid"] and report["errors"]:
-            self.env.process_exit_code = 1
+        if not report["valid"]:
+            self._exit_invalid()
+        elif self.env.process_exit_code == EXIT_INVALID:
+            self.env.process_exit_code = None  # a later run (web UI) was valid: Locust decides
+
+    def _exit_invalid(self) -> None:
+        """Exit code 3, unless a configuration error already set 2 (the run never started)."""
+        if self.env.process_exit_code != EXIT_CONFIG_ERROR:
+            self.env.process_exit_code = EXIT_INVALID
 
     def _notify_plugins(self, report: dict[str, Any]) -> None:
         try:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loadkit.stats.aggregate import SLO_KEYS, Slo
+from loadkit.stats.validity import DEFAULT_MAX_FAILED_SHARE
 
 DEFAULT_STATS_INTERVAL_S = 5.0
 DEFAULT_FINAL_WAIT_S = 5.0
@@ -57,6 +58,18 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def percent(text: Any) -> float:
+    """argparse type: a share in percent, 0..100 (kept in percent: the web UI's form shows the
+    value and hands back what is typed, converted with the default's type)."""
+    try:
+        value = float(str(text).strip().rstrip("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage") from None
+    if not 0 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 100 (percent), got {text}")
+    return value
+
+
 def add_stats_arguments(group: Any) -> None:
     """Add the stats options to loadkit's argument group on Locust's parser."""
     group.add_argument("--report-dir", default=default_report_dir(), env_var="LOADKIT_REPORT_DIR",
@@ -73,6 +86,10 @@ def add_stats_arguments(group: Any) -> None:
                        env_var="LOADKIT_SLO", include_in_web_ui=True,
                        help="service-level objective for goodput, repeatable or comma-separated: "
                             f"KEY is one of {', '.join(SLO_KEYS)}; e.g. --slo ttft_ms=500 --slo tpot_ms=50")  # fmt: skip
+    group.add_argument("--max-failed-share", type=percent, default=100 * DEFAULT_MAX_FAILED_SHARE, metavar="PCT",
+                       env_var="LOADKIT_MAX_FAILED_SHARE", include_in_web_ui=True,
+                       help="the run is invalid (exit code 3) when more than PCT percent of a target's requests "
+                            "failed; cancelled requests (stopped by the test) do not count (default 50; 100: never)")  # fmt: skip
     # Interval and table switches are console matters: useless in the web UI's start form.
     group.add_argument("--stats-interval", type=_positive_float, default=DEFAULT_STATS_INTERVAL_S,
                        env_var="LOADKIT_STATS_INTERVAL", include_in_web_ui=False,
@@ -94,6 +111,7 @@ class StatsOptions:
     stats_interval: float = DEFAULT_STATS_INTERVAL_S
     console_table: bool = True
     final_report_wait: float = DEFAULT_FINAL_WAIT_S
+    max_failed_share: float = DEFAULT_MAX_FAILED_SHARE
 
     @classmethod
     def from_parsed(cls, options: Any) -> StatsOptions:
@@ -112,4 +130,25 @@ class StatsOptions:
                    raw_log_events=bool(get("raw_log_events", False)),
                    slos=tuple(slos.values()), stats_interval=float(get("stats_interval", DEFAULT_STATS_INTERVAL_S)),
                    console_table=not get("no_console_table", False),
-                   final_report_wait=float(get("final_report_wait", DEFAULT_FINAL_WAIT_S)))  # fmt: skip
+                   final_report_wait=float(get("final_report_wait", DEFAULT_FINAL_WAIT_S)),
+                   max_failed_share=_limit_or_default(options))  # fmt: skip
+
+
+def _limit_or_default(options: Any) -> float:
+    # A bad value typed into the web UI's form: the glue refuses to start that run
+    # (ConfigError from failed_share_limit), the stats layer must not fail on it first.
+    try:
+        return failed_share_limit(options)
+    except ValueError:
+        return DEFAULT_MAX_FAILED_SHARE
+
+
+def failed_share_limit(options: Any) -> float:
+    """--max-failed-share as a fraction; ValueError naming the option when out of range."""
+    given = getattr(options, "max_failed_share", None) if options is not None else None
+    if given is None:
+        return DEFAULT_MAX_FAILED_SHARE
+    try:
+        return percent(given) / 100
+    except argparse.ArgumentTypeError as exc:
+        raise ValueError(f"--max-failed-share: {exc}") from None

@@ -11,10 +11,11 @@ from typing import Any
 import orjson
 
 from loadkit.stats.aggregate import METRICS
+from loadkit.stats.messages import format_message, top_messages
 from loadkit.stats.report import QUANTILES
 
 STAT_FIELDS = ("count", "mean", "min", "max") + tuple(name for name, _ in QUANTILES)
-ROW_FIELDS = ("engine", "label", "requests", "ok", "failures", "output_tokens", "input_tokens",
+ROW_FIELDS = ("engine", "label", "requests", "ok", "failures", "cancelled", "output_tokens", "input_tokens",
               "cached_tokens", "window_s", "requests_per_s", "output_tokens_per_s", "goodput_per_s")  # fmt: skip
 SERIES_FIELDS = ("t", "unix", "requests", "ok", "output_tokens", "in_flight")
 
@@ -90,6 +91,13 @@ def write_reports(report: dict[str, Any], report_dir: str) -> list[str]:
     return paths
 
 
+def delivered_lines(report: dict[str, Any]) -> list[str]:
+    from loadkit.delivered import console_lines
+    from loadkit.tenantstats import console_lines as tenant_lines
+
+    return console_lines(report) + tenant_lines(report)
+
+
 def _fmt(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
@@ -105,9 +113,44 @@ def console_table(report: dict[str, Any], title: str = "loadkit") -> str:
             "/".join(_fmt(s[m][p]) for p in ("p50", "p90", "p99")) for m in ("ttft_ms", "tpot_ms", "itl_ms")
         ]
         cancelled = s["outcomes"].get("cancelled", 0)
-        lines.append(f"{engine[:16]:<16} {s['requests']:>7} {s['failures'] - cancelled:>6} {cancelled:>6} {triples[0]:>22} "
+        lines.append(f"{engine[:16]:<16} {s['requests']:>7} {s['failures']:>6} {cancelled:>6} {triples[0]:>22} "
                      f"{triples[1]:>22} {triples[2]:>22} {_fmt(s['output_tokens_per_s']):>9}")  # fmt: skip
     lost = report["workers"]["lost"]
     if lost:
         lines.append(f"workers lost: {lost} (see report.json workers.nodes)")
+    lines += delivered_lines(report)  # issue 27: asked vs realised arrivals
+    lines += invalid_lines(report)
     return "\n".join(lines)
+
+
+def invalid_lines(report: dict[str, Any]) -> list[str]:
+    """Why the run is invalid (or stopped), one reason a line."""
+    reasons = report.get("invalid_reasons") or []
+    if not reasons:
+        return []
+    return ["run INVALID:", *(f"  - {r}" for r in reasons)]
+
+
+def stream_end_lines(report: dict[str, Any]) -> list[str]:
+    """Targets whose ok streams ended by a clean close, without the protocol's end marker."""
+    lines = []
+    for engine, s in report["engines"].items():
+        closed = (s.get("stream_ends") or {}).get("close", 0)
+        if closed:
+            lines.append(f"{engine}: {closed} of {s['ok']} ok streams ended by a clean close after the last "
+                         "message, without the protocol's end marker (e.g. [DONE])")  # fmt: skip
+    return lines
+
+
+def message_lines(report: dict[str, Any], per_outcome: int = 3, width: int = 200) -> list[str]:
+    """What the server said, per target and failed outcome, most frequent first."""
+    lines = []
+    for engine, s in report["engines"].items():
+        for outcome, count, message in top_messages(s, per_outcome):
+            lines.append(f"  {engine[:16]:<16} {format_message(outcome, count, message, width)}")
+    return ["failed requests, top messages per target and outcome:", *lines] if lines else []
+
+
+def final_summary(report: dict[str, Any]) -> str:
+    """The console's last word on a run: the table, why it is invalid, what the server said."""
+    return "\n".join([console_table(report, "loadkit final"), *stream_end_lines(report), *message_lines(report)])

@@ -9,7 +9,8 @@ from loadkit.histogram import Histogram
 from loadkit.stats.aggregate import TIME_METRICS, TOKEN_METRICS, GroupStats, Slo
 from loadkit.stats.distributed import NodeSnapshot
 from loadkit.stats.series import NS_PER_S
-from loadkit.types import OK
+from loadkit.stats.validity import DEFAULT_MAX_FAILED_SHARE, invalid_reasons
+from loadkit.types import CANCELLED, OK
 
 SCHEMA = "loadkit.report/1"
 QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99), ("p999", 0.999))
@@ -63,11 +64,14 @@ def slo_section(group: GroupStats, slos: tuple[Slo, ...], seconds: float | None)
 
 
 def group_section(group: GroupStats, slos: tuple[Slo, ...], seconds: float | None) -> dict[str, Any]:
-    ok = group.outcomes.get(OK, 0)
+    ok, cancelled = group.outcomes.get(OK, 0), group.outcomes.get(CANCELLED, 0)
     slo = slo_section(group, slos, seconds)
     section: dict[str, Any] = {
-        "requests": group.sent, "ok": ok, "failures": group.sent - ok,
+        # Requests the test stopped are cancelled, not failed: the server did nothing wrong.
+        "requests": group.sent, "ok": ok, "failures": group.sent - ok - cancelled, "cancelled": cancelled,
         "outcomes": dict(sorted(group.outcomes.items())),
+        "error_messages": group.messages.section(group.outcomes),
+        "stream_ends": dict(sorted(group.ends.items())),
         "output_tokens": group.output_tokens, "output_tokens_all_outcomes": group.output_tokens_all,
         "input_tokens": group.input_tokens, "cached_tokens": group.cached_tokens,
         "window_s": seconds, "requests_per_s": _rate(group.sent, seconds), "ok_per_s": _rate(ok, seconds),
@@ -130,8 +134,11 @@ def conservation(nodes: list[NodeSnapshot], merged: dict[tuple[str, str], GroupS
 
 def build_report(nodes: list[NodeSnapshot], *, manifest: dict[str, Any], slos: tuple[Slo, ...],
                  workers: list[dict[str, Any]], extra_errors: list[str], start_wall_ns: int,
-                 stopped: bool = True, lost_nodes: list[NodeSnapshot] | None = None) -> dict[str, Any]:  # fmt: skip
-    """Merge every node's snapshot (lost workers' included) into one report document."""
+                 stopped: bool = True, lost_nodes: list[NodeSnapshot] | None = None,
+                 marked_invalid: list[str] | None = None,
+                 max_failed_share: float = DEFAULT_MAX_FAILED_SHARE) -> dict[str, Any]:  # fmt: skip
+    """Merge every node's snapshot (lost workers' included) into one report document.
+    ``marked_invalid``: reasons found outside the nodes' snapshots (e.g. a start error)."""
     merged = merge_nodes(nodes)
     errors = [e for n in nodes for e in n.errors] + list(extra_errors)
     warnings = list(dict.fromkeys(w for n in nodes for w in n.warnings))
@@ -142,14 +149,19 @@ def build_report(nodes: list[NodeSnapshot], *, manifest: dict[str, Any], slos: t
     cons = conservation(nodes, merged, stopped, lost_nodes or [])
     if not cons["holds"]:
         warnings.append(f"conservation does not hold: {cons}")
+    engines = engines_section(merged, slos, start_wall_ns // NS_PER_S)
+    marked = [r for n in nodes for r in n.invalid] + list(marked_invalid or [])
+    reasons = invalid_reasons(marked=marked, errors=errors, conservation=cons, lost=lost, engines=engines,
+                              stopped=stopped, max_failed_share=max_failed_share)  # fmt: skip
     return {
         "schema": SCHEMA,
         "generated_unix": time.time(),
-        "valid": not errors and cons["holds"] and not lost,
+        "valid": not reasons,
+        "invalid_reasons": reasons,
         "errors": errors,
         "warnings": warnings,
         "manifest": manifest,
         "conservation": cons,
         "workers": {"count": len(workers), "lost": len(lost), "nodes": workers},
-        "engines": engines_section(merged, slos, start_wall_ns // NS_PER_S),
+        "engines": engines,
     }

@@ -22,6 +22,8 @@ from loadkit.stats.report import merge_nodes
 from loadkit.webui import view
 from loadkit.webui.formsecrets import install_secret_hiding
 from loadkit.webui.page import chart_page
+from loadkit.webui.startform import install_start_check
+from loadkit.webui.status import SCRIPT_PATH, STATUS_SCRIPT, status_fields, with_status_script
 from loadkit.webui.timeline import CHART_METRICS, MAX_POINTS, Timeline, seconds_series
 
 log = logging.getLogger("loadkit.webui")
@@ -31,6 +33,7 @@ SAMPLE_INTERVAL_S = 2.0
 REPORT_CACHE_S = 1.0  # several browser tabs polling share one report computation
 SCRAPE_TIMEOUT_S = 1.0
 RUNNING_STATES = ("spawning", "running")
+IDLE_STATES = ("ready", "stopped")  # a /swarm post in these starts a new run
 
 
 def merged_histograms(collector: Any) -> dict[str, dict[str, Histogram]]:
@@ -111,6 +114,7 @@ class LiveView:
             "generated_unix": now,
             "state": self.state(),
             "valid": report["valid"],
+            **status_fields(report, getattr(getattr(self.env, "loadkit", None), "start_error", None)),
             "errors": report["errors"],
             "warnings": report["warnings"],
             "slos": report["manifest"].get("slos", {}),
@@ -167,8 +171,10 @@ class LiveView:
     def install(self) -> None:
         self._extend_template_args()
         install_secret_hiding(self.web_ui, self.base)
+        install_start_check(self.env, self.base, IDLE_STATES)
         self.web_ui.app.register_blueprint(self._blueprint())
         self.web_ui.app.after_request(self._add_extended_stats)
+        self.web_ui.app.after_request(self._add_status_script)
         gevent.spawn(self._sample_loop)
 
     def _extend_template_args(self) -> None:
@@ -199,6 +205,18 @@ class LiveView:
             log.exception("loadkit web UI: adding the LLM table failed")
         return response
 
+    def _add_status_script(self, response: Response) -> Response:
+        """Locust's index page gets the run-status panel's script (webui/status.py)."""
+        if request.path not in (f"{self.base}/", self.base or "/") or response.status_code != 200:
+            return response
+        if not response.content_type.startswith("text/html") or response.direct_passthrough:
+            return response
+        try:
+            response.set_data(with_status_script(response.get_data(as_text=True)))
+        except Exception:  # Locust's page must load whatever happens to our panel
+            log.exception("loadkit web UI: adding the status panel failed")
+        return response
+
     def _blueprint(self) -> Blueprint:
         bp = Blueprint("loadkit_webui", __name__, url_prefix=f"{self.base}/loadkit")
         guard = self.web_ui.auth_required_if_enabled
@@ -206,6 +224,7 @@ class LiveView:
         bp.add_url_rule("/stats.json", "stats_json", guard(self.stats_json))
         bp.add_url_rule("/stats.csv", "stats_csv", guard(self.stats_csv))
         bp.add_url_rule("/report", "report", guard(self.final_report))
+        bp.add_url_rule(f"/{SCRIPT_PATH}", "status_script", guard(self.status_script))
         return bp
 
     # -- routes ---------------------------------------------------------------------------
@@ -220,6 +239,12 @@ class LiveView:
     def charts_page(self) -> Response:
         resp = make_response(chart_page(self.timeline.window_s))
         resp.headers["Content-Type"] = "text/html; charset=utf-8"
+        return resp
+
+    def status_script(self) -> Response:
+        resp = make_response(STATUS_SCRIPT)
+        resp.headers["Content-Type"] = "text/javascript; charset=utf-8"
+        resp.headers["Cache-Control"] = "no-store"
         return resp
 
     def stats_json(self) -> Response:

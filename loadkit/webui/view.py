@@ -12,7 +12,8 @@ import csv
 import io
 from typing import Any
 
-from loadkit.types import OK
+from loadkit.stats.messages import format_message, top_messages
+from loadkit.types import CANCELLED, OK
 
 LATENCY_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 PERCENTILES = ("p50", "p90", "p99")
@@ -26,7 +27,9 @@ TABLE_STRUCTURE: list[dict[str, str]] = [
     {"key": "label", "title": "Label"},
     {"key": "requests", "title": "Requests"},
     {"key": "failures", "title": "Failures"},
+    {"key": "cancelled", "title": "Cancelled"},
     {"key": "outcomes", "title": "Failures by outcome"},
+    {"key": "messages", "title": "Top server messages"},
     {"key": "ttft", "title": "TTFT ms p50 / p90 / p99"},
     {"key": "tpot", "title": "TPOT ms p50 / p90 / p99"},
     {"key": "itl", "title": "ITL ms p50 / p90 / p99"},
@@ -44,8 +47,11 @@ def numeric_row(engine: str, label: str, section: dict[str, Any], user_class: st
         "label": label,
         "requests": section["requests"],
         "ok": section["ok"],
-        "failures": section["failures"],
-        "failed_outcomes": {k: v for k, v in section["outcomes"].items() if k != OK and v},
+        # Requests the test stopped are cancelled, not failed (reports before the field: derived).
+        "failures": section["failures"] - (0 if "cancelled" in section else section["outcomes"].get(CANCELLED, 0)),
+        "cancelled": section["outcomes"].get(CANCELLED, 0),
+        "failed_outcomes": {k: v for k, v in section["outcomes"].items() if k not in (OK, CANCELLED) and v},
+        "messages": [{"outcome": o, "count": n, "message": m} for o, n, m in top_messages(section, 3)],
         "output_tokens": section["output_tokens"],
         "output_tokens_per_s": section["output_tokens_per_s"],
         "goodput_per_s": section["goodput_per_s"],
@@ -91,6 +97,12 @@ def fmt_outcomes(outcomes: dict[str, int]) -> str:
     return ", ".join(f"{name} ×{n}" for name, n in ordered) or "-"
 
 
+def fmt_messages(messages: list[dict[str, Any]], width: int = 160) -> str:
+    """The server's words: "http_error:422 ×4941: {"detail": ...} | ..."; "-" when none."""
+    parts = [format_message(m["outcome"], m["count"], m["message"], width) for m in messages]
+    return " | ".join(parts) or "-"
+
+
 def display_row(row: dict[str, Any]) -> dict[str, Any]:
     """The text Locust's extended table shows for one numeric row."""
     out = {
@@ -99,7 +111,9 @@ def display_row(row: dict[str, Any]) -> dict[str, Any]:
         "label": row["label"],
         "requests": row["requests"],
         "failures": row["failures"],
+        "cancelled": row["cancelled"],
         "outcomes": fmt_outcomes(row["failed_outcomes"]),
+        "messages": fmt_messages(row["messages"]),
         "tokps": fmt_number(row["output_tokens_per_s"]),
         "goodput": fmt_number(row["goodput_per_s"], 2),
     }
@@ -113,7 +127,7 @@ def display_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 CSV_FIELDS = (
-    ["user_class", "engine", "label", "requests", "ok", "failures", "failed_outcomes", "output_tokens"]
+    ["user_class", "engine", "label", "requests", "ok", "failures", "cancelled", "failed_outcomes", "output_tokens"]
     + [f"{m}_{p}" for m in LATENCY_METRICS for p in PERCENTILES]
     + ["output_tokens_per_s", "goodput_per_s"]
 )

@@ -1,7 +1,7 @@
 """Workloads: scenario files turned into a seeded, reproducible stream of requests and sessions.
 
     from loadkit.workload import load_scenario, ScenarioError
-    scenario = load_scenario("scenarios/uneven_chat.toml")
+    scenario = load_scenario("uneven_chat")  # a shipped scenario by name, or a path to a .toml file
     source = scenario.request_source(worker_index=0, worker_count=1)
     item = source.next_item()   # GenerationRequest | Session | TraceSession | None
 """

@@ -1,7 +1,9 @@
-"""`loadkit scenarios validate [FILES]` and `loadkit scenarios show FILE [-n N]`.
+"""`loadkit scenarios list`, `validate [SCENARIOS]`, `show SCENARIO [-n N]`, `path NAME`.
 
-validate: exit 0 when every file is valid, 2 with one line per invalid file. Without FILES it
-checks every scenarios/*.toml of the repository (what CI runs).
+A SCENARIO is a file path or the name of a shipped scenario (``uneven_chat``).
+list: one line per shipped scenario. validate: exit 0 when every scenario is valid, 2 with one
+line per invalid one; without arguments it checks every shipped scenario (what CI runs).
+path: the shipped file's location, to copy and edit.
 """
 
 from __future__ import annotations
@@ -15,17 +17,19 @@ from loadkit.types import GenerationRequest
 from loadkit.workload.errors import ScenarioError
 from loadkit.workload.scenario import load_scenario
 from loadkit.workload.sessions import Session, TraceSession
-
-_REPO_SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
+from loadkit.workload.shipped import SHIPPED_DIR, describe_shipped, find_scenario, shipped_scenarios
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="loadkit scenarios", description="validate or inspect scenario files")
     sub = parser.add_subparsers(dest="command", required=True)
-    val = sub.add_parser("validate", help="check scenario files (default: the repository's scenarios/*.toml)")
-    val.add_argument("files", nargs="*", type=Path)
+    sub.add_parser("list", help="the shipped scenarios, one line each (use a name as --scenario NAME)")
+    val = sub.add_parser("validate", help="check scenario files or shipped names (default: every shipped scenario)")
+    val.add_argument("files", nargs="*", metavar="SCENARIO")
     show = sub.add_parser("show", help="print the first generated requests' lengths")
-    show.add_argument("file", type=Path)
+    show.add_argument("file", metavar="SCENARIO")
+    where = sub.add_parser("path", help="print where a shipped scenario's file is (to copy and edit)")
+    where.add_argument("name")
     show.add_argument("-n", type=int, default=5, help="how many items (default 5)")
     show.add_argument("--worker", default="0/1", help="worker share INDEX/COUNT (default 0/1)")
     return parser
@@ -33,17 +37,40 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "list":
+        return list_shipped()
+    if args.command == "path":
+        return print_path(args.name)
     if args.command == "validate":
         return validate(args.files)
     return show(args.file, args.n, args.worker)
 
 
-def validate(files: list[Path]) -> int:
+def list_shipped() -> int:
+    rows = describe_shipped()
+    width = max((len(name) for name, _, _ in rows), default=0)
+    for name, kind, description in rows:
+        print(f"{name:<{width}}  {description} [{kind}]")
+    return 0
+
+
+def print_path(name: str) -> int:
     from loadkit.cli import UserError
 
-    files = files or sorted(_REPO_SCENARIOS.glob("*.toml"))
+    try:
+        path = find_scenario(name)
+    except ScenarioError as exc:
+        raise UserError(str(exc)) from None
+    print(path.resolve())
+    return 0
+
+
+def validate(files: list[str | Path]) -> int:
+    from loadkit.cli import UserError
+
+    files = files or list(shipped_scenarios().values())
     if not files:
-        raise UserError(f"no scenario files given and none in {_REPO_SCENARIOS}")
+        raise UserError(f"no scenario files given and none shipped in {SHIPPED_DIR}")
     bad = 0
     for path in files:
         try:
@@ -56,7 +83,7 @@ def validate(files: list[Path]) -> int:
     return 2 if bad else 0
 
 
-def show(path: Path, n: int, worker: str) -> int:
+def show(path: str | Path, n: int, worker: str) -> int:
     from loadkit.cli import UserError
 
     try:

@@ -20,12 +20,14 @@ from loadkit.workload.errors import (
 )
 from loadkit.workload.paths import resolve_path
 from loadkit.workload.spec import PartSpec, TraceSpec
-from loadkit.workload.traces import DEFAULT_COLUMNS, FORMATS, load_trace
+from loadkit.workload.tracereader import BAD_ROW_POLICIES, ORDERS
+from loadkit.workload.traces import DEFAULT_COLUMNS, FORMATS, load_servegen, load_trace
 
 PART_KEYS = ("name", "weight", "label", "input", "output", "joint")
 JOINT_KEYS = ("path", "input_column", "output_column", "min_input", "max_input", "min_output", "max_output")
 TRACE_KEYS = ("format", "path", "timestamp_column", "input_column", "output_column", "speed", "start_s",
-              "end_s", "loop", "as_sessions", "block_tokens", "max_input_tokens", "max_output_tokens", "label")
+              "end_s", "loop", "as_sessions", "block_tokens", "max_input_tokens", "max_output_tokens", "label",
+              "on_bad_row", "order", "warm_cache", "warm_cache_s")
 
 
 def resolver(base: Path) -> Callable[[Ctx, str], Path]:
@@ -101,8 +103,25 @@ def parse_trace(ctx: Ctx, raw: Any, base: Path) -> TraceSpec:
         if key in table:
             setattr(spec, key, get_int(ctx.at(key), table[key], low=1))
     spec.label = get_str(ctx.at("label"), table.get("label", fmt))
+    spec.on_bad_row = get_str(ctx.at("on_bad_row"), table.get("on_bad_row", "refuse"), BAD_ROW_POLICIES)
+    spec.order = get_str(ctx.at("order"), table.get("order", "time"), ORDERS)
+    _parse_warm_cache(ctx, table, spec)
     _load_check(ctx, spec)
     return spec
+
+
+def _parse_warm_cache(ctx: Ctx, table: dict[str, Any], spec: TraceSpec) -> None:
+    spec.warm_cache = get_bool(ctx.at("warm_cache"), table.get("warm_cache", False))
+    if "warm_cache_s" in table:
+        spec.warm_cache_s = get_number(ctx.at("warm_cache_s"), table["warm_cache_s"], low=0.0)
+    if not spec.warm_cache:
+        return
+    if spec.format != "mooncake" or spec.as_sessions:
+        raise ctx.at("warm_cache").error("expected warm_cache only with format 'mooncake' replayed as requests")
+    if not spec.start_s:
+        raise ctx.at("warm_cache").error("expected start_s > 0: warm-up replays the prefixes seen before the window")
+    if spec.loop:
+        raise ctx.at("warm_cache").error("expected no loop with warm_cache (a second pass meets a warm cache anyway)")
 
 
 def _opt_num(ctx: Ctx, table: dict[str, Any], key: str) -> float | None:
@@ -110,10 +129,10 @@ def _opt_num(ctx: Ctx, table: dict[str, Any], key: str) -> float | None:
 
 
 def _trace_columns(ctx: Ctx, table: dict[str, Any], fmt: str) -> tuple[str | None, str, str]:
-    if fmt == "mooncake":
+    if fmt in ("mooncake", "servegen"):
         for key in ("timestamp_column", "input_column", "output_column"):
             if key in table:
-                raise ctx.at(key).error("expected no column names for format 'mooncake' (fixed JSONL keys)")
+                raise ctx.at(key).error(f"expected no column names for format {fmt!r} (its layout is fixed)")
         return (None, "input_length", "output_length")
     t_def, in_def, out_def = DEFAULT_COLUMNS[fmt]
     t_col = table.get("timestamp_column", t_def)
@@ -124,7 +143,11 @@ def _trace_columns(ctx: Ctx, table: dict[str, Any], fmt: str) -> tuple[str | Non
 
 def _load_check(ctx: Ctx, spec: TraceSpec) -> None:
     """Load once at validation: a bad column or an empty window is a scenario error, not a run error."""
-    trace = load_trace(ctx.at("path"), spec.path, spec.format, spec.columns)
+    if spec.format == "servegen":  # request counts per window do not depend on the seed
+        trace = load_servegen(ctx.at("path"), spec.path, 0, spec.start_s, spec.end_s)
+    else:
+        trace = load_trace(ctx.at("path"), spec.path, spec.format, spec.columns, on_bad_row=spec.on_bad_row,
+                           order=spec.order)
     if trace.t_s is None and (spec.start_s is not None or spec.end_s is not None):
         raise ctx.at("start_s").error("expected a trace with timestamps for a time window")
     if len(trace.window(spec.start_s, spec.end_s)) == 0:

@@ -8,6 +8,7 @@ docs/scenarios.md; unknown keys are refused with the closest known key suggested
 from __future__ import annotations
 
 import hashlib
+import logging
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,14 +29,16 @@ from loadkit.workload.errors import (
 )
 from loadkit.workload.servertok import FORMATS as TOKENIZE_FORMATS
 from loadkit.workload.session_spec import parse_sessions
+from loadkit.workload.shipped import find_scenario
 from loadkit.workload.spec import PartSpec, PromptSpec, SessionSpec, TraceSpec
+from loadkit.workload.tenants import TenantSpec, parse_tenants
 
 if TYPE_CHECKING:
     from loadkit.workload.source import RequestSource
 
 SCHEMA = "loadkit.scenario/1"
 TOP_KEYS = ("schema", "name", "description", "seed", "duration_s", "max_requests", "targets", "slos",
-            "arrival", "prompt", "parts", "trace", "sessions")
+            "arrival", "prompt", "parts", "trace", "sessions", "tenants")
 TARGET_KEYS = ("name", "url", "engine", "api", "model")
 SLO_KEYS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "itl_ms", "e2e_ms")
 ARRIVAL_MODELS = ("closed", "poisson", "gamma", "constant", "trace")
@@ -60,6 +63,7 @@ class Scenario:
     parts: list[PartSpec] = field(default_factory=list)
     trace: TraceSpec | None = None
     sessions: SessionSpec | None = None
+    tenants: list[TenantSpec] = field(default_factory=list)
 
     @property
     def kind(self) -> str:
@@ -84,8 +88,9 @@ class Scenario:
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    """Parse and validate a scenario file; ScenarioError (one line) on anything wrong."""
-    path = Path(path)
+    """Parse and validate a scenario file, or a shipped scenario by name (``uneven_chat``);
+    ScenarioError (one line) on anything wrong."""
+    path = find_scenario(path)
     ctx = Ctx(str(path))
     try:
         data = path.read_bytes()
@@ -111,6 +116,8 @@ def parse_scenario(raw: dict[str, Any], path: Path, sha256: str = "") -> Scenari
                   raw=raw, sha256=sha256)
     _parse_header(ctx, raw, sc)
     _parse_workload(ctx, raw, sc)
+    if "tenants" in raw:
+        sc.tenants = parse_tenants(ctx.at("tenants"), raw["tenants"], sc.parts)
     _check_arrival_fits(ctx, sc)
     return sc
 
@@ -193,13 +200,32 @@ def _parse_stages(ctx: Ctx, raw: Any, model: str, arrival: dict[str, Any]) -> li
     return stages
 
 
+# prompt.api was renamed prompt.shape ("api" is the endpoint family, on targets); old values.
+OLD_PROMPT_API = {"chat": "messages", "completions": "prompt"}
+_WARNED: set[str] = set()
+log = logging.getLogger("loadkit")
+
+
+def _prompt_shape(ctx: Ctx, table: dict[str, Any]) -> str:
+    if "api" not in table:
+        return get_str(ctx.at("shape"), table.get("shape", "messages"), ("messages", "prompt"))
+    if "shape" in table:
+        raise ctx.at("api").error("give prompt.shape only (prompt.api is its deprecated old name)")
+    old = get_str(ctx.at("api"), table["api"], tuple(OLD_PROMPT_API))
+    if ctx.file not in _WARNED:  # once per file: a run loads its scenario on every (re)configure
+        _WARNED.add(ctx.file)
+        log.warning('%s: prompt.api is deprecated ("api" names an endpoint family): write prompt.shape = "%s" '
+                    'instead of api = "%s"', ctx.file, OLD_PROMPT_API[old], old)
+    return OLD_PROMPT_API[old]
+
+
 def _parse_prompt(ctx: Ctx, raw: Any, base: Path) -> PromptSpec:
     table = get_table(ctx, raw)
-    check_keys(ctx, table, ("tokenizer", "tokenizer_path", "tokenize_url", "tokenize_format", "api",
+    check_keys(ctx, table, ("tokenizer", "tokenizer_path", "tokenize_url", "tokenize_format", "shape", "api",
                             "exact_output"))
     spec = PromptSpec()
     spec.tokenizer = get_str(ctx.at("tokenizer"), table.get("tokenizer", "approx"), ("approx", "hf", "server"))
-    spec.api = get_str(ctx.at("api"), table.get("api", "chat"), ("chat", "completions"))
+    spec.shape = _prompt_shape(ctx, table)
     if "exact_output" in table:
         spec.exact_output = get_bool(ctx.at("exact_output"), table["exact_output"])
     if spec.tokenizer == "hf":
@@ -232,6 +258,9 @@ def _check_arrival_fits(ctx: Ctx, sc: Scenario) -> None:
             raise ctx.at("arrival.model").error(
                 "expected a [trace] with timestamps (azure, mooncake, or lengths with timestamp_column) "
                 "for arrival model 'trace'")
+    if sc.trace is not None and sc.trace.warm_cache and sc.arrival["model"] != "trace":
+        raise ctx.at("trace.warm_cache").error("expected arrival model 'trace' (warm-up runs before the window's "
+                                               "own arrivals)")
     if sc.trace is not None and sc.trace.loop and sc.duration_s is None and sc.max_requests is None:
         raise ctx.at("trace.loop").error("expected duration_s or max_requests to bound a looping trace")
 

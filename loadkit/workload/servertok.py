@@ -13,6 +13,7 @@ import json
 import urllib.request
 from typing import Any
 
+from loadkit.tls import process_context
 from loadkit.workload.text import ExactBuilder
 
 FORMATS = ("llamacpp", "vllm", "tgi")
@@ -39,7 +40,8 @@ def _count_from(response: Any) -> int:
 
 
 def server_builder(url: str, fmt: str, model: str | None = None) -> ExactBuilder:
-    """An exact builder whose counter POSTs to ``url`` (a loopback tokenize endpoint)."""
+    """An exact builder whose counter POSTs to ``url`` (a loopback tokenize endpoint; https
+    uses this process's TLS context, loadkit/tls.py)."""
     cache: dict[str, int] = {}
 
     def count(text: str) -> int:
@@ -47,7 +49,9 @@ def server_builder(url: str, fmt: str, model: str | None = None) -> ExactBuilder
             return cache[text]
         data = json.dumps(_body(fmt, text, model)).encode()
         req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=_TIMEOUT_S) as resp:
+        # https: the run's TLS options (loadkit/tls.py), as for every connection to a target.
+        context = process_context() if url.lower().startswith("https:") else None
+        with urllib.request.urlopen(req, timeout=_TIMEOUT_S, context=context) as resp:
             n = _count_from(json.loads(resp.read()))
         if len(cache) > 4096:
             cache.clear()

@@ -42,7 +42,7 @@ class SessionContext:
 
     builder: TextBuilder
     seed: int
-    api: str = "chat"
+    shape: str = "messages"  # PromptSpec.shape
     exact_output: bool = True
     # Told about every request a session makes: (input tokens, max_tokens), for realised().
     on_request: Callable[[int, int], None] | None = None
@@ -118,7 +118,7 @@ class Session:
         key = (0x5E55, self.index, self.turns_sent, _TOOL_CALL)
         args = self.ctx.builder.text(self.ctx.seed, key, n_call)
         reply = self.history[-1]
-        if tool.format == "openai" and self.ctx.api == "chat":
+        if tool.format == "openai" and self.ctx.shape == "messages":
             call_id = f"call_{self.index}_{self.turns_sent}"
             reply.message["tool_calls"] = [{"id": call_id, "type": "function",
                                             "function": {"name": "lookup", "arguments": args}}]
@@ -160,7 +160,7 @@ class Session:
                                 label=self.spec.labels[label_key], n_in_target=n_in,
                                 session_id=self.session_id, turn=self.turns_sent + 1,
                                 expected_cached_tokens=self._expected_cached())
-        if self.ctx.api == "completions":
+        if self.ctx.shape == "prompt":
             req.prompt, req.messages = req.as_prompt(), None
         tool = self.spec.tool
         remaining = self.turns_planned - self.turns_sent - 1

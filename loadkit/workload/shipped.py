@@ -1,33 +1,87 @@
-"""Scenario references: a file path, or the name of a scenario shipped in ``scenarios/``.
+"""Shipped scenarios: package data under ``loadkit/scenarios/``, addressed by name from anywhere.
 
-A locustfile says ``scenario = "agent-multiturn"`` and ``--scenario`` takes the same: a
-shipped scenario is found by its file name, with or without ``.toml``, and with ``-`` or
-``_`` (``uneven-chat`` is ``scenarios/uneven_chat.toml``, whose ``name`` is ``uneven-chat``).
-Anything that is not a shipped name is a path: as given (relative to the working directory),
-else relative to a base directory (the locustfile's), so a locustfile can sit beside its
-scenario files.
+``--scenario uneven_chat`` (or ``uneven-chat``, or ``uneven_chat.toml``) names a shipped file;
+anything that is an existing file is used as that file first, so a path always works and a
+local file can shadow a shipped name on purpose.
 """
 
 from __future__ import annotations
 
-import os
+import difflib
 import tomllib
 from pathlib import Path
 
-SHIPPED_DIR = Path(__file__).resolve().parents[2] / "scenarios"
+from loadkit.workload.errors import ScenarioError
+
+SHIPPED_DIR = Path(__file__).resolve().parents[1] / "scenarios"
 
 
-class UnknownScenario(ValueError):
-    """A reference that is neither an existing file nor a shipped scenario's name."""
+def _key(name: str) -> str:
+    return name.lower().replace("-", "_")
 
 
 def shipped_scenarios() -> dict[str, Path]:
-    """Every name a shipped scenario answers to (file stem, and with ``_`` as ``-``) → its file."""
-    out: dict[str, Path] = {}
-    for path in sorted(SHIPPED_DIR.glob("*.toml")) if SHIPPED_DIR.is_dir() else []:
-        out[path.stem] = path
-        out[path.stem.replace("_", "-")] = path
-    return out
+    """{name: file} of every shipped scenario, by file stem, sorted."""
+    return {p.stem: p for p in sorted(SHIPPED_DIR.glob("*.toml"))}
+
+
+def find_scenario(text: str | Path) -> Path:
+    """The scenario file `text` names: an existing file or a path with a directory as given (reading
+    it reports what is wrong), else a shipped scenario's name; ScenarioError for an unknown name."""
+    path = Path(text)
+    if path.is_file() or path.parent != Path(".") or not path.name:
+        return path
+    shipped = shipped_scenarios()
+    by_key = {_key(name): p for name, p in shipped.items()}
+    key = _key(path.name.removesuffix(".toml"))
+    if key in by_key:
+        return by_key[key]
+    close = difflib.get_close_matches(key, list(by_key), n=1)
+    hint = f"did you mean {_name_of(close[0], shipped)!r}? " if close else ""
+    raise ScenarioError(f"{text}: no such file, and no shipped scenario of that name ({hint}shipped: "
+                        f"{', '.join(shipped) or 'none'}; `loadkit scenarios list` describes them)")
+
+
+def _name_of(key: str, shipped: dict[str, Path]) -> str:
+    return next(name for name in shipped if _key(name) == key)
+
+
+def describe_shipped() -> list[tuple[str, str, str]]:
+    """(name, traffic kind, description) per shipped scenario, read without building the workload."""
+    rows = []
+    for name, path in shipped_scenarios().items():
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        rows.append((name, _kind(raw), str(raw.get("description", ""))))
+    return rows
+
+
+def _kind(raw: dict) -> str:
+    """e.g. "requests, open loop (poisson)", "mooncake trace replay, open loop", "sessions, closed loop"."""
+    arrival = raw.get("arrival", {}).get("model", "closed")
+    load = "closed loop" if arrival == "closed" else "open loop" if arrival == "trace" else f"open loop ({arrival})"
+    if "trace" in raw:
+        trace = raw["trace"]
+        what = f"{trace.get('format', '?')} trace {'as sessions' if trace.get('as_sessions') else 'replay'}"
+    else:
+        what = "sessions" if "sessions" in raw else "requests"
+    return f"{what}, {load}"
+
+
+class UnknownScenario(ScenarioError):
+    """A reference that is neither an existing file nor a shipped scenario's name."""
+
+
+def resolve_scenario(ref: str | Path, base_dir: Path | None = None) -> Path:
+    """The scenario file a user class's ``scenario`` (or ``--scenario``) names: an existing file
+    as given, else relative to ``base_dir`` (the locustfile's directory, so a locustfile can sit
+    beside its scenarios), else a shipped name (find_scenario); UnknownScenario for an unknown name."""
+    path = Path(ref)
+    if base_dir is not None and not path.is_absolute() and not _is_file(path) and _is_file(base_dir / path):
+        return base_dir / path
+    try:
+        return find_scenario(ref)
+    except ScenarioError as exc:
+        raise UnknownScenario(str(exc)) from None
 
 
 def _is_file(path: Path) -> bool:
@@ -35,29 +89,6 @@ def _is_file(path: Path) -> bool:
         return path.is_file()
     except (OSError, ValueError):  # a NUL byte, a name too long: not a file
         return False
-
-
-def looks_like_name(ref: str) -> bool:
-    """A bare name (no directory; ``.toml`` optional): looked up among the shipped scenarios."""
-    return bool(ref) and "/" not in ref and "\\" not in ref
-
-
-def resolve_scenario(ref: str, base_dir: Path | None = None) -> Path:
-    """The scenario file ``ref`` names. A path that exists nowhere is returned as given (the
-    loader then says it cannot read it); an unknown bare name raises UnknownScenario."""
-    path = Path(os.path.expanduser(ref))  # unlike Path.expanduser, never raises for ~unknown
-    if _is_file(path):
-        return path
-    if base_dir is not None and not path.is_absolute() and _is_file(base_dir / path):
-        return base_dir / path
-    if not looks_like_name(ref):
-        return path
-    shipped = shipped_scenarios()
-    found = shipped.get(ref.removesuffix(".toml"))
-    if found is None:
-        names = ", ".join(sorted({p.stem.replace("_", "-") for p in shipped.values()})) or "none"
-        raise UnknownScenario(f"scenario {ref!r} is neither a file nor a shipped scenario (shipped: {names})")
-    return found
 
 
 def scenario_tags(ref: str, base_dir: Path | None = None) -> set[str]:
@@ -70,7 +101,7 @@ def scenario_tags(ref: str, base_dir: Path | None = None) -> set[str]:
         tags.add(path.stem)
         with open(path, "rb") as fh:
             name = tomllib.load(fh).get("name")
-    except (OSError, ValueError, UnknownScenario):  # TOMLDecodeError is a ValueError
+    except (OSError, ValueError, ScenarioError):  # TOMLDecodeError is a ValueError
         return tags
     if isinstance(name, str) and name:
         tags.add(name)

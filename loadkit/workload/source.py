@@ -20,7 +20,15 @@ from loadkit.workload.mooncake import BlockPrompts, group_sessions
 from loadkit.workload.realised import Realised
 from loadkit.workload.sessions import Session, SessionContext, TraceSession
 from loadkit.workload.text import ApproxBuilder, TextBuilder, hf_builder
-from loadkit.workload.traces import Trace, block_sharing, leading_cached_blocks, load_trace
+from loadkit.workload.traces import Trace, block_sharing, leading_cached_blocks, load_servegen, load_trace
+from loadkit.workload.warmcache import (
+    WARMUP_LABEL,
+    WARMUP_STAGE,
+    expected_shares,
+    history_blocks,
+    max_blocks_for,
+    warm_prefixes,
+)
 
 if TYPE_CHECKING:
     from loadkit.workload.scenario import Scenario
@@ -59,6 +67,8 @@ class RequestSource:
         self.builder = make_builder(scenario, server_url)
         self.stats = Realised(self.builder)
         self._arrivals: list[float] | None = None
+        self._stages: list[str] | None = None  # per arrival, when not all "trace" (cache warm-up)
+        self._history: set[int] = set()  # blocks before the window, with trace.warm_cache
         self._items: Iterator[Item] = self._build_stream()
 
     def next_item(self) -> Item | None:
@@ -69,6 +79,16 @@ class RequestSource:
         """Arrival offsets (s, scaled by speed, from the window's start) of this worker's items, in
         next_item order; None unless the workload is a timestamped trace."""
         return None if self._arrivals is None else list(self._arrivals)
+
+    def load_notes(self) -> list[str]:
+        """The trace loader's warnings (rows out of order, bad rows skipped), for the run's report."""
+        load = self.stats.trace_load
+        return list(load["notes"]) if load else []
+
+    def trace_arrival_stages(self) -> list[str] | None:
+        """The stage of each of trace_arrival_times_s(): "warmup" for cache warm-up requests; None
+        when every arrival is the trace's own."""
+        return None if self._stages is None else list(self._stages)
 
     def realised(self) -> dict[str, Any]:
         """Realised input/output lengths so far (and prefix sharing for Mooncake), JSON-ready."""
@@ -90,6 +110,26 @@ class RequestSource:
 
     # -- synthetic request mix -------------------------------------------------------------
     def _parts_stream(self) -> Iterator[Item]:
+        if self.scenario.tenants:
+            return self._tenant_stream()
+        return self._mix_stream()
+
+    def _tenant_stream(self) -> Iterator[Item]:
+        """Each request: a tenant by weight, then one of its parts by weight (tenants.py)."""
+        parts, tenants = self.scenario.parts, self.scenario.tenants
+        t_weights = np.asarray([t.weight for t in tenants]) / sum(t.weight for t in tenants)
+        for i in self._my_indices(self.scenario.max_requests):
+            rng = np.random.default_rng([self.seed & 0xFFFFFFFF, _PARTS, i])
+            tenant = tenants[int(rng.choice(len(tenants), p=t_weights))]
+            w = np.asarray([parts[j].weight for j in tenant.parts])
+            part = parts[tenant.parts[int(rng.choice(len(w), p=w / w.sum()))]]
+            n_in, n_out = _part_lengths(part, rng)
+            req = self._single(i, (_PARTS, i), n_in, n_out, f"{tenant.name}/{part.label}")
+            if tenant.priority is not None:
+                req.extra_body["priority"] = tenant.priority
+            yield req
+
+    def _mix_stream(self) -> Iterator[Item]:
         parts = self.scenario.parts
         weights = np.asarray([p.weight for p in parts]) / sum(p.weight for p in parts)
         # One part of fixed lengths draws nothing: skip the per-request Generator (~19 µs, a
@@ -116,7 +156,7 @@ class RequestSource:
         spec = self.scenario.prompt
         req = GenerationRequest(max_tokens=n_out, exact_output=spec.exact_output, label=label,
                                 n_in_target=n_in, expected_cached_tokens=cached)
-        if spec.api == "chat":
+        if spec.shape == "messages":
             req.messages = [{"role": "user", "content": text}]
         else:
             req.prompt = text
@@ -128,6 +168,9 @@ class RequestSource:
         spec = self.scenario.trace
         assert spec is not None
         trace = load_trace_for(self.scenario)
+        self.stats.trace_load = {**trace.load, "notes": list(trace.notes)}
+        if spec.warm_cache:
+            self._history = history_blocks(trace, spec.start_s)
         return trace.window(spec.start_s, spec.end_s)
 
     def _trace_plan(self, trace: Trace, n_units: int, t_unit: np.ndarray | None) -> Iterator[tuple[int, int, float | None]]:
@@ -163,6 +206,8 @@ class RequestSource:
         if spec.as_sessions:
             return self._mooncake_sessions(trace)
         mine = self._my_plan(trace, len(trace), trace.t_s)
+        if trace.hash_ids is not None and spec.warm_cache:
+            return self._warmed_mooncake(trace, mine)
         if trace.hash_ids is not None:
             return self._mooncake_requests(trace, mine)
         return self._length_requests(trace, mine)
@@ -184,14 +229,48 @@ class RequestSource:
             n_in, n_out = self._clip_lengths(trace, row)
             yield self._single(row, (_TRACE, row, loop), n_in, n_out, spec.label)
 
-    def _mooncake_requests(self, trace: Trace, mine: Iterator[tuple[int, int, float | None]]) -> Iterator[Item]:
+    def _mooncake_requests(self, trace: Trace, mine: Iterator[tuple[int, int, float | None]],
+                           blocks: BlockPrompts | None = None) -> Iterator[Item]:
         spec = self.scenario.trace
         assert spec is not None and trace.hash_ids is not None
-        blocks = BlockPrompts(self.builder, self.seed, spec.block_tokens)
-        leading = leading_cached_blocks(trace.hash_ids)
-        self.stats.attach_sharing(blocks, block_sharing(trace.hash_ids))
+        blocks = blocks or BlockPrompts(self.builder, self.seed, spec.block_tokens)
+        history = self._history or None  # with warm_cache the window meets the history's blocks
+        leading = leading_cached_blocks(trace.hash_ids, history)
+        self.stats.attach_sharing(blocks, block_sharing(trace.hash_ids, history))
         for row, loop, _ in mine:
             yield self._mooncake_request(trace, blocks, row, leading[row] if loop == 0 else None)
+
+    def _warmed_mooncake(self, trace: Trace, mine: Iterator[tuple[int, int, float | None]]) -> Iterator[Item]:
+        """Warm-up prefixes first (this worker's share, due at once), then the window, shifted by
+        warm_cache_s; see warmcache.py."""
+        spec = self.scenario.trace
+        assert spec is not None and self._arrivals is not None
+        prefixes = warm_prefixes(trace, self._history, max_blocks_for(spec.max_input_tokens, spec.block_tokens))
+        share = prefixes[self.worker_index :: self.worker_count]
+        self._arrivals = [0.0] * len(share) + [t + spec.warm_cache_s for t in self._arrivals]
+        self._stages = [WARMUP_STAGE] * len(share) + ["trace"] * (len(self._arrivals) - len(share))
+        self.stats.warmup = {"prefixes": len(prefixes), "requests": len(share), "prompt_tokens": 0,
+                             "history_blocks": len(self._history), "delay_s": spec.warm_cache_s,
+                             **expected_shares(trace, self._history, spec.block_tokens, spec.max_input_tokens)}
+        blocks = BlockPrompts(self.builder, self.seed, spec.block_tokens)
+        return itertools.chain((self._warm_request(blocks, ids) for ids in share),
+                               self._mooncake_requests(trace, mine, blocks))
+
+    def _warm_request(self, blocks: BlockPrompts, ids: list[int]) -> GenerationRequest:
+        spec = self.scenario.trace
+        assert spec is not None
+        text = " ".join(blocks._block(h, spec.block_tokens) for h in ids)  # not counted as the window's sharing
+        n_in = len(ids) * spec.block_tokens
+        req = GenerationRequest(max_tokens=1, exact_output=False, label=WARMUP_LABEL, n_in_target=n_in,
+                                stage=WARMUP_STAGE)
+        if self.scenario.prompt.shape == "messages":
+            req.messages = [{"role": "user", "content": text}]
+        else:
+            req.prompt = text
+        warm = self.stats.warmup
+        assert warm is not None
+        warm["prompt_tokens"] += n_in
+        return req
 
     def _mooncake_request(self, trace: Trace, blocks: BlockPrompts, row: int, lead: int | None,
                           label: str | None = None) -> GenerationRequest:
@@ -236,7 +315,7 @@ class RequestSource:
     def _session_stream(self) -> Iterator[Item]:
         spec = self.scenario.sessions
         assert spec is not None
-        ctx = SessionContext(self.builder, self.seed, self.scenario.prompt.api, self.scenario.prompt.exact_output,
+        ctx = SessionContext(self.builder, self.seed, self.scenario.prompt.shape, self.scenario.prompt.exact_output,
                              on_request=self._on_session_request)
         pool = SystemPool(self, spec.system) if spec.system is not None else None
         for j in self._my_indices(spec.count):
@@ -300,4 +379,7 @@ def _loop_span(trace: Trace, start_s: float | None, end_s: float | None) -> floa
 def load_trace_for(scenario: Scenario) -> Trace:
     spec = scenario.trace
     assert spec is not None
-    return load_trace(Ctx(str(scenario.path), "trace.path"), spec.path, spec.format, spec.columns)
+    if spec.format == "servegen":
+        return load_servegen(Ctx(str(scenario.path), "trace.path"), spec.path, scenario.seed, spec.start_s, spec.end_s)
+    return load_trace(Ctx(str(scenario.path), "trace.path"), spec.path, spec.format, spec.columns,
+                      on_bad_row=spec.on_bad_row, order=spec.order)

@@ -14,7 +14,7 @@ class PromptSpec:
     tokenizer_path: str | None = None
     tokenize_url: str | None = None
     tokenize_format: str = "llamacpp"
-    api: str = "chat"  # request shape: "chat" (messages) | "completions" (prompt)
+    shape: str = "messages"  # request shape: "messages" (GenerationRequest.messages) | "prompt" (.prompt)
     exact_output: bool = True
 
 
@@ -45,6 +45,10 @@ class TraceSpec:
     max_input_tokens: int | None = None
     max_output_tokens: int | None = None
     label: str = "trace"
+    on_bad_row: str = "refuse"  # "refuse" | "skip" (skipped rows are counted in the report)
+    order: str = "time"  # "time": rows sorted by timestamp | "file": file order kept
+    warm_cache: bool = False  # Mooncake window: first send the prefixes seen before it (warmcache.py)
+    warm_cache_s: float = 10.0  # the window's arrivals start this long after the warm-up
 
 
 @dataclass(slots=True)

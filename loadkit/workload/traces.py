@@ -7,33 +7,37 @@ tens of milliseconds (orjson per line).
 
 from __future__ import annotations
 
-import csv
 import functools
-from dataclasses import dataclass
-from datetime import datetime
+import logging
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-import orjson
 
 from loadkit.workload.errors import Ctx
+from loadkit.workload.tracereader import DEFAULT_COLUMNS, TraceReadError, read_trace
+from loadkit.workload.tracereader import FORMATS as READER_FORMATS
 
-FORMATS = ("azure", "mooncake", "lengths")
-DEFAULT_COLUMNS = {
-    "azure": ("TIMESTAMP", "ContextTokens", "GeneratedTokens"),
-    "lengths": (None, "num_prefill_tokens", "num_decode_tokens"),
-}
+FORMATS = (*READER_FORMATS, "servegen")  # servegen is synthesised from statistics (servegen.py)
+
+__all__ = ["DEFAULT_COLUMNS", "FORMATS", "Trace", "block_sharing", "leading_cached_blocks", "load_trace"]
 
 
 @dataclass(slots=True)
 class Trace:
-    """Rows of a trace in file order; ``t_s`` is seconds since the first row, or None."""
+    """Rows of a trace in send order; ``t_s`` is seconds since the first row, or None.
+
+    ``notes`` are the loader's warnings (rows out of order, bad rows skipped) and ``load`` its
+    JSON account; both reach the run's report."""
 
     path: Path
     n_in: np.ndarray
     n_out: np.ndarray
     t_s: np.ndarray | None = None
     hash_ids: list[list[int]] | None = None
+    notes: tuple[str, ...] = ()
+    load: dict[str, Any] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.n_in)
@@ -46,72 +50,55 @@ class Trace:
         hi = np.inf if end_s is None else end_s
         keep = np.flatnonzero((self.t_s >= lo) & (self.t_s < hi))
         hashes = [self.hash_ids[i] for i in keep] if self.hash_ids is not None else None
-        return Trace(self.path, self.n_in[keep], self.n_out[keep], self.t_s[keep] - lo, hashes)
+        return Trace(self.path, self.n_in[keep], self.n_out[keep], self.t_s[keep] - lo, hashes,
+                     self.notes, self.load)
 
 
-def load_trace(ctx: Ctx, path: Path, fmt: str, columns: tuple[str | None, str, str]) -> Trace:
+def load_trace(ctx: Ctx, path: Path, fmt: str, columns: tuple[str | None, str, str], *,
+               on_bad_row: str = "refuse", order: str = "time") -> Trace:
+    """The trace through the shared reader (tracereader.py); its errors become ScenarioErrors."""
     try:
-        if fmt == "mooncake":
-            return _load_mooncake(str(path))
-        return _load_csv(str(path), columns)
-    except KeyError as exc:
-        raise ctx.error(f"expected a column named {exc.args[0]!r} in {path.name}") from None
-    except (ValueError, TypeError, orjson.JSONDecodeError) as exc:
-        raise ctx.error(f"expected a {fmt} trace, could not read {path.name}: {exc}") from None
+        return _load(str(path), _stamp(path), fmt, columns, on_bad_row, order)
+    except TraceReadError as exc:
+        raise ctx.error(str(exc)) from None
 
 
-@functools.lru_cache(maxsize=4)
-def _load_mooncake(path: str) -> Trace:
-    ts, n_in, n_out, hashes = [], [], [], []
-    with open(path, "rb") as fh:
-        for line_no, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            row = orjson.loads(line)
-            if not isinstance(row, dict) or not isinstance(row.get("hash_ids"), list):
-                raise ValueError(f"line {line_no}: expected an object with hash_ids")
-            ts.append(float(row["timestamp"]) / 1000.0)
-            n_in.append(int(row["input_length"]))
-            n_out.append(int(row["output_length"]))
-            hashes.append([int(h) for h in row["hash_ids"]])
-    if not ts:
-        raise ValueError("no rows")
-    t = np.asarray(ts)
-    return Trace(Path(path), np.asarray(n_in), np.asarray(n_out), t - t.min(), hashes)
+def load_servegen(ctx: Ctx, path: Path, seed: int, start_s: float | None, end_s: float | None) -> Trace:
+    """A ServeGen window synthesised (servegen.py); times stay in the file's seconds, so
+    ``window()`` cuts and re-bases them as for any trace."""
+    from loadkit.workload import servegen
+
+    try:
+        t, n_in, n_out = servegen.synthesise(path, seed, start_s, end_s)
+    except TraceReadError as exc:
+        raise ctx.error(str(exc)) from None
+    load = {"path": str(path), "format": "servegen", "rows": len(t), "order": "time", "out_of_order": 0,
+            "skipped_bad_rows": {}, "skipped_examples": [], "synthesised": True}
+    return Trace(path, n_in, n_out, t, None, (), load)
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    """(mtime, size): part of the cache key, so a file rewritten in place is read again."""
+    try:
+        st = path.stat()
+    except OSError:
+        return (0, 0)  # the reader names the problem
+    return (st.st_mtime_ns, st.st_size)
 
 
 @functools.lru_cache(maxsize=8)
-def _load_csv(path: str, columns: tuple[str | None, str, str]) -> Trace:
-    t_col, in_col, out_col = columns
-    with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        header = reader.fieldnames or []
-        for col in columns:
-            if col is not None and col not in header:
-                raise KeyError(col)
-        rows = list(reader)
-    if not rows:
-        raise ValueError("no data rows")
-    n_in = np.asarray([int(float(r[in_col])) for r in rows])
-    n_out = np.asarray([int(float(r[out_col])) for r in rows])
-    t_s = None if t_col is None else _times(rows, t_col)
-    return Trace(Path(path), n_in, n_out, t_s)
+def _load(path: str, stamp: tuple[int, int], fmt: str, columns: tuple[str | None, str, str], on_bad_row: str, order: str) -> Trace:
+    rows = read_trace(path, fmt, None if fmt == "mooncake" else columns, on_bad_row=on_bad_row, order=order)
+    t_s = None if rows.t_s is None else rows.t_s - rows.t_s.min()
+    for note in rows.notes():  # once per process (cached); the run's report repeats it
+        logging.getLogger("loadkit").warning("loadkit: %s", note)
+    return Trace(Path(path), rows.n_in, rows.n_out, t_s, rows.hash_ids, tuple(rows.notes()), rows.load_summary())
 
 
-def _times(rows: list[dict[str, str]], col: str) -> np.ndarray:
-    """Seconds since the first row: ISO timestamps (Azure) or plain numbers of seconds."""
-    first = rows[0][col]
-    try:
-        float(first)
-        t = np.asarray([float(r[col]) for r in rows])
-    except ValueError:
-        t = np.asarray([datetime.fromisoformat(r[col]).timestamp() for r in rows])
-    return t - t.min()
-
-
-def block_sharing(hash_lists: list[list[int]]) -> tuple[int, int]:
-    """(blocks, blocks repeating an earlier block) over hash-id lists in order."""
-    seen: set[int] = set()
+def block_sharing(hash_lists: list[list[int]], history: set[int] | None = None) -> tuple[int, int]:
+    """(blocks, blocks repeating an earlier block) over hash-id lists in order; ``history`` holds
+    blocks seen before the first list (a window's earlier trace)."""
+    seen: set[int] = set(history or ())
     total = repeats = 0
     for ids in hash_lists:
         total += len(ids)
@@ -120,9 +107,10 @@ def block_sharing(hash_lists: list[list[int]]) -> tuple[int, int]:
     return total, repeats
 
 
-def leading_cached_blocks(hash_lists: list[list[int]]) -> list[int]:
-    """Per row, how many leading blocks were already seen in earlier rows (a prefix cache's view)."""
-    seen: set[int] = set()
+def leading_cached_blocks(hash_lists: list[list[int]], history: set[int] | None = None) -> list[int]:
+    """Per row, how many leading blocks were already seen in earlier rows (a prefix cache's view);
+    ``history`` holds blocks seen before the first row."""
+    seen: set[int] = set(history or ())
     out = []
     for ids in hash_lists:
         run = 0

@@ -4,9 +4,11 @@ from pathlib import Path
 
 import pytest
 
+from loadkit.workload.paths import PACKAGE_DATA
+
 FIXTURES = Path(__file__).parent / "fixtures"
-# The shared real traces live beside the repository: /work/shared/data/traces for /work/main.
-TRACES = Path(__file__).parents[2] / "../shared/data/traces"
+# The real traces shipped inside the package (loadkit/data/traces).
+TRACES = PACKAGE_DATA / "traces"
 
 
 @pytest.fixture
@@ -16,6 +18,5 @@ def fixtures() -> Path:
 
 def trace(relative: str) -> Path:
     path = TRACES / relative
-    if not path.is_file():
-        pytest.skip(f"real trace not present: {path}")
+    assert path.is_file(), f"shipped trace missing from the package: {path}"
     return path

@@ -46,6 +46,8 @@ def test_json_output(capsys: pytest.CaptureFixture[str], fixtures: Path) -> None
         "141GB",
         "--lengths-from",
         str(fixtures / "mooncake_mini.jsonl"),
+        "--on-bad-row",
+        "skip",  # the fixture's line 4 has no hash_ids
     )
     doc = json.loads(out)
     assert code == 0 and doc["model"]["attention"] == "mla" and doc["fit"]["tp"] == 8

@@ -40,9 +40,9 @@ def test_empty_report_dir_is_an_error(tmp_path: Path) -> None:
 
 
 def test_mooncake_lengths_and_block_sharing(fixtures: Path) -> None:
-    s = read_lengths(fixtures / "mooncake_mini.jsonl")
+    s = read_lengths(fixtures / "mooncake_mini.jsonl", on_bad_row="skip")
     assert s.kind == "mooncake" and s.lengths.tolist() == [1510, 1220, 630]
-    assert s.skipped == {"missing input_length, output_length or hash_ids": 1}
+    assert s.skipped == {"missing hash_ids": 1}
     p = s.prefix
     assert p is not None
     assert (p.prompt_tokens, p.unique_tokens) == (8 * 512, 5 * 512)  # 8 blocks, ids 0..4 unique
@@ -51,9 +51,9 @@ def test_mooncake_lengths_and_block_sharing(fixtures: Path) -> None:
 
 
 def test_azure_and_sharegpt_csv(fixtures: Path) -> None:
-    azure = read_lengths(fixtures / "azure_mini.csv")
+    azure = read_lengths(fixtures / "azure_mini.csv", on_bad_row="skip")
     assert azure.kind == "azure" and azure.lengths.tolist() == [418, 505, 934]
-    assert azure.skipped == {"unparseable row": 1}
+    assert azure.skipped == {"bad token count": 1}
     share = read_lengths(fixtures / "sharegpt_mini.csv")
     assert share.kind == "sharegpt" and share.lengths.tolist() == [992, 1195, 2113]
     assert share.prefix is None
@@ -63,7 +63,7 @@ def test_unknown_files_are_refused_by_name(tmp_path: Path) -> None:
     csv = tmp_path / "x.csv"
     csv.write_text("a,b\n1,2\n")
     with pytest.raises(
-        CapacityError, match=r"x\.csv: CSV header needs the columns ContextTokens,GeneratedTokens"
+        CapacityError, match=r"x\.csv: line 1 \(header\): CSV header needs the columns ContextTokens,GeneratedTokens"
     ):
         read_lengths(csv)
     jl = tmp_path / "x.jsonl"
@@ -117,3 +117,32 @@ def test_raw_log_recognised_by_outcome_when_counts_are_absent(tmp_path: Path) ->
     log.write_text('{"outcome": "connect_error"}\n{"outcome": "ok", "n_in": 5, "n_out": 6}\n')
     s = read_lengths(log)
     assert s.lengths.tolist() == [11] and s.skipped == {"outcome connect_error": 1}
+
+
+def test_bad_rows_are_refused_by_default_naming_the_line(fixtures: Path) -> None:
+    """The trace reader replay uses, with its default policy: a bad row stops the read."""
+    with pytest.raises(CapacityError, match=r"mooncake_mini\.jsonl: line 4: expected the key 'hash_ids'"):
+        read_lengths(fixtures / "mooncake_mini.jsonl")
+    with pytest.raises(CapacityError, match=r"azure_mini\.csv: line 5: expected a non-negative integer "
+                                            r"ContextTokens, got 'oops'"):
+        read_lengths(fixtures / "azure_mini.csv")
+
+
+def test_capacity_checks_timestamps_and_refuses_a_header_only_file(tmp_path: Path) -> None:
+    bad_time = tmp_path / "t.csv"
+    bad_time.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,10,2\nyesterday,5,1\n")
+    with pytest.raises(CapacityError, match=r"t\.csv: line 3: expected TIMESTAMP as an ISO date-time"):
+        read_lengths(bad_time)
+    assert read_lengths(bad_time, on_bad_row="skip").skipped == {"bad timestamp": 1}
+    empty = tmp_path / "e.csv"
+    empty.write_text("ContextTokens,GeneratedTokens\n")
+    with pytest.raises(CapacityError, match=r"e\.csv: expected at least one data row after the header"):
+        read_lengths(empty)
+
+
+def test_negative_lengths_are_bad_rows_as_in_replay(tmp_path: Path) -> None:
+    f = tmp_path / "n.csv"
+    f.write_text("input_tokens,output_tokens\n10,2\n-3,4\n")
+    with pytest.raises(CapacityError, match=r"n\.csv: line 3: expected a non-negative integer input_tokens"):
+        read_lengths(f)
+    assert read_lengths(f, on_bad_row="skip").skipped == {"negative token count": 1}

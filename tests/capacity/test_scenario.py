@@ -34,20 +34,12 @@ output_tokens = 20
 """
 
 
-@pytest.fixture
-def workload() -> None:
-    mod = pytest.importorskip("loadkit.workload")
-    if not hasattr(mod, "load_scenario"):
-        pytest.skip("loadkit.workload has no load_scenario yet")
-
-
 def _write(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "scenario.toml"
     path.write_text(text)
     return path
 
 
-@pytest.mark.usefixtures("workload")
 def test_parts_scenario_lengths_and_request_cap(tmp_path: Path) -> None:
     path = _write(tmp_path, PARTS)
     assert read_lengths(path).lengths.tolist() == [120] * 30  # the scenario's own max_requests
@@ -55,7 +47,6 @@ def test_parts_scenario_lengths_and_request_cap(tmp_path: Path) -> None:
     assert s.kind == "scenario" and s.lengths.tolist() == [120] * 10 and s.prefix is None
 
 
-@pytest.mark.usefixtures("workload")
 def test_session_turns_grow_and_share_their_history(tmp_path: Path) -> None:
     s = lengths_from_scenario(_write(tmp_path, SESSIONS), 1000)
     # turn k carries every earlier user message and reply: 50+20, then +70, then +70
@@ -65,11 +56,18 @@ def test_session_turns_grow_and_share_their_history(tmp_path: Path) -> None:
     assert (s.prefix.prompt_tokens, s.prefix.shared_tokens) == (4 * 360, 4 * 210)
 
 
-@pytest.mark.usefixtures("workload")
 def test_invalid_scenario_is_one_capacity_error(tmp_path: Path) -> None:
     path = _write(tmp_path, 'schema = "loadkit.scenario/1"\nname = "x"\n')
     with pytest.raises(CapacityError, match="scenario.toml"):
         lengths_from_scenario(path, 10)
+
+
+def test_a_shipped_scenario_name_is_a_length_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # no file of that name here: the shipped scenario (package data)
+    s = read_lengths("azure_conversation_replay", 500)
+    assert s.kind == "scenario" and s.lengths.size == 500 and s.source.endswith("azure_conversation_replay.toml")
+    with pytest.raises(CapacityError, match="nor a shipped scenario's name"):
+        read_lengths("azure_conversation_replayy")
 
 
 def test_missing_workload_module_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

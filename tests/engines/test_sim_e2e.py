@@ -2,7 +2,6 @@
 (exact output, usage, cached tokens on a repeated prompt), detection, and the faults the
 simulator injects showing up as the right outcome."""
 
-import inspect
 
 import pytest
 
@@ -13,13 +12,13 @@ from loadkit.engines.base import AdapterOptions
 from loadkit.engines.metrics import scrape
 from loadkit.engines.serverinfo import count_tokens, describe
 from loadkit.plugins import get_engine, new_plugin_manager
+from loadkit.sim import testing as sim_testing
+from loadkit.sim.config import get_profile
 from loadkit.sse import SSEDecoder
 
 pytestmark = pytest.mark.integration
-sim_testing = pytest.importorskip("loadkit.sim.testing")
-MODEL = pytest.importorskip("loadkit.sim.config").get_profile("fast").model
+MODEL = get_profile("fast").model
 TIMEOUTS = timer.Timeouts(connect_s=2, first_token_s=10, total_s=20)
-TRITON_ENDS_ON_CLOSE = "end_on_close" in inspect.getsource(timer)
 SSE_DISPATCHES_ERROR_FIELD = bool(SSEDecoder().feed(b'error: {"message": "x"}\n\n'))
 
 # (sim family, engine, api)
@@ -68,7 +67,7 @@ def send(adapter, url, prompt="Tell me about the sea. " * 8, fault=None, max_tok
 
 
 def ok_outcome(api):
-    return t.OK if api != "triton" or TRITON_ENDS_ON_CLOSE else t.INCOMPLETE
+    return t.OK  # Triton ends by closing (end_on_close, honoured by the timer)
 
 
 @pytest.mark.parametrize(("family", "engine", "api"), TARGETS, ids=[f"{e}-{a}" for _, e, a in TARGETS])

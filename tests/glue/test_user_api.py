@@ -22,6 +22,7 @@ from loadkit.glue.errors import ConfigError
 from loadkit.glue.listeners import register
 from loadkit.glue.runtime import Runtime
 from loadkit.glue.shapesteps import SHAPE_STAGE_OPTION, ShapeSteps
+from loadkit.workload.shipped import SHIPPED_DIR
 from tests.integration.runs import SCENARIOS
 
 CLOSED = str(SCENARIOS / "closed_small.toml")
@@ -92,7 +93,7 @@ def test_one_file_named_two_ways_is_one_workload_and_the_default_is_one_like_any
         scenario = "agent-multiturn"
 
     class ByPath(ScenarioUser):
-        scenario = str(SCENARIOS.parents[2] / "scenarios" / "agent-multiturn.toml")
+        scenario = str(SHIPPED_DIR / "agent-multiturn.toml")
 
     rt = runtime_for(ByName, ByPath, DefaultScenario, scenario=CLOSED)
     assert len(rt.workloads) == 2
@@ -128,7 +129,7 @@ def test_budgets_per_scenario_and_for_the_run(tmp_path):
         (lambda: runtime_for(type("Lost", (LLMUser,), {"target": "nosuch"})),
          "user class Lost: target 'nosuch' is not one of this run's targets (fast, big)"),
         (lambda: runtime_for(type("Typo", (ScenarioUser,), {"scenario": "agent-multitrun"})),
-         "user class Typo: scenario 'agent-multitrun' is neither a file nor a shipped scenario"),
+         "user class Typo: agent-multitrun: no such file, and no shipped scenario of that name (did you mean 'agent-multiturn'?"),
         (lambda: runtime_for(ClosedOnFast, type("Other", (ScenarioUser,), {"scenario": "agent-multiturn"})),
          None),
         (lambda: runtime_for(OpenEverywhere, type("Staged", (ScenarioUser,), {"scenario": STAGED})), None),

@@ -7,9 +7,12 @@ timing truth for the stream timer.
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -29,14 +32,18 @@ END_CHUNK = b"0\r\n\r\n"
 
 
 class ScriptedServer:
-    def __init__(self, script_for_request) -> None:
+    """``tls``: serve https with this server context, the handshake begun ``handshake_delay_s``
+    after the connection is accepted (to tell set-up time from TTFT)."""
+
+    def __init__(self, script_for_request, tls=None, handshake_delay_s: float = 0.0) -> None:
         self.script_for_request = script_for_request
+        self.tls, self.handshake_delay_s = tls, handshake_delay_s
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(64)
         self.port = self.sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.write_times: list[list[int]] = []
         self.requests: list[bytes] = []
         self._stop = False
@@ -76,6 +83,13 @@ class ScriptedServer:
 
     def _handle(self, conn: socket.socket) -> None:
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.tls is not None:
+            time.sleep(self.handshake_delay_s)
+            try:
+                conn = self.tls.wrap_socket(conn, server_side=True)
+            except OSError:  # the client refused us, or we refused it: the test looks at its side
+                conn.close()
+                return
         with conn:
             while True:
                 req = self._read_request(conn)
@@ -102,17 +116,21 @@ class ScriptedServerProcess:
     """The same server in a forked process, so its writes do not wait on the test's GIL:
     timing tests compare against write times that are not skewed by the client under test."""
 
-    def __init__(self, script: Script) -> None:
+    def __init__(self, script: Script | Callable[[bytes], Script], tls=None) -> None:
+        """``script``: one Script for every request, or a function of the request (as for
+        ScriptedServer); ``tls``: a server-side SSLContext for https."""
         import multiprocessing
 
         ctx = multiprocessing.get_context("fork")
         self._times = ctx.Queue()
         self._ready = ctx.Queue()
         self.script = script
+        self.tls = tls
         self._proc = ctx.Process(target=self._main, daemon=True)
 
     def _main(self) -> None:
-        srv = ScriptedServer(lambda _req: self.script)
+        script = self.script
+        srv = ScriptedServer(script if callable(script) else lambda _req: script, self.tls)
         original = srv._handle
 
         def handle(conn):
@@ -129,8 +147,13 @@ class ScriptedServerProcess:
     def __enter__(self) -> ScriptedServerProcess:
         self._proc.start()
         self.port = self._ready.get(timeout=10)
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
         return self
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """The server dies at once: the kernel closes its sockets (in-flight streams are cut,
+        new connections refused)."""
+        os.kill(self._proc.pid, sig)
 
     def write_times(self, timeout: float = 5.0) -> list[int]:
         return self._times.get(timeout=timeout)

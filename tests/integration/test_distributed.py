@@ -62,7 +62,7 @@ def test_worker_with_other_plugins_is_refused(tmp_path):
     try:
         importlib.metadata.distribution("loadkit-anthropic")
     except importlib.metadata.PackageNotFoundError:
-        pytest.skip(
+        pytest.fail(
             "needs the example plugin installed (scripts/test.sh installs it) to make plugin sets differ"
         )
     report_dir, port = tmp_path / "r", free_port()

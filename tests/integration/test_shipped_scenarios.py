@@ -1,16 +1,17 @@
-"""Every scenario shipped in scenarios/ runs against the simulator: requests go out, most come
-back ok, and every request is accounted for."""
+"""Every shipped scenario (loadkit/scenarios/, given by name) runs against the simulator:
+requests go out, most come back ok, and every request is accounted for."""
 
 from __future__ import annotations
 
 import pytest
 
 from loadkit.sim.testing import sim_process
-from tests.integration.runs import REPO, check_conservation, raw_records, run_locust
+from loadkit.workload.shipped import shipped_scenarios
+from tests.integration.runs import check_conservation, raw_records, run_locust
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-SCENARIOS = sorted((REPO / "scenarios").glob("*.toml"))
+SCENARIOS = list(shipped_scenarios().values())
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +26,7 @@ def test_shipped_scenario_runs(tmp_path, sim, scenario):
     report_dir = tmp_path / "r"
     proc = run_locust(
         "--headless", "-u", "8", "-r", "8", "-t", "5s", "--stop-timeout", "2", "--host", sim.url,
-        "--engine", "vllm", "--scenario", str(scenario), "--report-dir", str(report_dir), "--raw-log",
+        "--engine", "vllm", "--scenario", scenario.stem, "--report-dir", str(report_dir), "--raw-log",
         timeout=120,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -5,11 +5,10 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+import gguf  # the [test] extras (scripts/test.sh installs them)
 import numpy as np
 import pytest
-
-gguf = pytest.importorskip("gguf")
-tokenizers = pytest.importorskip("tokenizers")
+import tokenizers
 
 
 def _field(reader, key):

@@ -78,7 +78,11 @@ def engine_section(rows: list[dict[str, Any]]) -> dict[str, Any]:
     slo = {"good": good, "judged": len(ok), "goodput_per_s": good / window, "good_fraction": good / len(ok),
            "attainment": {"ttft_ms": {"limit_ms": 30.0, "met": good, "violated": len(ok) - good, "not_measured": 0,
                                       "attainment": good / len(ok)}}}  # fmt: skip
-    section = {"requests": len(rows), "ok": len(ok), "failures": len(rows) - len(ok), "outcomes": outcomes,
+    failed = {o: n for o, n in outcomes.items() if o != "ok"}
+    messages = {o: {"total": n, "top": [{"message": '{"error": "overloaded, retry later"}', "count": n}], "other": 0}
+                for o, n in failed.items()}  # fmt: skip
+    section = {"requests": len(rows), "ok": len(ok), "failures": len(rows) - len(ok), "cancelled": 0,
+               "outcomes": outcomes, "error_messages": messages, "stream_ends": {"marker": len(ok)},
                "output_tokens": int(col["n_out"].sum()), "window_s": window, "requests_per_s": len(rows) / window,
                "ok_per_s": len(ok) / window, "output_tokens_per_s": float(col["n_out"].sum()) / window,
                "goodput_per_s": slo["goodput_per_s"], "slo": slo, "n_out_sources": {"usage": len(ok), "events": 2},
@@ -117,5 +121,19 @@ def full_run(tmp_path: Path) -> Path:
     folder = write_run(tmp_path / "run", rows)
     report = orjson.loads((folder / "report.json").read_bytes())
     report["manifest"]["server_metrics"] = SERVER_METRICS
+    report["delivered"] = delivered_from_rows(rows, report["manifest"]["scenario"]["arrival"])
     (folder / "report.json").write_bytes(orjson.dumps(report))
     return folder
+
+
+def delivered_from_rows(rows_by_engine: dict[str, list[dict[str, Any]]], arrival: dict[str, Any]) -> dict[str, Any]:
+    """The run's delivered section, through the code a live run uses (loadkit.delivered)."""
+    from types import SimpleNamespace
+
+    from loadkit.delivered import DeliveredLoad
+
+    load = DeliveredLoad()
+    for rows in rows_by_engine.values():
+        for r in rows:
+            load.add(SimpleNamespace(**r))
+    return load.report(arrival, None)

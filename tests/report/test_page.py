@@ -27,7 +27,9 @@ def test_every_section_renders_from_a_full_run(full_run: Path):
     assert out == full_run / "report.html"
     assert plots_in(html) == ALL_PLOTS
     assert missing_in(html) == {"capacity"}  # no model config named
-    for sec in ("summary", "slo", "cdfs", "timeseries", "stages", "buckets", "turns", "outcomes", "server",
+    delivered = html.split('<section id="delivered">')[1].split("</section>")[0]
+    assert delivered.count("<tr><td>") >= 4 and "<td>low</td>" in delivered and "<td>high</td>" in delivered
+    for sec in ("summary", "slo", "cdfs", "timeseries", "stages", "delivered", "buckets", "turns", "outcomes", "server",
                 "warnings", "manifest", "definitions"):  # fmt: skip
         assert f'<section id="{sec}">' in html
     assert "From the raw log (every ok request)" in html
@@ -48,7 +50,7 @@ def test_without_raw_log_the_raw_sections_say_not_measured(tmp_path: Path):
     report = report_from_rows({"a": make_rows("a", 50, 1)})
     html = build_html(report, None)
     assert missing_in(html) == {"ttft-ts", "latency-throughput", "length-buckets", "ttft-turn", "server-metrics",
-                                "capacity"}  # fmt: skip
+                                "capacity", "delivered load"}  # fmt: skip
     assert "From the report percentiles" in html
     assert {"ttft-cdf", "tpot-cdf", "throughput-ts", "outcomes"} <= plots_in(html)
 
@@ -134,3 +136,42 @@ def test_unreadable_report_json_raises_for_the_caller(tmp_path: Path, bad: bytes
     (tmp_path / "report.json").write_bytes(bad)
     with pytest.raises(ValueError):
         write_html(tmp_path)
+
+
+def test_an_invalid_run_says_why_at_the_top_and_lists_the_servers_words():
+    report = report_from_rows({"a": make_rows("a", 50, 1)})
+    detail = '{"detail": "Unexpected fields in the request: {\'min_tokens\', \'ignore_eos\'}"}'
+    report["engines"]["a"]["error_messages"] = {
+        "http_error:422": {"total": 7, "top": [{"message": detail, "count": 5}], "other": 2}}  # fmt: skip
+    report.update(valid=False, invalid_reasons=["circuit breaker: 20 of the first 20 requests failed; run stopped",
+                                                "target a: no request succeeded <b>"])  # fmt: skip
+    html = build_html(report, None)
+    head = html[: html.index('<section id="summary">')]
+    assert 'class="bad">INVALID' in head and "This run is invalid" in head
+    assert "circuit breaker: 20 of the first 20 requests failed; run stopped" in head
+    assert "&lt;b&gt;" in head and "no request succeeded <b>" not in html  # escaped
+    errors = html[html.index('<section id="errors">') :]
+    errors = errors[: errors.index("</section>")]
+    assert "http_error:422" in errors and "Unexpected fields" in errors and "other messages" in errors
+    assert "run INVALID: circuit breaker" in html  # in the warnings list too
+
+
+def test_failed_leaves_cancelled_out_old_reports_included():
+    report = report_from_rows({"a": make_rows("a", 50, 1)})
+    section = report["engines"]["a"]
+    section["outcomes"]["cancelled"] = 3
+    section["requests"] += 3
+    section["cancelled"] = 3
+    html = build_html(report, None)
+    assert html.count("<td>3</td>") >= 1  # the cancelled column
+    old = report_from_rows({"a": make_rows("a", 50, 1)})
+    old_section = old["engines"]["a"]
+    del old_section["cancelled"], old_section["error_messages"], old_section["stream_ends"]
+    old_section["outcomes"]["cancelled"] = 4
+    old_section["failures"] += 4  # how reports before the field counted them
+    old_html = build_html(old, None)
+    failed = old_section["failures"] - 4
+    row = old_html[old_html.index("<td>a</td><td>(all)</td>") :].split("</tr>")[0]
+    cells = [c.split("</td>")[0] for c in row.split("<td>")[1:]]
+    assert cells[4:6] == [str(failed), "4"]
+    assert 'data-missing="errors"' in old_html and "older loadkit" in old_html

@@ -12,12 +12,10 @@ from typing import Any
 
 import pytest
 
+from loadkit import types
+from loadkit.engines import base, builtin
 from loadkit.sim.testing import SimHandle, sim_thread
 from tests.sim.rawclient import RawResponse, request
-
-builtin = pytest.importorskip("loadkit.engines.builtin")
-base = pytest.importorskip("loadkit.engines.base")
-types = pytest.importorskip("loadkit.types")
 
 FAMILY = {"openai": "openai", "vllm": "openai", "sglang": "sglang", "tgi": "tgi", "tensorrt-llm": "triton",
           "llamacpp": "llamacpp", "ollama": "ollama"}  # fmt: skip

@@ -6,6 +6,7 @@ import csv
 import io
 import os
 import re
+from contextlib import contextmanager
 from types import SimpleNamespace
 
 import pytest
@@ -194,3 +195,100 @@ def test_routes_follow_the_web_base_path(tmp_path):
     body = client.get("/lk/stats/requests").get_json()
     assert [e["key"] for e in body["extended_stats"]] == ["llm"]
     env.runner.quit()
+
+
+# ---- run status and start errors --------------------------------------------------------------
+
+
+def loadkit_env(tmp_path) -> tuple[Environment, StatsCollector]:
+    """A web UI whose runtime is loadkit's own, with loadkit's options parsed."""
+    from locust.argument_parser import get_parser
+
+    from loadkit.glue.options import add_arguments
+    from loadkit.glue.runtime import Runtime
+
+    parser = get_parser()
+    # Locust's parser already has them when an earlier test defined a loadkit user class (which
+    # registers loadkit's listeners on locust.events, init_command_line_parser included).
+    if not any("--engine" in action.option_strings for action in parser._actions):
+        add_arguments(parser)
+    env, collector = make_env(tmp_path)
+    env.parsed_options = parser.parse_args(args=["--report-dir", str(tmp_path)])
+    env.loadkit = Runtime(env, stats=collector)
+    install_web_ui(env)
+    return env, collector
+
+
+SCENARIO = os.path.join(os.path.dirname(__file__), "..", "integration", "scenarios", "tiny_fixed.toml")
+
+
+def closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "wanted"),
+    [("scenario", "/nonexistent/scenario.toml", "cannot read file"),
+     ("host", "http://127.0.0.1:{closed}", "is unreachable"),
+     ("engine", "no-such-engine", "no-such-engine"),
+     ("max_failed_share", "150", "--max-failed-share: must be between 0 and 100")],
+)  # fmt: skip
+def test_a_start_that_cannot_work_is_refused_in_the_form_with_the_reason(tmp_path, field, value, wanted):
+    env, _ = loadkit_env(tmp_path)
+    client = env.web_ui.app.test_client()
+    with socket_listening() as port:
+        form = {"user_count": "1", "spawn_rate": "1", "host": f"http://127.0.0.1:{port}", "scenario": SCENARIO}
+        form[field] = value.format(closed=closed_port())
+        body = client.post("/swarm", data=form).get_json()
+    assert body["success"] is False and wanted in body["message"] and body["message"].startswith("loadkit: ")
+    assert env.runner.state == "ready"  # nothing was started
+    doc = client.get("/loadkit/stats.json").get_json()
+    assert wanted in doc["start_error"]
+    assert env.parsed_options.scenario != value  # the real options were not touched
+    env.runner.quit()
+
+
+def test_a_good_start_passes_the_check(tmp_path):
+    env, _ = loadkit_env(tmp_path)
+    client = env.web_ui.app.test_client()
+    with socket_listening() as port:
+        form = {"user_count": "0", "spawn_rate": "1", "host": f"http://127.0.0.1:{port}", "scenario": SCENARIO}
+        assert client.post("/swarm", data=form).get_json()["success"] is True
+    env.runner.quit()
+
+
+def test_status_fields_and_panel_script(tmp_path):
+    env, collector = loadkit_env(tmp_path)
+    client = env.web_ui.app.test_client()
+    bad = record(engine="vllm", outcome="http_error:422")
+    bad.error, bad.http_status = 'HTTP 422: {"detail": "Unexpected fields"}', 422
+    collector.add(bad)
+    collector.mark_invalid("circuit breaker: 20 of the first 20 requests failed; run stopped")
+    env.loadkit.start_error = None
+    doc = client.get("/loadkit/stats.json").get_json()
+    assert doc["valid"] is False and doc["requests"] == 1
+    assert doc["invalid_reasons"][0].startswith("circuit breaker")
+    assert doc["messages"] == [{"engine": "vllm", "outcome": "http_error:422", "count": 1,
+                                "message": '{"detail": "Unexpected fields"}'}]  # fmt: skip
+    index = client.get("/").get_data(as_text=True)
+    assert index.count('<script src="./loadkit/status.js" defer></script>') == 1
+    script = client.get("/loadkit/status.js")
+    assert script.status_code == 200 and script.headers["Content-Type"].startswith("text/javascript")
+    text = script.get_data(as_text=True)
+    assert "loadkit-status" in text and "innerHTML" not in text  # server text only via textContent
+    env.runner.quit()
+
+
+@contextmanager
+def socket_listening():
+    """A port that accepts TCP connections (the reachability check connects and closes)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(8)
+        yield s.getsockname()[1]

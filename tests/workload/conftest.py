@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from loadkit.workload.paths import default_data_dir
+from loadkit.workload.paths import PACKAGE_DATA
 
 
 def _corpus() -> list[str]:
@@ -70,5 +70,6 @@ def write_scenario(tmp_path: Path) -> Callable[..., Path]:
     return write
 
 
-TRACES = default_data_dir() / "traces"
-needs_traces = pytest.mark.skipif(not TRACES.is_dir(), reason="shared/data/traces not beside the repo")
+# The traces shipped inside the package (loadkit/data/traces): tests that need them fail, never
+# skip, when they are missing.
+TRACES = PACKAGE_DATA / "traces"

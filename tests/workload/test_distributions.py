@@ -15,7 +15,7 @@ import pytest
 from scipy import stats
 
 from loadkit.workload import load_scenario
-from tests.workload.conftest import TRACES, needs_traces
+from tests.workload.conftest import TRACES
 
 N = 1500
 ALPHA = 1e-3
@@ -121,7 +121,6 @@ def test_mixture_weights_and_components(write_scenario):
     assert_same(got, clip_round(direct), clip_round(control))
 
 
-@needs_traces
 def test_empirical_from_csv_column(write_scenario):
     path = TRACES / "sharegpt-lengths" / "sharegpt_8k_filtered_stats_llama2_tokenizer.csv"
     column = np.loadtxt(path, delimiter=",", skiprows=1, usecols=0)
@@ -130,7 +129,6 @@ def test_empirical_from_csv_column(write_scenario):
     assert_same(got, rng.choice(column, N), rng.choice(column, N) * 1.25)
 
 
-@needs_traces
 def test_joint_pairs_keep_correlation(write_scenario):
     path = TRACES / "sharegpt-lengths" / "sharegpt_8k_filtered_stats_llama2_tokenizer.csv"
     table = np.loadtxt(path, delimiter=",", skiprows=1, usecols=(0, 1))

@@ -15,9 +15,8 @@ import pytest
 
 from loadkit.workload import TraceSession, load_scenario
 from loadkit.workload.mooncake import group_sessions
-from tests.workload.conftest import TRACES, needs_traces
+from tests.workload.conftest import TRACES
 
-pytestmark = needs_traces
 TRACE = TRACES / "mooncake-fast25" / "conversation_trace.jsonl"
 
 

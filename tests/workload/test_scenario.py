@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from loadkit.cli import main as loadkit_main
 from loadkit.workload import SCHEMA, ScenarioError, load_scenario
-from tests.workload.conftest import needs_traces
+from loadkit.workload.shipped import shipped_scenarios
 
-SCENARIOS = sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("*.toml"))
+SCENARIOS = list(shipped_scenarios().values())
 PART = '[[parts]]\nname = "p"\ninput = 10\noutput = 5\n'
 
 
-@needs_traces
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.name)
 def test_every_shipped_scenario_validates_and_yields_items(path):
     sc = load_scenario(path)
@@ -133,3 +130,24 @@ def test_lengths_asked_echoes_the_file(write_scenario):
     sc = load_scenario(write_scenario("[sessions]\nturns = 2\nuser_tokens = 5\noutput_tokens = 4\nlabels = {}\n",
                                       name="s2.toml"))
     assert sc.lengths_asked == {"sessions": {"turns": 2, "user_tokens": 5, "output_tokens": 4}}
+
+
+def test_prompt_shape_and_its_deprecated_old_name(write_scenario, caplog):
+    def load(prompt: str, name: str = "s.toml"):
+        return load_scenario(write_scenario(prompt + PART, name=name))
+
+    assert load('[prompt]\nshape = "prompt"\n').prompt.shape == "prompt"
+    assert load("[prompt]\n").prompt.shape == "messages"
+    assert not caplog.records  # the new key: no message
+    for old, new in (("completions", "prompt"), ("chat", "messages")):
+        caplog.clear()
+        assert load(f'[prompt]\napi = "{old}"\n', name=f"{old}.toml").prompt.shape == new
+        (msg,) = [r.getMessage() for r in caplog.records]
+        assert f'{old}.toml: prompt.api is deprecated' in msg and f'prompt.shape = "{new}"' in msg
+    caplog.clear()
+    load('[prompt]\napi = "chat"\n', name="chat.toml")
+    assert not caplog.records  # once per file
+    with pytest.raises(ScenarioError, match=r"prompt.api: give prompt.shape only"):
+        load('[prompt]\napi = "chat"\nshape = "messages"\n')
+    with pytest.raises(ScenarioError, match=r"prompt.shape"):
+        load('[prompt]\nshape = "chat"\n')

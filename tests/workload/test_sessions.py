@@ -120,7 +120,7 @@ def test_tool_calls_openai_format(write_scenario):
 
 
 def test_completions_api_gets_templated_prompt(write_scenario):
-    session = first_session(write_scenario, top='[prompt]\napi = "completions"\n', turns="2")
+    session = first_session(write_scenario, top='[prompt]\nshape = "prompt"\n', turns="2")
     session.next_request(None, True)
     req = session.next_request("hello there", True)
     assert req.messages is None and req.prompt.startswith("<|user|>\n")

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import json
 import urllib.request
-from pathlib import Path
 
 import pytest
 
 from loadkit.workload import load_scenario
-from tests.workload.conftest import TRACES, needs_traces
+from loadkit.workload.shipped import shipped_scenarios
+from tests.workload.conftest import TRACES
 
-pytestmark = [needs_traces, pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def complete(url: str, prompt: str) -> dict:
@@ -31,7 +31,7 @@ def test_mooncake_prefix_hits_at_the_simulator(write_scenario):
     path = write_scenario(f"""
         max_requests = 120
         [prompt]
-        api = "completions"
+        shape = "prompt"
         [trace]
         format = "mooncake"
         path = "{TRACES / 'mooncake-fast25' / 'conversation_trace.jsonl'}"
@@ -69,7 +69,7 @@ def send(url: str, req) -> tuple[str, dict]:
     return out["choices"][0]["text"], out["usage"]
 
 
-SHIPPED = sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("*.toml"))
+SHIPPED = list(shipped_scenarios().values())
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from loadkit.workload import Session, load_scenario
-from tests.workload.conftest import TRACES, needs_traces
+from tests.workload.conftest import TRACES
 
 MIX = """
 max_requests = 60
@@ -128,7 +128,6 @@ def test_loop_without_bound_is_refused(write_scenario, tmp_path):
         load_scenario(write_scenario(TIMED + "loop = true\n"))
 
 
-@needs_traces
 def test_azure_arrivals_and_lengths_follow_the_csv(write_scenario):
     path = TRACES / "azure-llm-2023" / "AzureLLMInferenceTrace_conv.csv"
     sc = load_scenario(write_scenario(f'[arrival]\nmodel = "trace"\n[trace]\nformat = "azure"\npath = "{path}"\n'

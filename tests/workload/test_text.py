@@ -53,7 +53,7 @@ def test_scenario_with_hf_tokenizer_builds_exact_requests(write_scenario, bpe_to
         [prompt]
         tokenizer = "hf"
         tokenizer_path = "{bpe_tokenizer_path}"
-        api = "completions"
+        shape = "prompt"
         [[parts]]
         name = "p"
         input = {{ dist = "uniform", low = 5, high = 900 }}

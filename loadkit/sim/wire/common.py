@@ -40,6 +40,7 @@ class RequestSpec:
     prompt_ids: list[int] | None = None  # when the client sent token ids
     cache_prompt: bool = True
     continuous_usage: bool = False  # vLLM's stream_options.continuous_usage_stats
+    priority: int = 0  # vLLM's `priority` (used with scheduling_policy "priority"; lower first)
 
 
 @dataclass(slots=True)

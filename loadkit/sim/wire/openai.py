@@ -6,7 +6,7 @@
   ``stream_options.include_usage`` a ``choices: []`` usage chunk follows; then ``data: [DONE]``.
   SGLang, TGI and Ollama's OpenAI routes are served in this flavour too.
 * ``LlamaCompletion`` / ``LlamaChat`` — llama.cpp's server, key order and extras as in the
-  captures in /work/shared/data/wire/ (``system_fingerprint``, ``timings``, role chunk with
+  real captures in tests/sim/fixtures/llamacpp_*.txt (``system_fingerprint``, ``timings``, role chunk with
   ``content: null``, a separate finish chunk with an empty delta).
 """
 
@@ -41,6 +41,7 @@ def parse_openai(body: dict[str, Any], chat: bool, default_max: int, model: str)
     if not isinstance(opts, dict):
         raise ValueError("stream_options must be an object")
     return RequestSpec(
+        priority=as_int(body, "priority", 0),
         continuous_usage=bool(opts.get("continuous_usage_stats")),
         prompt=prompt,
         prompt_ids=ids,

@@ -84,10 +84,14 @@ class MessagesStreamParser(StreamParser):
         message = obj.get("message")
         if not isinstance(message, dict):
             raise MalformedEvent("message_start without a message object")
-        usage = sub(message, "usage")
+        self.take_input_usage(sub(message, "usage"))
+
+    def take_input_usage(self, usage: dict[str, Any]) -> None:
         parts = [_int(usage.get(k)) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")]
+        if parts[0] is None:
+            return
         # input_tokens excludes cache reads and writes; the prompt is all three together.
-        self.prompt_tokens = sum(p for p in parts if p is not None) if parts[0] is not None else None
+        self.prompt_tokens = sum(p for p in parts if p is not None)
         self.cached_tokens = parts[1]
 
     def on_content_block_start(self, obj: dict[str, Any]) -> TokenEvent | None:
@@ -114,6 +118,7 @@ class MessagesStreamParser(StreamParser):
     def on_message_delta(self, obj: dict[str, Any]) -> TokenEvent:
         delta = sub(obj, "delta")
         usage = sub(obj, "usage")
+        self.take_input_usage(usage)  # message_delta's counts are cumulative where it sends them
         return TokenEvent(
             usage=Usage(prompt_tokens=self.prompt_tokens, completion_tokens=_int(usage.get("output_tokens")),
                         cached_tokens=self.cached_tokens),
@@ -131,7 +136,8 @@ class AnthropicAdapter(EngineAdapter):
     info_paths = ("/v1/models",)
 
     def base_headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json", "Accept": self.accept, "anthropic-version": API_VERSION}
+        version = str(self.options.option("anthropic_version", API_VERSION))
+        headers = {"Content-Type": "application/json", "Accept": self.accept, "anthropic-version": version}
         if self.options.api_key:
             headers["x-api-key"] = self.options.api_key
         headers.update(self.options.extra_headers)

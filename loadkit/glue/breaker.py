@@ -1,0 +1,203 @@
+"""Circuit breaker: stop a run whose requests (nearly) all fail, and say why.
+
+Rules, per target (a run with one dead target of two is no comparison either):
+- the first ``first`` requests all failed (no ``ok`` yet): a dead or misconfigured target;
+- more than ``failed_pct`` % of the last ``window`` requests failed, once at least
+  ``min_count`` are in the window: a target that died during the run.
+``cancelled`` (stopped by the test) never counts; every other outcome but ``ok`` is a failure.
+
+It runs where requests finish (local, or each worker on its own share): a worker sees its
+failures at once, where the master would see them only with the next stats report (every
+3 s). A worker's first-N rule counts its share of N (at least 5), the window rule is the same
+share of failures on every node. Whichever node trips first stops the whole run: a worker
+tells the master, which marks the run invalid with the reason (``stats.mark_invalid``, so the
+report says why it stopped) and ends it. So a dead target costs about ``first`` requests
+(at least 5 per worker), plus those in flight until the stop reaches every worker.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter, deque
+from dataclasses import dataclass, replace
+from typing import Any
+
+from loadkit.records import RequestRecord
+from loadkit.types import CANCELLED, OK
+
+log = logging.getLogger("loadkit")
+
+DEFAULT_SPEC = "first=20,window=200,failed=90%,min=50"
+BREAKER_MESSAGE = "loadkit_breaker"
+MAX_ERROR_KINDS = 32  # distinct error texts kept per target for the "top error" in the reason
+ERROR_CHARS = 200
+FLOOR_SHARE = 5  # a worker's share of the first-N rule never goes below this
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerRules:
+    first: int = 20  # 0: rule off
+    window: int = 200  # 0: rule off
+    failed_pct: float = 90.0
+    min_count: int = 50
+
+    @classmethod
+    def parse(cls, text: str | None) -> BreakerRules | None:
+        """``--breaker``: "off", or KEY=VALUE pairs over the defaults. ValueError naming the
+        option and the key for anything else."""
+        text = (text or "").strip()
+        if text.lower() in ("off", "false", "no", "0", "none"):
+            return None
+        values: dict[str, float] = {}
+        for item in filter(None, (part.strip() for part in text.split(","))):
+            key, sep, raw = item.partition("=")
+            key = key.strip()
+            if not sep or key not in ("first", "window", "failed", "min"):
+                raise ValueError(f"--breaker: {item!r}: expected off, or first=N,window=N,failed=PCT%,min=N")
+            values[key] = _breaker_number(key, raw.strip().rstrip("%"))
+        d = cls()
+        rules = cls(int(values.get("first", d.first)), int(values.get("window", d.window)),
+                    values.get("failed", d.failed_pct), int(values.get("min", d.min_count)))  # fmt: skip
+        if not 0 <= rules.failed_pct < 100:
+            raise ValueError(f"--breaker: failed={rules.failed_pct:g}%: must be in [0, 100)")
+        return rules
+
+    def for_share(self, index: int, workers: int) -> BreakerRules:
+        """Worker ``index`` of ``workers`` judges its share of the first N (at least 5 of
+        them), so a dead target costs about N requests however many workers there are."""
+        if workers <= 1 or not self.first:
+            return self
+        share = self.first // workers + (1 if index < self.first % workers else 0)
+        return replace(self, first=max(min(self.first, FLOOR_SHARE), share))
+
+
+def _breaker_number(key: str, raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"--breaker: {key}={raw!r} is not a number") from None
+    if not value >= 0 or value == float("inf") or (key != "failed" and value != int(value)):
+        raise ValueError(f"--breaker: {key}={raw!r}: expected a whole number >= 0")
+    return value
+
+
+class TargetState:
+    """One target's counts as seen by this node."""
+
+    __slots__ = ("ok_seen", "failures", "window", "failed_in_window", "errors")
+
+    def __init__(self, window: int) -> None:
+        self.ok_seen = False
+        self.failures = 0
+        self.window: deque[bool] = deque(maxlen=max(window, 1))
+        self.failed_in_window = 0
+        self.errors: Counter[str] = Counter()
+
+    def add(self, failed: bool, error: str | None) -> None:
+        if len(self.window) == self.window.maxlen and self.window[0]:
+            self.failed_in_window -= 1  # the oldest falls out as the new one comes in
+        self.window.append(failed)
+        if not failed:
+            self.ok_seen = True
+            return
+        self.failures += 1
+        self.failed_in_window += 1
+        if error is not None and (error in self.errors or len(self.errors) < MAX_ERROR_KINDS):
+            self.errors[error] += 1
+
+    def top_error(self) -> str:
+        if not self.errors:
+            return "no error text"
+        text, count = self.errors.most_common(1)[0]
+        return f"{count} × {text}"
+
+
+class Breaker:
+    """Watches every finished request of this node; `observe` names the rule that tripped."""
+
+    def __init__(self, rules: BreakerRules) -> None:
+        self.rules = rules
+        self.targets: dict[str, TargetState] = {}
+        self.reason: str | None = None
+
+    def observe(self, record: RequestRecord) -> str | None:
+        """O(1) per request. Returns the reason once, on the request that trips the breaker."""
+        if record.outcome == CANCELLED or self.reason is not None:
+            return None
+        state = self.targets.get(record.engine)
+        if state is None:
+            state = self.targets[record.engine] = TargetState(self.rules.window)
+        failed = record.outcome != OK
+        state.add(failed, error_key(record) if failed else None)
+        if not failed:
+            return None
+        why = self._rule(state)
+        if why is None:
+            return None
+        self.reason = (f"circuit breaker: target {record.engine!r}: {why} "
+                       f"(top error: {state.top_error()}); run stopped")  # fmt: skip
+        return self.reason
+
+    def _rule(self, state: TargetState) -> str | None:
+        rules = self.rules
+        if rules.first and not state.ok_seen and state.failures >= rules.first:
+            return f"the first {state.failures} requests all failed"
+        n = len(state.window)
+        if rules.window and n >= max(rules.min_count, 1) and state.failed_in_window * 100 > rules.failed_pct * n:
+            return f"{state.failed_in_window} of the last {n} requests failed (more than {rules.failed_pct:g} %)"
+        return None
+
+
+def error_key(record: RequestRecord) -> str:
+    """One line: the outcome and the start of the server's text (or the client's reason)."""
+    text = " ".join((record.error or "").split())[:ERROR_CHARS]
+    return f"{record.outcome}: {text}" if text else record.outcome
+
+
+# -- glue (Locust is imported only here, and lazily) ----------------------------------------
+
+
+def trip(environment: Any, runtime: Any, reason: str) -> None:
+    """Stop the run: here (local), or by telling the master (worker)."""
+    if runtime.halted:
+        return
+    runtime.halted = True  # this node's users send nothing more
+    runner = getattr(environment, "runner", None)
+    if runner is not None and _is_worker(runner):
+        runner.send_message(BREAKER_MESSAGE, {"worker": runner.worker_index, "reason": reason})
+        return
+    stop_run(environment, runtime, reason)
+
+
+def _is_worker(runner: Any) -> bool:
+    from locust.runners import WorkerRunner
+
+    return isinstance(runner, WorkerRunner)
+
+
+def stop_run(environment: Any, runtime: Any, reason: str) -> None:
+    """The one console line (stats.mark_invalid logs it), the report's reason, the end."""
+    from loadkit.report.redact import redact_text
+
+    reason = redact_text(reason)
+    if runtime.stats is not None:
+        runtime.stats.mark_invalid(reason)
+    else:
+        log.error("loadkit: %s", reason)
+    if environment is not None and getattr(environment, "runner", None) is not None:
+        from loadkit.glue.runtime import end_run
+
+        end_run(environment, "circuit breaker tripped")
+
+
+def install(environment: Any, runtime: Any) -> None:
+    """Master: a worker's breaker stops the whole run (the first one to trip; once)."""
+
+    def handler(environment: Any, msg: Any, **_: Any) -> None:
+        if runtime.halted:
+            return
+        runtime.halted = True
+        data = msg.data or {}
+        stop_run(environment, runtime, f"{data.get('reason')} (seen by worker {data.get('worker')})")
+
+    environment.runner.register_message(BREAKER_MESSAGE, handler)

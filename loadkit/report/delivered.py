@@ -1,0 +1,49 @@
+"""The report's "Delivered load" section: asked vs realised arrivals, fit test, concurrency, lengths."""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+from loadkit.report.htmlutil import NOT_MEASURED, not_measured, note, num, pct, section, table
+
+TITLE = "Delivered load (asked vs realised)"
+HEAD = ("target", "stage", "arrivals", "model", "rate asked /s", "rate realised /s", "rate error",
+        "CV asked", "CV realised", "fit test", "D", "p", "as asked?", "in flight peak", "in flight mean")
+
+
+def delivered_section(report: dict[str, Any]) -> str:
+    data = report.get("delivered")
+    if not data or not data.get("by_target"):
+        return section("delivered", TITLE, not_measured("delivered load", "this report has no delivered section"))
+    rows, length_rows = [], []
+    for engine, target in data["by_target"].items():
+        rows += [_row(engine, stage, r) for stage, r in target["stages"].items()]
+        length_rows += _length_rows(engine, target.get("lengths"))
+    alpha = data.get("alpha", 0.01)
+    parts = [table(HEAD, rows),
+             note(f"Realised rate and CV from the merged send times of scheduled requests; the fit test "
+                  f"(Kolmogorov–Smirnov) compares the realised gaps with the asked distribution; "
+                  f"\"as asked?\" is no when p < {alpha}.")]
+    if length_rows:
+        parts.append(table(("target", "tokens", "asked mean", "realised mean", "asked p50", "realised p50"),
+                           length_rows))
+    return section("delivered", TITLE, *parts)
+
+
+def _row(engine: str, stage: str, r: dict[str, Any]) -> list[str]:
+    asked, got, fit, conc = r["asked"], r["realised"], r["fit"], r["concurrency"]
+    verdict = NOT_MEASURED if fit.get("test") is None else (
+        '<span class="good">yes</span>' if fit["consistent"] else '<span class="bad">no</span>')
+    test = escape(fit["test"]) if fit.get("test") else escape(fit.get("reason", ""))
+    return [escape(engine), escape(stage), num(r.get("arrivals")), escape(str(asked.get("model"))),
+            num(asked.get("rate"), 2), num(got.get("rate"), 2), pct(r.get("rate_error")), num(asked.get("cv"), 2),
+            num(got.get("cv"), 2), test, num(fit.get("statistic"), 3), num(fit.get("p_value"), 3), verdict,
+            num(conc.get("peak")), num(conc.get("mean"), 1)]
+
+
+def _length_rows(engine: str, lengths: dict[str, Any] | None) -> list[list[str]]:
+    if not lengths:
+        return []
+    return [[escape(engine), escape(name), num(v["asked_mean"]), num(v["realised_mean"]), num(v["asked_p50"]),
+             num(v["realised_p50"])] for name, v in lengths.items()]

@@ -1,0 +1,93 @@
+"""One rolling window's measures, from two samples of cumulative counters and the lag
+probe's samples in between.
+
+A ``Sample`` is what the self-check reads once per evaluation step; a ``Window`` is the
+difference of the oldest and newest samples of the window, in the units a person reads
+(percent, milliseconds). Measures that could not be taken are None, never 0: a window
+with too few reads for a p99 has no read percentages, a kernel without schedstat no wait.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Fewer reads (first tokens) than this in a window: too few to judge their p99.
+MIN_READS = 100
+MIN_FIRSTS = 100
+# Fewer coalesced reads (first tokens in them) than this: a share over its limit is not
+# judged. One or two in a window of a few hundred cannot move a p99 (a smoke run's last
+# window: 1 read in 300 while the streams ended, timestamps accurate).
+MIN_COALESCED = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """Cumulative counters at one instant (``t_ns``: monotonic). Read counts are
+    ``httpstream.READS``'s; ``wait_s`` / ``pressure_s`` / ``full_gcs`` come from
+    ``sources`` and are None where the kernel does not offer them."""
+
+    t_ns: int
+    cpu_s: float
+    reads: int = 0
+    kernel_stamped: int = 0
+    late: int = 0
+    coalesced: int = 0
+    firsts: int = 0
+    first_coalesced: int = 0
+    wait_s: float | None = None
+    pressure_s: float | None = None
+    full_gcs: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """What happened over one window. Percentages of reads are of the window's reads
+    (``late_pct``: of its kernel-stamped reads); ``wait_pct`` and ``pressure_pct`` are of
+    its wall time."""
+
+    span_s: float
+    cpu_pct: float
+    lag_p99_ms: float
+    lag_max_ms: float
+    reads: int = 0
+    kernel_reads: int = 0
+    late: int = 0
+    coalesced: int = 0
+    first_coalesced: int = 0
+    late_pct: float | None = None
+    coalesced_pct: float | None = None
+    first_coalesced_pct: float | None = None
+    wait_pct: float | None = None
+    pressure_pct: float | None = None
+    full_gcs: int | None = None
+
+
+def p99(values: list[int]) -> int:
+    """Nearest-rank 99th percentile of a non-empty list."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, -(-99 * len(ordered) // 100) - 1))]
+
+
+def _pct(part: int, whole: int, least: int) -> float | None:
+    return None if whole < least else 100.0 * part / whole
+
+
+def _rate_pct(a: float | None, b: float | None, span_s: float) -> float | None:
+    """100 × (b − a) / span for a cumulative seconds counter; None if either is missing."""
+    return None if a is None or b is None else max(0.0, 100.0 * (b - a) / span_s)
+
+
+def measure(first: Sample, last: Sample, lags_ns: list[int]) -> Window:
+    """The window between two samples; ``lags_ns``: the probe's lags inside it (non-empty)."""
+    span_s = (last.t_ns - first.t_ns) / 1e9
+    reads, kernel = last.reads - first.reads, last.kernel_stamped - first.kernel_stamped
+    late, coalesced = last.late - first.late, last.coalesced - first.coalesced
+    firsts, first_coalesced = last.firsts - first.firsts, last.first_coalesced - first.first_coalesced
+    gcs = None if first.full_gcs is None or last.full_gcs is None else last.full_gcs - first.full_gcs
+    return Window(span_s=span_s, cpu_pct=100.0 * (last.cpu_s - first.cpu_s) / span_s,
+                  lag_p99_ms=p99(lags_ns) / 1e6, lag_max_ms=max(lags_ns) / 1e6,
+                  reads=reads, kernel_reads=kernel, late=late, coalesced=coalesced, first_coalesced=first_coalesced,
+                  late_pct=_pct(late, kernel, MIN_READS), coalesced_pct=_pct(coalesced, reads, MIN_READS),
+                  first_coalesced_pct=_pct(first_coalesced, firsts, MIN_FIRSTS),
+                  wait_pct=_rate_pct(first.wait_s, last.wait_s, span_s),
+                  pressure_pct=_rate_pct(first.pressure_s, last.pressure_s, span_s), full_gcs=gcs)  # fmt: skip

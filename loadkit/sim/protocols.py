@@ -1,0 +1,118 @@
+"""Wire protocols plugins add to ``loadkit sim`` (hook ``loadkit_register_sim_protocols``).
+
+A protocol says how to read a generation request and how to frame its answer; the simulator
+supplies the rest — continuous batching, the prefix cache, preemption, faults, the truth log —
+exactly as for the built-in families. Everything a protocol author needs is importable from
+here::
+
+    from loadkit.sim.protocols import GenRoute, Outcome, RequestSpec, SimProtocol, StreamFormat
+
+``StreamFormat`` methods frame one request's stream: ``start()`` (bytes sent just before the
+first token: a role chunk, a message header), ``token(text, index, n)`` (one event carrying
+``n`` tokens whose text is ``text``, already JSON-safe: use ``json_str``), ``end(outcome)``
+(finish event, usage, end marker), ``error(message)`` (an in-band error, for the
+``error_event`` fault), ``malformed()`` (an event no parser accepts, for ``malformed_event``),
+``body(text, outcome)`` (the whole answer when the request did not ask to stream). Set
+``fixed_frame = True`` when ``token`` is the same bytes around the text for every index: the
+simulator then writes tokens on its fast path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from loadkit.sim.families import FAMILIES, GenRoute, Parser
+from loadkit.sim.wire.common import (
+    Outcome,
+    RequestSpec,
+    StreamFormat,
+    WireError,
+    as_int,
+    dumps,
+    json_str,
+    messages_prompt,
+    parse_json_object,
+    sse,
+)
+
+if TYPE_CHECKING:
+    import pluggy
+
+    from loadkit.sim.server import SimEngine
+
+Reply = tuple[int, bytes, str]
+InfoRoutes = Callable[["SimEngine"], Mapping[tuple[str, str], Callable[[bytes], Reply]]]
+
+__all__ = ["GenRoute", "InfoRoutes", "Outcome", "Parser", "Reply", "RequestSpec", "SimProtocol", "StreamFormat",
+           "WireError", "as_int", "dumps", "json_str", "messages_prompt", "parse_json_object", "sse"]
+
+
+@dataclass(frozen=True)
+class SimProtocol:
+    """One engine family ``loadkit sim --engine NAME`` can serve.
+
+    ``routes``: generation endpoints, path -> :class:`GenRoute` (how to parse the JSON body
+    into a :class:`RequestSpec`, the :class:`StreamFormat` class of the answer, and the
+    engine's error body for a status and message). ``info``: given the running engine
+    (``engine.model``, ``engine.profile``, ``engine.created``), the other endpoints —
+    (method, path) -> handler(request body) -> (status, body, content type) — e.g. a model
+    list for ``--engine auto``. ``version`` and ``server_header`` describe the server.
+    """
+
+    name: str
+    routes: Mapping[str, GenRoute]
+    info: InfoRoutes | None = None
+    version: str = "0"
+    server_header: bytes = b"loadkit-sim"
+    description: str = field(default="", compare=False)
+
+
+class ProtocolError(ValueError):
+    """A plugin registered an unusable protocol; the message names the plugin."""
+
+
+def collect(pm: pluggy.PluginManager) -> dict[str, SimProtocol]:
+    """Every plugin protocol by name; a name taken by a built-in family or twice is an error."""
+    from loadkit.plugins import plugin_name
+
+    found: dict[str, SimProtocol] = {}
+    for impl in pm.hook.loadkit_register_sim_protocols.get_hookimpls():
+        who = plugin_name(pm, impl.plugin)
+
+        def register(protocol: SimProtocol, _who: str = who) -> None:
+            if not isinstance(protocol, SimProtocol) or not protocol.name or not protocol.routes:
+                raise ProtocolError(f"plugin {_who!r} registered {protocol!r}, not a SimProtocol with routes")
+            if protocol.name in FAMILIES or protocol.name in found:
+                raise ProtocolError(f"plugin {_who!r}: simulator protocol {protocol.name!r} already exists")
+            found[protocol.name] = protocol
+
+        impl.function(register=register)
+    return found
+
+
+@lru_cache(maxsize=1)
+def plugin_protocols() -> dict[str, SimProtocol]:
+    """The installed plugins' protocols (cached per process; LOADKIT_LOAD_PLUGINS applies)."""
+    from loadkit.plugins import get_plugin_manager
+
+    return collect(get_plugin_manager())
+
+
+def get_protocol(name: str) -> SimProtocol | None:
+    return None if name in FAMILIES else plugin_protocols().get(name)
+
+
+def all_families() -> tuple[str, ...]:
+    """Built-in families first, then the plugins'."""
+    return FAMILIES + tuple(sorted(plugin_protocols()))
+
+
+def info_routes(engine: SimEngine) -> dict[tuple[str, str], Callable[[bytes], Reply]]:
+    protocol = get_protocol(engine.family)
+    if protocol is None or protocol.info is None:
+        return {}
+    return dict(protocol.info(engine))
+

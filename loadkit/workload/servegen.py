@@ -1,0 +1,239 @@
+"""ServeGen (alibaba/ServeGen, NSDI'26): per-window arrival statistics and length distributions.
+
+A ServeGen client keeps two files per chunk:
+
+- ``chunk-N-trace.csv`` (no header): ``window_start_s, rate, cv, family, param1, param2``, one
+  row per 600 s window; ``family`` is ``Gamma`` or ``Weibull`` (empty when the rate is 0);
+- ``chunk-N-dataset.json``: window start (s, every 21,600 s) → ``{"input_tokens": "{n: p, ...}",
+  "output_tokens": "{...}"}``, each a Python dict literal of token count → probability.
+
+Arrivals are synthesised window by window: the window holds round(rate × window) requests
+(so the realised per-window rate is the file's, not a random draw around it), and their gaps
+come from the fitted family with mean 1/rate and the window's CV (Gamma: shape 1/CV²; Weibull:
+the shape whose CV is the window's), rescaled to fill the window. Lengths are drawn per request
+from the distributions of the dataset window the request falls in. The sample gives input and
+output as separate marginals, so they are drawn independently: no input–output relation is
+invented. Everything is a pure function of (file, seed, window).
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import functools
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+from loadkit.workload.tracereader import BadRow, TraceReadError, parse_count
+
+FAMILIES = ("Gamma", "Weibull")
+_SEED_KEY = 0x5E4E
+
+
+@dataclass(slots=True)
+class Windows:
+    """The trace CSV: one entry per window, in file order (sorted by start)."""
+
+    path: Path
+    start: np.ndarray
+    rate: np.ndarray
+    cv: np.ndarray
+    family: list[str]
+    width_s: float
+
+
+@dataclass(slots=True)
+class LengthTables:
+    """The dataset JSON: per dataset window start, (values, probabilities) of input and output."""
+
+    path: Path
+    starts: np.ndarray
+    inputs: list[tuple[np.ndarray, np.ndarray] | None]
+    outputs: list[tuple[np.ndarray, np.ndarray] | None]
+
+    def at(self, t: float) -> int:
+        """Index of the dataset window holding time t (the last one starting at or before it)."""
+        return max(0, int(np.searchsorted(self.starts, t, side="right")) - 1)
+
+
+def dataset_for(trace_path: Path) -> Path:
+    """``chunk-N-trace.csv`` → ``chunk-N-dataset.json`` beside it."""
+    name = trace_path.name
+    if not name.endswith("-trace.csv"):
+        raise TraceReadError(f"{trace_path}: expected a ServeGen trace named chunk-N-trace.csv "
+                             "(its lengths are read from chunk-N-dataset.json beside it)")
+    return trace_path.with_name(name[: -len("-trace.csv")] + "-dataset.json")
+
+
+@functools.lru_cache(maxsize=4)
+def read_windows(path: str) -> Windows:
+    p = Path(path)
+    starts: list[float] = []
+    rates: list[float] = []
+    cvs: list[float] = []
+    families: list[str] = []
+    try:
+        with p.open(newline="", encoding="utf-8") as fh:
+            reader = csv.reader(fh)
+            for cells in reader:
+                if not cells or not any(c.strip() for c in cells):
+                    continue
+                try:
+                    start, rate, cv, family = _window_row(cells)
+                except BadRow as row:
+                    raise TraceReadError(f"{p}: line {reader.line_num}: {row.detail}") from None
+                if starts and start <= starts[-1]:
+                    raise TraceReadError(f"{p}: line {reader.line_num}: expected window starts in increasing "
+                                         f"order, got {start:g} after {starts[-1]:g}")
+                starts.append(start)
+                rates.append(rate)
+                cvs.append(cv)
+                families.append(family)
+    except OSError as exc:
+        raise TraceReadError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    if not starts:
+        raise TraceReadError(f"{p}: expected at least one window row, found none")
+    width = float(np.median(np.diff(starts))) if len(starts) > 1 else 600.0
+    return Windows(p, np.asarray(starts), np.asarray(rates), np.asarray(cvs), families, width)
+
+
+def _window_row(cells: list[str]) -> tuple[float, float, float, str]:
+    if len(cells) < 4:
+        raise BadRow("short row", f"expected 6 cells (window_start_s, rate, cv, family, param1, param2), "
+                                  f"got {len(cells)}")
+    numbers = []
+    for name, text in zip(("window_start_s", "rate", "cv"), cells[:3], strict=True):
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or value < 0:
+            raise BadRow("bad number", f"expected {name} as a non-negative number, got {text!r}")
+        numbers.append(value)
+    family = cells[3].strip()
+    if numbers[1] > 0 and family not in FAMILIES:
+        raise BadRow("bad family", f"expected the fitted distribution Gamma or Weibull for a window with "
+                                   f"rate {numbers[1]:g}, got {family!r}")
+    if numbers[1] > 0 and numbers[2] <= 0:
+        raise BadRow("bad cv", f"expected a positive inter-arrival cv for a window with rate {numbers[1]:g}")
+    return numbers[0], numbers[1], numbers[2], family
+
+
+@functools.lru_cache(maxsize=4)
+def read_lengths(path: str) -> LengthTables:
+    p = Path(path)
+    try:
+        doc = orjson.loads(p.read_bytes())
+    except OSError as exc:
+        raise TraceReadError(f"{p}: cannot read: {exc.strerror or exc} (the ServeGen dataset beside the "
+                             "trace CSV)") from None
+    except orjson.JSONDecodeError as exc:
+        raise TraceReadError(f"{p}: line {exc.lineno} column {exc.colno}: expected JSON: {exc.msg}") from None
+    if not isinstance(doc, dict) or not doc:
+        raise TraceReadError(f"{p}: expected an object of window start → length distributions")
+    items = sorted(((_start(p, k), k) for k in doc), key=lambda kv: kv[0])
+    ins = [_pmf(p, k, doc[k], "input_tokens") for _, k in items]
+    outs = [_pmf(p, k, doc[k], "output_tokens") for _, k in items]
+    return LengthTables(p, np.asarray([s for s, _ in items]), ins, outs)
+
+
+def _start(path: Path, key: str) -> float:
+    try:
+        return float(key)
+    except ValueError:
+        raise TraceReadError(f"{path}: key {key!r}: expected a window start in seconds") from None
+
+
+def _pmf(path: Path, key: str, entry: object, field: str) -> tuple[np.ndarray, np.ndarray] | None:
+    where = f"{path}: window {key}: {field}"
+    if not isinstance(entry, dict) or field not in entry:
+        raise TraceReadError(f"{where}: expected an object with {field!r}")
+    raw = entry[field]
+    try:
+        table = ast.literal_eval(raw) if isinstance(raw, str) else raw
+    except (ValueError, SyntaxError):
+        raise TraceReadError(f"{where}: expected a dict literal {{tokens: probability}}, got {str(raw)[:40]!r}") from None
+    if not isinstance(table, dict):
+        raise TraceReadError(f"{where}: expected a dict {{tokens: probability}}, got {type(table).__name__}")
+    if not table:
+        return None
+    try:
+        values = np.asarray([parse_count(v, field) for v in table], dtype=np.int64)
+    except BadRow as row:
+        raise TraceReadError(f"{where}: {row.detail}") from None
+    probs = np.asarray([float(x) for x in table.values()], dtype=float)
+    if (probs < 0).any() or not math.isclose(probs.sum(), 1.0, rel_tol=1e-6):
+        raise TraceReadError(f"{where}: expected probabilities >= 0 summing to 1, they sum to {probs.sum():.6g}")
+    return values, probs / probs.sum()
+
+
+def weibull_shape(cv: float) -> float:
+    """The Weibull shape k whose coefficient of variation is cv (CV falls as k grows)."""
+    def cv_of(k: float) -> float:
+        g1, g2 = math.lgamma(1 + 1 / k), math.lgamma(1 + 2 / k)
+        return math.sqrt(max(math.exp(g2 - 2 * g1) - 1.0, 0.0))
+
+    lo, hi = 0.02, 200.0
+    for _ in range(200):
+        mid = math.sqrt(lo * hi)
+        if cv_of(mid) > cv:
+            lo = mid
+        else:
+            hi = mid
+    return math.sqrt(lo * hi)
+
+
+def _gaps(family: str, rate: float, cv: float, n: int, rng: np.random.Generator) -> np.ndarray:
+    if family == "Weibull":
+        k = weibull_shape(cv)
+        return rng.weibull(k, n) / (rate * math.gamma(1 + 1 / k))
+    shape = 1.0 / (cv * cv)
+    return rng.gamma(shape, 1.0 / (rate * shape), n)
+
+
+def synthesise(trace_path: Path, seed: int, start_s: float | None, end_s: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(arrival s in the file's time, input tokens, output tokens) for [start_s, end_s) only: a
+    two-week chunk holds millions of requests, a run replays a window of it."""
+    win = read_windows(str(trace_path))
+    lengths = read_lengths(str(dataset_for(trace_path)))
+    lo = float(win.start[0]) if start_s is None else start_s
+    hi = float(win.start[-1]) + win.width_s if end_s is None else end_s
+    times: list[np.ndarray] = []
+    for i, w0 in enumerate(win.start):
+        a, b = max(float(w0), lo), min(float(w0) + win.width_s, hi)
+        if b <= a or win.rate[i] <= 0:
+            continue
+        rng = np.random.default_rng([seed & 0xFFFFFFFF, _SEED_KEY, i])
+        times.append(a + _window_times(win.family[i], float(win.rate[i]), float(win.cv[i]), b - a, rng))
+    t = np.concatenate(times) if times else np.zeros(0)
+    n_in, n_out = _draw_lengths(lengths, t, seed)
+    return t, n_in, n_out
+
+
+def _window_times(family: str, rate: float, cv: float, span: float, rng: np.random.Generator) -> np.ndarray:
+    """round(rate·span) arrivals whose gaps follow the family, scaled so the last gap ends the span."""
+    n = int(round(rate * span))
+    if n == 0:
+        return np.zeros(0)
+    gaps = _gaps(family, rate, cv, n + 1, rng)
+    return np.cumsum(gaps)[:n] * (span / gaps.sum())
+
+
+def _draw_lengths(tables: LengthTables, t: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    n_in = np.zeros(len(t), dtype=np.int64)
+    n_out = np.zeros(len(t), dtype=np.int64)
+    which = np.maximum(np.searchsorted(tables.starts, t, side="right") - 1, 0)
+    for j in np.unique(which):
+        rows = np.flatnonzero(which == j)
+        pin, pout = tables.inputs[j], tables.outputs[j]
+        if pin is None or pout is None:
+            raise TraceReadError(f"{tables.path}: window {tables.starts[j]:g}: expected length distributions "
+                                 f"for the {len(rows)} requests the trace has in it, found none")
+        rng = np.random.default_rng([seed & 0xFFFFFFFF, _SEED_KEY, 1 << 20, int(j)])
+        n_in[rows] = rng.choice(pin[0], size=len(rows), p=pin[1])
+        n_out[rows] = rng.choice(pout[0], size=len(rows), p=pout[1])
+    return n_in, n_out

@@ -1,0 +1,323 @@
+"""One reader per trace format, shared by replay, ``loadkit capacity`` and ``loadkit traces inspect``.
+
+Every problem names the file, the line and what was expected. A bad row (a token count that is
+not a non-negative integer, a timestamp that does not parse, a Mooncake line without hash ids)
+is refused by default; with ``on_bad_row="skip"`` it is dropped and counted by reason, so the
+caller can report it. Rows come back sorted by timestamp (stable) unless ``order="file"``;
+how many were out of order is always counted, because a replay in file order of an unsorted
+trace sends rows at times they do not belong to.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+FORMATS = ("azure", "mooncake", "lengths")
+BAD_ROW_POLICIES = ("refuse", "skip")
+ORDERS = ("time", "file")
+DEFAULT_COLUMNS: dict[str, tuple[str | None, str, str]] = {
+    "azure": ("TIMESTAMP", "ContextTokens", "GeneratedTokens"),
+    "lengths": (None, "num_prefill_tokens", "num_decode_tokens"),
+    "mooncake": ("timestamp", "input_length", "output_length"),
+}
+_SHOWN_SKIPS = 5  # line numbers kept per read, so a report can point at examples
+
+
+class TraceReadError(ValueError):
+    """A trace file cannot be used; str() names the file, the line and the expectation."""
+
+
+class BadRow(Exception):
+    """One row cannot be used: ``reason`` is the short key it is counted under."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason, self.detail = reason, detail
+
+
+@dataclass(slots=True)
+class TraceRows:
+    """A trace's usable rows: ``t_s`` in seconds as in the file (not re-based), or None."""
+
+    path: Path
+    fmt: str
+    n_in: np.ndarray
+    n_out: np.ndarray
+    t_s: np.ndarray | None
+    hash_ids: list[list[int]] | None
+    lines: np.ndarray  # the file line each row came from
+    order: str = "time"
+    out_of_order: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    skipped_examples: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.n_in)
+
+    def notes(self) -> list[str]:
+        """Warnings a user must see: rows out of order, rows skipped."""
+        out = []
+        if self.out_of_order:
+            done = ("replayed sorted by timestamp (trace.order = \"file\" keeps the file's order)"
+                    if self.order == "time" else
+                    "kept in file order (order = \"file\"): each is sent no earlier than the row before it")
+            out.append(f"{self.path}: {self.out_of_order} of {len(self) + sum(self.skipped.values())} rows "
+                       f"have a timestamp earlier than a row above them; {done}")
+        if self.skipped:
+            reasons = ", ".join(f"{k}: {v}" for k, v in sorted(self.skipped.items()))
+            out.append(f"{self.path}: {sum(self.skipped.values())} bad rows skipped (on_bad_row = \"skip\"; "
+                       f"{reasons}; e.g. {'; '.join(self.skipped_examples[:3])})")
+        return out
+
+    def load_summary(self) -> dict[str, Any]:
+        """JSON-ready account of the load, for the report."""
+        return {"path": str(self.path), "format": self.fmt, "rows": len(self), "order": self.order,
+                "out_of_order": self.out_of_order, "skipped_bad_rows": dict(self.skipped),
+                "skipped_examples": list(self.skipped_examples)}
+
+
+class _Collector:
+    """Good rows in file order, and the bad ones counted (or refused) under one policy."""
+
+    def __init__(self, path: Path, on_bad_row: str, timed: bool, hashed: bool) -> None:
+        self.path, self.on_bad_row = path, on_bad_row
+        self.t: list[float] | None = [] if timed else None
+        self.hashes: list[list[int]] | None = [] if hashed else None
+        self.n_in: list[int] = []
+        self.n_out: list[int] = []
+        self.lines: list[int] = []
+        self.skipped: Counter[str] = Counter()
+        self.examples: list[str] = []
+
+    def add(self, line: int, n_in: int, n_out: int, t: float | None, ids: list[int] | None) -> None:
+        self.n_in.append(n_in)
+        self.n_out.append(n_out)
+        self.lines.append(line)
+        if self.t is not None:
+            self.t.append(t if t is not None else math.nan)
+        if self.hashes is not None:
+            self.hashes.append(ids or [])
+
+    def bad(self, line: int, row: BadRow) -> None:
+        if self.on_bad_row == "refuse":
+            raise TraceReadError(f"{self.path}: line {line}: {row.detail} "
+                                 "(on_bad_row = \"skip\" drops such rows and counts them)")
+        self.skipped[row.reason] += 1
+        if len(self.examples) < _SHOWN_SKIPS:
+            self.examples.append(f"line {line}: {row.detail}")
+
+    def finish(self, fmt: str, order: str, what: str) -> TraceRows:
+        if not self.n_in:
+            extra = f" ({sum(self.skipped.values())} bad rows skipped)" if self.skipped else ""
+            raise TraceReadError(f"{self.path}: expected at least one {what}, found none{extra}")
+        rows = TraceRows(self.path, fmt, np.asarray(self.n_in, dtype=np.int64),
+                         np.asarray(self.n_out, dtype=np.int64),
+                         None if self.t is None else np.asarray(self.t, dtype=float), self.hashes,
+                         np.asarray(self.lines, dtype=np.int64), order, 0, dict(self.skipped), self.examples)
+        return _ordered(rows)
+
+
+def _ordered(rows: TraceRows) -> TraceRows:
+    """Count rows earlier than one above them; sort (stable) or keep file order, as asked."""
+    t = rows.t_s
+    if t is None or len(t) < 2:
+        return rows
+    running = np.maximum.accumulate(t)
+    rows.out_of_order = int(np.count_nonzero(t[1:] < running[:-1]))
+    if not rows.out_of_order:
+        return rows
+    if rows.order == "file":
+        rows.t_s = running  # a row is sent no earlier than the one before it: file order is send order
+        return rows
+    idx = np.argsort(t, kind="stable")
+    rows.t_s, rows.n_in, rows.n_out, rows.lines = t[idx], rows.n_in[idx], rows.n_out[idx], rows.lines[idx]
+    if rows.hash_ids is not None:
+        rows.hash_ids = [rows.hash_ids[i] for i in idx]
+    return rows
+
+
+def read_trace(path: str | Path, fmt: str, columns: tuple[str | None, str, str] | None = None, *,
+               on_bad_row: str = "refuse", order: str = "time") -> TraceRows:
+    """Read a trace of format ``fmt`` (see FORMATS); TraceReadError on anything unusable."""
+    if fmt not in FORMATS:
+        raise TraceReadError(f"{path}: unknown trace format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    if on_bad_row not in BAD_ROW_POLICIES or order not in ORDERS:
+        raise ValueError(f"on_bad_row {on_bad_row!r} / order {order!r}")
+    p = Path(path)
+    try:
+        if fmt == "mooncake":
+            return _read_mooncake(p, on_bad_row, order)
+        return _read_csv(p, fmt, columns or DEFAULT_COLUMNS[fmt], on_bad_row, order)
+    except OSError as exc:
+        raise TraceReadError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise TraceReadError(f"{p}: expected UTF-8 text: {exc.reason} at byte {exc.start}") from None
+
+
+# --- token counts and timestamps -------------------------------------------------------------
+
+
+def parse_count(value: Any, name: str) -> int:
+    """A non-negative integer token count (integral floats such as ``12.0`` are accepted)."""
+    if isinstance(value, bool):
+        raise BadRow("bad token count", f"expected a non-negative integer {name}, got {value!r}")
+    number: float | int
+    if isinstance(value, int | float):
+        number = value
+    else:
+        try:
+            number = float(str(value).strip())
+        except ValueError:
+            raise BadRow("bad token count", f"expected a non-negative integer {name}, got {value!r}") from None
+    if not math.isfinite(number) or number != int(number):
+        raise BadRow("bad token count", f"expected a non-negative integer {name}, got {value!r}")
+    if number < 0:
+        raise BadRow("negative token count", f"expected a non-negative integer {name}, got {value!r}")
+    return int(number)
+
+
+class _Clock:
+    """Timestamps of one column: plain seconds or ISO date-times, decided by the first row."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.iso: bool | None = None
+
+    def seconds(self, value: str) -> float:
+        text = value.strip()
+        if self.iso is None:
+            self.iso = _number(text) is None
+        if not self.iso:
+            number = _number(text)
+            if number is None:
+                raise BadRow("bad timestamp", f"expected {self.name} as seconds (a number, like the "
+                                              f"first row's), got {value!r}")
+            return number
+        try:
+            return datetime.fromisoformat(text).timestamp()
+        except ValueError:
+            raise BadRow("bad timestamp", f"expected {self.name} as an ISO date-time "
+                                          f"(e.g. 2023-11-16 18:15:46.68), got {value!r}") from None
+
+
+def _number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+# --- CSV: Azure and length tables ------------------------------------------------------------
+
+
+def _read_csv(path: Path, fmt: str, columns: tuple[str | None, str, str], on_bad_row: str,
+              order: str) -> TraceRows:
+    t_col, in_col, out_col = columns
+    with path.open(newline="", encoding="utf-8") as fh:
+        reader = csv.reader(fh)
+        header = next(reader, None)
+        if header is None:
+            raise TraceReadError(f"{path}: expected a header row naming {_names(columns)}, the file is empty")
+        where = _column_indices(path, header, columns)
+        out = _Collector(path, on_bad_row, t_col is not None, False)
+        clock = _Clock(t_col or "")
+        try:
+            for cells in reader:
+                if not cells or not any(c.strip() for c in cells):
+                    continue
+                _csv_row(out, reader.line_num, cells, where, (t_col, in_col, out_col), clock)
+        except csv.Error as exc:
+            raise TraceReadError(f"{path}: line {reader.line_num}: expected CSV: {exc}") from None
+    return out.finish(fmt, order, "data row after the header")
+
+
+def _csv_row(out: _Collector, line: int, cells: list[str], where: tuple[int | None, int, int],
+             names: tuple[str | None, str, str], clock: _Clock) -> None:
+    t_i, in_i, out_i = where
+    try:
+        if max(i for i in where if i is not None) >= len(cells):
+            raise BadRow("short row", f"expected {max(i for i in where if i is not None) + 1} cells, "
+                                      f"got {len(cells)}")
+        n_in = parse_count(cells[in_i], names[1])
+        n_out = parse_count(cells[out_i], names[2])
+        t = None if t_i is None else clock.seconds(cells[t_i])
+    except BadRow as row:
+        out.bad(line, row)
+        return
+    out.add(line, n_in, n_out, t, None)
+
+
+def _column_indices(path: Path, header: list[str], columns: tuple[str | None, str, str]) -> tuple[int | None, int, int]:
+    names = [h.strip() for h in header]
+    missing = [c for c in columns if c is not None and c not in names]
+    if missing:
+        if header and all(_number(h) is not None or _is_datetime(h) for h in names if h):
+            raise TraceReadError(
+                f"{path}: line 1: expected a header row naming {_names(columns)}; line 1 "
+                f"({','.join(header)[:60]}) looks like data: the first row of a CSV trace is read as "
+                "its header, so add one (or name the columns with input_column / output_column)")
+        raise TraceReadError(f"{path}: line 1 (header): expected a column named {missing[0]!r}; "
+                             f"the header has {', '.join(map(repr, names))}")
+    t_col, in_col, out_col = columns
+    return (None if t_col is None else names.index(t_col)), names.index(in_col), names.index(out_col)
+
+
+def _is_datetime(text: str) -> bool:
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _names(columns: tuple[str | None, ...]) -> str:
+    return ", ".join(repr(c) for c in columns if c is not None)
+
+
+# --- Mooncake JSONL --------------------------------------------------------------------------
+
+
+def _read_mooncake(path: Path, on_bad_row: str, order: str) -> TraceRows:
+    out = _Collector(path, on_bad_row, True, True)
+    with path.open("rb") as fh:
+        for line_no, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                t, n_in, n_out, ids = _mooncake_row(line)
+            except BadRow as row:
+                out.bad(line_no, row)
+                continue
+            out.add(line_no, n_in, n_out, t, ids)
+    return out.finish("mooncake", order, "JSON line")
+
+
+def _mooncake_row(line: bytes) -> tuple[float, int, int, list[int]]:
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        # orjson's own "line N" counts within this one line; the file line is the caller's.
+        raise BadRow("not JSON", f"expected a JSON object, column {exc.colno}: {exc.msg}") from None
+    if not isinstance(obj, dict):
+        raise BadRow("not an object", f"expected a JSON object, got {type(obj).__name__}")
+    for key in ("timestamp", "input_length", "output_length", "hash_ids"):
+        if key not in obj:
+            raise BadRow(f"missing {key}", f"expected the key {key!r} (keys: {', '.join(sorted(obj))[:80]})")
+    stamp = obj["timestamp"]
+    if isinstance(stamp, bool) or not isinstance(stamp, int | float) or not math.isfinite(stamp):
+        raise BadRow("bad timestamp", f"expected timestamp as a number of milliseconds, got {stamp!r}")
+    ids = obj["hash_ids"]
+    if not isinstance(ids, list) or not all(isinstance(h, int) and not isinstance(h, bool) for h in ids):
+        raise BadRow("bad hash_ids", f"expected hash_ids as a list of integers, got {str(ids)[:40]}")
+    return (float(stamp) / 1000.0, parse_count(obj["input_length"], "input_length"),
+            parse_count(obj["output_length"], "output_length"), ids)

@@ -1,0 +1,89 @@
+"""The circuit breaker's rules on scripted outcome sequences (no clock: counts only)."""
+
+from __future__ import annotations
+
+import pytest
+
+from loadkit.glue.breaker import Breaker, BreakerRules
+from loadkit.records import RequestRecord
+
+
+def rec(outcome: str, engine: str = "a", error: str | None = None) -> RequestRecord:
+    return RequestRecord(request_id="x", engine=engine, adapter="openai", outcome=outcome, error=error)
+
+
+def feed(breaker: Breaker, outcomes: list[str], engine: str = "a", error: str | None = None) -> list[int]:
+    """Indexes of the requests that tripped it."""
+    return [i for i, o in enumerate(outcomes) if breaker.observe(rec(o, engine, error)) is not None]
+
+
+def test_parse_defaults_off_and_overrides():
+    assert BreakerRules.parse("") == BreakerRules(20, 200, 90.0, 50)
+    assert BreakerRules.parse(None) == BreakerRules()
+    assert BreakerRules.parse("off") is None
+    assert BreakerRules.parse("first=5, failed=75%") == BreakerRules(5, 200, 75.0, 50)
+    assert BreakerRules.parse("first=0,window=0") == BreakerRules(0, 0, 90.0, 50)
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [("first=x", "first='x' is not a number"), ("first=2.5", "whole number"), ("colour=red", "expected off"),
+     ("failed=100", "[0, 100)"), ("window=-1", "whole number"), ("first", "expected off")],
+)  # fmt: skip
+def test_parse_errors_name_the_option_and_key(text, says):
+    with pytest.raises(ValueError) as err:
+        BreakerRules.parse(text)
+    assert "--breaker" in str(err.value) and says in str(err.value)
+
+
+def test_first_n_all_failed_trips_on_the_nth_with_the_top_error():
+    b = Breaker(BreakerRules(first=20, window=0))
+    refused = "cannot connect to 127.0.0.1:9: [Errno 111]\n Connection refused"
+    assert feed(b, ["connect_error"] * 18, error=refused) + feed(b, ["timeout_total"], error="slow") == []
+    reason = b.observe(rec("connect_error", error=refused))
+    assert reason is not None and "target 'a'" in reason and "first 20 requests all failed" in reason
+    assert "(top error: 19 × connect_error: cannot connect to 127.0.0.1:9: [Errno 111] Connection refused)" in reason
+    assert b.observe(rec("connect_error")) is None  # once
+
+
+def test_one_ok_disarms_the_first_rule_and_cancelled_never_counts():
+    b = Breaker(BreakerRules(first=5, window=0))
+    assert feed(b, ["cancelled"] * 50 + ["http_error:500"] * 4 + ["ok"] + ["http_error:500"] * 100) == []
+    b = Breaker(BreakerRules(first=5, window=0))
+    assert feed(b, ["cancelled", "http_error:500"] * 5) == [9]
+
+
+def test_rolling_window_trips_above_the_share_once_min_is_reached():
+    b = Breaker(BreakerRules(first=0, window=10, failed_pct=80, min_count=10))
+    assert feed(b, ["ok"] * 10 + ["http_error:503"] * 8) == []  # 8 of the last 10: not more than 80 %
+    assert b.observe(rec("http_error:503")) is not None  # 9 of 10
+    assert "9 of the last 10 requests failed (more than 80 %)" in (b.reason or "")
+
+
+def test_window_forgets_what_slid_out():
+    b = Breaker(BreakerRules(first=0, window=4, failed_pct=50, min_count=4))
+    # f f ok ok ok ok f f : each window of 4 holds at most 2 failures = 50 %, never more.
+    assert feed(b, ["disconnected", "disconnected", "ok", "ok", "ok", "ok", "disconnected", "disconnected"]) == []
+    assert b.targets["a"].failed_in_window == 2
+
+
+def test_targets_are_judged_apart():
+    b = Breaker(BreakerRules(first=3, window=0))
+    assert feed(b, ["ok"] * 10, engine="good") == []
+    assert feed(b, ["connect_error"] * 3, engine="dead") == [2]
+    assert "target 'dead'" in (b.reason or "")
+
+
+def test_error_kinds_are_bounded():
+    b = Breaker(BreakerRules(first=0, window=0))
+    for i in range(1000):
+        b.observe(rec("http_error:400", error=f"request {i} is bad"))
+    assert len(b.targets["a"].errors) == 32 and b.targets["a"].failures == 1000
+
+
+def test_workers_judge_their_share_of_the_first_n():
+    rules = BreakerRules(first=20)
+    assert [rules.for_share(i, 3).first for i in range(3)] == [7, 7, 6]
+    assert rules.for_share(0, 1).first == 20 and rules.for_share(7, 8).first == 5  # never below 5
+    assert BreakerRules(first=3).for_share(0, 4).first == 3 and BreakerRules(first=0).for_share(0, 2).first == 0
+    assert rules.for_share(1, 2).window == 200  # the window rule is a share already

@@ -1,0 +1,121 @@
+"""Delivered load: asked vs realised arrivals, the numpy-only KS test, concurrency, the wire."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+import scipy.stats as st
+
+from loadkit.delivered import DeliveredLoad, concurrency
+from loadkit.goodness import gamma_cdf, ks_one_sample, ks_two_sample, regularized_gamma_p
+from loadkit.report.delivered import delivered_section
+from loadkit.stats.output import delivered_lines
+
+
+@dataclass
+class Rec:
+    engine: str
+    stage: str | None
+    t_send_ns: int
+    t_end_ns: int | None
+    t_sched_ns: int | None
+
+
+def load_from(sends_s, durations_s=0.05, engine="sim", stage="main", scheduled=True) -> DeliveredLoad:
+    d = DeliveredLoad()
+    d.wall_offset_ns = 0
+    for t in sends_s:
+        ns = int(t * 1e9)
+        d.add(Rec(engine, stage, ns, ns + int(durations_s * 1e9), ns if scheduled else None))
+    return d
+
+
+@pytest.mark.parametrize("a", [0.25, 1.0, 4.0, 30.0])
+def test_incomplete_gamma_matches_scipy(a):
+    x = np.linspace(0, 60, 400)
+    assert np.max(np.abs(regularized_gamma_p(a, x) - st.gamma.cdf(x, a))) < 1e-12
+
+
+@pytest.mark.parametrize("n", [25, 200, 3000])
+def test_ks_matches_scipy(n):
+    rng = np.random.default_rng(n)
+    g = rng.gamma(4.0, 0.5, n)
+    d, p = ks_one_sample(g, gamma_cdf(0.5, 0.5))  # mean 2 s, CV 0.5 = shape 4, scale 0.5
+    ref = st.kstest(g, st.gamma(4.0, scale=0.5).cdf)
+    assert d == pytest.approx(ref.statistic, abs=1e-12) and p == pytest.approx(ref.pvalue, abs=0.03)
+    h = rng.exponential(1.0, n + 11)
+    d2, p2 = ks_two_sample(g, h)
+    ref2 = st.ks_2samp(g, h, method="asymp")
+    assert d2 == pytest.approx(ref2.statistic, abs=1e-12) and p2 == pytest.approx(ref2.pvalue, abs=0.01)
+
+
+def test_poisson_as_asked_passes_and_a_burstier_process_fails():
+    rng = np.random.default_rng(7)
+    arrival = {"model": "poisson", "rate": 20.0}
+    good = load_from(np.cumsum(rng.exponential(1 / 20, 2000))).report(arrival, None)
+    row = good["by_target"]["sim"]["stages"]["main"]
+    assert row["asked"] == {"model": "poisson", "rate": 20.0, "cv": 1.0}
+    assert row["realised"]["rate"] == pytest.approx(20.0, rel=0.06) and row["realised"]["cv"] == pytest.approx(1, abs=0.08)
+    assert row["fit"]["test"] == "ks vs exponential" and row["fit"]["consistent"]
+    # Same mean rate, CV 2: the rate matches, the test says it is not what was asked.
+    bursty = np.cumsum(rng.gamma(0.25, 1 / (20 * 0.25), 2000))
+    bad = load_from(bursty).report(arrival, None)["by_target"]["sim"]["stages"]["main"]
+    assert bad["realised"]["cv"] > 1.6 and not bad["fit"]["consistent"] and bad["fit"]["p_value"] < 1e-6
+
+
+def test_gamma_stage_and_trace_asked_sides():
+    rng = np.random.default_rng(3)
+    arrival = {"model": "gamma", "rate": 5.0, "cv": 2.0,
+               "stages": [{"duration_s": 100, "rate": 5.0, "cv": 2.0}]}
+    sends = np.cumsum(rng.gamma(0.25, 1 / (5 * 0.25), 400))
+    row = load_from(sends, stage="stage1").report(arrival, None)["by_target"]["sim"]["stages"]["stage1"]
+    assert row["asked"]["cv"] == 2.0 and row["fit"]["test"] == "ks vs gamma" and row["fit"]["consistent"]
+    trace = np.cumsum(rng.exponential(0.1, 300)).tolist()
+    row = load_from(trace, stage="trace").report({"model": "trace"}, trace)["by_target"]["sim"]["stages"]["trace"]
+    assert row["fit"]["test"].startswith("ks-2sample") and row["fit"]["statistic"] < 0.01
+    assert row["rate_error"] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_only_scheduled_requests_are_arrivals():
+    d = load_from([0.0, 1.0, 2.0, 3.0])
+    extra = load_from([0.5, 1.5], scheduled=False)  # a session's later turns
+    d.merge(extra)
+    row = d.report({"model": "constant", "rate": 1.0}, None)["by_target"]["sim"]["stages"]["main"]
+    assert row["requests"] == 6 and row["arrivals"] == 4 and row["realised"]["rate"] == pytest.approx(1.0)
+    assert row["fit"]["test"] is None and "constant" in row["fit"]["reason"]
+
+
+def test_concurrency_peak_and_mean():
+    s = np.asarray([0, 10, 20, 30], dtype=np.int64)
+    e = np.asarray([25, 15, 30, 40], dtype=np.int64)  # [0,25) [10,15) [20,30) [30,40)
+    c = concurrency(s, e)
+    assert c["peak"] == 2  # the end at 30 frees its slot before the send at 30
+    assert c["mean"] == pytest.approx((25 + 5 + 10 + 10) / 40)
+
+
+def test_wire_round_trip_merges_to_the_whole():
+    rng = np.random.default_rng(1)
+    times = np.cumsum(rng.exponential(0.05, 600))
+    whole = load_from(times).report({"model": "poisson", "rate": 20.0}, None)
+    a, b = load_from(times[0::2]), load_from(times[1::2])
+    merged = DeliveredLoad.from_wire(a.to_wire())
+    merged.merge(DeliveredLoad.from_wire(b.to_wire()))
+    got = merged.report({"model": "poisson", "rate": 20.0}, None)
+    w, g = whole["by_target"]["sim"]["stages"]["main"], got["by_target"]["sim"]["stages"]["main"]
+    assert g["realised"]["rate"] == pytest.approx(w["realised"]["rate"], rel=1e-5)  # µs on the wire
+    assert g["fit"]["p_value"] == pytest.approx(w["fit"]["p_value"], abs=1e-3)
+    assert g["concurrency"]["peak"] == w["concurrency"]["peak"]
+    assert g["concurrency"]["mean"] == pytest.approx(w["concurrency"]["mean"], rel=1e-5)
+
+
+def test_html_and_console_show_the_figures():
+    rng = np.random.default_rng(2)
+    section = load_from(np.cumsum(rng.exponential(0.05, 300))).report({"model": "poisson", "rate": 20.0}, None)
+    report = {"delivered": section}
+    page = delivered_section(report)
+    assert 'id="delivered"' in page and "ks vs exponential" in page and "20.00" in page
+    lines = delivered_lines(report)
+    assert len(lines) == 1 and lines[0].startswith("delivered sim/main: rate ") and "(asked 20)" in lines[0]
+    assert "not measured" in delivered_section({}).lower()

@@ -1,0 +1,186 @@
+"""Pre-flight against scripted strict servers over real loopback HTTP: which fields it drops,
+when it refuses, what it says, and that the decision reaches a rebuilt target (a worker's)."""
+
+from __future__ import annotations
+
+import argparse
+import socket
+
+import orjson
+import pytest
+
+from loadkit.glue import preflight
+from loadkit.glue.preflight import PreflightError, check_target, named_paths, probe_request, suspect_paths
+from loadkit.glue.requestshape import PREFLIGHT_OPTION, RequestShape, dropped_for
+from loadkit.targets import TargetSpec, build_target
+from loadkit.timer import Timeouts
+from loadkit.types import GenerationRequest
+from tests.helpers.scripted_server import ScriptedServer
+from tests.helpers.strict_server import CHAT_FIELDS, StrictOpenAI
+
+TIMEOUTS = Timeouts(2.0, 5.0, 10.0)
+
+
+def target(url: str, engine: str = "vllm", model: str | None = None, extra_body: dict | None = None):
+    t = build_target(TargetSpec("t", url, engine, None, model), None, None)
+    RequestShape(extra_body=extra_body or {}).apply(t, [])
+    return t
+
+
+def check(t, strict=False, skip=False, user_keys=frozenset()):
+    return check_target(t, probe_request(None), set(user_keys), strict, skip, TIMEOUTS)
+
+
+def test_suspects_are_what_exact_output_adds_then_stream_options():
+    t = target("http://127.0.0.1:9")
+    assert suspect_paths(t.adapter, GenerationRequest(messages=[], max_tokens=4), set()) == [
+        "ignore_eos", "min_tokens", "stream_options.continuous_usage_stats", "stream_options"]  # fmt: skip
+    # Without exact output there is nothing exact to drop; fields the user asked for are never suspects.
+    plain = GenerationRequest(messages=[], max_tokens=4, exact_output=False)
+    assert suspect_paths(t.adapter, plain, {"stream_options"}) == []
+    sglang_native = build_target(TargetSpec("s", "http://127.0.0.1:9", "sglang", "native"), None, None)
+    assert suspect_paths(sglang_native.adapter, GenerationRequest(prompt="x"), set()) == ["sampling_params.ignore_eos"]
+
+
+def test_named_paths_prefers_the_most_specific_and_whole_words():
+    paths = ["ignore_eos", "min_tokens", "stream_options.continuous_usage_stats", "stream_options"]
+    assert named_paths("Unexpected fields in the request: {'min_tokens', 'ignore_eos'}", paths) == [
+        "ignore_eos", "min_tokens"]  # fmt: skip
+    loc = "extra_forbidden: body.stream_options.continuous_usage_stats"
+    assert named_paths(loc, paths) == ["stream_options.continuous_usage_stats"]
+    assert named_paths("my_min_tokens_x is odd", paths) == []
+
+
+def test_422_naming_fields_drops_exactly_those():
+    server = StrictOpenAI(allowed=CHAT_FIELDS)
+    with ScriptedServer(server) as srv:
+        t = target(srv.url)
+        verdict = check(t)
+    assert verdict.drop == ["ignore_eos", "min_tokens"] and verdict.outcome == "ok" and verdict.requests == 2
+    assert len(verdict.notes) == 1 and "Unexpected fields" in verdict.notes[0] and "not exact" in verdict.notes[0]
+    first, second = server.posts()
+    assert {"ignore_eos", "min_tokens"} <= set(first.body) and not {"ignore_eos", "min_tokens"} & set(second.body)
+    assert second.body["stream_options"]["continuous_usage_stats"] is True  # not named: kept
+
+
+def test_unnamed_4xx_that_goes_away_without_the_extras_drops_them_all():
+    class Picky(StrictOpenAI):
+        def __call__(self, raw):
+            script = super().__call__(raw)
+            body = self.received[-1].body or {}
+            if self.received[-1].method == "POST" and ({"ignore_eos", "stream_options"} & set(body)):
+                from tests.helpers.strict_server import json_reply
+
+                return json_reply(400, {"error": "bad request"})
+            return script
+
+    server = Picky()
+    with ScriptedServer(server) as srv:
+        verdict = check(target(srv.url))
+    assert set(verdict.drop) == {"ignore_eos", "min_tokens", "stream_options.continuous_usage_stats", "stream_options"}
+    assert verdict.outcome == "ok" and len(server.posts()) == 2
+
+
+def test_strict_request_stops_with_the_servers_text():
+    server = StrictOpenAI(allowed=CHAT_FIELDS)
+    with ScriptedServer(server) as srv, pytest.raises(PreflightError) as err:
+        check(target(srv.url), strict=True)
+    text = str(err.value)
+    assert "Unexpected fields in the request" in text and "--strict-request" in text
+    assert "ignore_eos, min_tokens" in text and "\n" not in text
+    assert len(server.posts()) == 1
+
+
+def test_unknown_model_is_refused_with_the_served_list():
+    server = StrictOpenAI(models=("served-a", "served-b"), check_model=True)
+    with ScriptedServer(server) as srv, pytest.raises(PreflightError) as err:
+        check(target(srv.url, engine="openai", model="wrong"))
+    text = str(err.value)
+    assert "does not exist" in text and "served-a, served-b" in text and "'wrong'" in text
+    # An unlisted model refused without a field named: the model is the cause, no retry.
+    assert len(server.posts()) == 1 and [r.path for r in server.received][0] == "/v1/models"
+
+
+def test_server_that_ignores_the_model_field_is_a_warning():
+    server = StrictOpenAI(models=("served-a",))
+    with ScriptedServer(server) as srv:
+        verdict = check(target(srv.url, engine="openai", model="other"))
+    assert verdict.drop == [] and verdict.outcome == "ok" and verdict.served_models == ["served-a"]
+    assert len(verdict.notes) == 1 and "ignores the model field" in verdict.notes[0]
+
+
+def test_persistent_4xx_stops_and_5xx_only_warns():
+    with ScriptedServer(StrictOpenAI(fail_status=401)) as srv, pytest.raises(PreflightError) as err:
+        check(target(srv.url))
+    assert "HTTP 401" in str(err.value) and "the engine is broken" in str(err.value)
+    with ScriptedServer(StrictOpenAI(fail_status=503)) as srv:
+        verdict = check(target(srv.url))
+    assert verdict.outcome == "http_error:503" and "starting anyway" in verdict.notes[0]
+
+
+def test_dead_target_stops_unless_reachability_check_is_skipped():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+    with pytest.raises(PreflightError) as err:
+        check(target(url))
+    assert "pre-flight request failed" in str(err.value) and "cannot connect" in str(err.value)
+    verdict = check(target(url), skip=True)
+    assert verdict.outcome == "connect_error" and "--skip-reachability-check" in verdict.notes[0]
+
+
+def test_the_decision_crosses_as_options_and_rebuilt_targets_apply_it():
+    server = StrictOpenAI(allowed=CHAT_FIELDS | {"temperature"})
+
+    class Runtime:
+        scenario = None
+        timeouts = TIMEOUTS
+
+    options = argparse.Namespace(extra_body='{"temperature": 0}', header=["X-Route: blue"], exact_output=None,
+                                 strict_request=False, skip_reachability_check=False)  # fmt: skip
+    with ScriptedServer(server) as srv:
+        runtime = Runtime()
+        runtime.targets = [target(srv.url, extra_body={"temperature": 0})]
+        preflight.run(runtime, options)
+        decision = getattr(options, PREFLIGHT_OPTION)
+        # The wire form: plain data (it travels in Locust's msgpack'd spawn message).
+        assert orjson.loads(orjson.dumps(decision)) == decision
+        assert dropped_for(options, "t") == ["ignore_eos", "min_tokens"]
+        # A worker builds its own target from the same options: the drop applies there too.
+        worker_target = build_target(TargetSpec("t", srv.url, "vllm"), None, None)
+        RequestShape.from_options(options).apply(worker_target, dropped_for(options, "t"))
+        body = orjson.loads(worker_target.adapter.build_request(GenerationRequest(prompt="x")).body)
+    assert "ignore_eos" not in body and "min_tokens" not in body and body["temperature"] == 0
+    assert worker_target.adapter.base_headers()["X-Route"] == "blue"
+    fields = preflight.manifest_fields(options)
+    assert fields["request_options"]["headers"] == {"X-Route": "***"}
+    assert fields["preflight"]["t"]["drop"] == ["ignore_eos", "min_tokens"]
+
+
+def test_a_server_naming_one_field_at_a_time_gets_one_request_per_field():
+    class OneAtATime(StrictOpenAI):
+        def __call__(self, raw):
+            script = super().__call__(raw)
+            req = self.received[-1]
+            extra = sorted(set(req.body or {}) - CHAT_FIELDS) if req.method == "POST" else []
+            if extra:
+                from tests.helpers.strict_server import json_reply
+
+                return json_reply(400, {"error": {"message": f"Unrecognized request argument supplied: {extra[0]}"}})
+            return script
+
+    server = OneAtATime()
+    with ScriptedServer(server) as srv:
+        verdict = check(target(srv.url))
+    assert verdict.drop == ["ignore_eos", "min_tokens"] and verdict.requests == 3 and verdict.outcome == "ok"
+    assert server.posts()[-1].body["stream_options"]["continuous_usage_stats"] is True  # never suspected
+
+
+def test_when_dropping_fields_is_not_enough_the_last_refusal_is_the_message():
+    server = StrictOpenAI(models=("served-a",), allowed=CHAT_FIELDS, check_model=True)
+    with ScriptedServer(server) as srv, pytest.raises(PreflightError) as err:
+        check(target(srv.url, model="wrong"))
+    text = str(err.value)
+    assert "The model `wrong` does not exist" in text and "served-a" in text and "Unexpected fields" not in text
+    # named fields dropped, then every suspect: all still refused for the model.
+    assert len(server.posts()) == 3

@@ -1,0 +1,19 @@
+"""loadkit.testing.simrun on a built-in family: the check passes on a true run and fails a lie."""
+
+import copy
+
+import pytest
+
+from loadkit.testing.simrun import SimRun, run_against_sim
+
+pytestmark = pytest.mark.integration
+
+
+def test_vllm_run_matches_truth_and_a_tampered_log_fails(tmp_path):
+    run = run_against_sim(tmp_path, "openai", requests=12, users=3)
+    lateness = run.check_against_truth()
+    assert len(lateness) == 12 and all(lag >= 0 for lag in lateness)
+    tampered = SimRun(run.proc, run.report, copy.deepcopy(run.rows), run.truth)
+    tampered.rows[0]["event_t_ns"][0] = run.truth[run.rows[0]["request_id"]]["t_token_ns"][0] - 1
+    with pytest.raises(AssertionError, match="before the server wrote it"):
+        tampered.check_against_truth()

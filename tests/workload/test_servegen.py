@@ -1,0 +1,83 @@
+"""ServeGen: arrivals synthesised per window from rate, CV and family; lengths per dataset window."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from loadkit.workload import ScenarioError, load_scenario
+from loadkit.workload.paths import PACKAGE_DATA
+from loadkit.workload.servegen import read_lengths, read_windows, synthesise, weibull_shape
+from loadkit.workload.tracereader import TraceReadError
+
+SAMPLE = PACKAGE_DATA / "traces" / "servegen" / "language-m-mid"
+CHUNK0 = SAMPLE / "chunk-0-trace.csv"
+
+
+def test_every_window_holds_the_files_rate_and_gamma_windows_its_cv():
+    win = read_windows(str(CHUNK0))
+    lo, hi = 206400.0, 212400.0  # ten Gamma windows at ~28 req/s, CV ~1.0-1.8
+    t, n_in, n_out = synthesise(CHUNK0, 3, lo, hi)
+    assert np.all(np.diff(t) >= 0) and t.min() >= lo and t.max() < hi
+    for i in np.flatnonzero((win.start >= lo) & (win.start < hi)):
+        w0, rate, cv = float(win.start[i]), float(win.rate[i]), float(win.cv[i])
+        mine = t[(t >= w0) & (t < w0 + 600)]
+        assert len(mine) / 600 == pytest.approx(rate, abs=1 / 600)  # count is rate × window, rounded
+        gaps = np.diff(mine)
+        assert gaps.std(ddof=1) / gaps.mean() == pytest.approx(cv, rel=0.12), (w0, cv)
+
+
+def test_lengths_come_from_the_window_they_fall_in():
+    tables = read_lengths(str(SAMPLE / "chunk-0-dataset.json"))
+    t, n_in, n_out = synthesise(CHUNK0, 5, 206400, 207600)
+    j = tables.at(206400)
+    assert tables.starts[j] == 194400
+    support_in, support_out = set(tables.inputs[j][0].tolist()), set(tables.outputs[j][0].tolist())
+    assert set(n_in.tolist()) <= support_in and set(n_out.tolist()) <= support_out
+    values, probs = tables.inputs[j]
+    assert n_in.mean() == pytest.approx(float((values * probs).sum()), rel=0.05)
+
+
+def test_same_seed_same_requests_other_seed_other_gaps():
+    a = synthesise(CHUNK0, 1, 157200, 157800)
+    b = synthesise(CHUNK0, 1, 157200, 157800)
+    c = synthesise(CHUNK0, 2, 157200, 157800)
+    assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+    assert len(a[0]) == len(c[0]) and not np.array_equal(a[0], c[0])
+
+
+@pytest.mark.parametrize("cv", [0.5, 1.0, 2.3, 6.0])
+def test_weibull_shape_gives_the_asked_cv(cv):
+    k = weibull_shape(cv)
+    draws = np.random.default_rng(0).weibull(k, 400_000)
+    assert draws.std() / draws.mean() == pytest.approx(cv, rel=0.05 if cv < 3 else 0.2)
+
+
+def test_scenario_replays_a_window_rebased(write_scenario):
+    sc = load_scenario(write_scenario(f'[arrival]\nmodel = "trace"\n[trace]\nformat = "servegen"\n'
+                                      f'path = "{CHUNK0}"\nstart_s = 157200\nend_s = 157800\nspeed = 2\n'))
+    src = sc.request_source()
+    times = src.trace_arrival_times_s()
+    assert len(times) == round(5.1433333 * 600) and 0 <= times[0] and times[-1] < 300
+    first = src.next_item()
+    assert first.label == "servegen" and first.n_in_target >= 1
+
+
+def test_shipped_servegen_scenario_loads():
+    src = load_scenario("servegen_language").request_source()
+    assert len(src.trace_arrival_times_s()) == round(5.14333333 * 600) + round(3.29833333 * 600)
+
+
+def test_errors_name_file_and_line(tmp_path, write_scenario):
+    bad = tmp_path / "chunk-9-trace.csv"
+    bad.write_text("0,0,0,,0,0\n600,1.5,x,Gamma,1,1\n")
+    (tmp_path / "chunk-9-dataset.json").write_text('{"0": {"input_tokens": "{10: 1.0}", "output_tokens": "{2: 1.0}"}}')
+    with pytest.raises(TraceReadError, match=r"chunk-9-trace\.csv: line 2: expected cv as a non-negative number"):
+        read_windows(str(bad))
+    bad.write_text("0,0,0,,0,0\n600,1.5,1.2,Lognormal,1,1\n")
+    with pytest.raises(ScenarioError, match=r"line 2: expected the fitted distribution Gamma or Weibull"):
+        load_scenario(write_scenario(f'[trace]\nformat = "servegen"\npath = "{bad}"\n'))
+    other = tmp_path / "rates.csv"
+    other.write_text("0,1,1,Gamma,1,1\n")
+    with pytest.raises(ScenarioError, match=r"expected a ServeGen trace named chunk-N-trace\.csv"):
+        load_scenario(write_scenario(f'[trace]\nformat = "servegen"\npath = "{other}"\n', name="o.toml"))
