@@ -92,7 +92,8 @@ def test_llm_tab_shows_validity_reasons_slos_server_messages_and_cancelled(tmp_p
             submit_form(page, base, srv.url)
             wait_for("failed requests", lambda: sum(r["failures"] for r in totals(get_json(base + "/loadkit/stats.json")).values()) >= 10, 30)  # fmt: skip
             page.get_by_role("tab", name="LLM").click()
-            live = wait_for("the panel to say INVALID so far", lambda: (p := panel(page))["validity"] == "INVALID so far" and p, 20)
+            live = wait_for("the panel to say INVALID so far", lambda: (p := panel(page))["validity"] == "INVALID so far"
+                                                    and p["shown"] and p["slos"] and p, 20)  # every field drawn
             assert live["shown"] and "SLOs in force: ttft_ms ≤ 500 ms" == live["slos"]
             assert "% of requests failed" in live["reasons"] and "threshold 40%" in live["reasons"]
             assert "in_band_error ×" in live["messages"] and variants.IN_BAND_MESSAGE in live["messages"]
