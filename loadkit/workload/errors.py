@@ -50,6 +50,13 @@ def check_keys(ctx: Ctx, table: Mapping[str, Any], allowed: Iterable[str]) -> No
             raise ctx.at(str(key)).error(f"unknown key{hint}")
 
 
+def check_unique_names(ctx: Ctx, names: list[str], what: str) -> None:
+    """Entry i of a list of tables names itself ``names[i]``: refuse a name used twice, at its entry."""
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise ctx.at(i).at("name").error(f"expected unique {what} names, {name!r} is used twice")
+
+
 def get_table(ctx: Ctx, value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ctx.error(f"expected a table, got {describe(value)}")

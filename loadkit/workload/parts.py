@@ -10,6 +10,7 @@ from loadkit.workload.distributions import parse_distribution, read_csv_columns
 from loadkit.workload.errors import (
     Ctx,
     check_keys,
+    check_unique_names,
     get_bool,
     get_int,
     get_list,
@@ -39,10 +40,7 @@ def parse_parts(ctx: Ctx, raw: Any, base: Path) -> list[PartSpec]:
     if not items:
         raise ctx.error("expected at least one part")
     parts = [_parse_part(ctx.at(i), item, base) for i, item in enumerate(items)]
-    names = [p.name for p in parts]
-    for i, name in enumerate(names):
-        if name in names[:i]:
-            raise ctx.at(i).at("name").error(f"expected unique part names, {name!r} is used twice")
+    check_unique_names(ctx, [p.name for p in parts], "part")
     return parts
 
 

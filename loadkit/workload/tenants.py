@@ -16,6 +16,7 @@ from typing import Any
 from loadkit.workload.errors import (
     Ctx,
     check_keys,
+    check_unique_names,
     get_int,
     get_list,
     get_number,
@@ -43,10 +44,7 @@ def parse_tenants(ctx: Ctx, raw: Any, parts: list[PartSpec]) -> list[TenantSpec]
     if not parts:
         raise ctx.error("expected [[parts]]: tenants share out a parts workload")
     tenants = [_tenant(ctx.at(i), item, parts) for i, item in enumerate(items)]
-    names = [t.name for t in tenants]
-    for i, name in enumerate(names):
-        if name in names[:i]:
-            raise ctx.at(i).at("name").error(f"expected unique tenant names, {name!r} is used twice")
+    check_unique_names(ctx, [t.name for t in tenants], "tenant")
     return tenants
 
 
