@@ -1,5 +1,5 @@
-"""Server metrics: a Prometheus text-format parser, the mapping of each engine's metric names
-to loadkit's neutral names, and a scraper that keeps counters between scrapes.
+"""Server metrics: Prometheus text (read by prometheus-client's parser), the mapping of each
+engine's metric names to loadkit's neutral names, and a scraper that keeps counters between scrapes.
 
 Neutral names (all optional; absent = the engine does not say):
 ``running``, ``waiting`` (requests), ``kv_usage`` (0..1), ``prefix_hit_rate`` (0..1, since the
@@ -16,21 +16,19 @@ except ratios, which are averaged. The first key present wins when several map t
 
 from __future__ import annotations
 
-import math
-import re
+import functools
 import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from loadkit.engines.base import EngineAdapter
 from loadkit.engines.serverinfo import auth_headers, get
 
 RATIOS = frozenset({"kv_usage", "prefix_hit_rate"})
-_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})?\s+(\S+)(?:\s+-?\d+)?$")
-_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(?:,|$)')
-_SPECIAL = {"+Inf": math.inf, "Inf": math.inf, "-Inf": -math.inf, "NaN": math.nan}
 
 
 class MetricsError(ValueError):
@@ -44,48 +42,40 @@ class Sample:
     value: float = 0.0
 
 
-def parse_labels(raw: str) -> dict[str, str]:
-    inner, labels, pos = raw[1:-1].strip().rstrip(","), {}, 0
-    while pos < len(inner):
-        m = _LABEL.match(inner, pos)
-        if m is None:
-            raise MetricsError(f"bad label set {raw!r}")
-        labels[m.group(1)] = m.group(2).replace("\\n", "\n").replace('\\"', '"').replace("\\\\", "\\")
-        pos = m.end()
-    return labels
-
-
-def parse_value(raw: str) -> float:
-    if raw in _SPECIAL:
-        return _SPECIAL[raw]
-    try:
-        return float(raw)
-    except ValueError:
-        raise MetricsError(f"bad sample value {raw!r}") from None
+def _families(text: str) -> list[Sample]:
+    return [Sample(s.name, dict(s.labels), float(s.value))
+            for family in text_string_to_metric_families(text) for s in family.samples]  # fmt: skip
 
 
 def parse_prometheus(text: str) -> list[Sample]:
-    """Every sample in a Prometheus (or OpenMetrics) text exposition; MetricsError on a line
-    that is neither a comment nor a sample, naming the line."""
-    samples = []
+    """Every sample in a Prometheus text exposition (prometheus-client's parser: label values
+    may hold " # ", escaped quotes and newlines). MetricsError on text it refuses, naming the
+    line (found by re-reading line by line, only on that error path)."""
+    try:
+        return _families(text)
+    except ValueError as exc:
+        raise MetricsError(_bad_line(text) or f"not Prometheus text: {exc}") from None
+
+
+def _bad_line(text: str) -> str | None:
+    """"line N: <why>: <text>" for the first line the parser refuses on its own."""
     for number, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        line = line.split(" # ", 1)[0]  # OpenMetrics exemplar
-        m = _SAMPLE.match(line)
-        if m is None:
-            raise MetricsError(f"line {number} is not a sample: {line[:120]!r}")
-        labels = parse_labels(m.group(2)) if m.group(2) else {}
-        samples.append(Sample(m.group(1), labels, parse_value(m.group(3))))
-    return samples
+        try:
+            _families(line + "\n")
+        except ValueError as exc:
+            why = f" ({exc})" if str(exc) else ""
+            return f"line {number} is not Prometheus text{why}: {line.strip()[:120]!r}"
+    return None
 
 
+@functools.lru_cache(maxsize=512)  # adapters' keys are constants, read at every scrape
 def parse_selector(key: str) -> tuple[str, dict[str, str]]:
-    brace = key.find("{")
-    if brace < 0:
-        return key, {}
-    return key[:brace], parse_labels(key[brace:])
+    """An adapter's ``name{label="value"}`` key, read by the same parser as the scraped text."""
+    try:
+        (sample,) = _families(f"{key} 0\n")
+    except ValueError as exc:
+        raise MetricsError(f"bad metric selector {key!r}: {exc}") from None
+    return sample.name, sample.labels
 
 
 def select(samples: list[Sample], key: str) -> list[float]:
@@ -153,7 +143,11 @@ def scrape(adapter: EngineAdapter, base_url: str, *, metrics_url: str | None = N
         raise MetricsError(f"GET {base}{path}: {exc}") from None
     if resp.status != 200:
         raise MetricsError(f"GET {base}{path}: HTTP {resp.status}")
-    return neutral_metrics(adapter.metric_names, parse_prometheus(resp.text))
+    try:
+        samples = parse_prometheus(resp.text)
+    except MetricsError as exc:
+        raise MetricsError(f"GET {base}{path}: {exc}") from None
+    return neutral_metrics(adapter.metric_names, samples)
 
 
 class MetricsScraper:

@@ -23,6 +23,11 @@ def _render(metrics: list[Metric], labels: str) -> bytes:
     return "".join(out).encode()
 
 
+def _label(value: str) -> str:
+    """A label value as the exposition format escapes it (a model name may hold quotes)."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
 def _num(v: float) -> str:
     return str(int(v)) if float(v).is_integer() else repr(float(v))
 
@@ -44,7 +49,7 @@ def vllm_metrics(s: Scheduler, model: str) -> bytes:
         ("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", c.prompt_tokens),
         ("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.", c.generation_tokens),
         ("vllm:request_success_total", "counter", "Count of successfully processed requests.", c.finished),
-    ], f'{{engine="0",model_name="{model}"}}')  # fmt: skip
+    ], f'{{engine="0",model_name="{_label(model)}"}}')  # fmt: skip
 
 
 def sglang_metrics(s: Scheduler, model: str) -> bytes:
@@ -58,7 +63,7 @@ def sglang_metrics(s: Scheduler, model: str) -> bytes:
         ("sglang:prompt_tokens_total", "counter", "Number of prefill tokens processed.", c.prompt_tokens),
         ("sglang:generation_tokens_total", "counter", "Number of generation tokens processed.", c.generation_tokens),
         ("sglang:num_requests_total", "counter", "Number of requests processed.", c.finished),
-    ], f'{{model_name="{model}"}}')  # fmt: skip
+    ], f'{{model_name="{_label(model)}"}}')  # fmt: skip
 
 
 def tgi_metrics(s: Scheduler, model: str) -> bytes:
@@ -88,9 +93,9 @@ def triton_metrics(s: Scheduler, model: str) -> bytes:
          "gauge", "TRT LLM KV cache block metrics", pool.available()),
         ('nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="fraction",model="tensorrt_llm",version="1"}',
          "gauge", "TRT LLM KV cache block metrics", pool.usage()),
-        (f'nv_inference_pending_request_count{{model="{model}",version="1"}}', "gauge",
+        (f'nv_inference_pending_request_count{{model="{_label(model)}",version="1"}}', "gauge",
          "Instantaneous number of pending requests awaiting execution per-model.", len(s.waiting)),
-        (f'nv_inference_request_success{{model="{model}",version="1"}}', "counter",
+        (f'nv_inference_request_success{{model="{_label(model)}",version="1"}}', "counter",
          "Number of successful inference requests, all batch sizes", s.counters.finished),
     ]
     return _render_grouped(lines)

@@ -8,8 +8,8 @@ from loadkit.engines.metrics import (
     MetricsError,
     MetricsScraper,
     neutral_metrics,
-    parse_labels,
     parse_prometheus,
+    parse_selector,
     scrape,
 )
 from loadkit.engines.ollama import OllamaAdapter
@@ -60,13 +60,13 @@ def test_parser_edge_cases():
     parsed = parse_prometheus(text)
     assert parsed[0].labels == {"x": 'q"uote', "y": "back\\slash"} and parsed[0].value == math.inf
     assert math.isnan(parsed[1].value) and parsed[2].value == -1500 and parsed[3].value == 2
-    assert parse_labels('{a="1",}') == {"a": "1"}
+    assert parse_selector('m{a="1",}') == ("m", {"a": "1"})
 
 
-@pytest.mark.parametrize("bad", ["just words here", 'm{a=1} 2', "m 1x"])
+@pytest.mark.parametrize("bad", ["just words here", 'm{a=1} 2', "m 1x", "{", 'm{a="b" 1'])
 def test_bad_lines_are_errors_not_skipped(bad):
-    with pytest.raises(MetricsError):
-        parse_prometheus(f"ok 1\n{bad}\n")
+    with pytest.raises(MetricsError, match=r"^line 3 is not Prometheus text"):
+        parse_prometheus(f"# TYPE ok gauge\nok 1\n{bad}\n")
 
 
 def test_scraper_interval_hit_rate_and_errors():
@@ -98,3 +98,79 @@ def test_scrape_refuses_engine_without_metrics():
 def test_scrape_unreachable_is_metrics_error():
     with pytest.raises(MetricsError):
         scrape(VLLMAdapter(), "http://127.0.0.1:9", timeout_s=0.5)
+
+
+# A label value holding " # " (which the old hand-written parser cut as an exemplar), escaped
+# quotes, a backslash and a newline; the model name is the kind of value that carries them.
+ODD_MODEL = 'org/m "q" # 7b\\x\nv2'
+ODD_TEXT = (
+    "# HELP vllm:num_requests_running Running.\n# TYPE vllm:num_requests_running gauge\n"
+    'vllm:num_requests_running{engine="0",model_name="org/m \\"q\\" # 7b\\\\x\\nv2"} 3\n'
+    'vllm:num_requests_running{engine="1",model_name="other # one"} 4\n'
+)
+
+
+def test_label_values_with_hash_quotes_and_newlines():
+    parsed = parse_prometheus(ODD_TEXT)
+    assert [s.labels["model_name"] for s in parsed] == [ODD_MODEL, "other # one"]
+    assert [s.value for s in parsed] == [3, 4]
+    selector = 'vllm:num_requests_running{model_name="org/m \\"q\\" # 7b\\\\x\\nv2"}'
+    assert parse_selector(selector) == ("vllm:num_requests_running", {"model_name": ODD_MODEL})
+    assert neutral_metrics({selector: "running"}, parsed) == {"running": 3}
+    assert neutral_metrics(VLLMAdapter.metric_names, parsed)["running"] == 7  # both engines summed
+
+
+def test_simulator_escapes_label_values_it_emits():
+    from loadkit.sim.metrics import _label, _render
+
+    text = _render([("vllm:num_requests_running", "gauge", "Running.", 2)], f'{{model_name="{_label(ODD_MODEL)}"}}')
+    (sample,) = parse_prometheus(text.decode())
+    assert sample.labels == {"model_name": ODD_MODEL} and sample.value == 2
+
+
+class _Exposition:
+    """A real HTTP server on loopback answering /metrics with a fixed body."""
+
+    def __init__(self, body: str) -> None:
+        import http.server
+        import threading
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                data = body.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_scrape_over_http_reads_odd_label_values():
+    with _Exposition(ODD_TEXT) as srv:
+        assert scrape(VLLMAdapter(), srv.url)["running"] == 7
+
+
+def test_malformed_exposition_names_the_url_and_line():
+    with _Exposition(ODD_TEXT + 'vllm:num_requests_waiting{engine="0" 5\n') as srv:
+        with pytest.raises(MetricsError) as info:
+            scrape(VLLMAdapter(), srv.url)
+    message = str(info.value)
+    assert message.startswith(f"GET {srv.url}/metrics: line 5 is not Prometheus text")
+    assert "vllm:num_requests_waiting{engine=" in message
+    scraper = MetricsScraper(VLLMAdapter(), srv.url)
+    row = scraper.sample()  # the server is gone now: a counted error row, not a crash
+    assert row["values"] == {} and row["error"].startswith(f"GET {srv.url}/metrics") and scraper.errors == 1
