@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from html import escape
 from typing import Any
 
 from loadkit.report.htmlutil import note, num, section, table
@@ -15,7 +14,7 @@ CELLS = (("ttft_ms", "p50"), ("ttft_ms", "p90"), ("ttft_ms", "p99"), ("tpot_ms",
 
 
 def _row(user_class: str, engine: str, label: str, s: dict[str, Any]) -> list[str]:
-    cells = [escape(user_class), escape(engine), escape(label), num(s.get("requests")), num(s.get("ok")),
+    cells = [user_class, engine, label, num(s.get("requests")), num(s.get("ok")),
              num(s.get("failures")), num(s.get("requests_per_s"), 2), num(s.get("output_tokens_per_s")),
              num(s.get("goodput_per_s"), 2)]  # fmt: skip
     return cells + [num(stat(s, m, p)) for m, p in CELLS]

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from html import escape
 from typing import Any
 
-from loadkit.report.htmlutil import NOT_MEASURED, not_measured, note, num, pct, section, table
+from loadkit.report.htmlutil import NOT_MEASURED, macro, not_measured, note, num, pct, section, table
 
 TITLE = "Delivered load (asked vs realised)"
 HEAD = ("target", "stage", "arrivals", "model", "rate asked /s", "rate realised /s", "rate error",
@@ -34,9 +33,9 @@ def delivered_section(report: dict[str, Any]) -> str:
 def _row(engine: str, stage: str, r: dict[str, Any]) -> list[str]:
     asked, got, fit, conc = r["asked"], r["realised"], r["fit"], r["concurrency"]
     verdict = NOT_MEASURED if fit.get("test") is None else (
-        '<span class="good">yes</span>' if fit["consistent"] else '<span class="bad">no</span>')
-    test = escape(fit["test"]) if fit.get("test") else escape(fit.get("reason", ""))
-    return [escape(engine), escape(stage), num(r.get("arrivals")), escape(str(asked.get("model"))),
+        macro("verdict", fit["consistent"], "yes" if fit["consistent"] else "no"))
+    test = fit["test"] if fit.get("test") else fit.get("reason", "")
+    return [engine, stage, num(r.get("arrivals")), str(asked.get("model")),
             num(asked.get("rate"), 2), num(got.get("rate"), 2), pct(r.get("rate_error")), num(asked.get("cv"), 2),
             num(got.get("cv"), 2), test, num(fit.get("statistic"), 3), num(fit.get("p_value"), 3), verdict,
             num(conc.get("peak")), num(conc.get("mean"), 1)]
@@ -45,5 +44,5 @@ def _row(engine: str, stage: str, r: dict[str, Any]) -> list[str]:
 def _length_rows(engine: str, lengths: dict[str, Any] | None) -> list[list[str]]:
     if not lengths:
         return []
-    return [[escape(engine), escape(name), num(v["asked_mean"]), num(v["realised_mean"]), num(v["asked_p50"]),
+    return [[engine, name, num(v["asked_mean"]), num(v["realised_mean"]), num(v["asked_p50"]),
              num(v["realised_p50"])] for name, v in lengths.items()]

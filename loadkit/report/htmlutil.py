@@ -1,16 +1,42 @@
-"""Small HTML helpers shared by the report sections: escaping, number cells, tables, sections."""
+"""The report's HTML comes from Jinja2 templates shipped in ``loadkit/report/templates`` with
+autoescape on: values are passed as text and escaped by Jinja; markup is only what a template
+(or a macro of ``parts.html.j2``, or the SVG chart code) made. Number formatting lives here."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
-from html import escape
 from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
 
 NOT_MEASURED = "—"
 
 
+@functools.cache
+def environment() -> Environment:
+    return Environment(loader=PackageLoader("loadkit.report", "templates"),
+                       autoescape=select_autoescape(("html", "j2", "svg")),
+                       undefined=StrictUndefined)  # a context entry the code forgot fails loudly  # fmt: skip
+
+
+@functools.cache
+def _parts() -> Any:
+    return environment().get_template("parts.html.j2").module
+
+
+def macro(name: str, *args: Any) -> Markup:
+    """One macro of parts.html.j2 (``code``, ``bold``, ``verdict``, ``figure`` ...), as Markup."""
+    return Markup(getattr(_parts(), name)(*args))
+
+
+def render(template: str, **context: Any) -> str:
+    return environment().get_template(template).render(**context)
+
+
 def num(value: Any, digits: int = 1) -> str:
-    """A number for a table cell; None (not measured) shows as an em dash."""
+    """A number for a table cell (text: the template escapes it); None (not measured) is an em dash."""
     if value is None:
         return NOT_MEASURED
     if isinstance(value, bool):
@@ -19,28 +45,25 @@ def num(value: Any, digits: int = 1) -> str:
         return f"{value:,}"
     if isinstance(value, float):
         return f"{value:,.{digits}f}"
-    return escape(str(value))
+    return str(value)
 
 
 def pct(value: float | None, digits: int = 1) -> str:
     return NOT_MEASURED if value is None else f"{100 * value:.{digits}f}%"
 
 
-def table(head: Sequence[str], rows: Sequence[Sequence[str]], cls: str = "") -> str:
-    """A table; ``head`` is escaped here, cells must already be HTML (num() or escape())."""
-    th = "".join(f"<th>{escape(h)}</th>" for h in head)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    klass = f' class="{cls}"' if cls else ""
-    return f"<table{klass}><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+def table(head: Sequence[str], rows: Sequence[Sequence[Any]], cls: str = "") -> Markup:
+    """A table; head and cells are text (escaped by the template) or Markup from a macro."""
+    return macro("table", head, rows, cls)
 
 
-def section(sec_id: str, title: str, *parts: str) -> str:
-    return f'<section id="{escape(sec_id)}"><h2>{escape(title)}</h2>{"".join(parts)}</section>'
+def section(sec_id: str, title: str, *parts: Any) -> Markup:
+    return macro("section", sec_id, title, parts)
 
 
-def note(text: str) -> str:
-    return f'<p class="note">{escape(text)}</p>'
+def note(text: str) -> Markup:
+    return macro("note", text)
 
 
-def not_measured(what: str, why: str) -> str:
-    return f'<p class="nm" data-missing="{escape(what)}">Not measured: {escape(why)}</p>'
+def not_measured(what: str, why: str) -> Markup:
+    return macro("not_measured", what, why)

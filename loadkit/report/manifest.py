@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import time
-from html import escape
 from typing import Any
 
-from loadkit.report.htmlutil import NOT_MEASURED, section, table
+from loadkit.report.htmlutil import NOT_MEASURED, macro, section, table
 from loadkit.report.redact import redact
 from loadkit.report.tables import engines_of, flatten
 
@@ -130,13 +129,12 @@ def missing_conditions(report: dict[str, Any]) -> list[str]:
 
 
 def manifest_section(report: dict[str, Any]) -> str:
-    cond = [[escape(label), escape(text) if text else '<span class="nm">not recorded</span>']
+    cond = [[label, text if text else macro("nm_span", "not recorded")]
             for label, text in condition_rows(report)]  # fmt: skip
     manifest = redact({k: v for k, v in (report.get("manifest") or {}).items() if k not in SKIP_IN_FULL})
-    full = [[escape(k), f"<code>{escape(v)}</code>"] for k, v in flatten(manifest)]
+    full = [[k, macro("code", v)] for k, v in flatten(manifest)]
     return section("manifest", "Conditions of the run (manifest)", table(("condition", "value"), cond, "manifest"),
-                   "<details><summary>Full manifest</summary>" + table(("key", "value"), full, "manifest")
-                   + "</details>")  # fmt: skip
+                   macro("details", "Full manifest", table(("key", "value"), full, "manifest")))  # fmt: skip
 
 
 def warnings_list(report: dict[str, Any], extra: list[str]) -> list[str]:
@@ -160,11 +158,7 @@ def warnings_list(report: dict[str, Any], extra: list[str]) -> list[str]:
 
 def warnings_section(report: dict[str, Any], extra: list[str]) -> str:
     items = warnings_list(report, extra)
-    body = (
-        "<ul class='warnings'>" + "".join(f"<li>{escape(w)}</li>" for w in items) + "</ul>"
-        if items
-        else "<p>None.</p>"
-    )
+    body = macro("items", items, "warnings") if items else macro("paragraph", "None.")
     return section("warnings", f"Warnings ({len(items)})", body)
 
 
@@ -193,6 +187,6 @@ DEFINITIONS = (
 
 
 def definitions_section() -> str:
-    rows = [[f"<b>{escape(k)}</b>", escape(v)] for k, v in DEFINITIONS]
-    return section("definitions", "Metric definitions", "<p>All intervals use the monotonic clock "
-                   "(perf_counter_ns); wall clock only labels events.</p>", table(("metric", "definition"), rows))  # fmt: skip
+    rows = [[macro("bold", k), v] for k, v in DEFINITIONS]
+    return section("definitions", "Metric definitions", macro("paragraph", "All intervals use the monotonic clock "
+                   "(perf_counter_ns); wall clock only labels events."), table(("metric", "definition"), rows))  # fmt: skip

@@ -7,16 +7,16 @@ import os
 import tempfile
 import time
 from collections.abc import Callable
-from html import escape
 from pathlib import Path
 from typing import Any
 
 import orjson
+from markupsafe import Markup
 
 from loadkit.report import plots, tables
 from loadkit.report.classes import classes_section
 from loadkit.report.delivered import delivered_section
-from loadkit.report.htmlutil import not_measured, section
+from loadkit.report.htmlutil import macro, not_measured, render, section
 from loadkit.report.manifest import definitions_section, manifest_section, warnings_section
 from loadkit.report.rawdata import RawData, load_raw
 from loadkit.report.redact import redact
@@ -24,21 +24,6 @@ from loadkit.report.tenants import tenants_section
 
 log = logging.getLogger("loadkit")
 
-CSS = """
-body{font:14px/1.4 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0 auto;max-width:1400px;padding:16px 24px;color:#222}
-h1{font-size:22px;margin:4px 0}h2{font-size:18px;border-bottom:1px solid #ddd;padding-bottom:3px;margin-top:28px}
-table{border-collapse:collapse;margin:8px 0;font-size:13px}td,th{border:1px solid #ddd;padding:3px 7px;text-align:right}
-th{background:#f4f4f4;text-align:left}td:first-child,td:nth-child(2){text-align:left}table.manifest td{text-align:left}
-.summary td:nth-child(n+9):nth-child(-n+18){background:#fafcff}
-figure{display:inline-block;margin:6px 12px 6px 0;vertical-align:top}figcaption{font-size:12px;color:#555}
-svg.plot{display:inline-block;margin:6px 12px 6px 0;background:#fff;vertical-align:top}
-svg .frame{fill:none;stroke:#999}svg .grid{stroke:#eee}svg .tk{font-size:11px;fill:#444}
-svg .al{font-size:12px;fill:#222}svg .tt{font-size:14px;font-weight:600}svg .lg{font-size:12px}
-.nm{color:#8a6d3b;background:#fcf8e3;padding:4px 8px;display:inline-block}.note{color:#555;font-size:13px}
-.bad{color:#fff;background:#c9302c;padding:2px 8px;border-radius:3px}.good{color:#fff;background:#3c763d;padding:2px 8px;border-radius:3px}
-.invalid{border:2px solid #c9302c;background:#fdf2f2;padding:4px 12px;margin:6px 0}.invalid ul{margin:4px 0}
-nav a{margin-right:12px}code{font-size:12px;word-break:break-all}ul.warnings li{color:#8a3b3b}
-"""
 NAV = (("summary", "Summary"), ("classes", "User classes"), ("slo", "SLOs"), ("cdfs", "CDFs"), ("timeseries", "Over time"), ("stages", "Stages"),
        ("delivered", "Delivered load"), ("buckets", "Input lengths"), ("turns", "Turns"), ("outcomes", "Outcomes"), ("errors", "Errors"), ("server", "Server metrics"),
        ("capacity", "KV capacity"), ("warnings", "Warnings"), ("manifest", "Manifest"), ("definitions", "Definitions"))  # fmt: skip
@@ -63,34 +48,24 @@ def capacity_section(report: dict[str, Any], report_dir: Path) -> str:
     from loadkit.capacity import report_section
 
     _, html = report_section(model_config, report_dir)
-    return f'<section id="capacity">{html}</section>'
+    return macro("wrap", "capacity", Markup(html))  # capacity/render.py escapes its own text
 
 
-def _header(report: dict[str, Any], raw: RawData | None) -> str:
-    valid = report.get("valid")
-    badge = ('<span class="good">valid</span>' if valid else '<span class="bad">INVALID</span>' if valid is False
-             else '<span class="nm">validity not recorded</span>')  # fmt: skip
+def _header(report: dict[str, Any], raw: RawData | None) -> dict[str, Any]:
+    """The template context of the page header (title badge, why invalid, what was read)."""
     generated = report.get("generated_unix")
-    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(generated)) if generated else "unknown time"
-    engines = ", ".join(tables.engines_of(report)) or "none"
-    rawtext = ("no raw log (plots that need per-request values say not measured)" if raw is None
-               else f"raw log: {raw.rows:,} requests from {len(raw.files)} file(s)")  # fmt: skip
-    nav = "".join(f'<a href="#{k}">{v}</a>' for k, v in NAV)
-    return (f"<header><h1>loadkit report {badge}</h1>{_invalid_box(report)}<p>Engines: <b>{escape(engines)}</b> · "
-            f"report generated {when} · schema {escape(str(report.get('schema', 'unknown')))} · {escape(rawtext)}</p>"
-            f"<nav>{nav}</nav></header>")  # fmt: skip
-
-
-def _invalid_box(report: dict[str, Any]) -> str:
-    """Why the run is invalid (or was stopped), right under the title: the first thing to read."""
-    reasons = report.get("invalid_reasons") or []
-    if report.get("valid") is not False:
-        return ""
-    if not reasons:
-        reasons = ["this report does not say why (written by an older loadkit): see Warnings"]
-    items = "".join(f"<li>{escape(str(redact(r)))}</li>" for r in reasons)
-    return f'<div class="invalid"><b>This run is invalid:</b><ul>{items}</ul></div>'
-
+    reasons = report.get("invalid_reasons") or [
+        "this report does not say why (written by an older loadkit): see Warnings"]
+    return {
+        "valid": report.get("valid"),
+        "invalid_reasons": [str(redact(r)) for r in reasons],
+        "engines": ", ".join(tables.engines_of(report)) or "none",
+        "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(generated)) if generated else "unknown time",
+        "schema": str(report.get("schema", "unknown")),
+        "rawtext": ("no raw log (plots that need per-request values say not measured)" if raw is None
+                    else f"raw log: {raw.rows:,} requests from {len(raw.files)} file(s)"),
+        "nav": NAV,
+    }  # fmt: skip
 
 
 def build_html(report: dict[str, Any], raw: RawData | None = None, report_dir: str | Path = ".") -> str:
@@ -119,9 +94,7 @@ def build_html(report: dict[str, Any], raw: RawData | None = None, report_dir: s
     parts.append(warnings_section(report, extra + errors))
     parts.append(_safe("manifest", lambda: manifest_section(report), errors))
     parts.append(definitions_section())
-    return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>loadkit report</title>'
-            f'<meta name="viewport" content="width=device-width"><style>{CSS}</style></head><body>'
-            f'{_header(report, raw)}{"".join(parts)}</body></html>')  # fmt: skip
+    return render("report.html.j2", sections=parts, **_header(report, raw))
 
 
 def read_report(path: str | Path) -> dict[str, Any]:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import re
-from html import escape
 from typing import Any
 
 from loadkit.report import analysis
-from loadkit.report.htmlutil import not_measured, note, num, pct, section, table
+from loadkit.report.htmlutil import macro, not_measured, note, num, pct, section, table
 from loadkit.report.rawdata import RawData
 from loadkit.report.svg import Bars, Series, bar_plot, color, line_plot
 from loadkit.report.tables import engines_of
@@ -41,8 +40,10 @@ def cdf_section(report: dict[str, Any], raw: RawData | None) -> str:
         if not series:
             parts.append(not_measured(plot_id, f"{title}: no values in the report"))
             continue
-        parts.append(f'<figure>{line_plot(plot_id, f"{title} CDF", series, f"{title} (ms, log scale)", "fraction of tokens" if metric == "itl_ms" else "fraction of requests", x_log=True, y_lo=0.0, y_hi=1.0)}'
-                     f"<figcaption>From the {escape(source)}.</figcaption></figure>")  # fmt: skip
+        plot = line_plot(plot_id, f"{title} CDF", series, f"{title} (ms, log scale)",
+                         "fraction of tokens" if metric == "itl_ms" else "fraction of requests",
+                         x_log=True, y_lo=0.0, y_hi=1.0)  # fmt: skip
+        parts.append(macro("figure", plot, f"From the {source}."))
     return section("cdfs", "Latency distributions (CDF)", *parts)
 
 
@@ -58,7 +59,7 @@ def timeseries_section(report: dict[str, Any], raw: RawData | None) -> str:
     engines: dict[str, dict[str, Any]] = {
         e: s["timeseries"] for e, s in engines_of(report).items() if isinstance(s.get("timeseries"), dict)
     }
-    parts = []
+    parts: list[str] = []
     for plot_id, column, title, ylabel in (("throughput-ts", "output_tokens", "Output tokens/s", "tokens/s"),
                                            ("inflight-ts", "in_flight", "Requests in flight (mean per second)", "requests")):  # fmt: skip
         series = [Series(e, ts.get("t") or [], ts.get(column) or [], color=i)
@@ -102,7 +103,7 @@ def stages_section(report: dict[str, Any], raw: RawData | None) -> str:
         pts = [r for r in stage_rows if r.output_tokens_per_s is not None and r.ttft_p99 is not None]
         series += [Series(f"{engine} TTFT p50", [r.output_tokens_per_s for r in pts], [r.ttft_p50 for r in pts], i, markers=True),
                    Series(f"{engine} TTFT p99", [r.output_tokens_per_s for r in pts], [r.ttft_p99 for r in pts], i, True, True)]  # fmt: skip
-        rows += [[escape(engine), escape(r.stage), num(r.sent), num(r.ok), num(r.window_s), num(r.requests_per_s, 2),
+        rows += [[engine, r.stage, num(r.sent), num(r.ok), num(r.window_s), num(r.requests_per_s, 2),
                   num(r.output_tokens_per_s), num(r.ttft_p50), num(r.ttft_p99), num(r.tpot_p50)] for r in stage_rows]  # fmt: skip
     plot = line_plot("latency-throughput", "TTFT vs achieved output tokens/s, one point per stage", series,
                      "output tokens/s achieved in the stage", "TTFT ms", y_lo=0.0)  # fmt: skip
@@ -145,7 +146,7 @@ def buckets_section(report: dict[str, Any], raw: RawData | None) -> str:
         by = {r.bucket: r for r in brows}
         groups += [Bars(f"{engine} TTFT p50", [_get(by, b, "ttft_p50") for b in labels], color(i)),
                    Bars(f"{engine} TTFT p99", [_get(by, b, "ttft_p99") for b in labels], color(i), 0.45)]  # fmt: skip
-        rows += [[escape(engine), escape(r.bucket), num(r.count), num(r.ttft_p50), num(r.ttft_p99), num(r.tpot_p50),
+        rows += [[engine, r.bucket, num(r.count), num(r.ttft_p50), num(r.ttft_p99), num(r.tpot_p50),
                   num(r.tpot_p99), num(r.e2e_p50)] for r in brows]  # fmt: skip
     plot = bar_plot("length-buckets", "TTFT by input length (tokens)", labels, groups, "TTFT ms")
     head = (
@@ -181,7 +182,7 @@ def turns_section(report: dict[str, Any], raw: RawData | None) -> str:
     for i, (engine, trows) in enumerate(per_engine.items()):
         series += [Series(f"{engine} p50", [t[0] for t in trows], [t[2] for t in trows], i, markers=True),
                    Series(f"{engine} p90", [t[0] for t in trows], [t[3] for t in trows], i, True, True)]  # fmt: skip
-        rows += [[escape(engine), num(t[0]), num(t[1]), num(t[2]), num(t[3]), num(t[4])] for t in trows]
+        rows += [[engine, num(t[0]), num(t[1]), num(t[2]), num(t[3]), num(t[4])] for t in trows]
     plot = line_plot("ttft-turn", "TTFT by turn index (later turns should hit the prefix cache)", series,
                      "turn", "TTFT ms", y_lo=0.0, x_integer=True)  # fmt: skip
     source = note("From the raw log." if raw is not None else "From the report's sessions section.")
@@ -228,7 +229,7 @@ def _sessions_table(report: dict[str, Any]) -> str:
     rows = []
     for engine, sec in _sessions(report).items():
         for t, v in sorted(_turns(sec).items(), key=lambda kv: int(kv[0])):
-            rows.append([escape(engine), escape(str(t)), num(v.get("requests")), num(v.get("ok")),
+            rows.append([engine, str(t), num(v.get("requests")), num(v.get("ok")),
                          pct(v.get("prefix_expected_ratio")), pct(v.get("prefix_reported_ratio"))])  # fmt: skip
     if not rows:
         return ""

@@ -10,7 +10,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from html import escape
+from functools import cache
+from typing import Any
+
+from markupsafe import Markup
+
+from loadkit.report.htmlutil import environment
 
 WIDTH, PLOT_H = 600, 250
 LEFT, RIGHT, TOP, BOTTOM = 70, 20, 34, 46
@@ -37,6 +42,21 @@ class Bars:
     values: Sequence[float | None]
     color: str
     opacity: float = 1.0
+
+
+@cache
+def _marks() -> Any:
+    return environment().get_template("chart.svg.j2").module
+
+
+def _mark(name: str, *args: Any) -> Markup:
+    """A text-carrying SVG mark from chart.svg.j2 (its text is escaped there)."""
+    return Markup(getattr(_marks(), name)(*args))
+
+
+def _shape(svg: str) -> Markup:
+    """A mark made of numbers and code-chosen colours only: nothing in it to escape."""
+    return Markup(svg)
 
 
 def color(index: int) -> str:
@@ -107,7 +127,7 @@ def _domain(
     return ticks[0], ticks[-1], ticks
 
 
-def _legend(items: list[tuple[str, str, str]], y0: float) -> tuple[list[str], float]:
+def _legend(items: list[tuple[str, str, str]], y0: float) -> tuple[list[Markup], float]:
     """Legend entries (name, CSS colour, "line" | "dashed" | "bar" | "bar:<opacity>")."""
     parts, x, y = [], LEFT, y0
     for name, fill, kind in items:
@@ -116,69 +136,58 @@ def _legend(items: list[tuple[str, str, str]], y0: float) -> tuple[list[str], fl
             x, y = LEFT, y + LEGEND_ROW
         if kind.startswith("bar"):
             opacity = kind.partition(":")[2] or "1"
-            mark = (
-                f'<rect x="{x}" y="{y - 10}" width="16" height="10" fill="{fill}" fill-opacity="{opacity}"/>'
-            )
+            mark = _shape(f'<rect x="{x}" y="{y - 10}" width="16" height="10" fill="{fill}" fill-opacity="{opacity}"/>')
         else:
             dash = ' stroke-dasharray="5 3"' if kind == "dashed" else ""
-            mark = f'<line x1="{x}" y1="{y - 4}" x2="{x + 18}" y2="{y - 4}" stroke="{fill}" stroke-width="3"{dash}/>'
-        parts.append(f'{mark}<text x="{x + 22}" y="{y}" class="lg">{escape(name)}</text>')
+            mark = _shape(f'<line x1="{x}" y1="{y - 4}" x2="{x + 18}" y2="{y - 4}" stroke="{fill}" stroke-width="3"{dash}/>')
+        parts += [mark, _mark("text", x + 22, y, "lg", "", name)]
         x += width + 10
     return parts, y
 
 
-def _axes(xs: Scale, ys: Scale, xt: list[float], yt: list[float], xlabel: str, ylabel: str) -> list[str]:
+def _axes(xs: Scale, ys: Scale, xt: list[float], yt: list[float], xlabel: str, ylabel: str) -> list[Markup]:
     bottom, top = ys.start, ys.end
-    out = [f'<rect x="{LEFT}" y="{top}" width="{xs.end - LEFT}" height="{bottom - top}" class="frame"/>']
+    out = [_shape(f'<rect x="{LEFT}" y="{top}" width="{xs.end - LEFT}" height="{bottom - top}" class="frame"/>')]
     for t in xt:
         x = xs(t)
-        out.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" class="grid"/>'
-                   f'<text x="{x:.1f}" y="{bottom + 14}" class="tk" text-anchor="middle">{fmt_num(t)}</text>')  # fmt: skip
+        out += [_shape(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" class="grid"/>'),
+                _mark("text", f"{x:.1f}", bottom + 14, "tk", "middle", fmt_num(t))]  # fmt: skip
     for t in yt:
         y = ys(t)
-        out.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{xs.end}" y2="{y:.1f}" class="grid"/>'
-                   f'<text x="{LEFT - 5}" y="{y + 4:.1f}" class="tk" text-anchor="end">{fmt_num(t)}</text>')  # fmt: skip
-    out.append(
-        f'<text x="{(LEFT + xs.end) / 2}" y="{bottom + 32}" class="al" text-anchor="middle">{escape(xlabel)}</text>'
-    )
+        out += [_shape(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{xs.end}" y2="{y:.1f}" class="grid"/>'),
+                _mark("text", LEFT - 5, f"{y + 4:.1f}", "tk", "end", fmt_num(t))]  # fmt: skip
+    out.append(_mark("text", (LEFT + xs.end) / 2, bottom + 32, "al", "middle", xlabel))
     mid = (top + bottom) / 2
-    out.append(f'<text x="14" y="{mid}" class="al" text-anchor="middle" transform="rotate(-90 14 {mid})">'
-               f"{escape(ylabel)}</text>")  # fmt: skip
+    out.append(_mark("text", 14, mid, "al", "middle", ylabel, f"rotate(-90 14 {mid})"))
     return out
 
 
-def _frame(plot_id: str, title: str, body: list[str], legend: list[tuple[str, str, str]]) -> str:
+def _frame(plot_id: str, title: str, body: list[Markup], legend: list[tuple[str, str, str]],
+           svg_id: str = "") -> Markup:  # fmt: skip
     leg, last_y = _legend(legend, TOP + PLOT_H + BOTTOM + 6)
-    height = int(last_y + 10)
-    head = (f'<svg class="plot" data-plot="{escape(plot_id)}" xmlns="http://www.w3.org/2000/svg" '
-            f'viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" role="img" '
-            f'aria-label="{escape(title)}"><text x="{WIDTH / 2}" y="20" class="tt" text-anchor="middle">'
-            f"{escape(title)}</text>")  # fmt: skip
-    return head + "".join(body) + "".join(leg) + "</svg>"
+    return _mark("frame", plot_id, title, WIDTH, int(last_y + 10), body + leg, svg_id)
 
 
 def _drawable(v: float | None, scale: Scale) -> bool:
     return v is not None and math.isfinite(v) and (v > 0 or not scale.log)
 
 
-def _path(s: Series, xs: Scale, ys: Scale) -> str:
+def _path(s: Series, xs: Scale, ys: Scale) -> Markup:
     pts = [(xs(x), ys(y)) for x, y in zip(s.xs, s.ys, strict=True)
            if x is not None and y is not None and _drawable(x, xs) and _drawable(y, ys)]  # fmt: skip
     if not pts:
-        return ""
-    color_, dash = color(s.color), ' stroke-dasharray="5 3"' if s.dashed else ""
+        return Markup()
     d = "M" + " L".join(f"{x:.1f} {y:.1f}" for x, y in pts)
-    out = f'<path class="series" d="{d}" stroke="{color_}" fill="none" stroke-width="1.8"{dash}><title>{escape(s.name)}</title></path>'
+    out = _mark("path", d, color(s.color), s.dashed, s.name)
     if s.markers or len(pts) == 1:
-        out += "".join(f'<circle class="series" cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="{color_}"><title>'
-                       f"{escape(s.name)}</title></circle>" for x, y in pts)  # fmt: skip
+        out += _mark("dots", pts, color(s.color), s.name)
     return out
 
 
 def line_plot(plot_id: str, title: str, series: list[Series], xlabel: str, ylabel: str, *,
               x_log: bool = False, y_log: bool = False, y_lo: float | None = None,
               y_hi: float | None = None, x_integer: bool = False, x_lo: float | None = None,
-              x_hi: float | None = None) -> str:  # fmt: skip
+              x_hi: float | None = None, svg_id: str = "") -> Markup:  # fmt: skip
     """A line chart; with ``x_log``/``y_log`` that axis is log10 (values ≤ 0 are not drawn)."""
     x0, x1, xt = _domain([float(v) for s in series for v in s.xs if v is not None], x_log, x_lo, x_hi)
     if x_integer:  # turn indexes: no 1.5th turn
@@ -187,13 +196,12 @@ def line_plot(plot_id: str, title: str, series: list[Series], xlabel: str, ylabe
     xs = Scale(x0, x1, x_log, LEFT, WIDTH - RIGHT)
     ys = Scale(y0, y1, y_log, TOP + PLOT_H, TOP)
     body = _axes(xs, ys, xt, yt, xlabel, ylabel) + [_path(s, xs, ys) for s in series]
-    return _frame(
-        plot_id, title, body, [(s.name, color(s.color), "dashed" if s.dashed else "line") for s in series]
-    )
+    legend = [(s.name, color(s.color), "dashed" if s.dashed else "line") for s in series]
+    return _frame(plot_id, title, body, legend, svg_id)
 
 
 def bar_plot(plot_id: str, title: str, categories: list[str], groups: list[Bars], ylabel: str, *,
-             stacked: bool = False) -> str:  # fmt: skip
+             stacked: bool = False) -> Markup:  # fmt: skip
     """Bars per category: one bar per group side by side, or stacked."""
 
     def level(i: int) -> float:
@@ -205,13 +213,12 @@ def bar_plot(plot_id: str, title: str, categories: list[str], groups: list[Bars]
     slot = (WIDTH - RIGHT - LEFT) / max(1, len(categories))
     body = _axes(Scale(0, 1, False, LEFT, WIDTH - RIGHT), ys, [], yt, "", ylabel)
     for i, cat in enumerate(categories):
-        body.append(f'<text x="{LEFT + slot * (i + 0.5):.1f}" y="{TOP + PLOT_H + 14}" class="tk" '
-                    f'text-anchor="middle">{escape(cat)}</text>')  # fmt: skip
+        body.append(_mark("text", f"{LEFT + slot * (i + 0.5):.1f}", TOP + PLOT_H + 14, "tk", "middle", cat))
         body += _bars(i, slot, groups, ys, stacked)
     return _frame(plot_id, title, body, [(g.name, g.color, f"bar:{g.opacity:g}") for g in groups])
 
 
-def _bars(i: int, slot: float, groups: list[Bars], ys: Scale, stacked: bool) -> list[str]:
+def _bars(i: int, slot: float, groups: list[Bars], ys: Scale, stacked: bool) -> list[Markup]:
     out, base = [], 0.0
     width = slot * 0.8 / (1 if stacked else max(1, len(groups)))
     for g, group in enumerate(groups):
@@ -220,8 +227,7 @@ def _bars(i: int, slot: float, groups: list[Bars], ys: Scale, stacked: bool) -> 
             continue
         x = LEFT + slot * (i + 0.1) + (0 if stacked else g * width)
         top, bottom = ys(base + v), ys(base)
-        out.append(f'<rect class="series" x="{x:.1f}" y="{top:.1f}" width="{width:.1f}" '
-                   f'height="{max(bottom - top, 0.0):.1f}" fill="{group.color}" fill-opacity="{group.opacity:g}">'
-                   f"<title>{escape(group.name)}: {fmt_num(v)}</title></rect>")  # fmt: skip
+        out.append(_mark("bar", f"{x:.1f}", f"{top:.1f}", f"{width:.1f}", f"{max(bottom - top, 0.0):.1f}",
+                         group.color, f"{group.opacity:g}", f"{group.name}: {fmt_num(v)}"))  # fmt: skip
         base = base + v if stacked else base
     return out

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from html import escape
 from typing import Any
 
 import orjson
 
-from loadkit.report.htmlutil import NOT_MEASURED, not_measured, note, num, pct, section, table
+from loadkit.report.htmlutil import NOT_MEASURED, macro, not_measured, note, num, pct, section, table
 from loadkit.report.svg import Bars, bar_plot, color
 
 SUMMARY_HEAD = ("engine", "label", "requests", "ok", "failed", "cancelled", "ended by close", "req/s", "output tok/s",
@@ -45,11 +44,11 @@ def _summary_row(engine: str, label: str, s: dict[str, Any]) -> list[str]:
     sources = s.get("n_out_sources") or {}
     ends = s.get("stream_ends")
     closed = None if ends is None else ends.get("close", 0)
-    cells = [escape(engine), escape(label), num(s.get("requests")), num(s.get("ok")), num(failed_of(s)),
+    cells = [engine, label, num(s.get("requests")), num(s.get("ok")), num(failed_of(s)),
              num(cancelled_of(s)), num(closed), num(s.get("requests_per_s"), 2), num(s.get("output_tokens_per_s")),
              num(s.get("goodput_per_s"), 2)]  # fmt: skip
     cells += [num(stat(s, m, p)) for m, p in LATENCY_CELLS]
-    cells.append(escape(", ".join(f"{k}: {v}" for k, v in sources.items())) or NOT_MEASURED)
+    cells.append(", ".join(f"{k}: {v}" for k, v in sources.items()) or NOT_MEASURED)
     return cells
 
 
@@ -78,7 +77,7 @@ def connections_section(report: dict[str, Any]) -> str:
     """Connection set-up, which TTFT leaves out: per new connection, and TTFT with it put back."""
     rows = []
     for engine, s in engines_of(report).items():
-        rows.append([escape(engine), num(stat(s, "connect_ms", "count")), num(stat(s, "connect_ms", "p50")),
+        rows.append([engine, num(stat(s, "connect_ms", "count")), num(stat(s, "connect_ms", "p50")),
                      num(stat(s, "connect_ms", "p99")), num(stat(s, "tls_ms", "p50")), num(stat(s, "tls_ms", "p99")),
                      num(stat(s, "ttft_ms", "p99")), num(stat(s, "ttft_with_connect_ms", "p99"))])  # fmt: skip
     if not rows:
@@ -94,9 +93,9 @@ def connections_section(report: dict[str, Any]) -> str:
 def _slo_rows(engine: str, slo: dict[str, Any]) -> list[list[str]]:
     rows = []
     for key, a in (slo.get("attainment") or {}).items():
-        rows.append([escape(engine), escape(key), num(a.get("limit_ms")), num(a.get("met")), num(a.get("violated")),
+        rows.append([engine, key, num(a.get("limit_ms")), num(a.get("met")), num(a.get("violated")),
                      num(a.get("not_measured")), pct(a.get("attainment"))])  # fmt: skip
-    rows.append([escape(engine), "<b>all SLOs (goodput)</b>", "", num(slo.get("good")),
+    rows.append([engine, macro("bold", "all SLOs (goodput)"), "", num(slo.get("good")),
                  num(_minus(slo.get("judged"), slo.get("good"))), "", pct(slo.get("good_fraction"))])  # fmt: skip
     return rows
 
@@ -125,7 +124,7 @@ def slo_section(report: dict[str, Any]) -> str:
     plot = bar_plot(
         "slo-attainment", "SLO attainment (% of judged requests)", keys + ["all (goodput)"], groups, "%"
     )
-    goodput = [f"{escape(e)}: {num(s.get('goodput_per_s'), 2)} req/s" for e, s in engines.items()]
+    goodput = [f"{e}: {num(s.get('goodput_per_s'), 2)} req/s" for e, s in engines.items()]
     return section("slo", "SLO attainment and goodput", note("Goodput = requests/s meeting every SLO. " + "; ".join(goodput)),
                    table(("engine", "SLO", "limit ms", "met", "violated", "not measured", "attainment"), rows), plot)  # fmt: skip
 
@@ -146,7 +145,7 @@ def outcomes_section(report: dict[str, Any]) -> str:
     plot = bar_plot(
         "outcomes", "Outcome of every request, per engine", list(engines), groups, "requests", stacked=True
     )
-    rows = [[escape(e)] + [num(outs.get(o, 0)) for o in names] for e, outs in engines.items()]
+    rows = [[e] + [num(outs.get(o, 0)) for o in names] for e, outs in engines.items()]
     cons = report.get("conservation") or {}
     text = (f"Conservation (scheduled = sent + dropped, sent = Σ outcomes): "
             f"{'holds' if cons.get('holds') else 'DOES NOT HOLD' if cons else 'not recorded'}; {_cons_text(cons)}")  # fmt: skip
@@ -157,10 +156,10 @@ def _message_rows(engine: str, messages: dict[str, Any]) -> list[list[str]]:
     rows = []
     for outcome, entry in sorted(messages.items(), key=lambda kv: (-kv[1].get("total", 0), kv[0])):
         for item in entry.get("top") or []:
-            rows.append([escape(engine), escape(outcome), num(item.get("count")),
-                         f"<code>{escape(str(item.get('message')))}</code>"])  # fmt: skip
+            rows.append([engine, outcome, num(item.get("count")),
+                         macro("code", str(item.get("message")))])  # fmt: skip
         if entry.get("other"):
-            rows.append([escape(engine), escape(outcome), num(entry["other"]), "<i>other messages</i>"])
+            rows.append([engine, outcome, num(entry["other"]), macro("italic", "other messages")])
     return rows
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from html import escape
 from typing import Any
 
 from loadkit.report.htmlutil import note, num, pct, section, table
@@ -30,6 +29,6 @@ def tenants_section(report: dict[str, Any]) -> str:
 
 def _row(engine: str, name: str, t: dict[str, Any]) -> list[str]:
     lvs = t.get("long_vs_short") or {}
-    return [escape(engine), escape(name), num(t.get("priority")), num(t["requests"]), num(t["demand_per_s"], 2),
+    return [engine, name, num(t.get("priority")), num(t["requests"]), num(t["demand_per_s"], 2),
             num(t["goodput_per_s"], 2), pct(t["slo_attainment"]), num(t["goodput_share_of_demand"], 3),
             num(t["ttft_ms_p50"]), num(lvs.get("ttft_p50_ratio"), 2), num(lvs.get("e2e_p50_ratio"), 2)]
