@@ -49,6 +49,9 @@ rows = [json.loads(line) for line in pathlib.Path("r/requests.jsonl").read_text(
 assert len(rows) == cons["sent"] == sum(outcomes.values()), (len(rows), cons, outcomes)
 assert outcomes.get("ok", 0) > 0, outcomes
 assert set(outcomes) <= {"ok", "cancelled"}, outcomes
+# report.html is drawn from the Jinja2 templates shipped in the wheel (loadkit/report/templates).
+html = pathlib.Path("r/report.html").read_text()
+assert '<section id="summary">' in html and '<svg class="plot"' in html, "report.html lacks its sections"
 print(f"check_wheel: ok: {outcomes.get('ok')} requests ok from {scenario.name} (installed), "
       f"conservation holds ({cons['sent']} sent, {cons['dropped']} dropped)")
 PYCHECK
