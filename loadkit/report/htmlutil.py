@@ -8,7 +8,7 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from jinja2 import ChoiceLoader, Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
 NOT_MEASURED = "—"
@@ -16,7 +16,9 @@ NOT_MEASURED = "—"
 
 @functools.cache
 def environment() -> Environment:
-    return Environment(loader=PackageLoader("loadkit.report", "templates"),
+    # One environment for report.html and the live page (which shares chart.css).
+    loader = ChoiceLoader([PackageLoader("loadkit.report", "templates"), PackageLoader("loadkit.webui", "templates")])
+    return Environment(loader=loader,
                        autoescape=select_autoescape(("html", "j2", "svg")),
                        undefined=StrictUndefined)  # a context entry the code forgot fails loudly  # fmt: skip
 

@@ -20,6 +20,7 @@ from flask import Blueprint, Response, jsonify, make_response, request, send_fil
 from loadkit.histogram import Histogram
 from loadkit.stats.report import merge_nodes
 from loadkit.webui import view
+from loadkit.webui.charts import live_charts
 from loadkit.webui.formsecrets import install_secret_hiding
 from loadkit.webui.page import chart_page
 from loadkit.webui.startform import install_start_check
@@ -109,7 +110,7 @@ class LiveView:
         """What /loadkit/stats.json serves: table rows, chart series, run state."""
         report = self.report()
         now = self.clock()
-        return {
+        doc = {
             "schema": "loadkit.webui/1",
             "generated_unix": now,
             "state": self.state(),
@@ -126,6 +127,8 @@ class LiveView:
             "seconds": seconds_series(report, now if self.state() in RUNNING_STATES else None),
             "queue": self.queue_series(),
         }
+        doc["charts"] = live_charts(doc)
+        return doc
 
     def sample_once(self) -> None:
         collector = self.collector

@@ -1,0 +1,66 @@
+"""The live page's four charts, drawn on the server by the report's own SVG code
+(``loadkit.report.svg``), so report.html and /loadkit/ share one chart implementation.
+
+Each chart is an ``<svg id="ttft|tpot|tokps|inflight">`` built from the series of
+stats.json (windowed TTFT/TPOT percentiles, per-second tokens and in-flight, server queue);
+the page swaps it in at each poll. Text in them (engine names) is escaped by the templates.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loadkit.report.svg import Series, line_plot
+
+Points = dict[str, dict[str, list[Any]]]  # engine → column → values
+
+
+def _origin(windowed: Points, seconds: Points, queue: Points) -> float:
+    """The earliest timestamp of any series: every chart's x axis starts there."""
+    firsts = [c["t"][0] for g in (windowed, queue) for c in g.values() if c["t"]]
+    firsts += [c["unix"][0] for c in seconds.values() if c["unix"]]
+    return min(firsts, default=0.0)
+
+
+def _xs(values: list[float], t0: float) -> list[float]:
+    return [round(v - t0, 3) for v in values]
+
+
+def _latency(windowed: Points, metric: str, t0: float) -> list[Series]:
+    out = []
+    for i, engine in enumerate(sorted(windowed)):
+        d = windowed[engine]
+        out.append(Series(f"{engine} p50", _xs(d["t"], t0), d[f"{metric}_p50"], color=i))
+        out.append(Series(f"{engine} p99", _xs(d["t"], t0), d[f"{metric}_p99"], color=i, dashed=True))
+    return out
+
+
+def _per_second(seconds: Points, column: str, t0: float) -> list[Series]:
+    return [Series(e, _xs(seconds[e]["unix"], t0), seconds[e][column], color=i)
+            for i, e in enumerate(sorted(seconds))]  # fmt: skip
+
+
+def _queue(queue: Points, engines: list[str], t0: float) -> list[Series]:
+    """Server queue length (dashed, the engine's colour), where it was scraped at all."""
+    out = []
+    for engine, d in sorted(queue.items()):
+        if any(v is not None for v in d["waiting"]):
+            i = engines.index(engine) if engine in engines else len(engines)
+            out.append(Series(f"{engine} queue", _xs(d["t"], t0), d["waiting"], color=i, dashed=True))
+    return out
+
+
+def live_charts(doc: dict[str, Any]) -> dict[str, str]:
+    """chart id → SVG markup, from a stats.json document (without its ``charts``)."""
+    windowed, seconds, queue = doc["windowed"], doc["seconds"], doc.get("queue") or {}
+    t0 = _origin(windowed, seconds, queue)
+    window = f"last {doc['window_s']:g} s"
+    xlabel = "seconds since the first point"
+    inflight = _per_second(seconds, "in_flight", t0) + _queue(queue, sorted(seconds), t0)
+    specs = (("ttft", f"TTFT ms, p50 solid, p99 dashed ({window})", _latency(windowed, "ttft_ms", t0), "ms"),
+             ("tpot", f"TPOT ms, p50 solid, p99 dashed ({window})", _latency(windowed, "tpot_ms", t0), "ms"),
+             ("tokps", "Output tokens/s (per second)", _per_second(seconds, "output_tokens", t0), "tokens/s"),
+             ("inflight", "In flight (solid), server queue (dashed)", inflight, "requests"))  # fmt: skip
+    return {chart: str(line_plot(f"live-{chart}", title if series else f"{title}: no data yet", series, xlabel,
+                                 ylabel, y_lo=0.0, svg_id=chart))
+            for chart, title, series, ylabel in specs}  # fmt: skip
