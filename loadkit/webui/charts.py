@@ -2,15 +2,19 @@
 (``loadkit.report.svg``), so report.html and /loadkit/ share one chart implementation.
 
 Each chart is an ``<svg id="ttft|tpot|tokps|inflight">`` built from the series of
-stats.json (windowed TTFT/TPOT percentiles, per-second tokens and in-flight, server queue);
-the page swaps it in at each poll. Text in them (engine names) is escaped by the templates.
+stats.json (windowed TTFT/TPOT percentiles, per-second tokens and in-flight, server queue),
+served as /loadkit/charts.json; the page swaps it in at each poll. Text in them (engine
+names) is escaped by the templates.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from loadkit.report.svg import Series, line_plot
+from loadkit.report.svg import LEFT, RIGHT, WIDTH, Series, line_plot
+
+COLUMNS = WIDTH - LEFT - RIGHT  # pixels across the plot area
 
 Points = dict[str, dict[str, list[Any]]]  # engine → column → values
 
@@ -24,6 +28,22 @@ def _origin(windowed: Points, seconds: Points, queue: Points) -> float:
 
 def _xs(values: list[float], t0: float) -> list[float]:
     return [round(v - t0, 3) for v in values]
+
+
+def _thin(s: Series) -> Series:
+    """At most the lowest and highest point per pixel column (in x order): an hour of points
+    draws the same line, spikes included, for a fraction of the work (the page redraws it)."""
+    points = [(x, y) for x, y in zip(s.xs, s.ys, strict=True) if x is not None and y is not None]
+    if len(points) <= 2 * COLUMNS:
+        return s
+    x0, span = points[0][0], (points[-1][0] - points[0][0]) or 1.0
+    keep: dict[int, tuple[int, int]] = {}
+    for i, (x, y) in enumerate(points):
+        col = int((x - x0) / span * (COLUMNS - 1))
+        lo, hi = keep.setdefault(col, (i, i))
+        keep[col] = (i if y < points[lo][1] else lo, i if y > points[hi][1] else hi)
+    idx = sorted({i for pair in keep.values() for i in pair})
+    return replace(s, xs=[points[i][0] for i in idx], ys=[points[i][1] for i in idx])
 
 
 def _latency(windowed: Points, metric: str, t0: float) -> list[Series]:
@@ -61,6 +81,7 @@ def live_charts(doc: dict[str, Any]) -> dict[str, str]:
              ("tpot", f"TPOT ms, p50 solid, p99 dashed ({window})", _latency(windowed, "tpot_ms", t0), "ms"),
              ("tokps", "Output tokens/s (per second)", _per_second(seconds, "output_tokens", t0), "tokens/s"),
              ("inflight", "In flight (solid), server queue (dashed)", inflight, "requests"))  # fmt: skip
-    return {chart: str(line_plot(f"live-{chart}", title if series else f"{title}: no data yet", series, xlabel,
+    return {chart: str(line_plot(f"live-{chart}", title if series else f"{title}: no data yet",
+                                 [_thin(s) for s in series], xlabel,
                                  ylabel, y_lo=0.0, svg_id=chart))
             for chart, title, series, ylabel in specs}  # fmt: skip

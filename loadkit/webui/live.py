@@ -32,6 +32,7 @@ log = logging.getLogger("loadkit.webui")
 TAB_KEY = "llm"
 SAMPLE_INTERVAL_S = 2.0
 REPORT_CACHE_S = 1.0  # several browser tabs polling share one report computation
+CHARTS_CACHE_S = 1.0  # likewise one drawing of the live charts (a new point comes every 2 s)
 SCRAPE_TIMEOUT_S = 1.0
 RUNNING_STATES = ("spawning", "running")
 IDLE_STATES = ("ready", "stopped")  # a /swarm post in these starts a new run
@@ -81,6 +82,7 @@ class LiveView:
         self.timeline = Timeline()
         self.queue = QueueProbe()
         self._cached: tuple[float, tuple[int, str], dict[str, Any]] | None = None
+        self._charts: tuple[float, tuple[int, str], dict[str, str]] | None = None
         self.base = (getattr(environment.parsed_options, "web_base_path", None) or "").rstrip("/")
 
     # -- data -----------------------------------------------------------------------------
@@ -110,7 +112,7 @@ class LiveView:
         """What /loadkit/stats.json serves: table rows, chart series, run state."""
         report = self.report()
         now = self.clock()
-        doc = {
+        return {
             "schema": "loadkit.webui/1",
             "generated_unix": now,
             "state": self.state(),
@@ -127,8 +129,15 @@ class LiveView:
             "seconds": seconds_series(report, now if self.state() in RUNNING_STATES else None),
             "queue": self.queue_series(),
         }
-        doc["charts"] = live_charts(doc)
-        return doc
+
+    def charts_document(self) -> dict[str, str]:
+        """What /loadkit/charts.json serves: the live page's SVG charts, redrawn at most once per
+        CHARTS_CACHE_S while the epoch and state stay the same (tabs and polls share a drawing)."""
+        now, key = time.monotonic(), (self.collector.epoch, self.state())
+        cached = self._charts
+        if cached is None or now - cached[0] >= CHARTS_CACHE_S or cached[1] != key:
+            cached = self._charts = (now, key, live_charts(self.stats_document()))
+        return cached[2]
 
     def sample_once(self) -> None:
         collector = self.collector
@@ -225,6 +234,7 @@ class LiveView:
         guard = self.web_ui.auth_required_if_enabled
         bp.add_url_rule("/", "charts", guard(self.charts_page))
         bp.add_url_rule("/stats.json", "stats_json", guard(self.stats_json))
+        bp.add_url_rule("/charts.json", "charts_json", guard(self.charts_json))
         bp.add_url_rule("/stats.csv", "stats_csv", guard(self.stats_csv))
         bp.add_url_rule("/report", "report", guard(self.final_report))
         bp.add_url_rule(f"/{SCRIPT_PATH}", "status_script", guard(self.status_script))
@@ -255,6 +265,14 @@ class LiveView:
         if missing is not None:
             return missing
         resp = jsonify(self.stats_document())
+        resp.headers["Cache-Control"] = "no-store"
+        return resp
+
+    def charts_json(self) -> Response:
+        missing = self._no_stats()
+        if missing is not None:
+            return missing
+        resp = jsonify(self.charts_document())
         resp.headers["Cache-Control"] = "no-store"
         return resp
 

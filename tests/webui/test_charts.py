@@ -61,3 +61,17 @@ def test_engine_names_are_escaped():
 def test_no_data_yet_says_so():
     empty = live_charts({"window_s": 10.0, "windowed": {}, "seconds": {}, "queue": {}})
     assert all("no data yet" in svg and 'class="series"' not in svg for svg in empty.values())
+
+
+def test_an_hour_of_points_is_thinned_per_pixel_column_keeping_spikes():
+    from loadkit.report.svg import Series
+    from loadkit.webui.charts import COLUMNS, _thin
+
+    n = 5000
+    ys = [10.0 + (i % 3) for i in range(n)]
+    ys[2345], ys[100] = 900.0, None
+    thin = _thin(Series("e", [float(i) for i in range(n)], ys))
+    assert len(thin.xs) <= 2 * COLUMNS and 900.0 in thin.ys and 10.0 in thin.ys and 12.0 in thin.ys
+    assert thin.xs[0] == 0.0 and thin.xs[-1] == n - 1 and list(thin.xs) == sorted(thin.xs)
+    short = Series("e", [1.0, 2.0], [3.0, None])
+    assert _thin(short) is short

@@ -97,6 +97,19 @@ def test_stats_json_rows_and_windowed_series(live):
     assert set(doc["seconds"]["vllm-a"]) == {"unix", "output_tokens", "in_flight"}
 
 
+def test_charts_json_serves_the_report_svg_charts_of_the_same_series(live):
+    live.view.sample_once()
+    live.view.sample_once()
+    charts = live.client.get("/loadkit/charts.json").get_json()
+    assert set(charts) == {"ttft", "tpot", "tokps", "inflight"}
+    for chart, svg in charts.items():
+        assert svg.startswith(f'<svg class="plot" data-plot="live-{chart}" id="{chart}"')
+    for engine in ("vllm-a", "sglang-b"):  # one p50 and one p99 line per engine, in the legend too
+        assert len(re.findall(rf'<path class="series"[^>]*><title>{engine} p50</title>', charts["ttft"])) == 1
+        assert f'class="lg">{engine} p99</text>' in charts["ttft"]
+    assert live.client.get("/loadkit/charts.json").get_json() == charts  # one drawing per interval
+
+
 def test_csv_download(live):
     resp = live.client.get("/loadkit/stats.csv")
     assert resp.headers["Content-Disposition"].startswith("attachment; filename=loadkit_llm_stats_")
