@@ -30,6 +30,12 @@ def _xs(values: list[float], t0: float) -> list[float]:
     return [round(v - t0, 3) for v in values]
 
 
+def _series(name: str, xs: list[float], ys: list[Any], t0: float, color: int, dashed: bool = False) -> Series:
+    """One line; columns of unequal length (a series still filling) are cut to the shorter."""
+    n = min(len(xs), len(ys))
+    return Series(name, _xs(xs[:n], t0), ys[:n], color=color, dashed=dashed)
+
+
 def _thin(s: Series) -> Series:
     """At most the lowest and highest point per pixel column (in x order): an hour of points
     draws the same line, spikes included, for a fraction of the work (the page redraws it)."""
@@ -50,14 +56,13 @@ def _latency(windowed: Points, metric: str, t0: float) -> list[Series]:
     out = []
     for i, engine in enumerate(sorted(windowed)):
         d = windowed[engine]
-        out.append(Series(f"{engine} p50", _xs(d["t"], t0), d[f"{metric}_p50"], color=i))
-        out.append(Series(f"{engine} p99", _xs(d["t"], t0), d[f"{metric}_p99"], color=i, dashed=True))
+        out.append(_series(f"{engine} p50", d["t"], d[f"{metric}_p50"], t0, i))
+        out.append(_series(f"{engine} p99", d["t"], d[f"{metric}_p99"], t0, i, dashed=True))
     return out
 
 
 def _per_second(seconds: Points, column: str, t0: float) -> list[Series]:
-    return [Series(e, _xs(seconds[e]["unix"], t0), seconds[e][column], color=i)
-            for i, e in enumerate(sorted(seconds))]  # fmt: skip
+    return [_series(e, seconds[e]["unix"], seconds[e][column], t0, i) for i, e in enumerate(sorted(seconds))]
 
 
 def _queue(queue: Points, engines: list[str], t0: float) -> list[Series]:
@@ -66,7 +71,7 @@ def _queue(queue: Points, engines: list[str], t0: float) -> list[Series]:
     for engine, d in sorted(queue.items()):
         if any(v is not None for v in d["waiting"]):
             i = engines.index(engine) if engine in engines else len(engines)
-            out.append(Series(f"{engine} queue", _xs(d["t"], t0), d["waiting"], color=i, dashed=True))
+            out.append(_series(f"{engine} queue", d["t"], d["waiting"], t0, i, dashed=True))
     return out
 
 
