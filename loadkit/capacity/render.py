@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
 from loadkit.capacity.units import format_bytes
@@ -155,11 +154,9 @@ def _warning_lines(plan: dict[str, Any]) -> list[str]:
 
 
 def render_html(plan: dict[str, Any]) -> str:
-    """A self-contained <section> for report.html: the same text, escaped, in a <pre>."""
-    title = html.escape(f"KV-cache capacity: {plan['model']['name']}")
-    body = html.escape(render_table(plan))
-    notes = "".join(f"<li>{html.escape(a)}</li>" for a in plan["assumptions"])
-    return (
-        f'<section class="loadkit-capacity"><h2>{title}</h2><pre>{body}</pre>'
-        f"<details><summary>assumptions</summary><ul>{notes}</ul></details></section>"
-    )
+    """A self-contained <section> for report.html: the same text in a <pre> (escaped by the
+    report's Jinja2 templates)."""
+    from loadkit.report.htmlutil import macro
+
+    return str(macro("capacity", f"KV-cache capacity: {plan['model']['name']}", render_table(plan),
+                     list(plan["assumptions"])))  # fmt: skip

@@ -6,7 +6,6 @@ a CapacityError: it returns the plan (or None) and an HTML section that says wha
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +27,9 @@ def report_section(
     try:
         result = plan(model, lengths, **options)
     except CapacityError as exc:
-        message = html.escape(f"capacity plan not computed: {exc}")
-        return None, f'<section class="loadkit-capacity"><h2>KV-cache capacity</h2><p>{message}</p></section>'
+        from loadkit.report.htmlutil import macro
+
+        return None, str(macro("capacity_failed", f"capacity plan not computed: {exc}"))
     if lengths is None:
         result["warnings"].append("the run wrote no raw log (--raw-log): no length distribution")
     return result, render_html(result)
