@@ -23,8 +23,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from loadkit.engines.base import EngineAdapter
 from loadkit.engines.serverinfo import auth_headers, get
 
@@ -43,6 +41,10 @@ class Sample:
 
 
 def _families(text: str) -> list[Sample]:
+    # Imported here: prometheus_client pulls in its whole package (registry, HTTP exposition),
+    # which only the node that scrapes needs, not every Locust process at start.
+    from prometheus_client.parser import text_string_to_metric_families
+
     return [Sample(s.name, dict(s.labels), float(s.value))
             for family in text_string_to_metric_families(text) for s in family.samples]  # fmt: skip
 

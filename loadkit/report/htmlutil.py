@@ -8,14 +8,16 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-from jinja2 import ChoiceLoader, Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
 NOT_MEASURED = "—"
 
 
 @functools.cache
-def environment() -> Environment:
+def environment() -> Any:
+    """The Jinja2 environment (imported on first use: only the node writing a page needs it)."""
+    from jinja2 import ChoiceLoader, Environment, PackageLoader, StrictUndefined, select_autoescape
+
     # One environment for report.html and the live page (which shares chart.css).
     loader = ChoiceLoader([PackageLoader("loadkit.report", "templates"), PackageLoader("loadkit.webui", "templates")])
     return Environment(loader=loader,

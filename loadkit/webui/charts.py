@@ -76,7 +76,7 @@ def _queue(queue: Points, engines: list[str], t0: float) -> list[Series]:
 
 
 def live_charts(doc: dict[str, Any]) -> dict[str, str]:
-    """chart id → SVG markup, from a stats.json document (without its ``charts``)."""
+    """chart id → SVG markup, from a stats.json document."""
     windowed, seconds, queue = doc["windowed"], doc["seconds"], doc.get("queue") or {}
     t0 = _origin(windowed, seconds, queue)
     window = f"last {doc['window_s']:g} s"
