@@ -59,6 +59,9 @@ class GuardedPluginManager(pluggy.PluginManager):
         self.failures: dict[str, list[HookFailure]] = {}
         self.calling: Any = None  # the plugin whose registration hook is running
         self.cache: dict[str, Any] = {}
+        # Hooks with at least one implementation: a per-request call site skips a hook nobody
+        # implements without paying for pluggy's call (see benchmarks/bench_hooks.py).
+        self.implemented: frozenset[str] = frozenset()
 
     def register(self, plugin: Any, name: str | None = None) -> str | None:
         registered = super().register(plugin, name)
@@ -69,12 +72,18 @@ class GuardedPluginManager(pluggy.PluginManager):
                         # pluggy types `function` Final; replacing it at registration, once, is
                         # what keeps every call a plain pluggy call (order, wrappers, filtering).
                         impl.function = self._guard(caller.name, impl, registered in self._trusted)  # type: ignore[misc]
-        self.cache.clear()
+        self._changed()
         return registered
 
     def unregister(self, plugin: Any = None, name: str | None = None) -> Any:
+        unregistered = super().unregister(plugin, name)
+        self._changed()
+        return unregistered
+
+    def _changed(self) -> None:
         self.cache.clear()
-        return super().unregister(plugin, name)
+        callers = vars(self.hook).values()
+        self.implemented = frozenset(c.name for c in callers if isinstance(c, pluggy.HookCaller) and c.get_hookimpls())
 
     def take_failures(self, hook: str) -> list[HookFailure]:
         """The contained failures of ``hook`` since the last take (empty on the fast path)."""
@@ -112,6 +121,7 @@ class GuardedPluginManager(pluggy.PluginManager):
                 if names:
                     self.calling = None
 
+        guarded.__wrapped__ = function  # type: ignore[attr-defined]
         return guarded
 
     def _guard_wrapper(self, hook: str, plugin: Any, function: Callable[..., Any]) -> Callable[..., Any]:
@@ -125,4 +135,5 @@ class GuardedPluginManager(pluggy.PluginManager):
                 self._tag(hook, plugin, exc)
                 raise
 
+        guarded.__wrapped__ = function  # type: ignore[attr-defined]
         return guarded

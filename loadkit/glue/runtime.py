@@ -397,7 +397,9 @@ class Runtime:
         if self.sessions is not None:
             self.sessions.add_lengths(rec)
             self.sessions.add_class(rec)
-        self._notify_finished(get_plugin_manager(), rec)
+        pm = get_plugin_manager()
+        if "loadkit_request_finished" in pm.implemented:
+            self._notify_finished(pm, rec)
         if self.stats is not None:
             self.stats.add(rec)
         if self.sessions is not None and rec.turn is not None:
