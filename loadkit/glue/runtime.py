@@ -35,7 +35,7 @@ from loadkit.glue.workloads import (
     share_of,
     staged_arrival,
 )
-from loadkit.pluginguard import failure_of
+from loadkit.pluginguard import GuardedPluginManager, failure_of
 from loadkit.plugins import plugin_fingerprint
 from loadkit.records import RequestRecord
 from loadkit.runoptions import configure_plugins, run_options
@@ -414,7 +414,7 @@ class Runtime:
             return wait
         return max(wait, min(rec.retry_after_s, float(getattr(options, "max_retry_after", 30.0))))
 
-    def _notify_finished(self, pm: Any, rec: RequestRecord) -> None:
+    def _notify_finished(self, pm: GuardedPluginManager, rec: RequestRecord) -> None:
         """One pluggy call; a plugin that raised is named and the run marked invalid, and the
         record still counts (the guard keeps the other plugins running, see pluginguard.py)."""
         try:
