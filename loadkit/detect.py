@@ -14,6 +14,7 @@ import pluggy
 from loadkit.cli import UserError
 from loadkit.engines.detectors import match_rules
 from loadkit.engines.serverinfo import get
+from loadkit.pluginguard import failure_of
 from loadkit.plugins import engine_registry, get_plugin_manager
 from loadkit.tls import TlsError
 
@@ -76,7 +77,13 @@ def detect_engine(base_url: str, pm: pluggy.PluginManager | None = None, timeout
     if not probes:
         last = f"; last error: {error}" if error else ""
         raise UserError(f"--engine auto: nothing answered at {base_url} (tried {', '.join(probe_paths(pm))}){last}")
-    name = pm.hook.loadkit_detect_engine(probes=probes)
+    try:
+        name = pm.hook.loadkit_detect_engine(probes=probes)
+    except Exception as exc:  # a plugin's detector broke: one clear error that names it
+        failure = failure_of(exc)
+        if failure is None:
+            raise
+        raise UserError(f"--engine auto: {failure.describe()}") from exc
     registry = engine_registry(pm)
     if name not in registry:
         raise UserError(f"--engine auto: a detector named engine {name!r}, which no plugin registers")

@@ -27,7 +27,8 @@ hookimpl = pluggy.HookimplMarker("loadkit")
 def loadkit_register_engines(register: Callable[[type[EngineAdapter]], None]) -> None:
     """Register engine adapters.
 
-    Called once when the plugin manager is built, on every node (local, master, worker).
+    Called once per process, when loadkit first needs the engine registry, on every node
+    (local, master, worker); again only if the set of plugins changes.
 
     :param register: call it once per adapter class (a subclass of
         ``loadkit.engines.base.EngineAdapter`` with a unique ``name``). Registering a name
@@ -55,8 +56,9 @@ def loadkit_register_sim_protocols(register: Callable[[SimProtocol], None]) -> N
 def loadkit_detect_engine(probes: dict[str, Any]) -> str | None:
     """Decide which engine serves a target, for ``--engine auto``.
 
-    Called at ``test_start`` on every node that sends traffic (local, worker), once per target
-    whose engine is ``auto``. Stops at the first non-None result; the built-in generic
+    Called on the node that builds the run's targets (local or master, never a worker: the
+    master hands its answer to the workers), at most once per process and target URL whose
+    engine is ``auto``, the first time loadkit builds the targets. Stops at the first non-None result; the built-in generic
     OpenAI detector runs last (``trylast``) and always answers ``"openai"``.
 
     :param probes: what loadkit fetched from the server: ``{path: {"status": int,
@@ -102,7 +104,8 @@ def loadkit_request_finished(record: RequestRecord) -> None:
     """Observe one finished request.
 
     Called on the node that sent the request (local or worker), after its outcome is final
-    and before it enters the stats, once per request in completion order. Keep it cheap: it
+    and before it enters the stats, once per request in completion order (warm-up requests,
+    which the run's stats leave out, excluded). Keep it cheap: it
     runs on the load-generating path. An exception raised here marks the run invalid (exit
     code non-zero) and names the plugin; the record is still counted.
 
@@ -112,11 +115,32 @@ def loadkit_request_finished(record: RequestRecord) -> None:
 
 
 @hookspec
+def loadkit_write_report(report: dict[str, Any], report_dir: str, final: bool) -> None:
+    """Write one report format into ``report_dir`` (loadkit's own report.json, CSV files and
+    report.html are implementations of this hook).
+
+    Called on the node that owns the merged stats (local or master) every time loadkit writes
+    its reports: at test stop and once more, with ``final`` True, at the end of the run.
+    loadkit's writers run first (``tryfirst``), so their files exist when yours runs. An
+    exception raised here is logged with the plugin's name, marks the run invalid (the
+    reason is in report.json's ``invalid_reasons``) and does not stop the other writers.
+
+    :param report: the ``loadkit.report/1`` document being written to ``report.json``.
+    :param report_dir: the directory to write into.
+    :param final: True for the end-of-run write (write expensive formats only then).
+    :return: nothing; results are ignored.
+    """
+
+
+@hookspec
 def loadkit_report_written(report: dict[str, Any], report_dir: str) -> None:
     """Act on the final report, e.g. to upload it or write another format.
 
     Called once at the end of a run on the node that owns the merged stats (local or master),
-    after ``report.json`` and the other files are written into ``report_dir``.
+    after every ``loadkit_write_report`` implementation has run, so ``report.json``,
+    ``report.html`` and the other files exist in ``report_dir``. An exception raised here is
+    logged with the plugin's name and marks the run invalid (report.json is rewritten with
+    the reason); the other implementations still run.
 
     :param report: the ``loadkit.report/1`` document as written to ``report.json``.
     :param report_dir: the directory the reports were written to.

@@ -15,9 +15,13 @@ import pluggy
 
 from loadkit import hookspecs
 from loadkit.engines.base import EngineAdapter
+from loadkit.pluginguard import GuardedPluginManager
 
 ENTRY_POINT_GROUP = "loadkit"
-BUILTIN_PLUGINS = ("loadkit.engines.builtin", "loadkit.report.plugin")
+# Registration order matters where pluggy's order does: among implementations of equal
+# priority the last registered runs first, so report.json (report.files) is written before
+# report.html (report.plugin).
+BUILTIN_PLUGINS = ("loadkit.engines.builtin", "loadkit.report.plugin", "loadkit.report.files")
 
 
 class PluginError(RuntimeError):
@@ -50,9 +54,9 @@ def _load_entry_points(pm: pluggy.PluginManager) -> None:
             raise PluginError(f"plugin {name or '(entry point group loadkit)'} failed to load: {exc}") from exc
 
 
-def new_plugin_manager(load_entry_points: bool = True) -> pluggy.PluginManager:
+def new_plugin_manager(load_entry_points: bool = True) -> GuardedPluginManager:
     """A fresh plugin manager with the built-ins and (optionally) installed plugins."""
-    pm = pluggy.PluginManager("loadkit")
+    pm = GuardedPluginManager("loadkit", plugin_name, trusted=BUILTIN_PLUGINS)
     pm.add_hookspecs(hookspecs)
     for modname in BUILTIN_PLUGINS:
         module = __import__(modname, fromlist=["_"])
@@ -64,7 +68,7 @@ def new_plugin_manager(load_entry_points: bool = True) -> pluggy.PluginManager:
 
 
 @lru_cache(maxsize=1)
-def get_plugin_manager() -> pluggy.PluginManager:
+def get_plugin_manager() -> GuardedPluginManager:
     return new_plugin_manager()
 
 
@@ -86,21 +90,38 @@ def plugin_name(pm: pluggy.PluginManager, plugin: Any) -> str:
 
 
 def engine_registry(pm: pluggy.PluginManager | None = None) -> dict[str, EngineInfo]:
-    """Every registered engine by name, each with the plugin (distribution) that provides it."""
+    """Every registered engine by name, each with the plugin (distribution) that provides it.
+
+    Built once per plugin manager (so once per process) and rebuilt only when the plugin set
+    changes; callers must not mutate the dict."""
     pm = pm or get_plugin_manager()
+    cache = pm.cache if isinstance(pm, GuardedPluginManager) else {}
+    if "engines" not in cache:
+        cache["engines"] = _build_registry(pm)
+    registry: dict[str, EngineInfo] = cache["engines"]
+    return registry
+
+
+def _build_registry(pm: pluggy.PluginManager) -> dict[str, EngineInfo]:
+    by_plugin: dict[int, list[EngineInfo]] = {}
+
+    def register(adapter: type[EngineAdapter]) -> None:
+        plugin = getattr(pm, "calling", None)  # set by GuardedPluginManager around each implementation
+        who, version = _plugin_version(pm, plugin)
+        if not (isinstance(adapter, type) and issubclass(adapter, EngineAdapter)) or not adapter.name:
+            raise PluginError(f"plugin {who!r} registered {adapter!r}, not a named EngineAdapter subclass")
+        by_plugin.setdefault(id(plugin), []).append(EngineInfo(adapter.name, adapter, who, version, adapter.description))
+
+    pm.hook.loadkit_register_engines(register=register)
+    # pluggy calls the newest plugin first; the registry (the probe order of --engine auto, and
+    # who is named first in a clash) follows plugin registration order, built-ins first.
     registry: dict[str, EngineInfo] = {}
     for impl in pm.hook.loadkit_register_engines.get_hookimpls():
-        plugin_name, version = _plugin_version(pm, impl.plugin)
-
-        def register(adapter: type[EngineAdapter], _plugin: str = plugin_name, _v: str = version) -> None:
-            if not (isinstance(adapter, type) and issubclass(adapter, EngineAdapter)) or not adapter.name:
-                raise PluginError(f"plugin {_plugin!r} registered {adapter!r}, not a named EngineAdapter subclass")
-            if adapter.name in registry:
-                other = registry[adapter.name].plugin
-                raise PluginError(f"engine {adapter.name!r} registered twice: by {other!r} and by {_plugin!r}")
-            registry[adapter.name] = EngineInfo(adapter.name, adapter, _plugin, _v, adapter.description)
-
-        impl.function(register=register)
+        for info in by_plugin.get(id(impl.plugin), []):
+            if info.name in registry:
+                other = registry[info.name].plugin
+                raise PluginError(f"engine {info.name!r} registered twice: by {other!r} and by {info.plugin!r}")
+            registry[info.name] = info
     return registry
 
 

@@ -13,7 +13,8 @@ from typing import Any
 
 import pluggy
 
-from loadkit.plugins import PluginError, get_plugin_manager, plugin_name
+from loadkit.pluginguard import failure_of
+from loadkit.plugins import PluginError, get_plugin_manager
 
 
 def run_options(parsed: Any) -> Mapping[str, Any]:
@@ -25,10 +26,12 @@ def run_options(parsed: Any) -> Mapping[str, Any]:
 
 
 def configure_plugins(options: Mapping[str, Any], pm: pluggy.PluginManager | None = None) -> None:
-    """Call every ``loadkit_configure``; a ValueError becomes a PluginError naming the plugin."""
+    """Call ``loadkit_configure`` (one pluggy call); a ValueError becomes a PluginError naming
+    the plugin that raised it."""
     pm = pm or get_plugin_manager()
-    for impl in pm.hook.loadkit_configure.get_hookimpls():
-        try:
-            impl.function(options=options)
-        except ValueError as exc:
-            raise PluginError(f"plugin {plugin_name(pm, impl.plugin)!r} refused the options: {exc}") from None
+    try:
+        pm.hook.loadkit_configure(options=options)
+    except ValueError as exc:
+        failure = failure_of(exc)
+        who = failure.plugin if failure is not None else "unknown"
+        raise PluginError(f"plugin {who!r} refused the options: {exc}") from None

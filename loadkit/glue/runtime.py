@@ -35,6 +35,7 @@ from loadkit.glue.workloads import (
     share_of,
     staged_arrival,
 )
+from loadkit.pluginguard import GuardedPluginManager, failure_of
 from loadkit.plugins import plugin_fingerprint
 from loadkit.records import RequestRecord
 from loadkit.runoptions import configure_plugins, run_options
@@ -396,12 +397,9 @@ class Runtime:
         if self.sessions is not None:
             self.sessions.add_lengths(rec)
             self.sessions.add_class(rec)
-        # Called one implementation at a time so a failure names its plugin.
-        for impl in get_plugin_manager().hook.loadkit_request_finished.get_hookimpls():
-            try:
-                impl.function(record=rec)
-            except Exception as exc:  # a plugin must not lose the record, but the run is invalid
-                self.plugin_failed(impl.plugin_name, exc)
+        pm = get_plugin_manager()
+        if "loadkit_request_finished" in pm.implemented:
+            self._notify_finished(pm, rec)
         if self.stats is not None:
             self.stats.add(rec)
         if self.sessions is not None and rec.turn is not None:
@@ -416,7 +414,19 @@ class Runtime:
             return wait
         return max(wait, min(rec.retry_after_s, float(getattr(options, "max_retry_after", 30.0))))
 
-    def plugin_failed(self, plugin: str, exc: Exception) -> None:
+    def _notify_finished(self, pm: GuardedPluginManager, rec: RequestRecord) -> None:
+        """One pluggy call; a plugin that raised is named and the run marked invalid, and the
+        record still counts (the guard keeps the other plugins running, see pluginguard.py)."""
+        try:
+            pm.hook.loadkit_request_finished(record=rec)
+        except Exception as exc:  # only a hookwrapper's own failure gets here
+            found = failure_of(exc)
+            self.plugin_failed(found.plugin if found is not None else "unknown", exc)
+        if pm.failures:
+            for failure in pm.take_failures("loadkit_request_finished"):
+                self.plugin_failed(failure.plugin, failure.exc)
+
+    def plugin_failed(self, plugin: str, exc: BaseException) -> None:
         message = f"plugin {plugin!r} raised {exc!r} in loadkit_request_finished; run marked invalid"
         if message in self._plugin_errors:
             return

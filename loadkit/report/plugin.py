@@ -1,7 +1,8 @@
-"""Write report.html at the end of every run, through the public ``loadkit_report_written`` hook.
+"""Write report.html at the end of every run, through the public ``loadkit_write_report`` hook.
 
-Register it like a built-in (add ``"loadkit.report.plugin"`` to ``loadkit.plugins.BUILTIN_PLUGINS``)
-and every local or master node writes ``report.html`` beside ``report.json`` and says where.
+Registered as a built-in (``loadkit.plugins.BUILTIN_PLUGINS``): every local or master node
+writes ``report.html`` beside ``report.json`` at the final write and says where, before any
+``loadkit_report_written`` implementation runs.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from loadkit.hookspecs import hookimpl
 log = logging.getLogger("loadkit")
 
 
-@hookimpl
-def loadkit_report_written(report: dict[str, Any], report_dir: str) -> None:
+@hookimpl(tryfirst=True)
+def loadkit_write_report(report: dict[str, Any], report_dir: str, final: bool) -> None:
     from loadkit.report.page import write_html
 
+    if not final:
+        return  # the page is built once, from the final figures
     try:
         path = write_html(report_dir, report)
     except Exception as exc:  # the JSON/CSV reports are already written: say so, do not crash the run

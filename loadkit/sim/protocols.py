@@ -79,17 +79,17 @@ def collect(pm: pluggy.PluginManager) -> dict[str, SimProtocol]:
     from loadkit.plugins import plugin_name
 
     found: dict[str, SimProtocol] = {}
-    for impl in pm.hook.loadkit_register_sim_protocols.get_hookimpls():
-        who = plugin_name(pm, impl.plugin)
 
-        def register(protocol: SimProtocol, _who: str = who) -> None:
-            if not isinstance(protocol, SimProtocol) or not protocol.name or not protocol.routes:
-                raise ProtocolError(f"plugin {_who!r} registered {protocol!r}, not a SimProtocol with routes")
-            if protocol.name in FAMILIES or protocol.name in found:
-                raise ProtocolError(f"plugin {_who!r}: simulator protocol {protocol.name!r} already exists")
-            found[protocol.name] = protocol
+    def register(protocol: SimProtocol) -> None:
+        # GuardedPluginManager says which plugin's implementation is running.
+        who = plugin_name(pm, getattr(pm, "calling", None))
+        if not isinstance(protocol, SimProtocol) or not protocol.name or not protocol.routes:
+            raise ProtocolError(f"plugin {who!r} registered {protocol!r}, not a SimProtocol with routes")
+        if protocol.name in FAMILIES or protocol.name in found:
+            raise ProtocolError(f"plugin {who!r}: simulator protocol {protocol.name!r} already exists")
+        found[protocol.name] = protocol
 
-        impl.function(register=register)
+    pm.hook.loadkit_register_sim_protocols(register=register)
     return found
 
 

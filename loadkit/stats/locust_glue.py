@@ -28,7 +28,7 @@ from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, MasterR
 from loadkit.stats.collector import StatsCollector
 from loadkit.stats.distributed import PAYLOAD_KEY, WorkerState
 from loadkit.stats.options import StatsOptions
-from loadkit.stats.output import console_table, final_summary, invalid_lines, write_reports
+from loadkit.stats.output import console_table, final_summary, invalid_lines
 from loadkit.stats.rawlog import RawLog, raw_log_name
 from loadkit.stats.validity import EXIT_CONFIG_ERROR, EXIT_INVALID
 
@@ -280,9 +280,11 @@ class LocustStats:
         """Write the report files (atomically); the final write also prints and calls plugins."""
         if self.final_written:
             return
-        try:
-            report = self.collector.report()
-            write_reports(report, self.options.report_dir)
+        from loadkit.plugins import get_plugin_manager
+        from loadkit.report.dispatch import write_all
+
+        try:  # every writer is a plugin, loadkit's own included (report/dispatch.py)
+            report = write_all(get_plugin_manager(), self.collector, self.options.report_dir, final)
         except Exception as exc:
             self.collector.fail(f"writing reports at {why} failed", exc)
             return
@@ -294,7 +296,6 @@ class LocustStats:
             elif not report["valid"]:  # said even without the table: the exit code needs a why
                 log.error("loadkit: %s", "\n".join(invalid_lines(report)))
             log.info("loadkit reports written to %s (valid: %s)", self.options.report_dir, report["valid"])
-            self._notify_plugins(report)
         if not report["valid"]:
             self._exit_invalid()
         elif self.env.process_exit_code == EXIT_INVALID:
@@ -304,16 +305,6 @@ class LocustStats:
         """Exit code 3, unless a configuration error already set 2 (the run never started)."""
         if self.env.process_exit_code != EXIT_CONFIG_ERROR:
             self.env.process_exit_code = EXIT_INVALID
-
-    def _notify_plugins(self, report: dict[str, Any]) -> None:
-        try:
-            from loadkit.plugins import get_plugin_manager
-
-            get_plugin_manager().hook.loadkit_report_written(
-                report=report, report_dir=self.options.report_dir
-            )
-        except Exception as exc:
-            log.error("a loadkit_report_written plugin failed: %r", exc)
 
     def _console_loop(self) -> None:
         while True:

@@ -91,3 +91,18 @@ def test_probe_headers_are_sent():
     with stub_server(SERVERS["vllm"]) as (url, server):
         probe_server(url, ["/version"], timeout_s=2.0, headers={"Authorization": "Bearer k"})
     assert server.seen[0][2]["Authorization"] == "Bearer k"
+
+
+def test_a_broken_plugin_detector_is_named():
+    from loadkit.hookspecs import hookimpl
+
+    class Broken:
+        @hookimpl
+        def loadkit_detect_engine(self, probes):
+            raise KeyError("owned_by")
+
+    local = new_plugin_manager(load_entry_points=False)
+    local.register(Broken(), name="loadkit-broken")
+    with stub_server(SERVERS["vllm"]) as (url, _), pytest.raises(UserError) as info:
+        detect_engine(url, local)
+    assert str(info.value) == "--engine auto: plugin 'loadkit-broken' raised KeyError('owned_by') in loadkit_detect_engine"
