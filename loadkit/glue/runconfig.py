@@ -57,7 +57,7 @@ class RunConfig:
         """The stats layer's Slo objects (loadkit.stats.options), one per metric."""
         from loadkit.stats.options import parse_slo_item
 
-        slos = {}
+        slos: dict[str, Any] = {}
         for item in self.slos:
             try:
                 slos.update((s.key, s) for s in parse_slo_item(item))

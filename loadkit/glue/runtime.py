@@ -18,8 +18,8 @@ from loadkit.glue.breaker import Breaker, BreakerRules, trip
 from loadkit.glue.detection import Detections
 from loadkit.glue.ending import ExhaustionWatch, end_run
 from loadkit.glue.errors import ConfigError
-from loadkit.glue.openloop import Dispatcher
 from loadkit.glue.runconfig import RunConfig, resolve_run_time, resolve_slos, snapshot
+from loadkit.glue.schedules import Schedules
 from loadkit.glue.setup import (
     configure_tls,
     request_shape,
@@ -28,7 +28,7 @@ from loadkit.glue.setup import (
     validate_slos,
     warn_once,
 )
-from loadkit.glue.shape import MEASURED, stage_at
+from loadkit.glue.shape import MEASURED
 from loadkit.glue.shapesteps import user_shape
 from loadkit.glue.workloads import (
     DEFAULT_SCENARIO,
@@ -59,7 +59,7 @@ __all__ = ["DEFAULT_SCENARIO", "ConfigError", "ExhaustionWatch", "Runtime", "end
            "target_specs", "validate_failed_share", "validate_slos"]
 
 
-class Runtime:
+class Runtime(Schedules):
     """Everything one Locust process needs to send loadkit traffic."""
 
     def __init__(self, environment: Any, stats: Any = None) -> None:
@@ -249,42 +249,10 @@ class Runtime:
         workload.plan_deal(workload.target_names([t.name for t in self.targets]), options, self.warmup_s)
         workload.deal(self.shard)
 
-    def reshare(self, shares: dict[str, list[int] | None]) -> None:
-        """Worker: the master's shares of each open-loop scenario, dealt among the workers that
-        run its users (given before the schedules start; see glue/shares.py)."""
-        for workload in self.workloads.values():
-            if workload.label in shares and workload.dispatchers:
-                share = shares[workload.label]
-                workload.deal((int(share[0]), int(share[1])) if share else None)
-
     def _lengths_asked(self) -> Any:
         if len(self.workloads) == 1:
             return getattr(self.scenario, "lengths_asked", None)
         return {"scenarios": {w.label: getattr(w.scenario, "lengths_asked", None) for w in self.workloads.values()}}
-
-    def _label(self, workload: Workload, target: str) -> str:
-        """A (scenario, target) pair in reports: the target's name, prefixed when a run has several scenarios."""
-        return target if len(self.workloads) == 1 else f"{workload.label}/{target}"
-
-    @property
-    def sources(self) -> dict[str, Any]:
-        """Every workload's request source by (scenario-prefixed) target name."""
-        return {self._label(w, t): s for w in self.workloads.values() for t, s in w.sources.items()}
-
-    @property
-    def dispatchers(self) -> dict[str, Dispatcher]:
-        """Every open-loop schedule of this process, by (scenario-prefixed) target name."""
-        return {self._label(w, t): d for w in self.workloads.values() for t, d in w.dispatchers.items()}
-
-    def send_no_schedule(self) -> None:
-        """The master sends nothing: its workers hold the schedules."""
-        for workload in self.workloads.values():
-            workload.dispatchers = {}
-
-    def silence_schedules(self) -> None:
-        """A worker that joined late: in open loop it sends nothing, so the asked rates stay exact."""
-        for workload in self.workloads.values():
-            workload.dispatchers = {name: Dispatcher(iter(()), None) for name in workload.dispatchers}
 
     def configure_failures(self, options: Any, shard: tuple[int, int]) -> None:
         """The circuit breaker and the closed-loop backoff of this run (see breaker.py, backoff.py)."""
@@ -318,38 +286,6 @@ class Runtime:
                 out[name] = {"error": f"{type(exc).__name__}: {exc}"}
         self.sessions.realised = out
 
-    def stage_now(self) -> str | None:
-        """Closed loop: the stage this moment of the run belongs to: the load shape's current step
-        (set by the master's shape, sent to the workers as a message: glue/shapesteps.py), else by
-        elapsed time over the scenario's stages."""
-        steps = self.shape_steps
-        step = steps.current if steps is not None and self.shaped else self.shape_stage
-        if step:
-            return str(step)
-        if not self.plan:
-            return None
-        return stage_at(self.plan, (time.perf_counter_ns() - self.t_start_ns) / 1e9) or self.plan[-1]["name"]
-
-    def slot_stage(self, stage: str | None) -> str | None:
-        """The stage of an open-loop slot; with a load shape, the shape's step (taken at send) instead."""
-        return None if self.shaped else stage
-
-    @property
-    def open_loop(self) -> bool:
-        return any(w.dispatchers for w in self.workloads.values())
-
-    def start_schedule(self) -> None:
-        """All users exist (spawning complete): the open-loop clock starts now, for every schedule."""
-        now = time.perf_counter_ns()
-        for dispatcher in self.dispatchers.values():
-            dispatcher.start(now)
-
-    def schedule_summary(self) -> dict[str, Any] | None:
-        dispatchers = self.dispatchers
-        if not dispatchers:
-            return None
-        return {name: d.summary() for name, d in dispatchers.items()}
-
     def target_for(self, user_class: type | None = None) -> Target:
         """The target a new user sends to: the one its class names, else round-robin over the
         targets among the users of its class, so each target gets its share of every class."""
@@ -377,34 +313,6 @@ class Runtime:
             return False
         self.sent += 1
         return True
-
-    def count_sent(self, request: Any = None) -> None:
-        """A request about to be written: scheduled and sent (its record follows, any outcome).
-        Warm-up requests are outside the measured run and outside its accounting."""
-        if request is not None and request.stage == WARMUP:
-            return
-        if self.stats is not None:
-            self.stats.add_scheduled(1)
-
-    def count_dropped(self, stage: str | None = None) -> None:
-        """An open-loop request dropped as too late: scheduled, never sent."""
-        if self.stats is not None and stage != WARMUP:
-            self.stats.add_scheduled(1)
-            self.stats.add_dropped(1)
-
-    def stopping(self) -> None:
-        """The run is ending (Locust's test_stopping): slots due after now were never part of it."""
-        if self.schedule_end_ns is None:
-            self.schedule_end_ns = time.perf_counter_ns()
-
-    def close_schedule(self) -> None:
-        """At test stop: overdue slots no user took are dropped; the summary goes to the report."""
-        now = self.schedule_end_ns or time.perf_counter_ns()
-        for dispatcher in self.dispatchers.values():
-            n = dispatcher.drop_overdue(now)
-            if n and self.stats is not None:
-                self.stats.add_scheduled(n)
-                self.stats.add_dropped(n)
 
     def record(self, rec: RequestRecord) -> None:
         from loadkit.plugins import get_plugin_manager
