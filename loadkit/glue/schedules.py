@@ -75,6 +75,12 @@ class Schedules:
         return None if self.shaped else stage
 
     @property
+    def sends_open_loop(self) -> bool:
+        """A scenario of the run is open loop (true on a master too, which holds no schedule)."""
+        return any((getattr(w.scenario, "arrival", None) or {}).get("model", "closed") != "closed"
+                   for w in self.workloads.values())  # fmt: skip
+
+    @property
     def open_loop(self) -> bool:
         return any(w.dispatchers for w in self.workloads.values())
 
