@@ -11,7 +11,8 @@ import pytest
 
 from loadkit.glue import preflight
 from loadkit.glue.preflight import PreflightError, check_target, named_paths, probe_request, suspect_paths
-from loadkit.glue.requestshape import PREFLIGHT_OPTION, RequestShape, dropped_for
+from loadkit.glue.requestshape import RequestShape
+from loadkit.glue.runconfig import RunConfig
 from loadkit.targets import TargetSpec, build_target
 from loadkit.timer import Timeouts
 from loadkit.types import GenerationRequest
@@ -129,30 +130,34 @@ def test_dead_target_stops_unless_reachability_check_is_skipped():
     assert verdict.outcome == "connect_error" and "--skip-reachability-check" in verdict.notes[0]
 
 
-def test_the_decision_crosses_as_options_and_rebuilt_targets_apply_it():
+def test_the_decision_crosses_in_the_run_config_and_rebuilt_targets_apply_it():
     server = StrictOpenAI(allowed=CHAT_FIELDS | {"temperature"})
 
     class Runtime:
         scenario = None
         timeouts = TIMEOUTS
+        config = RunConfig()
 
     options = argparse.Namespace(extra_body='{"temperature": 0}', header=["X-Route: blue"], exact_output=None,
                                  strict_request=False, skip_reachability_check=False)  # fmt: skip
     with ScriptedServer(server) as srv:
         runtime = Runtime()
         runtime.targets = [target(srv.url, extra_body={"temperature": 0})]
+        before = dict(vars(options))
         preflight.run(runtime, options)
-        decision = getattr(options, PREFLIGHT_OPTION)
-        # The wire form: plain data (it travels in Locust's msgpack'd spawn message).
-        assert orjson.loads(orjson.dumps(decision)) == decision
-        assert dropped_for(options, "t") == ["ignore_eos", "min_tokens"]
+        assert vars(options) == before  # the decision is not written into the options
+        wire = runtime.config.to_wire((0, 2))
+        # The wire form: plain data (it travels in a msgpack'd message to each worker).
+        assert orjson.loads(orjson.dumps(wire)) == wire
+        worker_config = RunConfig.from_wire(orjson.loads(orjson.dumps(wire)))
+        assert worker_config.dropped_for("t") == ["ignore_eos", "min_tokens"]
         # A worker builds its own target from the same options: the drop applies there too.
         worker_target = build_target(TargetSpec("t", srv.url, "vllm"), None, None)
-        RequestShape.from_options(options).apply(worker_target, dropped_for(options, "t"))
+        RequestShape.from_options(options).apply(worker_target, worker_config.dropped_for("t"))
         body = orjson.loads(worker_target.adapter.build_request(GenerationRequest(prompt="x")).body)
     assert "ignore_eos" not in body and "min_tokens" not in body and body["temperature"] == 0
     assert worker_target.adapter.base_headers()["X-Route"] == "blue"
-    fields = preflight.manifest_fields(options)
+    fields = preflight.manifest_fields(runtime, options)
     assert fields["request_options"]["headers"] == {"X-Route": "***"}
     assert fields["preflight"]["t"]["drop"] == ["ignore_eos", "min_tokens"]
 

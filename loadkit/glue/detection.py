@@ -1,9 +1,8 @@
 """``--engine auto`` in a run: detect each target once, name it after what was found, and let
 the report say what every probe saw.
 
-Detection happens once per process and URL (a headless run configures at start-up and again
-at test start; the web UI at every start) and is logged once. On a distributed run the master
-detects and hands its findings to the workers with the options (``DETECTED_OPTION``), so every
+Detection happens once per process and URL (a web UI session configures at every start) and is logged once. On a distributed run the master
+detects and hands its findings to the workers in the run configuration (glue/runconfig.py), so every
 node uses the same engine and the same target name: the stats are keyed by that name.
 """
 
@@ -18,7 +17,6 @@ from loadkit.targets import TargetSpec
 
 log = logging.getLogger("loadkit")
 
-DETECTED_OPTION = "loadkit_detected"  # master → workers: {url: Detected.to_wire()}
 AUTO_NAME = ""  # the name of a --host target with --engine auto until detection names it
 
 
@@ -62,10 +60,11 @@ class Detections:
         self.by_url: dict[str, Detected] = {}
         self.used: dict[str, tuple[str, Detected]] = {}  # target name → (url, detection), this configuration
 
-    def begin(self, options: Any) -> None:
-        """A new configuration: take what the master found (workers), forget which target used what."""
+    def begin(self, from_master: dict[str, Any]) -> None:
+        """A new configuration: take what the master found (workers; RunConfig.detections),
+        forget which target used what."""
         self.used = {}
-        for url, data in (getattr(options, DETECTED_OPTION, None) or {}).items():
+        for url, data in from_master.items():
             self.by_url[url] = Detected.from_wire(data)
 
     def resolve(self, spec: TargetSpec, api_key: str | None, extra_headers: dict[str, str] | None = None) -> None:

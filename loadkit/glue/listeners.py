@@ -8,22 +8,20 @@ import sys
 from typing import Any
 
 from loadkit.cli import UserError
-from loadkit.glue import breaker, preflight
-from loadkit.glue.detection import DETECTED_OPTION
+from loadkit.glue import breaker, preflight, starts
 from loadkit.glue.manifest import run_manifest
 from loadkit.glue.openloop import behind_warning
 from loadkit.glue.options import add_arguments
 from loadkit.glue.runtime import ConfigError, ExhaustionWatch, Runtime, end_run
 from loadkit.glue.scraping import ServerMetrics
 from loadkit.glue.shape import StageShape
+from loadkit.glue.shapesteps import install_worker as install_shape_steps
 from loadkit.glue.shapesteps import watch_shape
 from loadkit.glue.sidestats import SideStats
 from loadkit.plugins import PluginError
 from loadkit.targets import TargetError
 
 log = logging.getLogger("loadkit")
-SHARD_OPTION = "loadkit_shards"
-FINGERPRINT_OPTION = "loadkit_plugins"
 NOTE_MESSAGE = "loadkit_worker_note"
 REFUSED_MESSAGE = "loadkit_worker_refused"
 USER_ERRORS = (ConfigError, TargetError, PluginError, UserError, preflight.PreflightError)
@@ -75,7 +73,11 @@ def on_init(environment: Any, **_: Any) -> None:
     environment.events.spawning_complete.add_listener(lambda **_: runtime.start_schedule())
     environment.events.test_stopping.add_listener(lambda **_: runtime.stopping())
     runner = environment.runner
+    if isinstance(runner, WorkerRunner):
+        starts.install_worker(environment, runtime)
+        install_shape_steps(environment, runtime)
     if isinstance(runner, MasterRunner):
+        starts.install_master(environment, runtime)
         runner.register_message(ExhaustionWatch.DONE_MESSAGE, _worker_done_handler(runtime))
         runner.register_message(NOTE_MESSAGE, _master_notes_handler(runtime))
         runner.register_message(REFUSED_MESSAGE, _master_notes_handler(runtime))
@@ -84,6 +86,7 @@ def on_init(environment: Any, **_: Any) -> None:
         _watch_shapes(environment)
         _check_options_early(environment)
         _install_shape(environment)
+        starts.spawn_open_loop_at_once(environment, runtime)
         from loadkit.webui import install_web_ui
 
         install_web_ui(environment)
@@ -114,22 +117,10 @@ def _warn_open_web_ui(environment: Any) -> None:
 def _install_shape(environment: Any) -> None:
     """Stages (or a warm-up) drive the user count through a load shape; none: -u/-t as usual."""
     runtime: Runtime = environment.loadkit
-    if not runtime.targets:
-        try:
-            runtime.configure(environment.parsed_options, environment.host, (0, 1))
-        except USER_ERRORS:
-            return  # the web UI may still fix the options; test_start reports the error
-    options = environment.parsed_options
-    duration = runtime.duration_s
-    headless = options is not None and getattr(options, "headless", False)
-    if headless and not getattr(options, "run_time", None) and duration and not runtime.plan:
-        # The scenario's duration bounds a headless run that gave no -t (the command line wins).
-        options.run_time = int(duration)
-    if runtime.open_loop and options is not None and options.num_users:
-        # Open loop: users are a pool of senders and the schedule waits until all exist;
-        # spawning them one a second (Locust's default) would only delay the run.
-        if not options.spawn_rate or options.spawn_rate < options.num_users:
-            options.spawn_rate = float(options.num_users)
+    try:
+        starts.prepare(runtime, environment.parsed_options, environment.host, (0, 1))
+    except USER_ERRORS:
+        return  # the web UI may still fix the options; test_start reports the error
     if runtime.plan and environment.shape_class is None:
         environment.shape_class = StageShape(runtime.plan, closed=runtime.stages_closed)
         environment.shape_class.runner = environment.runner
@@ -153,7 +144,7 @@ def _check_options_early(environment: Any) -> None:
     if options is None or not (getattr(options, "headless", False) or getattr(options, "autostart", False)):
         return
     try:
-        environment.loadkit.configure(options, environment.host, (0, 1))
+        starts.prepare(environment.loadkit, options, environment.host, (0, 1))
         if not getattr(options, "skip_reachability_check", False):
             check_reachable(environment.loadkit)
         preflight.before_headless_start(environment.loadkit, options)
@@ -215,7 +206,6 @@ def on_test_start(environment: Any, **_: Any) -> None:
     runtime: Runtime = environment.loadkit
     if not isinstance(runner, WorkerRunner):
         runtime.shape_steps = watch_shape(environment)
-        preflight.forget_stale(options)
     runtime.start_error = None
     try:
         if isinstance(runner, MasterRunner):
@@ -223,9 +213,11 @@ def on_test_start(environment: Any, **_: Any) -> None:
         elif isinstance(runner, WorkerRunner):
             _prepare_worker(environment, runtime)
         else:
-            runtime.configure(options, environment.host, (0, 1))
+            starts.begin(runtime, options, environment.host, (0, 1))
         if not isinstance(runner, WorkerRunner):
-            preflight.at_test_start(runtime, options)  # before the master sends workers its options
+            preflight.at_test_start(runtime, options)
+        if isinstance(runner, MasterRunner):
+            starts.send_to_workers(environment, runtime)  # before Locust's spawn messages
     except USER_ERRORS as exc:
         log.error("loadkit: error: %s", exc)
         runtime.start_error = str(exc)  # the web UI shows it; the report says why it is invalid
@@ -239,6 +231,7 @@ def on_test_start(environment: Any, **_: Any) -> None:
     if not environment.host and runtime.targets:
         environment.host = runtime.targets[0].spec.url
     if not isinstance(runner, WorkerRunner):
+        starts.bound_by_scenario(environment, runtime)
         _start_reporting(environment, runtime)
 
 
@@ -264,7 +257,7 @@ def _start_reporting(environment: Any, runtime: Runtime) -> None:
     workers = runner.worker_count if isinstance(runner, MasterRunner) else 1
     if runtime.stats is not None:
         runtime.stats.set_manifest_fields(run_manifest(runtime, options, workers))
-        runtime.stats.set_manifest_fields(preflight.manifest_fields(options))
+        runtime.stats.set_manifest_fields(preflight.manifest_fields(runtime, options))
     if runtime.server_metrics is not None:
         runtime.server_metrics.stop()
     runtime.server_metrics = ServerMetrics(
@@ -274,39 +267,23 @@ def _start_reporting(environment: Any, runtime: Runtime) -> None:
 
 
 def _prepare_master(environment: Any, runtime: Runtime) -> None:
-    """Validate on the master too, and hand each worker its shard and the plugin set."""
-    options = environment.parsed_options
-    runtime.configure(options, environment.host, (0, 1))
+    """Validate on the master too (its config goes to the workers); it sends nothing itself."""
+    starts.begin(runtime, environment.parsed_options, environment.host, (0, 1))
     runtime.send_no_schedule()
-    runner = environment.runner
-    workers = sorted(runner.clients.keys(), key=runner.get_worker_index)
-    setattr(options, SHARD_OPTION, {client_id: [i, len(workers)] for i, client_id in enumerate(workers)})
-    setattr(options, FINGERPRINT_OPTION, runtime.fingerprint())
-    # Workers take the master's detections: the same engines and target names everywhere.
-    setattr(options, DETECTED_OPTION, runtime.detections.to_option())
 
 
 def _prepare_worker(environment: Any, runtime: Runtime) -> None:
-    options = environment.parsed_options
-    expected = getattr(options, FINGERPRINT_OPTION, None)
-    mine = runtime.fingerprint()
-    if expected is not None and expected != mine:
-        raise ConfigError(
-            f"this worker's plugins differ from the master's: worker {mine}, master {expected}; "
-            "install the same loadkit plugins (or LOADKIT_LOAD_PLUGINS) on every node"
-        )
-    shards = getattr(options, SHARD_OPTION, None) or {}
+    given = starts.worker_config(runtime)
     runner = environment.runner
-    late = runner.client_id not in shards
-    if late:
+    if given.late:
         # Joined after the run started: the shares are already dealt. In closed loop it takes
         # a share of its own (deterministic, but not disjoint from the others); in open loop
         # it sends nothing, so the asked arrival rate stays exact. The master's report says so.
         runner.send_message(NOTE_MESSAGE, {"warning": f"worker {runner.worker_index} joined after the start: "
                                            "its requests are not a disjoint share of the workload"})  # fmt: skip
-    index, total = shards.get(runner.client_id, [runner.worker_index, runner.worker_index + 1])
-    runtime.configure(options, environment.host, (int(index), int(total)))
-    if late:
+    shard = (runner.worker_index, runner.worker_index + 1) if given.late else given.shard
+    starts.begin(runtime, environment.parsed_options, environment.host, shard, given)
+    if given.late:
         runtime.silence_schedules()
 
 

@@ -11,7 +11,8 @@ reasons, and the warning at the end says which:
 - a user was free and took the slot in time, but woke up late to send it: the load-generating
   process itself could not keep time (the client self-check measures why).
 
-The lag (t_send − t_sched) is measured, and a request later than `max_lag_s` is dropped and
+The lag (t_send − t_sched, with t_send the raw log's: taken at the write, after the prompt is
+built) is measured, and a request later than `max_lag_s` when about to be sent is dropped and
 counted.
 """
 
@@ -84,15 +85,26 @@ class Dispatcher:
         return slot
 
     def admit(self, t_sched_ns: int, now_ns: int) -> bool:
-        """At send time: False (and counted dropped) when the request is too late to be honest."""
-        late = now_ns - t_sched_ns
-        if self.max_lag_ns is not None and late > self.max_lag_ns:
+        """``allow`` then ``sent``, for a request sent at ``now_ns``."""
+        if not self.allow(t_sched_ns, now_ns):
+            return False
+        self.sent(t_sched_ns, now_ns)
+        return True
+
+    def allow(self, t_sched_ns: int, now_ns: int) -> bool:
+        """Just before send, prompt built: False (and counted dropped) when too late to be honest."""
+        if self.max_lag_ns is not None and now_ns - t_sched_ns > self.max_lag_ns:
             self.dropped += 1
             return False
+        return True
+
+    def sent(self, t_sched_ns: int, t_send_ns: int) -> None:
+        """A request of this schedule went out: its lag is t_send − t_sched, the raw log's
+        definition (t_send taken at the write, after the prompt was built; docs/metrics.md)."""
+        late = t_send_ns - t_sched_ns
         if late > self.late_ns:
             self.late += 1
         self.lag.record(max(0, late))
-        return True
 
     def give_back(self) -> None:
         """A user stopped while waiting for a slot that was not yet due: it was never scheduled."""

@@ -21,8 +21,8 @@ figures are for the model it serves. Refused, the run stops with the list of ser
 A target that does not accept connections stops the run (unless --skip-reachability-check);
 anything else (5xx, a timeout, a broken stream) is reported in one line and the run goes on.
 
-The decision reaches every worker inside the parsed options (``PREFLIGHT_OPTION``), which
-Locust sends them at test start; each node's ``Runtime.configure`` applies it.
+The decision is kept in the run configuration (``RunConfig.preflight``), which the master
+sends every worker at test start; each node's ``Runtime.configure`` applies it.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from loadkit.engines.base import EngineAdapter
-from loadkit.glue.requestshape import PREFLIGHT_OPTION, RequestShape, drop_fields
+from loadkit.glue.requestshape import RequestShape, drop_fields
 from loadkit.records import RequestRecord
 from loadkit.targets import Target
 from loadkit.timer import Timeouts, run_request
@@ -48,7 +48,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("loadkit")
 
-FRESH_OPTION = "loadkit_preflight_fresh"
 MAX_TOKENS = 4
 PROMPT = "Say hello."
 MODELS_PATH = "/v1/models"
@@ -80,29 +79,20 @@ class Verdict:
 # -- entry points (listeners) --------------------------------------------------------------
 
 
-def forget_stale(options: Any) -> None:
-    """At test start, before configure: a decision from an earlier run (web UI) no longer holds,
-    unless the headless early check made it for this very run."""
-    if options is not None and not getattr(options, FRESH_OPTION, False):
-        setattr(options, PREFLIGHT_OPTION, None)
-
-
 def before_headless_start(runtime: Runtime, options: Any) -> None:
     """Headless: pre-flight before Locust starts, so a refusal exits 2 with nothing sent."""
     run(runtime, options)
-    setattr(options, FRESH_OPTION, True)
 
 
 def at_test_start(runtime: Runtime, options: Any) -> None:
-    """Local or master, after configure: run pre-flight unless the early check just did."""
-    if getattr(options, FRESH_OPTION, False):
-        setattr(options, FRESH_OPTION, False)  # configure has applied it; a later run checks again
-        return
-    run(runtime, options)
+    """Local or master, after configure: run pre-flight unless this configuration had it (the
+    headless early check ran it for this very start; a new configuration has none)."""
+    if runtime.config.preflight is None:
+        run(runtime, options)
 
 
 def run(runtime: Runtime, options: Any) -> None:
-    """Check every target; write the decision into the options and apply it here."""
+    """Check every target; keep the decision in the run configuration and apply it here."""
     shape = RequestShape.from_options(options)
     strict = bool(getattr(options, "strict_request", False))
     skip_unreachable = bool(getattr(options, "skip_reachability_check", False))
@@ -116,14 +106,13 @@ def run(runtime: Runtime, options: Any) -> None:
         if verdict.drop:
             drop_fields(target.adapter, verdict.drop)
         targets[target.name] = verdict.to_wire()
-    setattr(options, PREFLIGHT_OPTION, {"v": 1, "targets": targets})
+    runtime.config = runtime.config.with_(preflight=targets)
 
 
-def manifest_fields(options: Any) -> dict[str, Any]:
-    decision = getattr(options, PREFLIGHT_OPTION, None) or {}
+def manifest_fields(runtime: Runtime, options: Any) -> dict[str, Any]:
     shape = RequestShape.from_options(options)
     return {
-        "preflight": decision.get("targets"),
+        "preflight": runtime.config.preflight,
         "request_options": {**shape.manifest(), "strict_request": bool(getattr(options, "strict_request", False))},
     }
 

@@ -4,7 +4,7 @@
 (repeatable; values are secrets, like the API key), ``--exact-output / --no-exact-output``
 (overrides the scenario's ``[prompt] exact_output``), and the body fields pre-flight found a
 target refuses. The options cross the master→worker wire as plain text, and every node parses
-them itself; pre-flight's decision crosses as a plain dict under ``PREFLIGHT_OPTION``.
+them itself; pre-flight's decision crosses in the run configuration (glue/runconfig.py).
 """
 
 from __future__ import annotations
@@ -19,9 +19,6 @@ from loadkit.engines.base import EngineAdapter
 from loadkit.targets import Target
 from loadkit.types import GenerationRequest, HttpRequest
 
-# Pre-flight's decision, written into the parsed options on the master (or local node):
-# {"v": 1, "targets": {name: {"drop": ["ignore_eos", "stream_options.continuous_usage_stats"]}}}.
-PREFLIGHT_OPTION = "loadkit_preflight"
 MASK = "***"
 # RFC 9110 token characters; headers the connection code writes itself cannot be given.
 _HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
@@ -124,12 +121,6 @@ def parse_exact_output(value: Any) -> bool | None:
     if text in ("false", "0", "no", "off"):
         return False
     raise RequestOptionError(f"--exact-output: {value!r}: expected true, false, or empty (the scenario decides)")
-
-
-def dropped_for(options: Any, target: str) -> list[str]:
-    decision = getattr(options, PREFLIGHT_OPTION, None) or {}
-    entry = (decision.get("targets") or {}).get(target) or {}
-    return [str(p) for p in entry.get("drop") or []]
 
 
 class DropFields:

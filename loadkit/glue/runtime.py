@@ -1,7 +1,8 @@
 """Per-process run state: targets, workload sources, stats, request budget.
 
-Built at Locust's `init` (one per process) and configured at every `test_start`, because
-workers only receive the master's options then.
+Built at Locust's `init` (one per process) and configured once per test start (glue/starts.py
+decides when): the scenarios are loaded, the targets detected and built, and the start's
+decisions frozen into ``self.config`` (glue/runconfig.py). The options are only read.
 """
 
 from __future__ import annotations
@@ -14,12 +15,21 @@ from typing import Any
 
 from loadkit.glue.backoff import Backoff, BackoffRules
 from loadkit.glue.breaker import Breaker, BreakerRules, trip
-from loadkit.glue.detection import AUTO_NAME, Detections
+from loadkit.glue.detection import Detections
+from loadkit.glue.ending import ExhaustionWatch, end_run
 from loadkit.glue.errors import ConfigError
-from loadkit.glue.openloop import Dispatcher
-from loadkit.glue.requestshape import RequestOptionError, RequestShape, dropped_for
-from loadkit.glue.shape import stage_at
-from loadkit.glue.shapesteps import SHAPE_STAGE_OPTION, user_shape
+from loadkit.glue.runconfig import RunConfig, resolve_run_time, resolve_slos, snapshot
+from loadkit.glue.schedules import Schedules
+from loadkit.glue.setup import (
+    configure_tls,
+    request_shape,
+    target_specs,
+    validate_failed_share,
+    validate_slos,
+    warn_once,
+)
+from loadkit.glue.shape import MEASURED
+from loadkit.glue.shapesteps import user_shape
 from loadkit.glue.workloads import (
     DEFAULT_SCENARIO,
     WARMUP,
@@ -40,61 +50,29 @@ from loadkit.plugins import plugin_fingerprint
 from loadkit.records import RequestRecord
 from loadkit.runoptions import configure_plugins, run_options
 from loadkit.stagestats import stage_plan
-from loadkit.targets import Target, TargetSpec, build_target, check_unique_names, parse_target
+from loadkit.targets import Target, build_target, check_unique_names
 from loadkit.timer import Timeouts
-from loadkit.tls import INSECURE_WARNING, TlsConfigError, TlsSettings
-from loadkit.tls import use as use_tls
+from loadkit.tls import TlsSettings
 
 log = logging.getLogger("loadkit")
 
-__all__ = ["DEFAULT_SCENARIO", "ConfigError", "Runtime", "load_scenario_file"]
+__all__ = ["DEFAULT_SCENARIO", "ConfigError", "ExhaustionWatch", "Runtime", "end_run", "load_scenario_file",
+           "target_specs", "validate_failed_share", "validate_slos"]
 
 
-def target_specs(options: Any, host: str | None, from_scenario: list[dict[str, Any]] | None = None) -> list[TargetSpec]:
-    """Targets from --target/--targets; else --host; else the scenario's [[targets]]."""
-    given = list(options.target or [])
-    # The web UI form's --targets: one string, targets separated by spaces.
-    given += (getattr(options, "targets", "") or "").split()
-    specs = [parse_target(text, options.engine) for text in given]
-    if not specs and not host and from_scenario:
-        specs = [
-            TargetSpec(t["name"], t["url"], t.get("engine") or "auto", t.get("api"), t.get("model"))
-            for t in from_scenario
-        ]
-    if not specs:
-        if not host:
-            raise ConfigError("no target: give --host URL, --target NAME=URL, or [[targets]] in the scenario")
-        # With --engine auto the target is named after what detection finds (glue/detection.py).
-        name = options.engine if options.engine != "auto" else AUTO_NAME
-        specs = [TargetSpec(name, host, options.engine, options.api or None, options.model or None)]
-    check_unique_names(specs)
-    return specs
-
-
-_insecure_warned: list[bool] = []
-
-
-def configure_tls(options: Any) -> TlsSettings:
-    """The run's TLS options become this process's client context (loadkit/tls.py), before any
-    target is probed or built. --insecure is said loudly: on the console here (once per
-    process), and in the report's manifest and warnings (glue/manifest.py)."""
-    settings = TlsSettings.from_options(options)
-    try:
-        use_tls(settings)
-    except TlsConfigError as exc:
-        raise ConfigError(str(exc)) from None
-    if settings.insecure and not _insecure_warned:
-        _insecure_warned.append(True)
-        log.warning("loadkit: WARNING: %s", INSECURE_WARNING)
-    return settings
-
-
-class Runtime:
+class Runtime(Schedules):
     """Everything one Locust process needs to send loadkit traffic."""
 
     def __init__(self, environment: Any, stats: Any = None) -> None:
         self.environment = environment
         self.stats = stats
+        # The command line's values, before any web UI form changes parsed_options (precedence).
+        self.command_line = snapshot(getattr(environment, "parsed_options", None))
+        self.config = RunConfig()
+        self.configured = 0  # how many times the scenarios were loaded and the targets probed
+        self.prepared_for: str | None = None  # the options the current configuration was made for (starts.py)
+        self.from_master: Any = None  # worker: the master's run configuration message, as received
+        self.run_timer: Any = None  # a scenario's duration_s ending a headless run (starts.py)
         self.targets: list[Target] = []
         self.workloads: dict[str, Workload] = {}
         self.scenario: Any = None  # the main workload's scenario (see workloads.main_workload)
@@ -109,6 +87,7 @@ class Runtime:
         self.server_metrics: Any = None
         self.sessions: Any = None
         self.shape_steps: Any = None  # a locustfile's LoadTestShape, watched (local / master)
+        self.shape_stage: str | None = None  # the shape's current step (glue/shapesteps.py)
         self.plan: list[dict[str, Any]] = []
         self.staged = self.shaped = False
         self.stages_closed = True
@@ -149,7 +128,11 @@ class Runtime:
         classes = getattr(self.environment, "user_classes", None)
         return None if classes is None else list(classes)
 
-    def configure(self, options: Any, host: str | None, shard: tuple[int, int]) -> None:
+    def configure(self, options: Any, host: str | None, shard: tuple[int, int],
+                  given: RunConfig | None = None) -> RunConfig:  # fmt: skip
+        """Load the scenarios, detect and build the targets, and decide this start's RunConfig.
+        ``given``: a worker's configuration from the master (its SLOs, detections, pre-flight)."""
+        self.configured += 1
         self.workloads = load_workloads(self.user_classes(), options.scenario)
         if options.scenario and default_unused(self.user_classes()):
             warn_once(f"loadkit: --scenario {options.scenario} is not used: no ScenarioUser class of this "
@@ -160,9 +143,32 @@ class Runtime:
         shape = request_shape(options, None)
         for workload in self.workloads.values():
             request_shape(options, workload.scenario)
+        self._build_targets(options, host, shape, given)
+        self.configure_failures(options, shard)
+        try:
+            self.timeouts = Timeouts(first_token_s=options.first_token_timeout, total_s=options.request_timeout)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"--first-token-timeout / --request-timeout: {exc}") from None
+        self.config = self._decide(options, shard, shape, given)
+        for target in self.targets:
+            shape.apply(target, self.config.dropped_for(target.name))
+        self.shard = shard
+        self.budget = share_of(options.max_requests, *shard) if options.max_requests else None
+        self._configure_stages()
+        validate_failed_share(options)
+        for workload in self.workloads.values():
+            self._configure_workload(workload, options)
+        self.arm()
+        if self.sessions is not None:
+            self.sessions.plan = self.plan
+            self.sessions.set_slos(self.config.slo_limits())
+            self.sessions.asked = self._lengths_asked()
+        return self.config
+
+    def _build_targets(self, options: Any, host: str | None, shape: Any, given: RunConfig | None) -> None:
         specs = target_specs(options, host, run_targets(self.workloads.values()))
         self.tls = configure_tls(options)
-        self.detections.begin(options)
+        self.detections.begin(given.detections if given is not None else {})
         for spec in specs:
             self.detections.resolve(spec, options.api_key or None, shape.headers)
         check_unique_names(specs)  # again: detection named the --host target
@@ -172,30 +178,32 @@ class Runtime:
         self.targets = [build_target(s, options.api_key or None, options.model or None, plugin_options)
                         for s in specs]
         check_class_targets(self.user_classes(), [t.name for t in self.targets])
-        for target in self.targets:
-            shape.apply(target, dropped_for(options, target.name))
-        self.configure_failures(options, shard)
-        try:
-            self.timeouts = Timeouts(first_token_s=options.first_token_timeout, total_s=options.request_timeout)
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"--first-token-timeout / --request-timeout: {exc}") from None
-        self.shard = shard
-        self.budget = share_of(options.max_requests, *shard) if options.max_requests else None
+
+    def _decide(self, options: Any, shard: tuple[int, int], shape: Any, given: RunConfig | None) -> RunConfig:
+        """This start's RunConfig: a worker takes the master's; else web form > command line >
+        scenario > defaults (glue/runconfig.py)."""
+        if given is not None:
+            return given.with_(shard=shard, extra_body=shape.extra_body, headers=shape.headers)
+        validate_slos(options)
+        slos, slo_source = resolve_slos(options, self.command_line, lambda: self.slos)
+        staged = bool(staged_arrival(self.workloads.values(), None).get("stages")) or user_shape(self.environment) is not None
+        run_time, run_time_source = resolve_run_time(options, self.command_line, self.duration_s, staged)
+        warmup = float(getattr(options, "warmup", 0) or 0)
+        if warmup and run_time_source == "scenario":
+            run_time, run_time_source = None, None  # the warm-up's stage plan bounds the run (see _configure_stages)
+        config = RunConfig(slos=slos, slo_source=slo_source, max_requests=options.max_requests or None,
+                           run_time_s=run_time, run_time_source=run_time_source, warmup_s=warmup, shard=shard,
+                           plugins=self.fingerprint(), detections=self.detections.to_option(),
+                           extra_body=shape.extra_body, headers=shape.headers)  # fmt: skip
+        config.slo_objects()  # a bad SLO is a ConfigError now, not in the stats layer
+        return config
+
+    def arm(self) -> None:
+        """A test start begins: counters and clocks of the run start over (cheap; no probing)."""
         self.sent = 0
         self._assign = {}
-        apply_scenario_slos(options, self)
-        self.warmup_s = float(getattr(options, "warmup", 0) or 0)
-        self._configure_stages()
-        slo_limits = validate_slos(options)
-        validate_failed_share(options)
-        for workload in self.workloads.values():
-            self._configure_workload(workload, options)
         self.t_start_ns = time.perf_counter_ns()
         self.schedule_end_ns = None
-        if self.sessions is not None:
-            self.sessions.plan = self.plan
-            self.sessions.set_slos(slo_limits)
-            self.sessions.asked = self._lengths_asked()
 
     @property
     def slos(self) -> dict[str, float]:
@@ -205,6 +213,10 @@ class Runtime:
     @property
     def duration_s(self) -> float | None:
         return run_duration(self.workloads.values())
+
+    @property
+    def warmup_s(self) -> float:
+        return self.config.warmup_s
 
     def _configure_stages(self) -> None:
         """The run's stages: a locustfile's load shape's steps, else the scenarios' [arrival] stages."""
@@ -216,8 +228,20 @@ class Runtime:
         self.stages_closed = arrival.get("model", "closed") == "closed"
         steps = self.shape_steps
         self.plan = steps.plan if steps is not None and shape is not None else stage_plan(arrival, self.warmup_s)
+        if self.warmup_s > 0 and shape is None and not arrival.get("stages"):
+            self.plan.append(self._measured_stage())
         self.shaped = shape is not None
         self.staged = bool(self.plan) or self.shaped  # a worker's records carry the master's shape step
+
+    def _measured_stage(self) -> dict[str, Any]:
+        """After a warm-up, a scenario without stages runs one measured stage: the rest of -t,
+        else the scenario's duration_s, else until the run is stopped (duration None)."""
+        run_time = self.config.run_time_s
+        if run_time is not None and run_time <= self.warmup_s:
+            raise ConfigError(f"--warmup {self.warmup_s:g} leaves nothing to measure in -t {run_time:g}s: "
+                              "give a run time longer than the warm-up")  # fmt: skip
+        rest = run_time - self.warmup_s if run_time is not None else self.duration_s
+        return {"name": MEASURED, "level": None, "level_kind": "users", "duration_s": rest}
 
     def _configure_workload(self, workload: Workload, options: Any) -> None:
         """Its sources (one per target its classes send to), its budget, its schedules."""
@@ -226,42 +250,10 @@ class Runtime:
         workload.plan_deal(workload.target_names([t.name for t in self.targets]), options, self.warmup_s)
         workload.deal(self.shard)
 
-    def reshare(self, shares: dict[str, list[int] | None]) -> None:
-        """Worker: the master's shares of each open-loop scenario, dealt among the workers that
-        run its users (given before the schedules start; see glue/shares.py)."""
-        for workload in self.workloads.values():
-            if workload.label in shares and workload.dispatchers:
-                share = shares[workload.label]
-                workload.deal((int(share[0]), int(share[1])) if share else None)
-
     def _lengths_asked(self) -> Any:
         if len(self.workloads) == 1:
             return getattr(self.scenario, "lengths_asked", None)
         return {"scenarios": {w.label: getattr(w.scenario, "lengths_asked", None) for w in self.workloads.values()}}
-
-    def _label(self, workload: Workload, target: str) -> str:
-        """A (scenario, target) pair in reports: the target's name, prefixed when a run has several scenarios."""
-        return target if len(self.workloads) == 1 else f"{workload.label}/{target}"
-
-    @property
-    def sources(self) -> dict[str, Any]:
-        """Every workload's request source by (scenario-prefixed) target name."""
-        return {self._label(w, t): s for w in self.workloads.values() for t, s in w.sources.items()}
-
-    @property
-    def dispatchers(self) -> dict[str, Dispatcher]:
-        """Every open-loop schedule of this process, by (scenario-prefixed) target name."""
-        return {self._label(w, t): d for w in self.workloads.values() for t, d in w.dispatchers.items()}
-
-    def send_no_schedule(self) -> None:
-        """The master sends nothing: its workers hold the schedules."""
-        for workload in self.workloads.values():
-            workload.dispatchers = {}
-
-    def silence_schedules(self) -> None:
-        """A worker that joined late: in open loop it sends nothing, so the asked rates stay exact."""
-        for workload in self.workloads.values():
-            workload.dispatchers = {name: Dispatcher(iter(()), None) for name in workload.dispatchers}
 
     def configure_failures(self, options: Any, shard: tuple[int, int]) -> None:
         """The circuit breaker and the closed-loop backoff of this run (see breaker.py, backoff.py)."""
@@ -295,37 +287,6 @@ class Runtime:
                 out[name] = {"error": f"{type(exc).__name__}: {exc}"}
         self.sessions.realised = out
 
-    def stage_now(self) -> str | None:
-        """Closed loop: the stage this moment of the run belongs to: the load shape's current step
-        (set by the master's shape, read from the options every spawn message brings), else by
-        elapsed time over the scenario's stages."""
-        step = getattr(getattr(self.environment, "parsed_options", None), SHAPE_STAGE_OPTION, None)
-        if step:
-            return str(step)
-        if not self.plan:
-            return None
-        return stage_at(self.plan, (time.perf_counter_ns() - self.t_start_ns) / 1e9) or self.plan[-1]["name"]
-
-    def slot_stage(self, stage: str | None) -> str | None:
-        """The stage of an open-loop slot; with a load shape, the shape's step (taken at send) instead."""
-        return None if self.shaped else stage
-
-    @property
-    def open_loop(self) -> bool:
-        return any(w.dispatchers for w in self.workloads.values())
-
-    def start_schedule(self) -> None:
-        """All users exist (spawning complete): the open-loop clock starts now, for every schedule."""
-        now = time.perf_counter_ns()
-        for dispatcher in self.dispatchers.values():
-            dispatcher.start(now)
-
-    def schedule_summary(self) -> dict[str, Any] | None:
-        dispatchers = self.dispatchers
-        if not dispatchers:
-            return None
-        return {name: d.summary() for name, d in dispatchers.items()}
-
     def target_for(self, user_class: type | None = None) -> Target:
         """The target a new user sends to: the one its class names, else round-robin over the
         targets among the users of its class, so each target gets its share of every class."""
@@ -353,34 +314,6 @@ class Runtime:
             return False
         self.sent += 1
         return True
-
-    def count_sent(self, request: Any = None) -> None:
-        """A request about to be written: scheduled and sent (its record follows, any outcome).
-        Warm-up requests are outside the measured run and outside its accounting."""
-        if request is not None and request.stage == WARMUP:
-            return
-        if self.stats is not None:
-            self.stats.add_scheduled(1)
-
-    def count_dropped(self, stage: str | None = None) -> None:
-        """An open-loop request dropped as too late: scheduled, never sent."""
-        if self.stats is not None and stage != WARMUP:
-            self.stats.add_scheduled(1)
-            self.stats.add_dropped(1)
-
-    def stopping(self) -> None:
-        """The run is ending (Locust's test_stopping): slots due after now were never part of it."""
-        if self.schedule_end_ns is None:
-            self.schedule_end_ns = time.perf_counter_ns()
-
-    def close_schedule(self) -> None:
-        """At test stop: overdue slots no user took are dropped; the summary goes to the report."""
-        now = self.schedule_end_ns or time.perf_counter_ns()
-        for dispatcher in self.dispatchers.values():
-            n = dispatcher.drop_overdue(now)
-            if n and self.stats is not None:
-                self.stats.add_scheduled(n)
-                self.stats.add_dropped(n)
 
     def record(self, rec: RequestRecord) -> None:
         from loadkit.plugins import get_plugin_manager
@@ -439,116 +372,3 @@ class Runtime:
         return plugin_fingerprint()
 
 
-_WARNED: set[str] = set()
-
-
-def warn_once(message: str) -> None:
-    """Log a warning once per process (configure runs several times at start)."""
-    if message not in _WARNED:
-        _WARNED.add(message)
-        log.warning(message)
-
-
-SCENARIO_SLOS = "loadkit_slos_from_scenario"
-
-
-def apply_scenario_slos(options: Any, scenario: Any) -> None:
-    """The scenario's SLOs count when no --slo was given (the command line wins). Written into
-    the options, so the stats layer and, through the master, every worker see them; marked, so
-    that a later run from the web UI with another scenario does not inherit them."""
-    if getattr(options, SCENARIO_SLOS, False):
-        options.slo = None
-        setattr(options, SCENARIO_SLOS, False)
-    if getattr(options, "slo", None):
-        return
-    slos = getattr(scenario, "slos", None) or {}
-    if slos:
-        options.slo = [f"{key}={float(limit):g}" for key, limit in slos.items()]
-        setattr(options, SCENARIO_SLOS, True)
-
-
-def request_shape(options: Any, scenario: Any) -> RequestShape:
-    """--extra-body / --header / --exact-output, parsed; --exact-output overrides the scenario's
-    [prompt] exact_output (the scenario is loaded afresh for every run)."""
-    try:
-        shape = RequestShape.from_options(options)
-    except RequestOptionError as exc:
-        raise ConfigError(str(exc)) from None
-    prompt = getattr(scenario, "prompt", None)
-    if shape.exact_output is not None and prompt is not None:
-        prompt.exact_output = shape.exact_output
-    return shape
-
-
-def validate_slos(options: Any) -> dict[str, float]:
-    """SLOs typed into the web UI's form skip argparse: check them here, one clear error.
-    Returns {metric: limit ms} (the last value given for a key wins, as in the stats layer)."""
-    import argparse
-
-    from loadkit.stats.options import parse_slo_item
-
-    given = getattr(options, "slo", None) or []
-    if isinstance(given, str):
-        given = [given]
-        options.slo = given
-    limits: dict[str, float] = {}
-    for item in given:
-        try:
-            limits.update((slo.key, slo.limit_ms) for slo in parse_slo_item(str(item)))
-        except argparse.ArgumentTypeError as exc:
-            raise ConfigError(str(exc)) from None
-    return limits
-
-
-def validate_failed_share(options: Any) -> None:
-    """--max-failed-share typed into the web UI's form skips argparse: one clear error."""
-    from loadkit.stats.options import failed_share_limit
-
-    try:
-        failed_share_limit(options)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-
-
-class ExhaustionWatch:
-    """When the workload or --max-requests is used up, end the run once in-flight work is done.
-
-    Local: quit (headless) or stop (web UI). Worker: tell the master, which ends the run when
-    every worker has said so.
-    """
-
-    DONE_MESSAGE = "loadkit_worker_done"
-
-    def __init__(self, environment: Any) -> None:
-        self.environment = environment
-        self.greenlet: Any = None
-
-    def trigger(self) -> None:
-        import gevent
-
-        if self.greenlet is None or self.greenlet.dead:
-            self.greenlet = gevent.spawn(self._finish_when_idle)
-
-    def _finish_when_idle(self) -> None:
-        import gevent
-        from locust.runners import WorkerRunner
-
-        runner = self.environment.runner
-        while runner.user_count > 0:
-            gevent.sleep(0.05)
-        if isinstance(runner, WorkerRunner):
-            runner.send_message(self.DONE_MESSAGE, {"worker": runner.worker_index})
-            return
-        end_run(self.environment, "workload finished")
-
-
-def end_run(environment: Any, why: str) -> None:
-    import gevent
-
-    log.info("loadkit: %s; ending the run", why)
-    options = environment.parsed_options
-    runner = environment.runner
-    if options is not None and getattr(options, "headless", False):
-        gevent.spawn(runner.quit)
-    else:
-        gevent.spawn(runner.stop)

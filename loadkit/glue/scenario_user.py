@@ -72,18 +72,37 @@ class ScenarioUser(LLMUser):
                 self.runtime.workload_exhausted()
                 raise StopUser()
             slot = self._wait_for_slot(dispatcher)
-            if slot is None:
-                return
             t_sched, stage = slot[0], self.runtime.slot_stage(slot[1])
         item = self.source.next_item()
         if item is None:
             self.runtime.workload_exhausted()
             raise StopUser()
+        if dispatcher is not None and not self._allowed(dispatcher, slot):
+            return
         if isinstance(item, GenerationRequest):
             item.t_sched_ns, item.stage = t_sched, stage or item.stage
             self._send_counted(item, budgeted=dispatcher is not None)
         else:
             self.run_session(item, t_sched, stage)
+
+    def _allowed(self, dispatcher: Dispatcher, slot: tuple[int, str]) -> bool:
+        """The prompt is built: send, unless it is now later than --max-lag (then dropped)."""
+        if dispatcher.allow(slot[0], time.perf_counter_ns()):
+            return True
+        self._give_back_budgets()
+        self.runtime.count_dropped(slot[1])
+        return False
+
+    def _give_back_budgets(self) -> None:
+        self.runtime.sent -= 1  # the budgets counted a send that did not happen
+        self.workload.give_back()
+
+    def _finished(self, record: RequestRecord) -> None:
+        if record.t_sched_ns is not None:
+            dispatcher = self.workload.dispatchers.get(self.target.name)
+            if dispatcher is not None:
+                dispatcher.sent(record.t_sched_ns, record.t_send_ns)
+        super()._finished(record)
 
     def _take_budgets(self) -> bool:
         """The scenario's max_requests, then --max-requests (open loop: before waiting for a slot)."""
@@ -102,8 +121,9 @@ class ScenarioUser(LLMUser):
             raise StopUser()
         return self.send(request, budgeted=budgeted)
 
-    def _wait_for_slot(self, dispatcher: Dispatcher) -> tuple[int, str] | None:
-        """Sleep until this user's next scheduled send; None if it was dropped as too late."""
+    def _wait_for_slot(self, dispatcher: Dispatcher) -> tuple[int, str]:
+        """Sleep until this user's next scheduled send. A slot due once the run is stopping
+        (-t is over; --stop-timeout only lets in-flight requests finish) is never sent."""
         while not dispatcher.started:
             gevent.sleep(0.01)  # until spawning completes (bounded by the run itself)
         slot = dispatcher.next_slot()
@@ -115,14 +135,12 @@ class ScenarioUser(LLMUser):
             delay = (t_sched - time.perf_counter_ns()) / 1e9
             if delay > 0:
                 gevent.sleep(delay)
+            if self.runtime.schedule_end_ns is not None:
+                raise StopUser()  # the run is over: no new request may start
         except BaseException:
             dispatcher.give_back()  # stopped before the slot was due: never scheduled
+            self._give_back_budgets()
             raise
-        if not dispatcher.admit(t_sched, time.perf_counter_ns()):
-            self.runtime.sent -= 1  # the budgets counted a send that did not happen
-            self.workload.give_back()
-            self.runtime.count_dropped(slot[1])
-            return None
         return slot
 
     def run_session(self, session: Any, t_sched: int | None = None, stage: str | None = None) -> None:

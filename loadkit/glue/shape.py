@@ -8,6 +8,8 @@ from typing import Any
 
 from locust import LoadTestShape
 
+MEASURED = "main"  # the stage after a warm-up when the scenario has none (open loop names it so too)
+
 
 class StageShape(LoadTestShape):
     """tick() → (users, spawn rate) for the stage the run is in; None after the last stage."""
@@ -30,12 +32,13 @@ class StageShape(LoadTestShape):
     def tick(self) -> tuple[int, float] | None:
         elapsed = self.get_run_time()
         # Locust only applies -t after a shape ends; a given -t still bounds the run.
-        limit = getattr(self.runner.environment.parsed_options, "run_time", None) if self.runner else None
+        runtime = getattr(self.runner.environment, "loadkit", None) if self.runner else None
+        limit = runtime.config.run_time_s if runtime is not None else None
         if limit and elapsed >= float(limit):
             return None
         start = 0.0
         for stage in self.plan:
-            start += float(stage["duration_s"])
+            start += _duration(stage)
             if elapsed < start:
                 users = self.users_for(stage)
                 # Reach each level at once: a sweep level is measured at its full load.
@@ -47,7 +50,13 @@ def stage_at(plan: list[dict[str, Any]], elapsed_s: float) -> str | None:
     """The name of the stage running `elapsed_s` into the run (None past the end)."""
     start = 0.0
     for stage in plan:
-        start += float(stage["duration_s"])
+        start += _duration(stage)
         if elapsed_s < start:
             return str(stage["name"])
     return None
+
+
+def _duration(stage: dict[str, Any]) -> float:
+    """A stage's seconds; None (the measured stage of a run without -t): until the run stops."""
+    duration = stage.get("duration_s")
+    return float("inf") if duration is None else float(duration)

@@ -2,10 +2,10 @@
 
 Locust calls the shape's ``tick()`` about once a second on the node that runs it (local or
 master). Every time the tick's value changes, a step begins: ``step1``, ``step2``, ... with
-its user count, spawn rate and (when the shape names them) user classes. The step's name goes
-into the options under ``loadkit_shape_stage``; Locust sends the master's options to every
-worker with each spawn message, so requests are labelled with the step they were sent in on
-every node. The steps, with their measured durations, are the stage table's plan and go into
+its user count, spawn rate and (when the shape names them) user classes. The step's name is
+``ShapeSteps.current`` here, and the master sends it to every worker (``SHAPE_STAGE_MESSAGE``,
+ahead of the spawn messages of the step), so requests are labelled with the step they were
+sent in on every node. The steps, with their measured durations, are the stage table's plan and go into
 the manifest (``manifest.shape``).
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 from loadkit.glue.shape import StageShape
 
-SHAPE_STAGE_OPTION = "loadkit_shape_stage"
+SHAPE_STAGE_MESSAGE = "loadkit_shape_stage"  # master → workers: {"v": 1, "stage": name or None}
 
 
 def user_shape(environment: Any) -> Any:
@@ -31,6 +31,7 @@ class ShapeSteps:
         self.environment = environment
         self.shape = shape
         self.plan: list[dict[str, Any]] = []  # shared with the stage stats: updated in place
+        self.current: str | None = None  # the step the run is in
         self._last: Any = None
         self._running = False  # from the first tick of a run to its finish()
         self._tick, self._reset = shape.tick, shape.reset_time
@@ -74,9 +75,12 @@ class ShapeSteps:
             self.plan[-1]["duration_s"] = round(float(self.shape.get_run_time()) - self.plan[-1]["start_s"], 3)
 
     def _set_stage(self, name: str | None) -> None:
-        options = getattr(self.environment, "parsed_options", None)
-        if options is not None:
-            setattr(options, SHAPE_STAGE_OPTION, name)
+        from locust.runners import MasterRunner
+
+        self.current = name
+        runner = getattr(self.environment, "runner", None)
+        if isinstance(runner, MasterRunner):
+            runner.send_message(SHAPE_STAGE_MESSAGE, {"v": 1, "stage": name})
 
     def manifest(self) -> dict[str, Any]:
         return {"class": type(self.shape).__name__, "steps": [dict(s) for s in self.plan]}
@@ -93,3 +97,13 @@ def watch_shape(environment: Any, shape: Any = None) -> ShapeSteps | None:
         steps = ShapeSteps(environment, shape)
         shape.loadkit_steps = steps
     return steps
+
+
+def install_worker(environment: Any, runtime: Any) -> None:
+    """Worker: the master's current shape step labels this worker's requests."""
+
+    def on_stage(msg: Any, **_: Any) -> None:
+        data = msg.data if isinstance(msg.data, dict) else {}
+        runtime.shape_stage = data.get("stage") if data.get("v") == 1 else None
+
+    environment.runner.register_message(SHAPE_STAGE_MESSAGE, on_stage)

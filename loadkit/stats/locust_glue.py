@@ -53,6 +53,15 @@ def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def run_slos(environment: Any, from_options: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The SLOs of this start: the run configuration's (web form > command line > scenario;
+    loadkit's test_start listener builds it first), else the options' own --slo."""
+    runtime = getattr(environment, "loadkit", None)
+    if not getattr(runtime, "configured", 0):
+        return from_options  # no loadkit runtime here, or it never configured
+    return runtime.config.slo_objects()  # type: ignore[union-attr,no-any-return]
+
+
 def install_stats(environment: Any) -> StatsCollector:
     """Create this node's collector and register every listener it needs. Call from ``init``."""
     return LocustStats(environment).collector
@@ -121,7 +130,7 @@ class LocustStats:
         self.stopped = False
         self.final_written = False
         collector = self.collector
-        collector.slos = self.options.slos
+        collector.slos = run_slos(environment, self.options.slos)
         collector.max_failed_share = self.options.max_failed_share
         collector.reset(propagate=False)  # every node resets on its own test_start
         if self.role == "worker":

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from loadkit.glue.detection import AUTO_NAME, DETECTED_OPTION, Detections
+from loadkit.glue.detection import AUTO_NAME, Detections
 from loadkit.targets import TargetSpec, parse_target
 from tests.engines.stubserver import stub_server
 from tests.engines.test_detect import SERVERS
@@ -46,7 +46,7 @@ def test_a_host_target_with_engine_auto_is_named_after_the_engine_found(caplog):
         detections.resolve(spec, None)
         probed = probes_seen(seen)
         again = host_spec(url)  # a second configuration (headless: start-up, then test start)
-        detections.begin(options())
+        detections.begin({})
         detections.resolve(again, None)
         assert probes_seen(seen) == probed  # not probed twice
     assert (spec.name, spec.engine) == ("vllm", "vllm") and again.name == "vllm"
@@ -72,14 +72,13 @@ def test_explicit_names_are_kept_and_workers_use_the_masters_findings():
     with stub_server(SERVERS["sglang"]) as (url, seen):
         master = Detections()
         spec = parse_target(f"fast={url},engine=auto")
-        master.begin(options())
+        master.begin({})
         master.resolve(spec, None)
         assert (spec.name, spec.engine) == ("fast", "sglang")
         probed = probes_seen(seen)
         worker = Detections()
-        worker_opts = options(target=[f"fast={url},engine=auto"], **{DETECTED_OPTION: master.to_option()})
         mine = parse_target(f"fast={url},engine=auto")
-        worker.begin(worker_opts)
+        worker.begin(master.to_option())  # what RunConfig.detections carries to a worker
         worker.resolve(mine, None)
         assert probes_seen(seen) == probed  # the worker asked nobody
     assert (mine.name, mine.engine) == ("fast", "sglang")

@@ -21,7 +21,7 @@ from loadkit import LLMUser, ScenarioUser
 from loadkit.glue.errors import ConfigError
 from loadkit.glue.listeners import register
 from loadkit.glue.runtime import Runtime
-from loadkit.glue.shapesteps import SHAPE_STAGE_OPTION, ShapeSteps
+from loadkit.glue.shapesteps import ShapeSteps
 from loadkit.workload.shipped import SHIPPED_DIR
 from tests.integration.runs import SCENARIOS
 
@@ -213,7 +213,7 @@ def test_a_shape_s_steps_become_the_stages_and_label_every_request():
     for t in (0.0, 1.0, 9.5, 10.2, 15.0, 20.4, 24.0):
         shape.now = t
         shape.tick()
-        seen.append(getattr(parsed, SHAPE_STAGE_OPTION))
+        seen.append(steps.current)
     assert seen == ["step1", "step1", "step1", "step2", "step2", "step3", "step3"]
     runtime = Runtime(env)
     runtime.shape_steps = steps
@@ -227,7 +227,7 @@ def test_a_shape_s_steps_become_the_stages_and_label_every_request():
         ("step1", 5, 5.0, 0.0, 10.2), ("step2", 10, 5.0, 10.2, 10.2), ("step3", 10, 2.0, 20.4, 5.6)]  # fmt: skip
     assert steps.manifest()["class"] == "Steps"
     shape.reset_time()  # a new run of the shape starts over
-    assert steps.plan == [] and getattr(parsed, SHAPE_STAGE_OPTION) is None
+    assert steps.plan == [] and steps.current is None
 
 
 def test_importing_loadkit_does_not_import_locust():

@@ -1,0 +1,100 @@
+"""Run set-up helpers: the targets the options name, TLS, the request options, and checks of
+values typed into the web UI's form (which skip argparse). Read-only on the options."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from loadkit.glue.detection import AUTO_NAME
+from loadkit.glue.errors import ConfigError
+from loadkit.glue.requestshape import RequestOptionError, RequestShape
+from loadkit.targets import TargetSpec, check_unique_names, parse_target
+from loadkit.tls import INSECURE_WARNING, TlsConfigError, TlsSettings
+from loadkit.tls import use as use_tls
+
+log = logging.getLogger("loadkit")
+
+
+def target_specs(options: Any, host: str | None, from_scenario: list[dict[str, Any]] | None = None) -> list[TargetSpec]:
+    """Targets from --target/--targets; else --host; else the scenario's [[targets]]."""
+    given = list(options.target or [])
+    # The web UI form's --targets: one string, targets separated by spaces.
+    given += (getattr(options, "targets", "") or "").split()
+    specs = [parse_target(text, options.engine) for text in given]
+    if not specs and not host and from_scenario:
+        specs = [
+            TargetSpec(t["name"], t["url"], t.get("engine") or "auto", t.get("api"), t.get("model"))
+            for t in from_scenario
+        ]
+    if not specs:
+        if not host:
+            raise ConfigError("no target: give --host URL, --target NAME=URL, or [[targets]] in the scenario")
+        # With --engine auto the target is named after what detection finds (glue/detection.py).
+        name = options.engine if options.engine != "auto" else AUTO_NAME
+        specs = [TargetSpec(name, host, options.engine, options.api or None, options.model or None)]
+    check_unique_names(specs)
+    return specs
+
+
+_insecure_warned: list[bool] = []
+
+
+def configure_tls(options: Any) -> TlsSettings:
+    """The run's TLS options become this process's client context (loadkit/tls.py), before any
+    target is probed or built. --insecure is said loudly: on the console here (once per
+    process), and in the report's manifest and warnings (glue/manifest.py)."""
+    settings = TlsSettings.from_options(options)
+    try:
+        use_tls(settings)
+    except TlsConfigError as exc:
+        raise ConfigError(str(exc)) from None
+    if settings.insecure and not _insecure_warned:
+        _insecure_warned.append(True)
+        log.warning("loadkit: WARNING: %s", INSECURE_WARNING)
+    return settings
+
+
+
+_WARNED: set[str] = set()
+
+
+def warn_once(message: str) -> None:
+    """Log a warning once per process (a web UI session configures at every start)."""
+    if message not in _WARNED:
+        _WARNED.add(message)
+        log.warning(message)
+
+
+
+def request_shape(options: Any, scenario: Any) -> RequestShape:
+    """--extra-body / --header / --exact-output, parsed; --exact-output overrides the scenario's
+    [prompt] exact_output (the scenario is loaded afresh for every run)."""
+    try:
+        shape = RequestShape.from_options(options)
+    except RequestOptionError as exc:
+        raise ConfigError(str(exc)) from None
+    prompt = getattr(scenario, "prompt", None)
+    if shape.exact_output is not None and prompt is not None:
+        prompt.exact_output = shape.exact_output
+    return shape
+
+
+def validate_slos(options: Any) -> dict[str, float]:
+    """SLOs typed into the web UI's form skip argparse: check them here, one clear error.
+    Returns {metric: limit ms} (the last value given for a key wins, as in the stats layer)."""
+    from loadkit.glue.runconfig import RunConfig, given_slos
+
+    return RunConfig(slos=given_slos(options)).slo_limits()
+
+
+def validate_failed_share(options: Any) -> None:
+    """--max-failed-share typed into the web UI's form skips argparse: one clear error."""
+    from loadkit.stats.options import failed_share_limit
+
+    try:
+        failed_share_limit(options)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+

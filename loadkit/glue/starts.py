@@ -1,0 +1,128 @@
+"""When a process configures: once per test start per process role, and how the master's
+run configuration reaches its workers.
+
+A headless run is first checked at ``init`` (so a bad option exits 2 before Locust starts
+anything) and then started: the configuration made at ``init`` is the one the first test start
+uses, unless the options changed in between. Later starts (the web UI's) configure afresh,
+since a run consumes its workload. ``Runtime.configured`` counts the configurations.
+
+Master → workers: one ``CONFIG_MESSAGE`` per worker at test start (its shard inside), sent
+before Locust's spawn message on the same connection, so a worker has it when its own
+test_start fires. A worker that joins while a run is going gets the same config without a
+shard (``late``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loadkit.glue.errors import ConfigError
+from loadkit.glue.runconfig import CONFIG_MESSAGE, RunConfig, open_loop_spawn_rate
+
+# Options Locust itself fills in between init and the first start (headless defaults); loadkit
+# does not read them at configure, so they do not make a configuration stale.
+LOCUST_FILLED = ("num_users", "spawn_rate")
+
+
+def start_key(options: Any, host: str | None, shard: tuple[int, int], given: RunConfig | None) -> str:
+    values = sorted((k, repr(v)) for k, v in vars(options).items() if k not in LOCUST_FILLED)
+    return repr((values, host, shard, given))
+
+
+def prepare(runtime: Any, options: Any, host: str | None, shard: tuple[int, int],
+            given: RunConfig | None = None) -> RunConfig:  # fmt: skip
+    """The configuration for the coming start: the one already made for these very options
+    (the headless early check's), else a new one."""
+    key = start_key(options, host, shard, given)
+    if runtime.prepared_for != key:
+        runtime.prepared_for = None  # a failed configure leaves nothing to reuse
+        runtime.configure(options, host, shard, given)
+        runtime.prepared_for = key
+    return runtime.config  # type: ignore[no-any-return]
+
+
+def begin(runtime: Any, options: Any, host: str | None, shard: tuple[int, int],
+          given: RunConfig | None = None) -> RunConfig:  # fmt: skip
+    """Test start: prepare, then use the configuration up (the next start makes its own)."""
+    config = prepare(runtime, options, host, shard, given)
+    runtime.prepared_for = None
+    runtime.arm()
+    return config
+
+
+# -- master → workers ----------------------------------------------------------------------
+
+
+def send_to_workers(environment: Any, runtime: Any) -> None:
+    """Master, at test start: each worker its shard, with the rest of the run configuration."""
+    runner = environment.runner
+    workers = sorted(runner.clients.keys(), key=runner.get_worker_index)
+    shards = {client_id: (i, len(workers)) for i, client_id in enumerate(workers)}
+    runtime.config = runtime.config.with_(shards=shards)
+    for client_id, shard in shards.items():
+        runner.send_message(CONFIG_MESSAGE, runtime.config.to_wire(shard), client_id)
+
+
+def install_master(environment: Any, runtime: Any) -> None:
+    """A worker that connects while a run is going gets the run's configuration, as late."""
+    from locust.runners import STATE_RUNNING, STATE_SPAWNING
+
+    def on_worker_connect(client_id: str, **_: Any) -> None:
+        if environment.runner.state in (STATE_RUNNING, STATE_SPAWNING) and runtime.config.shards:
+            environment.runner.send_message(CONFIG_MESSAGE, runtime.config.to_wire(None), client_id)
+
+    environment.events.worker_connect.add_listener(on_worker_connect)
+
+
+def install_worker(environment: Any, runtime: Any) -> None:
+    def on_config(msg: Any, **_: Any) -> None:
+        runtime.from_master = msg.data
+
+    environment.runner.register_message(CONFIG_MESSAGE, on_config)
+
+
+def worker_config(runtime: Any) -> RunConfig:
+    """Worker, at test start: the master's configuration; ConfigError when there is none, when
+    it is of another version, or when this worker's plugins differ from the master's."""
+    if runtime.from_master is None:
+        raise ConfigError("no run configuration came from the master before its spawn message: "
+                          "run the same loadkit on every node")  # fmt: skip
+    config = RunConfig.from_wire(runtime.from_master)
+    mine = runtime.fingerprint()
+    if config.plugins != mine:
+        raise ConfigError(
+            f"this worker's plugins differ from the master's: worker {mine}, master {config.plugins}; "
+            "install the same loadkit plugins (or LOADKIT_LOAD_PLUGINS) on every node"
+        )
+    return config
+
+
+# -- what Locust itself is asked to do ------------------------------------------------------
+
+
+def spawn_open_loop_at_once(environment: Any, runtime: Any) -> None:
+    """Open loop: the runner spawns every sender at once, whatever spawn rate it is given
+    (glue/runconfig.py open_loop_spawn_rate); the options are not touched."""
+    runner = environment.runner
+    start = runner.start
+
+    def start_senders(user_count: int, spawn_rate: float, *args: Any, **kwargs: Any) -> None:
+        rate = open_loop_spawn_rate(spawn_rate, user_count, runtime.sends_open_loop) or spawn_rate
+        start(user_count, rate, *args, **kwargs)
+
+    runner.start = start_senders
+
+
+def bound_by_scenario(environment: Any, runtime: Any) -> None:
+    """A headless run without -t whose scenario gives duration_s (and no stages) ends then."""
+    import gevent
+
+    from loadkit.glue.ending import end_run
+
+    if runtime.run_timer is not None:
+        runtime.run_timer.kill(block=False)
+        runtime.run_timer = None
+    config = runtime.config
+    if config.run_time_source == "scenario" and config.run_time_s and environment.shape_class is None:
+        runtime.run_timer = gevent.spawn_later(config.run_time_s, end_run, environment,
+                                               "the scenario's duration_s is over")  # fmt: skip
