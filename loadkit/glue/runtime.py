@@ -38,7 +38,7 @@ from loadkit.glue.workloads import (
 from loadkit.plugins import plugin_fingerprint
 from loadkit.records import RequestRecord
 from loadkit.runoptions import configure_plugins, run_options
-from loadkit.stagestats import stage_plan
+from loadkit.stats.stagestats import stage_plan
 from loadkit.targets import Target, TargetSpec, build_target, check_unique_names, parse_target
 from loadkit.timer import Timeouts
 from loadkit.tls import INSECURE_WARNING, TlsConfigError, TlsSettings

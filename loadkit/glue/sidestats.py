@@ -11,14 +11,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from loadkit.classstats import ClassStats
-from loadkit.delivered import DeliveredLoad
-from loadkit.lengthstats import LengthStats
 from loadkit.records import RequestRecord
-from loadkit.sessionstats import SessionStats
-from loadkit.stagestats import StageStats
 from loadkit.stats.aggregate import Slo
-from loadkit.tenantstats import TenantStats
+from loadkit.stats.classstats import ClassStats
+from loadkit.stats.delivered import DeliveredLoad
+from loadkit.stats.lengthstats import LengthStats
+from loadkit.stats.sessionstats import SessionStats
+from loadkit.stats.stagestats import StageStats
+from loadkit.stats.tenantstats import TenantStats
 
 log = logging.getLogger("loadkit")
 KEY = "loadkit_side"

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from loadkit.histogram import Histogram
 from loadkit.records import RequestRecord
+from loadkit.stats.histogram import Histogram
 from loadkit.stats.messages import MessageCounts, failure_message
 from loadkit.stats.series import Series
 from loadkit.types import CANCELLED, OK

@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadkit.histogram import Histogram
 from loadkit.records import RequestRecord, e2e_ms, tpot_ms, ttft_from_schedule_ms, ttft_ms
+from loadkit.stats.histogram import Histogram
 from loadkit.types import OK
 
 WIRE_VERSION = 1

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadkit.histogram import Histogram
 from loadkit.records import RequestRecord
+from loadkit.stats.histogram import Histogram
 
 FIELDS = ("input_target", "input_server", "output_asked", "output_server")
 WIRE_VERSION = 1
