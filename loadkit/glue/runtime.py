@@ -389,13 +389,10 @@ class Runtime:
             if reason is not None:
                 trip(self.environment, self, reason)
         rec.worker = self.shard[0] if self.shard[1] > 1 else None
-        if self.sessions is not None and rec.stage is not None and self.staged:
-            self.sessions.add_staged(rec)
         if rec.stage == WARMUP:
-            return  # warm-up is excluded from the run's stats (it shows in the stage table)
-        if self.sessions is not None:
-            self.sessions.add_lengths(rec)
-            self.sessions.add_class(rec)
+            if self.stats is not None:
+                self.stats.add_warmup(rec)  # outside the run's stats; the stage table shows it
+            return
         # Called one implementation at a time so a failure names its plugin.
         for impl in get_plugin_manager().hook.loadkit_request_finished.get_hookimpls():
             try:
@@ -403,9 +400,7 @@ class Runtime:
             except Exception as exc:  # a plugin must not lose the record, but the run is invalid
                 self.plugin_failed(impl.plugin_name, exc)
         if self.stats is not None:
-            self.stats.add(rec)
-        if self.sessions is not None and rec.turn is not None:
-            self.sessions.add_turn(rec)
+            self.stats.add(rec)  # the engine stats and every registered section (stats/builtin.py)
 
     def retry_wait(self, rec: RequestRecord, backoff: Backoff | None = None) -> float:
         """Seconds to wait before this user's next request: Retry-After, when honoured, or the

@@ -10,8 +10,8 @@ from typing import Any
 
 import orjson
 
-from loadkit.stats.aggregate import METRICS
 from loadkit.stats.messages import format_message, top_messages
+from loadkit.stats.metrics import METRICS
 from loadkit.stats.report import QUANTILES
 
 STAT_FIELDS = ("count", "mean", "min", "max") + tuple(name for name, _ in QUANTILES)
