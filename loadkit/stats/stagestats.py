@@ -8,8 +8,8 @@ ship cumulative snapshots and the master sums them.
 Saturation: going up the levels, the first level where throughput grows by less than
 `min_gain` (10%) over the previous level while TTFT p50 grows by more than `min_latency_rise`
 (25%) — the engine stopped doing more work and started queueing it. The goodput level: the
-highest level whose SLO attainment (share of ok requests meeting every SLO) is at least
-`attainment_target` (90%, DistServe's convention).
+highest level whose SLO attainment (good / judged, judged as every view does: stats/metrics.py)
+is at least `attainment_target` (90%, DistServe's convention).
 """
 
 from __future__ import annotations
