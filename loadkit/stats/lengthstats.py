@@ -82,7 +82,10 @@ class LengthStats:
         self.engines: dict[str, EngineLengths] = {}
 
     def add(self, r: RequestRecord) -> None:
-        self.engines.setdefault(r.engine, EngineLengths()).add(r)
+        lengths = self.engines.get(r.engine)
+        if lengths is None:  # not setdefault: it would build five histograms per request
+            lengths = self.engines[r.engine] = EngineLengths()
+        lengths.add(r)
 
     def merge(self, other: LengthStats) -> None:
         for name, e in other.engines.items():
