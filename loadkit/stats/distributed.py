@@ -17,7 +17,7 @@ from typing import Any
 from loadkit.stats.aggregate import GroupStats
 from loadkit.stats.sections import Section, decode_sections, encode_sections
 
-PAYLOAD_VERSION = 1
+PAYLOAD_VERSION = 2  # 2: the report sections (stages, sessions, ...) ride in "sections"
 PAYLOAD_KEY = "loadkit"  # key of our payload inside Locust's report_to_master data dict
 
 
