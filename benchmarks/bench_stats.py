@@ -2,6 +2,8 @@
 
     python benchmarks/bench_stats.py            # full run (~1 min on 2 cores)
     python benchmarks/bench_stats.py --quick    # fewer records, for a smoke check
+    python benchmarks/bench_stats.py --sections # with the built-in sections (stages, classes,
+                                                # lengths, ...) fed as in a run: the whole path
 
 Targets (issue): < 5 µs per request plus < 0.5 µs per token.
 """
@@ -38,18 +40,29 @@ def make_records(n: int, events: int, tokens_per_event: int = 1, seed: int = 1) 
             outcome="ok" if i % 50 else "http_error:503",
             t_send_ns=send, event_t_ns=times, event_tokens=[tokens_per_event] * events,
             t_end_ns=times[-1] + 100_000, n_in=rng.randrange(100, 4000), n_out=events * tokens_per_event,
-            n_out_source="usage", cached_tokens=rng.randrange(0, 100)))  # fmt: skip
+            n_out_source="usage", cached_tokens=rng.randrange(0, 100),
+            stage="s1", user_class="Chat"))  # fmt: skip  (read only by the sections)
     return records
 
 
-def per_record_us(records: list[RequestRecord], repeat: int = 5) -> float:
+def new_collector(sections: bool) -> StatsCollector:
+    collector = StatsCollector(SLOS)
+    if sections:
+        from loadkit.stats.builtin import BuiltinSections
+
+        BuiltinSections(collector).install()
+        collector.reset()
+    return collector
+
+
+def per_record_us(records: list[RequestRecord], repeat: int = 5, sections: bool = False) -> float:
     """Best of ``repeat`` runs, in process CPU time: the machine is shared, wall time is noisy.
 
     Includes the final flush, so batched work is paid for in full.
     """
     best = float("inf")
     for _ in range(repeat):
-        collector = StatsCollector(SLOS)
+        collector = new_collector(sections)
         gc.collect()
         start = time.process_time_ns()
         for record in records:
@@ -79,13 +92,14 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--sections", action="store_true", help="feed the built-in sections too")
     args = parser.parse_args()
     n = 5_000 if args.quick else 50_000
-    one = per_record_us(make_records(n, 1))
-    few = per_record_us(make_records(n, 16))
+    one = per_record_us(make_records(n, 1), sections=args.sections)
+    few = per_record_us(make_records(n, 16), sections=args.sections)
     many_records = make_records(n // 50, 1000)
-    many = per_record_us(many_records)
-    coalesced = per_record_us(make_records(n // 50, 250, tokens_per_event=4))
+    many = per_record_us(many_records, sections=args.sections)
+    coalesced = per_record_us(make_records(n // 50, 250, tokens_per_event=4), sections=args.sections)
     result = {
         "us_per_request_1_event": round(one, 3),
         "us_per_request_16_events": round(few, 3),

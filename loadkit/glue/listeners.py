@@ -17,8 +17,8 @@ from loadkit.glue.scraping import ServerMetrics
 from loadkit.glue.shape import StageShape
 from loadkit.glue.shapesteps import install_worker as install_shape_steps
 from loadkit.glue.shapesteps import watch_shape
-from loadkit.glue.sidestats import SideStats
 from loadkit.plugins import PluginError
+from loadkit.stats.builtin import BuiltinSections
 from loadkit.targets import TargetError
 
 log = logging.getLogger("loadkit")
@@ -45,15 +45,9 @@ def on_init(environment: Any, **_: Any) -> None:
     environment.loadkit = runtime
     # Locust fires `quitting` in reverse order, so this runs before the stats layer's handler.
     environment.events.quitting.add_listener(_stop_before_quitting)
-    runtime.sessions = SideStats(environment)
-    runtime.sessions.install()
-    if runtime.stats is not None and hasattr(runtime.stats, "add_section"):
-        runtime.stats.add_section("sessions", runtime.sessions.sessions_report)
-        runtime.stats.add_section("stages", runtime.sessions.stages_report)
-        runtime.stats.add_section("lengths", runtime.sessions.lengths_report)
-        runtime.stats.add_section("user_classes", runtime.sessions.classes_report)
-        runtime.stats.add_section("delivered", runtime.sessions.delivered_report)
-        runtime.stats.add_section("tenants", runtime.sessions.tenants_report)
+    if runtime.stats is not None:
+        runtime.sessions = BuiltinSections(runtime.stats, environment)
+        runtime.sessions.install()  # every built-in section subscribes here, once
     from loadkit.selfcheck import install as install_selfcheck
 
     # Every node that sends traffic watches its own event-loop lag and CPU (skips the master).

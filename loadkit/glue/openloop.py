@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-from loadkit.histogram import Histogram
+from loadkit.stats.histogram import Histogram
 
 NS = 1_000_000_000
 

@@ -49,7 +49,7 @@ from loadkit.pluginguard import GuardedPluginManager, failure_of
 from loadkit.plugins import plugin_fingerprint
 from loadkit.records import RequestRecord
 from loadkit.runoptions import configure_plugins, run_options
-from loadkit.stagestats import stage_plan
+from loadkit.stats.stagestats import stage_plan
 from loadkit.targets import Target, build_target, check_unique_names
 from loadkit.timer import Timeouts
 from loadkit.tls import TlsSettings
@@ -323,20 +323,15 @@ class Runtime(Schedules):
             if reason is not None:
                 trip(self.environment, self, reason)
         rec.worker = self.shard[0] if self.shard[1] > 1 else None
-        if self.sessions is not None and rec.stage is not None and self.staged:
-            self.sessions.add_staged(rec)
         if rec.stage == WARMUP:
-            return  # warm-up is excluded from the run's stats (it shows in the stage table)
-        if self.sessions is not None:
-            self.sessions.add_lengths(rec)
-            self.sessions.add_class(rec)
+            if self.stats is not None:
+                self.stats.add_warmup(rec)  # outside the run's stats; the stage table shows it
+            return
         pm = get_plugin_manager()
         if "loadkit_request_finished" in pm.implemented:
             self._notify_finished(pm, rec)
         if self.stats is not None:
-            self.stats.add(rec)
-        if self.sessions is not None and rec.turn is not None:
-            self.sessions.add_turn(rec)
+            self.stats.add(rec)  # the engine stats and every registered section (stats/builtin.py)
 
     def retry_wait(self, rec: RequestRecord, backoff: Backoff | None = None) -> float:
         """Seconds to wait before this user's next request: Retry-After, when honoured, or the

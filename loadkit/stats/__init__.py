@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadkit.stats.aggregate import SLO_KEYS, GroupStats, Slo
+from loadkit.stats.aggregate import GroupStats
 from loadkit.stats.collector import StatsCollector
+from loadkit.stats.metrics import SLO_KEYS, Slo, meets
 from loadkit.stats.options import StatsOptions, add_stats_arguments
 from loadkit.stats.output import console_table, write_reports
 from loadkit.stats.report import SCHEMA
@@ -34,5 +35,6 @@ __all__ = [
     "add_stats_arguments",
     "console_table",
     "install_stats",
+    "meets",
     "write_reports",
 ]

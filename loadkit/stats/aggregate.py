@@ -11,25 +11,17 @@ every outcome is counted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from loadkit.histogram import Histogram
 from loadkit.records import RequestRecord
+from loadkit.stats.histogram import Histogram
 from loadkit.stats.messages import MessageCounts, failure_message
+from loadkit.stats.metrics import METRICS, Slo, compile_slos, judge, slo_values_ns
+from loadkit.stats.metrics import div_round as _div_round
 from loadkit.stats.series import Series
 from loadkit.types import CANCELLED, OK
-
-TIME_METRICS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "itl_ms", "itl_chunk_ms", "e2e_ms",
-                "ttft_with_connect_ms", "connect_ms", "tls_ms")
-TOKEN_METRICS = ("n_in", "n_out", "n_cached")
-METRICS = TIME_METRICS + TOKEN_METRICS
-
-# SLO keys a user may give; each judged on the request's own value (itl_ms: its largest gap).
-SLO_KEYS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms", "itl_ms")
-_SLO_SLOT = {key: i for i, key in enumerate(SLO_KEYS)}
 
 # Pending values per list before a numpy flush: bounds memory, amortises numpy's call cost.
 FLUSH_RECORDS = 2048
@@ -50,18 +42,6 @@ _PLAIN = (
     "connect_ms",
     "tls_ms",
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Slo:
-    """One service-level objective: the request's ``key`` metric must be ≤ ``limit_ms``."""
-
-    key: str
-    limit_ms: float
-
-    @property
-    def limit_ns(self) -> int:
-        return round(self.limit_ms * 1_000_000)
 
 
 class GroupStats:
@@ -93,7 +73,7 @@ class GroupStats:
         self.pending: dict[str, list[int]] = {name: [] for name in _PLAIN}
         self.pending_w: tuple[list[int], list[int]] = ([], [])  # per-token ITL of k>1 events
         self.pending_series: tuple[list[int], list[int], list[int]] = ([], [], [])  # start, end, ok tokens/-1
-        self._slos = tuple((_SLO_SLOT[s.key], s.key, s.limit_ns) for s in slos)
+        self._slos = compile_slos(slos)
         self.messages = MessageCounts()  # what the server said, per failed outcome
         self.ends: dict[str, int] = {}  # ok requests by how the stream ended (marker / close)
 
@@ -144,28 +124,22 @@ class GroupStats:
             self.flush()
 
     def _add_latencies(self, r: RequestRecord) -> tuple[int | None, ...]:
-        """Queue an ok request's latencies; return (ttft, ttft_sched, tpot, e2e, max gap) in ns."""
-        pending, events, send = self.pending, r.event_t_ns, r.t_send_ns
-        e2e = ttft = sched = tpot = worst = None
-        if r.t_end_ns is not None:
-            e2e = r.t_end_ns - send
+        """Queue an ok request's latencies; return its SLO values (metrics.slo_values_ns)."""
+        pending, events = self.pending, r.event_t_ns
+        worst = self._add_itl(events, r.event_tokens) if len(events) > 1 else None
+        values = slo_values_ns(r, worst)
+        ttft, sched, tpot, e2e, _ = values
+        if e2e is not None:
             pending["e2e_ms"].append(e2e)
-        n_out = r.n_out
-        if n_out is not None:
-            pending["n_out"].append(n_out)
-        if events:
-            first = events[0]
-            ttft = first - send
+        if r.n_out is not None:
+            pending["n_out"].append(r.n_out)
+        if ttft is not None:
             pending["ttft_ms"].append(ttft)
-            sched = first - (r.t_sched_ns if r.t_sched_ns is not None else send)
-            pending["ttft_sched_ms"].append(sched)
-            pending["ttft_with_connect_ms"].append(first - (r.t_start_ns or send))
-            if n_out is not None and n_out >= 2:
-                tpot = _div_round(events[-1] - first, n_out - 1)
-                pending["tpot_ms"].append(tpot)
-            if len(events) > 1:
-                worst = self._add_itl(events, r.event_tokens)
-        return ttft, sched, tpot, e2e, worst
+            pending["ttft_sched_ms"].append(sched)  # type: ignore[arg-type]
+            pending["ttft_with_connect_ms"].append(events[0] - (r.t_start_ns or r.t_send_ns))
+        if tpot is not None:
+            pending["tpot_ms"].append(tpot)
+        return values
 
     def _add_itl(self, events: list[int], tokens: list[int]) -> int:
         """Queue ITL per chunk and per token (weighted by k_i); return the largest chunk gap."""
@@ -184,20 +158,7 @@ class GroupStats:
 
     def _judge(self, values: tuple[int | None, ...]) -> None:
         self.judged += 1
-        good = True
-        for slot, key, limit in self._slos:
-            counts = self.slo_counts.get(key)
-            if counts is None:
-                counts = self.slo_counts[key] = [0, 0, 0]
-            value = values[slot]
-            if value is None:
-                counts[2] += 1  # not measured (e.g. TPOT of a 1-token answer): cannot violate
-            elif value <= limit:
-                counts[0] += 1
-            else:
-                counts[1] += 1
-                good = False
-        if good:
+        if judge(values, self._slos, self.slo_counts):
             self.good += 1
 
     # -- batching -------------------------------------------------------------------------
@@ -295,11 +256,6 @@ class GroupStats:
         group.messages = MessageCounts.from_wire(data.get("messages"))
         group.ends = dict(data.get("ends") or {})
         return group
-
-
-def _div_round(numerator: int, denominator: int) -> int:
-    """numerator / denominator rounded half up, in integers (no float error at any size)."""
-    return (2 * numerator + denominator) // (2 * denominator)
 
 
 def _add_counts(into: dict[str, int], other: dict[str, int]) -> None:

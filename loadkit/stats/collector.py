@@ -7,6 +7,7 @@ finished request. On the master, worker snapshots arrive through ``accept_snapsh
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import traceback
@@ -14,10 +15,12 @@ from collections.abc import Callable
 from typing import Any
 
 from loadkit.records import RequestRecord
-from loadkit.stats.aggregate import GroupStats, Slo
+from loadkit.stats.aggregate import GroupStats
 from loadkit.stats.distributed import NodeSnapshot, RemoteSnapshots, encode_snapshot
+from loadkit.stats.metrics import Slo, SloLike, as_slos, compile_slos
 from loadkit.stats.rawlog import RawLog
 from loadkit.stats.report import build_report
+from loadkit.stats.sections import Section, merged
 from loadkit.stats.validity import DEFAULT_MAX_FAILED_SHARE
 
 log = logging.getLogger("loadkit.stats")
@@ -32,11 +35,15 @@ class StatsCollector:
     def __init__(self, slos: tuple[Slo, ...] = (), *, raw_log: RawLog | None = None,
                  wall_clock_ns: Callable[[], int] = time.time_ns,
                  mono_clock_ns: Callable[[], int] = time.perf_counter_ns) -> None:  # fmt: skip
-        self.slos = slos
+        self.set_slos(slos)
         self.raw_log = raw_log
         self._wall_clock_ns = wall_clock_ns
         self._mono_clock_ns = mono_clock_ns
-        self.remote = RemoteSnapshots()
+        # Views beside the engine stats (stats/sections.py): registered once, kept across resets.
+        self.section_defs: dict[str, Section] = {}
+        self._feeds: list[Section] = []  # sections fed per measured record
+        self._warmup_feeds: list[Section] = []  # ... and per warm-up record
+        self.remote = RemoteSnapshots(self.section_defs)
         self.manifest: dict[str, Any] = {}
         self.worker_index: int | None = None
         self.seq = 0  # per process, never reset: the master drops anything not newer
@@ -62,6 +69,7 @@ class StatsCollector:
         self.stopped_wall_ns: int | None = None
         # Monotonic → wall offset, taken once: intervals stay monotonic, only labels use it.
         self.wall_offset_ns = self.started_wall_ns - self._mono_clock_ns()
+        self.section_states: dict[str, Any] = {name: s.new() for name, s in self.section_defs.items()}
 
     # -- hot path (local / worker) --------------------------------------------------------
 
@@ -75,8 +83,21 @@ class StatsCollector:
             group.add(record)
             if self.raw_log is not None:
                 self.raw_log.write(record)
+            self._feed(self._feeds, record)
         except Exception as exc:  # the user's greenlet must live on; the report says invalid
             self.fail(f"stats path failed on request {getattr(record, 'request_id', '?')}", exc)
+
+    def add_warmup(self, record: RequestRecord) -> None:
+        """A warm-up request: outside the run's stats, shown only by the sections that ask."""
+        try:
+            self._feed(self._warmup_feeds, record)
+        except Exception as exc:
+            self.fail(f"stats path failed on warm-up request {getattr(record, 'request_id', '?')}", exc)
+
+    def _feed(self, sections: list[Section], record: RequestRecord) -> None:
+        states = self.section_states
+        for section in sections:
+            section.add(states[section.name], record)  # type: ignore[misc]
 
     def add_scheduled(self, n: int = 1) -> None:
         """Open loop: ``n`` requests came due (conservation: scheduled = sent + dropped)."""
@@ -109,6 +130,34 @@ class StatsCollector:
 
     # -- lifecycle ------------------------------------------------------------------------
 
+    def set_slos(self, slos: SloLike | None) -> None:
+        """The one place the run's SLOs enter the stats: engine groups created from now on and
+        every section's new state judge against them (call before ``reset`` at a test start)."""
+        self.slos: tuple[Slo, ...] = as_slos(slos)
+        self.compiled_slos = compile_slos(self.slos)
+
+    @property
+    def slo_limits(self) -> dict[str, float]:
+        return {s.key: s.limit_ms for s in self.slos}
+
+    def register_section(self, section: Section) -> None:
+        """Make ``section`` part of this collector: fed, reset, shipped and merged with the rest."""
+        self.section_defs[section.name] = section
+        self.section_states[section.name] = section.new()
+        for feeds, wanted in ((self._feeds, True), (self._warmup_feeds, section.warmup)):
+            feeds[:] = [s for s in feeds if s.name != section.name]
+            if section.add is not None and wanted:
+                feeds.append(section)
+
+    def section(self, name: str) -> Any:
+        """This node's current state of section ``name`` (e.g. to feed it sessions as they end)."""
+        return self.section_states[name]
+
+    def merged_section(self, name: str) -> Any:
+        """Section ``name`` over this node and every worker's newest snapshot (lost ones too)."""
+        remote = [node.sections.get(name) for node in self.remote.snapshots()]
+        return merged(self.section_defs[name], [self.section_states[name], *remote])
+
     def set_manifest_fields(self, fields: dict[str, Any]) -> None:
         """Merge ``fields`` into the report's manifest (scenario, engines, server info ...)."""
         self.manifest.update(fields)
@@ -133,7 +182,7 @@ class StatsCollector:
         if self.error_count > len(errors):
             errors.append(f"... and {self.error_count - len(errors)} more stats-path errors")
         return NodeSnapshot(self.groups, self.scheduled, self.dropped, errors, list(self.warnings),
-                            list(self.invalid))  # fmt: skip
+                            list(self.invalid), dict(self.section_states))  # fmt: skip
 
     def snapshot_payload(self, final: bool = False) -> dict[str, Any]:
         """The next cumulative snapshot for the master (worker side); bumps the sequence number."""
@@ -156,7 +205,10 @@ class StatsCollector:
     def report(self) -> dict[str, Any]:
         """The merged ``loadkit.report/1`` document for everything seen so far."""
         doc = self._report()
-        for name, provider in self.sections.items():
+        providers: dict[str, Callable[[], Any]] = {
+            n: functools.partial(self._section_report, s) for n, s in self.section_defs.items() if s.report
+        }
+        for name, provider in {**providers, **self.sections}.items():
             try:
                 doc[name] = provider()
             except Exception as exc:  # a broken section must not lose the rest of the report
@@ -164,6 +216,9 @@ class StatsCollector:
                 doc["valid"] = False
                 doc["invalid_reasons"].append(f"report section {name!r} failed: {exc!r}")
         return doc
+
+    def _section_report(self, section: Section) -> Any:
+        return section.report(self.merged_section(section.name))  # type: ignore[misc]
 
     def _outside_reasons(self) -> list[str]:
         reasons: list[str] = []

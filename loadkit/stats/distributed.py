@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loadkit.stats.aggregate import GroupStats
+from loadkit.stats.sections import Section, decode_sections, encode_sections
 
-PAYLOAD_VERSION = 1
+PAYLOAD_VERSION = 2  # 2: the report sections (stages, sessions, ...) ride in "sections"
 PAYLOAD_KEY = "loadkit"  # key of our payload inside Locust's report_to_master data dict
 
 
@@ -35,6 +36,8 @@ class NodeSnapshot:
     warnings: list[str] = field(default_factory=list)
     # Why this node found the run invalid (StatsCollector.mark_invalid: a breaker, a plugin).
     invalid: list[str] = field(default_factory=list)
+    # The registered sections' states (stages, sessions, ...: stats/sections.py), by name.
+    sections: dict[str, Any] = field(default_factory=dict)
 
 
 def encode_snapshot(node: NodeSnapshot, *, seq: int, epoch: int, worker: int | None,
@@ -57,19 +60,21 @@ def encode_snapshot(node: NodeSnapshot, *, seq: int, epoch: int, worker: int | N
         "groups": [
             [engine, label, g.to_wire(series_delta=not final)] for (engine, label), g in node.groups.items()
         ],
+        "sections": encode_sections(node.sections),
     }
 
 
-def decode_snapshot(payload: dict[str, Any]) -> NodeSnapshot:
+def decode_snapshot(payload: dict[str, Any], sections: dict[str, Section] | None = None) -> NodeSnapshot:
     if not isinstance(payload, dict) or payload.get("v") != PAYLOAD_VERSION:
         version = payload.get("v") if isinstance(payload, dict) else type(payload).__name__
         raise PayloadError(f"stats payload version {version!r}, this loadkit speaks {PAYLOAD_VERSION}")
     try:
         groups = {(e, lbl): GroupStats.from_wire(g) for e, lbl, g in payload["groups"]}
+        states = decode_sections(payload.get("sections") or {}, sections or {})
         return NodeSnapshot(groups, payload["scheduled"], payload["dropped"],
                             list(payload["errors"]), list(payload["warnings"]),
-                            list(payload.get("invalid") or []))  # fmt: skip
-    except (KeyError, TypeError, ValueError) as exc:
+                            list(payload.get("invalid") or []), states)  # fmt: skip
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise PayloadError(f"malformed stats payload: {exc!r}") from exc
 
 
@@ -107,9 +112,11 @@ class WorkerState:
 class RemoteSnapshots:
     """The master's view: the newest snapshot of every worker, merged on demand."""
 
-    def __init__(self) -> None:
+    def __init__(self, sections: dict[str, Section] | None = None) -> None:
         self.workers: dict[str, WorkerState] = {}
         self.rejected: list[str] = []
+        # The collector's section registry (shared, so sections registered later count).
+        self.sections: dict[str, Section] = {} if sections is None else sections
 
     def accept(self, client_id: str, payload: dict[str, Any], now: float | None = None) -> str:
         """Take a worker's snapshot; returns "accepted", "stale" or "rejected" (bad payload)."""
@@ -120,7 +127,7 @@ class RemoteSnapshots:
         if epoch < state.min_epoch or (epoch == state.epoch and seq <= state.seq) or epoch < state.epoch:
             return "stale"
         try:
-            snapshot = decode_snapshot(payload)
+            snapshot = decode_snapshot(payload, self.sections)
         except PayloadError as exc:
             self.rejected.append(f"worker {client_id}: {exc}")
             return "rejected"

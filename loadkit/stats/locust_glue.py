@@ -130,7 +130,7 @@ class LocustStats:
         self.stopped = False
         self.final_written = False
         collector = self.collector
-        collector.slos = run_slos(environment, self.options.slos)
+        collector.set_slos(run_slos(environment, self.options.slos))
         collector.max_failed_share = self.options.max_failed_share
         collector.reset(propagate=False)  # every node resets on its own test_start
         if self.role == "worker":

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from loadkit.stats.aggregate import SLO_KEYS, Slo
+from loadkit.stats.metrics import SLO_KEYS, Slo
 from loadkit.stats.validity import DEFAULT_MAX_FAILED_SHARE
 
 DEFAULT_STATS_INTERVAL_S = 5.0

@@ -10,8 +10,8 @@ from typing import Any
 
 import orjson
 
-from loadkit.stats.aggregate import METRICS
 from loadkit.stats.messages import format_message, top_messages
+from loadkit.stats.metrics import METRICS
 from loadkit.stats.report import QUANTILES
 
 STAT_FIELDS = ("count", "mean", "min", "max") + tuple(name for name, _ in QUANTILES)
@@ -92,8 +92,8 @@ def write_reports(report: dict[str, Any], report_dir: str) -> list[str]:
 
 
 def delivered_lines(report: dict[str, Any]) -> list[str]:
-    from loadkit.delivered import console_lines
-    from loadkit.tenantstats import console_lines as tenant_lines
+    from loadkit.stats.delivered import console_lines
+    from loadkit.stats.tenantstats import console_lines as tenant_lines
 
     return console_lines(report) + tenant_lines(report)
 

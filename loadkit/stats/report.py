@@ -5,9 +5,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from loadkit.histogram import Histogram
-from loadkit.stats.aggregate import TIME_METRICS, TOKEN_METRICS, GroupStats, Slo
+from loadkit.stats.aggregate import GroupStats
 from loadkit.stats.distributed import NodeSnapshot
+from loadkit.stats.histogram import Histogram
+from loadkit.stats.metrics import TIME_METRICS, TOKEN_METRICS, Slo
 from loadkit.stats.series import NS_PER_S
 from loadkit.stats.validity import DEFAULT_MAX_FAILED_SHARE, invalid_reasons
 from loadkit.types import CANCELLED, OK

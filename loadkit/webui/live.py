@@ -17,7 +17,7 @@ from typing import Any
 import gevent
 from flask import Blueprint, Response, jsonify, make_response, request, send_file
 
-from loadkit.histogram import Histogram
+from loadkit.stats.histogram import Histogram
 from loadkit.stats.report import merge_nodes
 from loadkit.webui import view
 from loadkit.webui.charts import live_charts

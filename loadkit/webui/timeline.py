@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from loadkit.histogram import Histogram, bucket_value
+from loadkit.stats.histogram import Histogram, bucket_value
 
 CHART_METRICS = ("ttft_ms", "tpot_ms")
 CHART_QUANTILES = (("p50", 0.5), ("p99", 0.99))

@@ -13,9 +13,10 @@ import io
 from typing import Any
 
 from loadkit.stats.messages import format_message, top_messages
+from loadkit.stats.metrics import LIVE_METRICS
 from loadkit.types import CANCELLED, OK
 
-LATENCY_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
+LATENCY_METRICS = LIVE_METRICS  # stats/metrics.py
 PERCENTILES = ("p50", "p90", "p99")
 ALL_LABELS = "*"  # the engine's total row, as in loadkit's stats.csv
 ALL_CLASSES = "*"  # a row over every user class

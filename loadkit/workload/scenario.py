@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from loadkit.stats.metrics import SLO_KEYS
 from loadkit.workload import parts as parts_mod
 from loadkit.workload.errors import (
     Ctx,
@@ -40,7 +41,6 @@ SCHEMA = "loadkit.scenario/1"
 TOP_KEYS = ("schema", "name", "description", "seed", "duration_s", "max_requests", "targets", "slos",
             "arrival", "prompt", "parts", "trace", "sessions", "tenants")
 TARGET_KEYS = ("name", "url", "engine", "api", "model")
-SLO_KEYS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "itl_ms", "e2e_ms")
 ARRIVAL_MODELS = ("closed", "poisson", "gamma", "constant", "trace")
 
 

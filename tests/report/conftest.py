@@ -127,10 +127,10 @@ def full_run(tmp_path: Path) -> Path:
 
 
 def delivered_from_rows(rows_by_engine: dict[str, list[dict[str, Any]]], arrival: dict[str, Any]) -> dict[str, Any]:
-    """The run's delivered section, through the code a live run uses (loadkit.delivered)."""
+    """The run's delivered section, through the code a live run uses (loadkit.stats.delivered)."""
     from types import SimpleNamespace
 
-    from loadkit.delivered import DeliveredLoad
+    from loadkit.stats.delivered import DeliveredLoad
 
     load = DeliveredLoad()
     for rows in rows_by_engine.values():

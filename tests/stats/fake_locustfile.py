@@ -14,6 +14,9 @@ from locust import User, constant, events, task
 
 from loadkit.records import RequestRecord
 from loadkit.stats import add_stats_arguments, install_stats
+from loadkit.stats.builtin import BuiltinSections
+
+STAGE = {"name": "s1", "level": 20, "level_kind": "users", "duration_s": 4.0}
 
 
 @events.init_command_line_parser.add_listener
@@ -24,6 +27,11 @@ def _add_options(parser, **_):
 @events.init.add_listener
 def _install(environment, **_):
     environment.loadkit_stats = install_stats(environment)
+    # The built-in sections too, as loadkit's locustfile installs them: they must survive the
+    # worker→master protocol (final handshake, lost worker) exactly as the engine stats do.
+    sections = BuiltinSections(environment.loadkit_stats, environment)
+    sections.install()
+    sections.plan = [STAGE]
 
 
 class FakeLLM(User):
@@ -35,7 +43,8 @@ class FakeLLM(User):
         runner = self.environment.runner
         worker = getattr(runner, "worker_index", None) if type(runner).__name__ == "WorkerRunner" else None
         record = RequestRecord(request_id=f"{worker}-{random.getrandbits(64):016x}", engine="fake",
-                               adapter="none", label=random.choice(("chat", "rag")), worker=worker)  # fmt: skip
+                               adapter="none", label=random.choice(("chat", "rag")), worker=worker,
+                               user_class=type(self).__name__, stage=STAGE["name"], turn=1)  # fmt: skip
         stats.add_scheduled()
         record.t_send_ns = time.perf_counter_ns()
         try:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from loadkit.histogram import MAX_RELATIVE_ERROR
 from loadkit.records import e2e_ms, itl_chunk_ms, itl_token_ms, tpot_ms, ttft_from_schedule_ms, ttft_ms
 from loadkit.stats import Slo, StatsCollector
 from loadkit.stats.aggregate import FLUSH_RECORDS, GroupStats
+from loadkit.stats.histogram import MAX_RELATIVE_ERROR
 from tests.stats.records import BASE, MS, record
 
 # Wall clock = monotonic + WALL_OFFSET; BASE lands exactly on a second boundary.
@@ -41,7 +41,7 @@ def test_each_metric_matches_loadkit_records():
 
 def _values(group: GroupStats, name: str) -> list[float]:
     """Every value a histogram holds, as bucket midpoints."""
-    from loadkit.histogram import bucket_value
+    from loadkit.stats.histogram import bucket_value
 
     return [bucket_value(i) for i, n in group.hists[name].counts.items() for _ in range(n)]
 

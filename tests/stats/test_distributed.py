@@ -148,7 +148,7 @@ def test_payload_is_versioned_and_numbered(final):
     worker = StatsCollector()
     worker.worker_index = 3
     first, second = worker.snapshot_payload(), worker.snapshot_payload(final=final)
-    assert (first["v"], first["seq"], second["seq"], second["worker"], second["final"]) == (1, 1, 2, 3, final)
+    assert (first["v"], first["seq"], second["seq"], second["worker"], second["final"]) == (2, 1, 2, 3, final)
 
 
 def test_periodic_snapshots_carry_only_changed_series_rows_and_merge_to_the_same_series():

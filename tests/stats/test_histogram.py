@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loadkit.histogram import (
+from loadkit.stats.histogram import (
     MAX_RELATIVE_ERROR,
     Histogram,
     bucket_bounds,

@@ -67,6 +67,22 @@ def _check_report(report_dir: Path, workers: int) -> tuple[dict[str, Any], list[
     return report, rows
 
 
+def _check_sections_agree(report: dict[str, Any]) -> None:
+    """Every section built from the records counts what the engine stats count: the sections
+    ride the same snapshots, so the final handshake and a lost worker treat them alike."""
+    fake = report["engines"]["fake"]
+    cls = report["user_classes"]["FakeLLM"]
+    stage = report["stages"]["fake"]["stages"][0]["stats"]
+    turn = report["sessions"]["fake"]["turns"]["1"]
+    lengths = report["lengths"]["by_target"]["fake"]
+    for view in (cls, stage, turn):
+        assert (view["requests"], view["ok"]) == (fake["requests"], fake["ok"]), (view, fake["outcomes"])
+    assert lengths["input_server"]["count"] == fake["n_in"]["count"]
+    assert (cls["slo"]["good"], cls["slo"]["judged"]) == (fake["slo"]["good"], fake["slo"]["judged"])
+    assert 0 < fake["slo"]["good"] < fake["slo"]["judged"], fake["slo"]  # the SLO bites, both ways
+    assert stage["slo_attainment"] == pytest.approx(fake["slo"]["good"] / fake["slo"]["judged"])
+
+
 def _count(items: Any) -> dict[str, int]:
     out: dict[str, int] = {}
     for item in items:
@@ -87,12 +103,14 @@ def test_local_headless_run(tmp_path):
 
 def test_processes_2_merges_both_workers(tmp_path):
     proc = _popen("--headless", "--processes", "2", "-u", "20", "-r", "20", "-t", "4s",
-                  "--report-dir", str(tmp_path), "--raw-log")  # fmt: skip
+                  "--report-dir", str(tmp_path), "--raw-log", "--slo", "ttft_ms=30")  # fmt: skip
     _, err = proc.communicate(timeout=90)
     assert proc.returncode == 0, err[-3000:]
     report, rows = _check_report(tmp_path, workers=2)
     assert report["valid"] and {r["worker"] for r in rows} == {0, 1}
     assert [w["status"] for w in report["workers"]["nodes"]] == ["final", "final"]
+    assert report["engines"]["fake"]["cancelled"] > 0  # recorded at stop: they arrive with the final snapshots
+    _check_sections_agree(report)
 
 
 def test_separate_master_and_workers(tmp_path):
@@ -116,7 +134,8 @@ def test_separate_master_and_workers(tmp_path):
 def test_killed_worker_is_marked_lost_and_its_data_kept(tmp_path):
     port = str(_free_port())
     master = _popen("--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", port, "--expect-workers", "2",
-                    "--headless", "-u", "20", "-r", "20", "-t", "14s", "--report-dir", str(tmp_path), "--raw-log")  # fmt: skip
+                    "--headless", "-u", "20", "-r", "20", "-t", "14s", "--report-dir", str(tmp_path), "--raw-log",
+                    "--slo", "ttft_ms=30")  # fmt: skip
     workers = [_popen("--worker", "--master-host", "127.0.0.1", "--master-port", port) for _ in range(2)]
     try:
         _wait_for_lines(tmp_path / "requests.worker1.jsonl", 50, timeout=30)
@@ -149,6 +168,7 @@ def test_killed_worker_is_marked_lost_and_its_data_kept(tmp_path):
         fake["requests"],
         context,
     )
+    _check_sections_agree(report)  # the lost worker's last snapshot counts in every section
 
 
 def _wait_for_lines(path: Path, n: int, timeout: float) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from loadkit.histogram import Histogram
+from loadkit.stats.histogram import Histogram
 from loadkit.webui.timeline import Timeline, seconds_series, window_percentiles
 
 MS = 1_000_000

@@ -77,7 +77,7 @@ def test_csv_round_trips_numbers_and_empties():
 
 
 def test_rows_per_user_class_follow_the_engine_rows():
-    from loadkit.classstats import ClassStats
+    from loadkit.stats.classstats import ClassStats
 
     recs = [record(engine="a", label="short" if i % 2 else "long", ttft_ms=10.0 + i) for i in range(8)]
     recs.append(record(engine="b", label="x"))

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from loadkit.tenantstats import TenantStats, console_lines, jain
+from loadkit.stats.tenantstats import TenantStats, console_lines, jain
 from loadkit.workload import ScenarioError, load_scenario
 
 BODY = """

@@ -1,5 +1,5 @@
 from loadkit.records import RequestRecord
-from loadkit.sessionstats import MAX_TURN, SessionStats
+from loadkit.stats.sessionstats import MAX_TURN, SessionStats
 
 
 def rec(engine, turn, ttft_ms, outcome="ok", n_in=1000, expected=None, cached=None):

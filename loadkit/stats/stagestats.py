@@ -8,8 +8,8 @@ ship cumulative snapshots and the master sums them.
 Saturation: going up the levels, the first level where throughput grows by less than
 `min_gain` (10%) over the previous level while TTFT p50 grows by more than `min_latency_rise`
 (25%) — the engine stopped doing more work and started queueing it. The goodput level: the
-highest level whose SLO attainment (share of ok requests meeting every SLO) is at least
-`attainment_target` (90%, DistServe's convention).
+highest level whose SLO attainment (good / judged, judged as every view does: stats/metrics.py)
+is at least `attainment_target` (90%, DistServe's convention).
 """
 
 from __future__ import annotations
@@ -17,12 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadkit.histogram import Histogram
 from loadkit.records import RequestRecord, e2e_ms, tpot_ms, ttft_from_schedule_ms, ttft_ms
+from loadkit.stats.histogram import Histogram
+from loadkit.stats.metrics import STAGE_METRICS, Compiled, SloLike, compile_slos, meets
 from loadkit.types import OK
 
 WIRE_VERSION = 1
-METRICS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms")
+METRICS = STAGE_METRICS  # stats/metrics.py
 COUNTERS = ("requests", "ok", "output_tokens", "judged", "good")
 
 
@@ -35,11 +36,6 @@ def _metric_values(r: RequestRecord) -> dict[str, float | None]:
     }
 
 
-def _meets(value: float | None, limit: float) -> bool:
-    """An SLO is met only by a measured value within the limit (not measured = not met)."""
-    return value is not None and value <= limit
-
-
 @dataclass
 class StageCell:
     hists: dict[str, Histogram] = field(default_factory=lambda: {m: Histogram() for m in METRICS})
@@ -49,22 +45,20 @@ class StageCell:
     judged: int = 0
     good: int = 0
 
-    def add(self, r: RequestRecord, slos: dict[str, float]) -> None:
+    def add(self, r: RequestRecord, slos: SloLike | Compiled | None) -> None:
+        """Count ``r``; with SLOs, judge it as every view does (metrics.meets)."""
         self.requests += 1
+        if slos:
+            verdict = meets(r, slos)
+            self.judged += verdict is not None
+            self.good += verdict is True
         if r.outcome != OK:
-            if slos:
-                self.judged += 1  # a failed request never meets its SLOs
             return
         self.ok += 1
         self.output_tokens += r.n_out or 0
-        values = _metric_values(r)
-        for name, value in values.items():
+        for name, value in _metric_values(r).items():
             if value is not None:
                 self.hists[name].record(round(value * 1000))  # µs: sub-ms resolution
-        if slos:
-            self.judged += 1
-            if all(_meets(values.get(k), limit) for k, limit in slos.items() if k in values):
-                self.good += 1
 
     def merge(self, other: StageCell) -> None:
         for name in METRICS:
@@ -103,12 +97,16 @@ class StageCell:
 class StageStats:
     def __init__(self, slos: dict[str, float] | None = None) -> None:
         self.slos = dict(slos or {})
+        self._compiled = compile_slos(self.slos)
         self.cells: dict[tuple[str, str], StageCell] = {}
 
     def add(self, r: RequestRecord) -> None:
         if r.stage is None:
             return
-        self.cells.setdefault((r.engine, r.stage), StageCell()).add(r, self.slos)
+        cell = self.cells.get((r.engine, r.stage))
+        if cell is None:  # not setdefault: a cell built per request is four histograms thrown away
+            cell = self.cells[(r.engine, r.stage)] = StageCell()
+        cell.add(r, self._compiled)
 
     def merge(self, other: StageStats) -> None:
         for key, cell in other.cells.items():

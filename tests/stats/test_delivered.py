@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import scipy.stats as st
 
-from loadkit.delivered import DeliveredLoad, concurrency
-from loadkit.goodness import gamma_cdf, ks_one_sample, ks_two_sample, regularized_gamma_p
 from loadkit.report.delivered import delivered_section
+from loadkit.stats.delivered import DeliveredLoad, concurrency
+from loadkit.stats.goodness import gamma_cdf, ks_one_sample, ks_two_sample, regularized_gamma_p
 from loadkit.stats.output import delivered_lines
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from loadkit.classstats import ClassStats
 from loadkit.stats import Slo, StatsCollector
+from loadkit.stats.classstats import ClassStats
 from tests.webui.records import record
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadkit.histogram import Histogram
 from loadkit.records import RequestRecord
+from loadkit.stats.histogram import Histogram
 from loadkit.types import OK
 
 MAX_TURN = 32  # turns past this share one bucket: memory stays bounded

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadkit.histogram import Histogram
 from loadkit.records import RequestRecord
+from loadkit.stats.histogram import Histogram
 
 FIELDS = ("input_target", "input_server", "output_asked", "output_server")
 WIRE_VERSION = 1
@@ -82,7 +82,10 @@ class LengthStats:
         self.engines: dict[str, EngineLengths] = {}
 
     def add(self, r: RequestRecord) -> None:
-        self.engines.setdefault(r.engine, EngineLengths()).add(r)
+        lengths = self.engines.get(r.engine)
+        if lengths is None:  # not setdefault: it would build five histograms per request
+            lengths = self.engines[r.engine] = EngineLengths()
+        lengths.add(r)
 
     def merge(self, other: LengthStats) -> None:
         for name, e in other.engines.items():

@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from loadkit.records import RequestRecord
-from loadkit.stagestats import StageCell
+from loadkit.stats.stagestats import StageCell
 
 NS = 1_000_000_000
 

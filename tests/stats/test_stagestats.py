@@ -1,5 +1,5 @@
 from loadkit.records import RequestRecord
-from loadkit.stagestats import StageStats, analyse, stage_plan
+from loadkit.stats.stagestats import StageStats, analyse, stage_plan
 
 
 def rec(stage, ttft_ms, n_out=10, outcome="ok", engine="e"):

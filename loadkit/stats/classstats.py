@@ -4,9 +4,9 @@ The request stats stay keyed by (engine, label); this is a second dimension over
 records: per user class, per engine, per label, the same figures as the engine sections
 (requests, outcomes, TTFT, TTFT from schedule, TPOT, E2E, tokens, rates, SLO attainment), from
 the same formulas (``GroupStats``), merged exactly across workers. Two things are left out so
-that the cost stays per request, not per token event: ITL (``itl_ms`` shows as not measured,
-and an ``itl_ms`` SLO is not judged here; it is in the engine sections) and the per-second
-series (the window, first send to last end, is kept for the rates, which use the engine's
+that the cost stays per request, not per token event: the ITL histograms (``itl_ms`` shows as
+not measured; an ``itl_ms`` SLO is still judged on the largest gap, as in every view) and the
+per-second series (the window, first send to last end, is kept for the rates, which use the engine's
 window as label rates do).
 """
 
@@ -16,7 +16,8 @@ import time
 from typing import Any
 
 from loadkit.records import RequestRecord
-from loadkit.stats.aggregate import GroupStats, Slo
+from loadkit.stats.aggregate import GroupStats
+from loadkit.stats.metrics import Slo, max_gap_ns
 from loadkit.stats.report import group_section, window_s
 
 WIRE_VERSION = 1
@@ -27,8 +28,10 @@ class ClassGroup(GroupStats):
 
     __slots__ = ()
 
-    def _add_itl(self, events: list[int], tokens: list[int]) -> None:  # type: ignore[override]
-        return None  # not measured here: ITL is work per token event
+    def _add_itl(self, events: list[int], tokens: list[int]) -> int:
+        # No ITL histograms here (work per token event); the largest gap, one C-level pass,
+        # is still needed to judge an itl_ms SLO as every view does (metrics.py).
+        return max_gap_ns(events)
 
     def _flush_series(self) -> None:
         starts, ends, _ = self.pending_series

@@ -1,0 +1,126 @@
+"""The built-in sections (stages, sessions, lengths, user classes, delivered load, tenants) and
+the one place they subscribe to the records: ``BuiltinSections.install``.
+
+Each is a section of the node's StatsCollector (stats/sections.py), so it travels to the master
+in the main snapshot protocol (cumulative, versioned, epochs, final handshake, lost workers
+counted) and resets with the rest. What the reports need beyond the records (the stage plan,
+the asked lengths, the scenario's arrival and tenants, the workload sources' summaries) is the
+run's context, set here by the runtime.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loadkit.records import RequestRecord
+from loadkit.stats.classstats import ClassStats
+from loadkit.stats.collector import StatsCollector
+from loadkit.stats.delivered import DeliveredLoad
+from loadkit.stats.lengthstats import LengthStats
+from loadkit.stats.sections import Section
+from loadkit.stats.sessionstats import SessionStats
+from loadkit.stats.stagestats import StageStats
+from loadkit.stats.tenantstats import TenantStats
+
+
+class NodeNotes:
+    """Per-node summaries kept side by side (the workload sources' own ``realised()``)."""
+
+    def __init__(self, notes: list[dict[str, Any]] | None = None) -> None:
+        self.notes = [n for n in notes or [] if n]
+
+    def merge(self, other: NodeNotes) -> None:
+        self.notes += other.notes
+
+    def to_wire(self) -> list[dict[str, Any]]:
+        return list(self.notes)
+
+    @classmethod
+    def from_wire(cls, data: list[dict[str, Any]]) -> NodeNotes:
+        return cls([dict(n) for n in data])
+
+
+class BuiltinSections:
+    """Registers the built-in sections on ``collector`` and holds the context their reports use."""
+
+    def __init__(self, collector: StatsCollector, environment: Any = None) -> None:
+        self.collector = collector
+        self.environment = environment
+        self.plan: list[dict[str, Any]] = []
+        self.asked: dict[str, Any] | None = None  # the scenario's length spec, as written
+
+    def install(self) -> None:
+        """The one registration point: order here is the report's section order."""
+        c = self.collector
+        for section in (
+            Section("sessions", SessionStats, SessionStats.from_wire, _add_turn, report=SessionStats.report),
+            Section("stages", lambda: StageStats(c.slo_limits), StageStats.from_wire, self._add_staged,
+                    warmup=True, report=lambda s: s.report(self.plan)),
+            Section("lengths", LengthStats, LengthStats.from_wire, LengthStats.add, report=self._lengths_report),
+            Section("realised", NodeNotes, NodeNotes.from_wire),
+            Section("user_classes", lambda: ClassStats(c.slos), ClassStats.from_wire, ClassStats.add,
+                    report=ClassStats.report),
+            Section("delivered", DeliveredLoad, DeliveredLoad.from_wire, DeliveredLoad.add,
+                    report=self._delivered_report),
+            Section("tenants", TenantStats, TenantStats.from_wire, lambda s, r: s.add(r, c.compiled_slos),
+                    report=self._tenants_report),
+        ):  # fmt: skip
+            c.register_section(section)
+
+    # -- what the runtime tells the sections ----------------------------------------------
+
+    def set_slos(self, slos: dict[str, float]) -> None:
+        """The run's SLOs; they reach every section through the collector (its one entry point)."""
+        self.collector.set_slos(slos)
+
+    @property
+    def realised(self) -> dict[str, Any]:
+        notes = self.collector.section("realised").notes
+        return notes[0] if notes else {}
+
+    @realised.setter
+    def realised(self, summaries: dict[str, Any]) -> None:
+        """This node's workload sources' own summaries (set at test stop, before the final snapshot)."""
+        self.collector.section_states["realised"] = NodeNotes([summaries])
+
+    def add_session(self, engine: str, session: Any) -> None:
+        """A session (scenario or Conversation) ended on this node."""
+        self.collector.section("sessions").add_session(
+            engine, session.status, session.turns_sent, session.broken_reason, getattr(session, "end_reason", None)
+        )
+
+    # -- feeds ----------------------------------------------------------------------------
+
+    def _add_staged(self, stages: StageStats, record: RequestRecord) -> None:
+        runtime = getattr(self.environment, "loadkit", None)
+        if runtime is None or getattr(runtime, "staged", False):
+            stages.add(record)
+
+    # -- reports (over the state merged from every node) ----------------------------------
+
+    def _lengths_report(self, lengths: LengthStats) -> dict[str, Any]:
+        realised = self.collector.merged_section("realised").notes
+        return {"asked": self.asked, "by_target": lengths.report(), "workload_sources": realised}
+
+    def _delivered_report(self, delivered: DeliveredLoad) -> dict[str, Any]:
+        """Asked vs realised arrivals per target and stage (delivered.py), all nodes merged."""
+        runtime = getattr(self.environment, "loadkit", None)
+        arrival = getattr(getattr(runtime, "scenario", None), "arrival", None)
+        offsets = None
+        if arrival and arrival.get("model") == "trace" and runtime is not None and runtime.sources:
+            offsets = next(iter(runtime.sources.values())).trace_arrival_times_s()
+        by_target = self.collector.merged_section("lengths").report()
+        return delivered.report(arrival, offsets, by_target)
+
+    def _tenants_report(self, tenants: TenantStats) -> dict[str, Any] | None:
+        """Per-tenant goodput, SLO attainment and fairness (tenantstats.py); None without tenants."""
+        runtime = getattr(self.environment, "loadkit", None)
+        declared = getattr(getattr(runtime, "scenario", None), "tenants", None) or []
+        if not declared:
+            return None
+        return tenants.report({t.name: t.priority for t in declared})
+
+
+def _add_turn(sessions: SessionStats, record: RequestRecord) -> None:
+    if record.turn is not None:
+        sessions.add_turn(record)

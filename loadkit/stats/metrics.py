@@ -1,0 +1,136 @@
+"""The one place that says which metrics loadkit measures and how an SLO is judged.
+
+Every view of the records (engine and label sections in aggregate.py, stages, tenants, user
+classes, sessions, length buckets) imports its metric names from here and judges a request
+with ``meets`` / ``judge``, so the figures cannot disagree. The rule (docs/metrics.md,
+"How an SLO is judged"):
+
+- a ``cancelled`` request (the run ended while it streamed) is not judged: neither good nor bad;
+- any other outcome that is not ``ok`` is judged and is not good;
+- an ``ok`` request is good unless one of its measured SLO values exceeds its limit; a value
+  that cannot be measured (TPOT of a 1-token reply, ITL of a one-event stream) cannot violate
+  (the DistServe goodput convention; "not measured" is None, never 0);
+- ``itl_ms`` is judged on the request's largest gap between two consecutive stream events.
+
+Adding a metric: one line in ``TIME_METRICS`` (or ``TOKEN_METRICS``) gives it a histogram in
+every engine/label/class section and a row in the CSV; one line in ``SLO_KEYS`` plus its value
+in ``slo_values_ns`` makes it an SLO key for ``--slo``, the scenario's ``[slo]`` and every view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from operator import sub
+
+from loadkit.records import RequestRecord
+from loadkit.types import CANCELLED, OK
+
+# Histograms per (engine, label) and user class, in report order; values in ns, shown in ms.
+TIME_METRICS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "itl_ms", "itl_chunk_ms", "e2e_ms",
+                "ttft_with_connect_ms", "connect_ms", "tls_ms")  # fmt: skip
+TOKEN_METRICS = ("n_in", "n_out", "n_cached")
+METRICS = TIME_METRICS + TOKEN_METRICS
+
+# SLO keys a user may give, in the order of ``slo_values_ns``'s tuple.
+SLO_KEYS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms", "itl_ms")
+SLO_SLOT = {key: i for i, key in enumerate(SLO_KEYS)}
+
+# Per-stage (and per-tenant) latency histograms: the per-request metrics, no per-event ITL.
+STAGE_METRICS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms")
+
+# The web UI's live latency table.
+LIVE_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
+
+# Per-key verdict slots: [met, violated, not_measured] (report "attainment" counts).
+MET, VIOLATED, NOT_MEASURED = 0, 1, 2
+
+
+@dataclass(frozen=True, slots=True)
+class Slo:
+    """One service-level objective: the request's ``key`` metric must be ≤ ``limit_ms``."""
+
+    key: str
+    limit_ms: float
+
+    @property
+    def limit_ns(self) -> int:
+        return round(self.limit_ms * 1_000_000)
+
+
+SloLike = Mapping[str, float] | Iterable[Slo]
+Compiled = tuple[tuple[int, str, int], ...]  # (slot in slo_values_ns, key, limit in ns)
+
+
+def as_slos(slos: SloLike | None) -> tuple[Slo, ...]:
+    """SLOs as given anywhere (``{"tpot_ms": 50}`` or Slo objects) as a tuple of Slo."""
+    if not slos:
+        return ()
+    if isinstance(slos, Mapping):
+        return tuple(Slo(str(k), float(v)) for k, v in slos.items())
+    return tuple(slos)
+
+
+def compile_slos(slos: SloLike | None) -> Compiled:
+    """Once per collector, not per request: the SLOs as (slot, key, limit_ns) triples."""
+    return tuple((SLO_SLOT[s.key], s.key, s.limit_ns) for s in as_slos(slos))
+
+
+def div_round(numerator: int, denominator: int) -> int:
+    """numerator / denominator rounded half up, in integers (no float error at any size)."""
+    return (2 * numerator + denominator) // (2 * denominator)
+
+
+def slo_values_ns(r: RequestRecord, worst_gap_ns: int | None = None) -> tuple[int | None, ...]:
+    """An ok request's SLO values in ns, in ``SLO_KEYS`` order; None where not measured.
+
+    ``worst_gap_ns``: the largest inter-event gap when the caller already has the gaps (the
+    engine stats do), so no view walks the events twice."""
+    events, send = r.event_t_ns, r.t_send_ns
+    e2e = r.t_end_ns - send if r.t_end_ns is not None else None
+    if not events:
+        return None, None, None, e2e, None
+    first = events[0]
+    sched = first - (r.t_sched_ns if r.t_sched_ns is not None else send)
+    n_out = r.n_out
+    tpot = div_round(events[-1] - first, n_out - 1) if n_out is not None and n_out >= 2 else None
+    if len(events) > 1 and worst_gap_ns is None:
+        worst_gap_ns = max_gap_ns(events)
+    return first - send, sched, tpot, e2e, worst_gap_ns if len(events) > 1 else None
+
+
+def max_gap_ns(events: list[int]) -> int:
+    """The largest gap between consecutive stream events (≥ 2 events); a C-level loop."""
+    return max(map(sub, events[1:], events))
+
+
+def judge(values: tuple[int | None, ...], slos: Compiled, counts: dict[str, list[int]] | None = None) -> bool:
+    """Whether an ok request with these ``slo_values_ns`` is good; tallies each key's verdict
+    into ``counts`` ([met, violated, not_measured]) when given. Not measured cannot violate."""
+    good = True
+    for slot, key, limit in slos:
+        value = values[slot]
+        verdict = NOT_MEASURED if value is None else MET if value <= limit else VIOLATED
+        if counts is not None:
+            tally = counts.get(key)
+            if tally is None:
+                tally = counts[key] = [0, 0, 0]
+            tally[verdict] += 1
+        if verdict == VIOLATED:
+            good = False
+    return good
+
+
+def meets(r: RequestRecord, slos: SloLike | Compiled | None) -> bool | None:
+    """The verdict on one request: True good, False judged and not good, None not judged
+    (``cancelled``). ``slos`` as a dict, Slo objects or ``compile_slos``'s result."""
+    if r.outcome == CANCELLED:
+        return None
+    if r.outcome != OK:
+        return False
+    compiled = slos if _is_compiled(slos) else compile_slos(slos)  # type: ignore[arg-type]
+    return judge(slo_values_ns(r), compiled)  # type: ignore[arg-type]
+
+
+def _is_compiled(slos: object) -> bool:
+    return isinstance(slos, tuple) and all(isinstance(s, tuple) for s in slos)

@@ -1,0 +1,60 @@
+"""Sections: the views of the records beside the engine stats (stages, sessions, lengths, user
+classes, delivered load, tenants), each one part of the one collector.
+
+A section is registered once with ``StatsCollector.register_section``; from then on the
+collector feeds it every measured record, resets it with the rest, ships its state to the
+master inside the same cumulative, versioned snapshot as the engine stats (so epochs, the
+final-snapshot handshake and lost-worker accounting apply to it unchanged: a lost worker's
+last snapshot keeps counting) and merges every node's state when the report is built.
+
+A section's state is any object with ``merge(other)`` and ``to_wire()``; ``decode`` turns the
+wire form back into one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from loadkit.records import RequestRecord
+
+
+class SectionState(Protocol):
+    def merge(self, other: Any) -> None: ...
+
+    def to_wire(self) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Section:
+    """How the collector keeps one view; see the module docstring."""
+
+    name: str
+    new: Callable[[], Any]  # an empty state, with the collector's current settings (SLOs)
+    decode: Callable[[Any], Any]  # a node's wire form back into a state
+    # Per measured record; None: fed by its owner (e.g. sessions as they end).
+    add: Callable[[Any, RequestRecord], None] | None = None
+    warmup: bool = False  # also takes warm-up records (the stage table shows the warm-up)
+    # The report's top-level section from the state merged over every node; None: no section
+    # of its own (another section's report reads it).
+    report: Callable[[Any], Any] | None = None
+
+
+def encode_sections(states: dict[str, Any]) -> dict[str, Any]:
+    return {name: state.to_wire() for name, state in states.items()}
+
+
+def decode_sections(wire: dict[str, Any], sections: dict[str, Section]) -> dict[str, Any]:
+    """A node's section states; a section this node does not know is left out (older or
+    newer peer), a malformed one raises (the snapshot is rejected as a whole)."""
+    return {name: sections[name].decode(data) for name, data in wire.items() if name in sections}
+
+
+def merged(section: Section, states: list[Any]) -> Any:
+    """``section``'s state summed over ``states`` (one per node; None: the node had none)."""
+    out = section.new()
+    for state in states:
+        if state is not None:
+            out.merge(state)
+    return out
