@@ -40,9 +40,9 @@ from loadkit.records import RequestRecord
 from loadkit.runoptions import configure_plugins, run_options
 from loadkit.stagestats import stage_plan
 from loadkit.targets import Target, TargetSpec, build_target, check_unique_names, parse_target
-from loadkit.timer import Timeouts
-from loadkit.tls import INSECURE_WARNING, TlsConfigError, TlsSettings
-from loadkit.tls import use as use_tls
+from loadkit.client.timer import Timeouts
+from loadkit.client.tls import INSECURE_WARNING, TlsConfigError, TlsSettings
+from loadkit.client.tls import use as use_tls
 
 log = logging.getLogger("loadkit")
 
@@ -74,7 +74,7 @@ _insecure_warned: list[bool] = []
 
 
 def configure_tls(options: Any) -> TlsSettings:
-    """The run's TLS options become this process's client context (loadkit/tls.py), before any
+    """The run's TLS options become this process's client context (loadkit/client/tls.py), before any
     target is probed or built. --insecure is said loudly: on the console here (once per
     process), and in the report's manifest and warnings (glue/manifest.py)."""
     settings = TlsSettings.from_options(options)
