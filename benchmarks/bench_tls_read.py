@@ -22,8 +22,8 @@ import time
 
 import trustme
 
-from loadkit.httpstream import SO_TIMESTAMPNS, recv_stamped
-from loadkit.tlsstream import TlsConn
+from loadkit.client.httpstream import SO_TIMESTAMPNS, recv_stamped
+from loadkit.client.tlsstream import TlsConn
 
 EVENT = (b'data: {"id":"cmpl-1","object":"text_completion","created":1700000000,"model":"sim",'
          b'"choices":[{"index":0,"text":" word","logprobs":null,"finish_reason":null}]}\n\n')  # fmt: skip

@@ -16,7 +16,7 @@ from loadkit.engines.detectors import match_rules
 from loadkit.engines.serverinfo import get
 from loadkit.pluginguard import failure_of
 from loadkit.plugins import engine_registry, get_plugin_manager
-from loadkit.tls import TlsError
+from loadkit.client.tls import TlsError
 
 MAX_TEXT = 64 * 1024
 
@@ -36,7 +36,7 @@ def probe_server(base_url: str, paths: list[str] | tuple[str, ...], timeout_s: f
     """GET each path: ``{path: {"status", "headers", "json", "text"}}``; unreachable paths are
     absent. Stops early once the probing has taken 4 × ``timeout_s`` in all (a hung server).
     ``headers`` (e.g. an Authorization header for a key-protected server) go with every GET;
-    https URLs use ``ssl_context`` (default: the process's, loadkit/tls.py)."""
+    https URLs use ``ssl_context`` (default: the process's, loadkit/client/tls.py)."""
     return _probe(base_url, paths, timeout_s, headers, ssl_context)[0]
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loadkit.engines.base import AdapterOptions, EngineAdapter
-from loadkit.httpstream import Endpoint
+from loadkit.client.httpstream import Endpoint
 from loadkit.plugins import get_engine
 
 TARGET_KEYS = ("engine", "api", "model")

@@ -14,7 +14,7 @@ from loadkit.glue.preflight import PreflightError, check_target, named_paths, pr
 from loadkit.glue.requestshape import RequestShape
 from loadkit.glue.runconfig import RunConfig
 from loadkit.targets import TargetSpec, build_target
-from loadkit.timer import Timeouts
+from loadkit.client.timer import Timeouts
 from loadkit.types import GenerationRequest
 from tests.helpers.scripted_server import ScriptedServer
 from tests.helpers.strict_server import CHAT_FIELDS, StrictOpenAI

@@ -1,7 +1,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loadkit.sse import NDJSONDecoder, SSEDecoder, SSEEvent
+from loadkit.client.sse import NDJSONDecoder, SSEDecoder, SSEEvent
 
 STREAM = (
     "\ufeff: keep-alive comment\r\n"

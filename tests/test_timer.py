@@ -9,9 +9,9 @@ import pytest
 
 from loadkit import types as t
 from loadkit.engines.openai import OpenAIAdapter
-from loadkit.httpstream import ConnectionPool
+from loadkit.client.httpstream import ConnectionPool
 from loadkit.records import e2e_ms, itl_chunk_ms, tpot_ms, ttft_ms
-from loadkit.timer import Timeouts, run_request
+from loadkit.client.timer import Timeouts, run_request
 from tests.helpers.scripted_server import END_CHUNK, Script, ScriptedServer, ScriptedServerProcess, chunk
 
 
@@ -246,7 +246,7 @@ def _tcp_pair():
 def test_kernel_stamp_is_arrival_time_not_read_time():
     import time
 
-    from loadkit.httpstream import enable_kernel_timestamps, kernel_timestamps_on, recv_stamped
+    from loadkit.client.httpstream import enable_kernel_timestamps, kernel_timestamps_on, recv_stamped
 
     cli, peer = _tcp_pair()
     try:
@@ -269,7 +269,7 @@ def test_kernel_stamp_is_arrival_time_not_read_time():
 
 
 def test_arrival_clock_maps_wall_to_mono_and_refreshes():
-    from loadkit.httpstream import OFFSET_REFRESH_NS, ArrivalClock
+    from loadkit.client.httpstream import OFFSET_REFRESH_NS, ArrivalClock
 
     state = {"mono": 1_000, "wall": 5_000_000}
 
@@ -303,7 +303,7 @@ def test_chunked_body_reader_any_split():
     """The offset-based chunked decoder gives the same body however the bytes are split."""
     import random
 
-    from loadkit.httpstream import BodyReader
+    from loadkit.client.httpstream import BodyReader
 
     rng = random.Random(7)
     for _ in range(200):
@@ -321,7 +321,7 @@ def test_chunked_body_reader_one_chunk_per_read_fast_path():
     same body as the general path, mixed with splits, a last chunk and a chunk extension."""
     import random
 
-    from loadkit.httpstream import BodyReader
+    from loadkit.client.httpstream import BodyReader
 
     rng = random.Random(11)
     for _ in range(200):
@@ -341,14 +341,14 @@ def test_chunked_body_reader_one_chunk_per_read_fast_path():
         assert b"".join(reader.feed(r) for r in reads) == b"".join(pieces)
         assert reader.complete
     # A chunk whose size does not match what follows is a framing error, not a fast-path body.
-    from loadkit.httpstream import ProtocolError
+    from loadkit.client.httpstream import ProtocolError
 
     with pytest.raises(ProtocolError):
         BodyReader(chunked=True, remaining=None).feed(b"3\r\nabcdef\r\n")
 
 
 def test_chunked_body_reader_rejects_bad_framing():
-    from loadkit.httpstream import BodyReader, ProtocolError
+    from loadkit.client.httpstream import BodyReader, ProtocolError
 
     with pytest.raises(ProtocolError, match="bad chunk size"):
         BodyReader(chunked=True, remaining=None).feed(b"zz\r\n")
@@ -373,8 +373,8 @@ FAST_SSE_STREAMS = [
 def test_fast_sse_decoder_matches_full_decoder_for_any_split(wire):
     import random
 
-    from loadkit.httpstream import FastSSEDecoder
-    from loadkit.sse import SSEDecoder
+    from loadkit.client.httpstream import FastSSEDecoder
+    from loadkit.client.sse import SSEDecoder
 
     def run(decoder, pieces):
         events = [e for p in pieces for e in decoder.feed(p)] + decoder.close()
@@ -393,7 +393,7 @@ def test_fast_sse_decoder_matches_full_decoder_for_any_split(wire):
 
 
 def test_fast_sse_decoder_raises_on_invalid_utf8():
-    from loadkit.httpstream import FastSSEDecoder
+    from loadkit.client.httpstream import FastSSEDecoder
 
     with pytest.raises(UnicodeDecodeError):
         FastSSEDecoder().feed(b"data: \xff\xfe\n\n")
@@ -406,7 +406,7 @@ def test_fast_sse_decoder_raises_on_invalid_utf8():
 def test_gevent_deadline_guard_is_cancelled_on_every_exit():
     """Only meaningful under gevent (run by the test below): after a request ends, no timer of
     its deadline guard may fire into the greenlet that goes on running."""
-    from loadkit.timer import is_gevent_socket
+    from loadkit.client.timer import is_gevent_socket
 
     probe = socket.socket()
     patched = is_gevent_socket(probe)
@@ -439,7 +439,7 @@ def test_gevent_deadline_guard_is_cancelled_on_every_exit():
 def test_gevent_arrival_queue_keeps_stamps_and_queued_events():
     """Under gevent reads are queued and decoded in batches: stamps must still be the
     arrival times, and events queued when a limit fires must still be in the record."""
-    from loadkit.hubreads import ArrivalQueue
+    from loadkit.client.hubreads import ArrivalQueue
 
     probe = socket.socket()
     usable = ArrivalQueue.usable(probe)
@@ -480,7 +480,7 @@ def test_timer_under_gevent_monkey_patching():
 
 
 def test_retry_after_header_values():
-    from loadkit.timer import retry_after_seconds
+    from loadkit.client.timer import retry_after_seconds
 
     assert retry_after_seconds("2") == 2.0
     assert retry_after_seconds(None) is None and retry_after_seconds("soon") is None
@@ -490,16 +490,16 @@ def test_retry_after_header_values():
 def test_first_token_read_holding_two_events_is_counted(monkeypatch):
     """A first token that came in a read with the next one has a late TTFT stamp: the
     process counts such first tokens apart (the self-check judges TTFT by them)."""
-    from loadkit import httpstream
+    from loadkit.client import httpstream
     from loadkit.engines.base import AdapterOptions
     from loadkit.engines.openai import OpenAIAdapter
-    from loadkit.httpstream import BodyReader, Endpoint, FastSSEDecoder
+    from loadkit.client.httpstream import BodyReader, Endpoint, FastSSEDecoder
     from loadkit.records import RequestRecord
-    from loadkit.timer import StreamRun, Timeouts
+    from loadkit.client.timer import StreamRun, Timeouts
 
     counters = httpstream.ReadCounters()
     monkeypatch.setattr(httpstream, "READS", counters)
-    monkeypatch.setattr("loadkit.timer.READS", counters)
+    monkeypatch.setattr("loadkit.client.timer.READS", counters)
     adapter = OpenAIAdapter(AdapterOptions(model="m", api="completions"))
     event = b'data: {"choices":[{"index":0,"text":"x","finish_reason":null}]}\n\n'
 

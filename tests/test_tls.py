@@ -14,10 +14,10 @@ import pytest
 from loadkit import types as t
 from loadkit.engines.base import AdapterOptions
 from loadkit.engines.openai import OpenAIAdapter
-from loadkit.httpstream import ConnectionPool, Endpoint
+from loadkit.client.httpstream import ConnectionPool, Endpoint
 from loadkit.records import connect_ms, tls_ms, ttft_ms, ttft_with_connect_ms
 from loadkit.sim.testing import sim_process
-from loadkit.timer import Timeouts, run_request
+from loadkit.client.timer import Timeouts, run_request
 from tests.helpers.certs import TlsFiles, make_tls_files
 from tests.helpers.scripted_server import END_CHUNK, Script, ScriptedServer, ScriptedServerProcess
 from tests.test_timer import DONE, ROLE, USAGE, delta
@@ -235,7 +235,7 @@ def test_http_error_body_over_tls_reaches_the_user(tls_files):
 
 def memory_pair(tls_files: TlsFiles):
     """A client TlsConn and a server SSLObject joined in memory, handshake done."""
-    from loadkit.tlsstream import TlsConn
+    from loadkit.client.tlsstream import TlsConn
 
     s_in, s_out = ssl.MemoryBIO(), ssl.MemoryBIO()
     server = tls_files.server_context().wrap_bio(s_in, s_out, server_side=True)
@@ -279,7 +279,7 @@ def test_decrypt_hands_on_each_record_when_complete(tls_files, cut):
 
 
 def test_decrypt_of_a_corrupted_record_is_a_tls_error(tls_files):
-    from loadkit.tls import TlsError
+    from loadkit.client.tls import TlsError
 
     client, server, out = memory_pair(tls_files)
     server.write(b"hello")
@@ -299,7 +299,7 @@ def test_tls_under_gevent_monkey_patching():
     code = (
         "from gevent import monkey; monkey.patch_all()\n"
         "import sys, pytest\n"
-        "from loadkit.hubreads import ArrivalQueue\n"
+        "from loadkit.client.hubreads import ArrivalQueue\n"
         "import socket; s = socket.socket(); assert ArrivalQueue.usable(s); s.close()\n"
         "sys.exit(pytest.main(['tests/test_tls.py', '-q', '-x', '-p', 'no:cacheprovider', '-p', 'no:anyio',"
         " '-p', 'no:trio', '-k', 'not under_gevent', '-rs']))\n"

@@ -11,17 +11,17 @@ import sys
 
 import pytest
 
-from loadkit import tls
+from loadkit.client import tls
 from loadkit.detect import detect_engine
 from loadkit.engines.base import AdapterOptions
 from loadkit.engines.metrics import scrape
 from loadkit.engines.serverinfo import describe, get
 from loadkit.engines.vllm import VLLMAdapter
-from loadkit.httpstream import Endpoint
+from loadkit.client.httpstream import Endpoint
 from loadkit.records import RequestRecord
 from loadkit.sim.testing import sim_process
 from loadkit.stats import StatsCollector
-from loadkit.tls import TlsConfigError, TlsError, TlsSettings, client_context, describe_error
+from loadkit.client.tls import TlsConfigError, TlsError, TlsSettings, client_context, describe_error
 from loadkit.workload.servertok import server_builder
 from tests.helpers.certs import TlsFiles, make_tls_files
 
@@ -52,7 +52,7 @@ def test_context_verifies_by_default_with_sni_and_alpn(tls_files):
     assert client_context(TlsSettings(insecure=True)).verify_mode == ssl.CERT_NONE
     # ALPN http/1.1 is offered (the simulator, like any HTTP/1.1 server, picks it).
     with sim_process("--profile", "fast", "--tls-cert", tls_files.server) as sim:
-        from loadkit.tlsstream import check_tls
+        from loadkit.client.tlsstream import check_tls
 
         seen = check_tls(Endpoint.parse(sim.url, tls_files.client_context()))
     assert seen["alpn"] == "http/1.1" and seen["version"] == "TLSv1.3" and seen["cipher"]

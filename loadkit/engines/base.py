@@ -3,7 +3,7 @@
 An adapter owns everything engine-specific: the URL and body of a request, how one stream
 message maps to tokens, what counts as the first token and the normal end, in-band errors,
 usage fields, and which server endpoints and metrics are worth asking for. The stream timer
-(loadkit.timer) owns the socket and the clock; it never looks inside a message itself.
+(loadkit.client.timer) owns the socket and the clock; it never looks inside a message itself.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ class AdapterOptions:
     ``run_options`` holds every option of the run by its argparse ``dest`` (Locust's, loadkit's
     and those plugins add through ``loadkit_add_arguments``), read-only, with the values the
     node received (workers get the master's). It is empty where there is no Locust run (unit
-    tests, ``loadkit.timer.run_request`` called directly); read it with :meth:`option`.
+    tests, ``loadkit.client.timer.run_request`` called directly); read it with :meth:`option`.
     """
 
     model: str | None = None

@@ -3,7 +3,7 @@ for ``--engine auto``, reading its info endpoints, tokenizing, fetching ``/metri
 
 Plain ``http.client`` with a timeout on every call (under Locust the socket module is gevent's,
 so these cooperate with running users). Only the stream timer measures anything. https URLs
-use the given SSL context, else the process's (loadkit/tls.py: the run's TLS options); a TLS
+use the given SSL context, else the process's (loadkit/client/tls.py: the run's TLS options); a TLS
 failure raises ``TlsError`` (an OSError) whose message says why.
 """
 
@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from loadkit.engines.base import EngineAdapter
-from loadkit.tls import TlsError, describe_error, process_context
+from loadkit.client.tls import TlsError, describe_error, process_context
 from loadkit.types import HttpRequest
 
 MAX_BODY = 1 << 20

@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from loadkit.httpstream import Endpoint
+from loadkit.client.httpstream import Endpoint
 from loadkit.targets import TargetSpec
 
 log = logging.getLogger("loadkit")

@@ -152,8 +152,8 @@ def check_reachable(runtime: Runtime) -> None:
     certificate problem is one clear error before the run, not a run of tls_error requests."""
     import socket
 
-    from loadkit.tls import TlsError
-    from loadkit.tlsstream import check_tls
+    from loadkit.client.tls import TlsError
+    from loadkit.client.tlsstream import check_tls
 
     for target in runtime.targets:
         ep = target.endpoint

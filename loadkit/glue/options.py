@@ -260,7 +260,7 @@ def add_server_strictness_arguments(group: OptionGroup) -> None:
 
 
 def add_tls_arguments(group: OptionGroup) -> None:
-    """https:// targets (loadkit/tls.py builds the one client context from these)."""
+    """https:// targets (loadkit/client/tls.py builds the one client context from these)."""
     group.add_argument(
         "--ca-bundle",
         default="",

@@ -5,7 +5,7 @@ Per target, on the node that starts the run (local or master; never on workers):
    the server lists.
 2. One short real request with the run's shape — the target's own adapter builds it, from a
    tiny prompt with the scenario's endpoint shape and exact-output setting, ``max_tokens`` 4 —
-   sent through the stream timer (``loadkit.timer.run_request``), so it takes the run's code
+   sent through the stream timer (``loadkit.client.timer.run_request``), so it takes the run's code
    path. It is not part of the run's stats.
 3. If the server refuses it with a 4xx (not 408/425/429, which say "later"), the body fields
    loadkit added on its own — the exact-output fields (``ignore_eos``, ``min_tokens`` ...,
@@ -40,7 +40,7 @@ from loadkit.engines.base import EngineAdapter
 from loadkit.glue.requestshape import RequestShape, drop_fields
 from loadkit.records import RequestRecord
 from loadkit.targets import Target
-from loadkit.timer import Timeouts, run_request
+from loadkit.client.timer import Timeouts, run_request
 from loadkit.types import CONNECT_ERROR, OK, GenerationRequest
 
 if TYPE_CHECKING:

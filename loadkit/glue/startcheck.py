@@ -20,7 +20,7 @@ from loadkit.glue.runtime import (
     validate_failed_share,
     validate_slos,
 )
-from loadkit.httpstream import Endpoint
+from loadkit.client.httpstream import Endpoint
 from loadkit.plugins import get_engine
 from loadkit.targets import TargetError, TargetSpec
 

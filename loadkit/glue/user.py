@@ -19,9 +19,9 @@ from locust.exception import StopUser
 from loadkit.glue.api import LLMCalls
 from loadkit.glue.failures import FAILURE_TEXTS, RequestOutcomeError  # noqa: F401 (was defined here)
 from loadkit.glue.runtime import Runtime
-from loadkit.httpstream import ConnectionPool
+from loadkit.client.httpstream import ConnectionPool
 from loadkit.records import RequestRecord, e2e_ms
-from loadkit.timer import run_request
+from loadkit.client.timer import run_request
 from loadkit.types import CANCELLED, OK, GenerationRequest
 
 

@@ -42,7 +42,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from loadkit import timer
+from loadkit.client import timer
 from loadkit import types as t
 from loadkit.engines.base import AdapterOptions, EngineAdapter, StreamParser
 from loadkit.records import RequestRecord

@@ -3,7 +3,7 @@
 The adapter's declared framing, its parser, and the timer's outcome rules: invalid UTF-8 or
 ``MalformedEvent`` -> ``malformed_stream``, ``TokenEvent.error`` -> ``in_band_error``, ``done``
 -> ``ok``, the end of the body without ``done`` -> ``incomplete`` unless the adapter ends on
-close. No socket, no clock: for timing, run :func:`loadkit.timer.run_request` against
+close. No socket, no clock: for timing, run :func:`loadkit.client.timer.run_request` against
 :mod:`loadkit.testing.streamserver`.
 """
 
@@ -16,9 +16,9 @@ from pathlib import Path
 
 from loadkit import types as t
 from loadkit.engines.base import EngineAdapter, StreamParser
-from loadkit.httpstream import FastSSEDecoder
-from loadkit.sse import NDJSONDecoder, SSEEvent
-from loadkit.streamend import END_CLOSE, END_MARKER
+from loadkit.client.httpstream import FastSSEDecoder
+from loadkit.client.sse import NDJSONDecoder, SSEEvent
+from loadkit.client.streamend import END_CLOSE, END_MARKER
 
 _SSE_END = re.compile(rb"(?<=\n\n)|(?<=\r\n\r\n)")
 _LINE_END = re.compile(rb"(?<=\n)")
@@ -103,7 +103,7 @@ def replay_pieces(adapter: EngineAdapter, pieces: Iterable[bytes]) -> Replay:
     except UnicodeDecodeError as exc:
         result.outcome, result.error = t.MALFORMED_STREAM, f"invalid UTF-8 in stream: {exc}"
         return result
-    # The timer's rule for a clean close without the end marker (loadkit/streamend.py).
+    # The timer's rule for a clean close without the end marker (loadkit/client/streamend.py).
     end_seen = getattr(parser, "end_seen", None)
     if getattr(adapter, "end_on_close", False) or result.finished or (end_seen is not None and end_seen()):
         result.outcome, result.end = t.OK, END_CLOSE

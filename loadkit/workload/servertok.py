@@ -13,7 +13,7 @@ import json
 import urllib.request
 from typing import Any
 
-from loadkit.tls import process_context
+from loadkit.client.tls import process_context
 from loadkit.workload.text import ExactBuilder
 
 FORMATS = ("llamacpp", "vllm", "tgi")
@@ -41,7 +41,7 @@ def _count_from(response: Any) -> int:
 
 def server_builder(url: str, fmt: str, model: str | None = None) -> ExactBuilder:
     """An exact builder whose counter POSTs to ``url`` (a loopback tokenize endpoint; https
-    uses this process's TLS context, loadkit/tls.py)."""
+    uses this process's TLS context, loadkit/client/tls.py)."""
     cache: dict[str, int] = {}
 
     def count(text: str) -> int:
@@ -49,7 +49,7 @@ def server_builder(url: str, fmt: str, model: str | None = None) -> ExactBuilder
             return cache[text]
         data = json.dumps(_body(fmt, text, model)).encode()
         req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-        # https: the run's TLS options (loadkit/tls.py), as for every connection to a target.
+        # https: the run's TLS options (loadkit/client/tls.py), as for every connection to a target.
         context = process_context() if url.lower().startswith("https:") else None
         with urllib.request.urlopen(req, timeout=_TIMEOUT_S, context=context) as resp:
             n = _count_from(json.loads(resp.read()))

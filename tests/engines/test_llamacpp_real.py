@@ -4,7 +4,7 @@ server's tokenizer, prefix-cache reporting and metrics scraping."""
 
 import pytest
 
-from loadkit import timer
+from loadkit.client import timer
 from loadkit import types as t
 from loadkit.detect import detect_engine
 from loadkit.engines.base import AdapterOptions

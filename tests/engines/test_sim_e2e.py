@@ -5,7 +5,7 @@ simulator injects showing up as the right outcome."""
 
 import pytest
 
-from loadkit import timer
+from loadkit.client import timer
 from loadkit import types as t
 from loadkit.detect import detect_engine
 from loadkit.engines.base import AdapterOptions
@@ -14,7 +14,7 @@ from loadkit.engines.serverinfo import count_tokens, describe
 from loadkit.plugins import get_engine, new_plugin_manager
 from loadkit.sim import testing as sim_testing
 from loadkit.sim.config import get_profile
-from loadkit.sse import SSEDecoder
+from loadkit.client.sse import SSEDecoder
 
 pytestmark = pytest.mark.integration
 MODEL = get_profile("fast").model
@@ -110,7 +110,7 @@ def test_faults_are_classified(sims, pm, family, engine, api, fault, outcome):
     if api == "triton" and fault == "close_early":
         pytest.skip("Triton has no end marker: a short stream that closes cleanly is indistinguishable")
     if engine == "llamacpp" and fault == "error_event" and not SSE_DISPATCHES_ERROR_FIELD:
-        pytest.xfail("loadkit/sse.py drops llama-server's SSE `error:` field (lead: dispatch it as event 'error')")
+        pytest.xfail("loadkit/client/sse.py drops llama-server's SSE `error:` field (lead: dispatch it as event 'error')")
     record = send(adapter_for(pm, engine, api), sims[family].url, fault=f"{fault}=2" if fault != "http_503" else fault)
     assert record.outcome == outcome, record.error
 

@@ -21,7 +21,7 @@ from loadkit.engines.sglang import SGLangAdapter
 from loadkit.engines.tensorrt import TensorRTLLMAdapter
 from loadkit.engines.tgi import TGIAdapter
 from loadkit.engines.vllm import VLLMAdapter
-from loadkit.timer import run_request
+from loadkit.client.timer import run_request
 from tests.engines.wire import body_bytes
 from tests.helpers.scripted_server import END_CHUNK, Script, ScriptedServer, chunk
 

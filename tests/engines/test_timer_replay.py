@@ -5,7 +5,7 @@ the same as outcomes, token counts and usage in a RequestRecord."""
 
 import pytest
 
-from loadkit import timer
+from loadkit.client import timer
 from loadkit import types as t
 from loadkit.engines.base import AdapterOptions
 from loadkit.engines.llamacpp import LlamaCppAdapter
@@ -14,7 +14,7 @@ from loadkit.engines.sglang import SGLangAdapter
 from loadkit.engines.tensorrt import TensorRTLLMAdapter
 from loadkit.engines.tgi import TGIAdapter
 from loadkit.engines.vllm import VLLMAdapter
-from loadkit.sse import SSEDecoder
+from loadkit.client.sse import SSEDecoder
 from tests.engines.stubserver import Answer, stub_server
 from tests.engines.wire import body_bytes
 
@@ -73,7 +73,7 @@ def test_triton_close_is_its_normal_end():
     assert record.event_tokens == [1, 1, 1] and record.text == " Machine learning is"
 
 
-@pytest.mark.xfail(not SSEDecoder().feed(b'error: {"message": "x"}\n\n'), strict=True, reason="loadkit/sse.py drops the SSE `error:` field llama-server uses for "
+@pytest.mark.xfail(not SSEDecoder().feed(b'error: {"message": "x"}\n\n'), strict=True, reason="loadkit/client/sse.py drops the SSE `error:` field llama-server uses for "
                    "stream errors, so the [DONE] after it reads as ok (lead: dispatch it as event 'error')")
 def test_llamacpp_error_field_is_in_band_error():
     record, _ = run(LlamaCppAdapter(AdapterOptions(api="completions")), "/v1/completions",

@@ -29,7 +29,7 @@ class TlsFiles:
     untrusted_client: str  # key + chain of a client certificate from other_ca
 
     def client_context(self, **kwargs: object) -> ssl.SSLContext:
-        from loadkit.tls import TlsSettings, client_context
+        from loadkit.client.tls import TlsSettings, client_context
 
         return client_context(TlsSettings(**{"ca_bundle": self.ca, **kwargs}))  # type: ignore[arg-type]
 

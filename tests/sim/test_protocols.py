@@ -14,7 +14,7 @@ from loadkit.sim import protocols
 from loadkit.sim.families import routes_of
 from loadkit.sim.protocols import GenRoute, Outcome, ProtocolError, RequestSpec, SimProtocol, StreamFormat
 from loadkit.sim.testing import sim_thread
-from loadkit.timer import Timeouts, run_request
+from loadkit.client.timer import Timeouts, run_request
 
 
 def parse_tiny(body, default_max, model):

@@ -14,7 +14,7 @@ from loadkit import GenerationRequest, types
 from loadkit.detect import detect_engine
 from loadkit.engines.base import AdapterOptions
 from loadkit.plugins import get_engine, new_plugin_manager
-from loadkit.timer import Timeouts, run_request
+from loadkit.client.timer import Timeouts, run_request
 
 installed = pytest.mark.skipif(
     not any(ep.value == "loadkit_anthropic" for ep in importlib.metadata.entry_points(group="loadkit")),

@@ -22,7 +22,7 @@ import socket
 import time
 from typing import Any
 
-from loadkit.httpstream import (
+from loadkit.client.httpstream import (
     MAX_HEADER_BYTES,
     RECV_SIZE,
     ProtocolError,

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from loadkit.sse import SSEDecoder, SSEEvent
+from loadkit.client.sse import SSEDecoder, SSEEvent
 
 if TYPE_CHECKING:
-    from loadkit.tlsstream import TlsConn
+    from loadkit.client.tlsstream import TlsConn
 
 MAX_HEADER_BYTES = 64 * 1024
 RECV_SIZE = 65536
@@ -59,7 +59,7 @@ class Endpoint:
     @classmethod
     def parse(cls, url: str, ssl_context: ssl.SSLContext | None = None) -> Endpoint:
         """``http://`` or ``https://`` URL; https uses ``ssl_context``, else this process's
-        (``loadkit.tls.process_context``: the run's TLS options, or the system default)."""
+        (``loadkit.client.tls.process_context``: the run's TLS options, or the system default)."""
         parts = urlsplit(url if "://" in url else f"http://{url}")
         if parts.scheme not in ("http", "https"):
             raise ValueError(f"only http:// and https:// targets are supported, got {url!r}")
@@ -67,7 +67,7 @@ class Endpoint:
             raise ValueError(f"no host in URL {url!r}")
         context = None
         if parts.scheme == "https":
-            from loadkit.tls import process_context
+            from loadkit.client.tls import process_context
 
             context = ssl_context or process_context()
         port = parts.port or (443 if context is not None else 80)
@@ -395,7 +395,7 @@ class ConnectionPool:
 
 
 class FastSSEDecoder:
-    """loadkit.sse.SSEDecoder with a fast path for what engines send: events of a single
+    """loadkit.client.sse.SSEDecoder with a fast path for what engines send: events of a single
     ``data: `` line ended by LF LF. Anything else — CR line ends, comments, ``event:``/``id:``
     fields, multi-line data, a BOM — goes to the full WHATWG decoder, event by event (CR: for
     the rest of the stream), so the results are the same; only the cost differs.

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from loadkit import types as t
 from loadkit.engines.base import EngineAdapter, StreamParser
-from loadkit.httpstream import (
+from loadkit.client.httpstream import (
     READS,
     BodyReader,
     ConnectFailed,
@@ -33,12 +33,12 @@ from loadkit.httpstream import (
     read_head,
     recv_stamped,
 )
-from loadkit.hubreads import ArrivalQueue, GeventDeadline, is_gevent_socket, maybe_poll, read_head_queued
+from loadkit.client.hubreads import ArrivalQueue, GeventDeadline, is_gevent_socket, maybe_poll, read_head_queued
 from loadkit.records import RequestRecord
-from loadkit.sse import NDJSONDecoder
-from loadkit.streamend import END_CLOSE, END_MARKER, close_is_normal_end
-from loadkit.tls import TlsError, refused_after_handshake_reason
-from loadkit.tlsstream import TlsConn, arrival_queue, open_connection, recv_body
+from loadkit.client.sse import NDJSONDecoder
+from loadkit.client.streamend import END_CLOSE, END_MARKER, close_is_normal_end
+from loadkit.client.tls import TlsError, refused_after_handshake_reason
+from loadkit.client.tlsstream import TlsConn, arrival_queue, open_connection, recv_body
 
 MAX_ERROR_BODY = 64 * 1024
 # Reads an ArrivalQueue may hold before the greenlet decodes them (after the first token),

@@ -18,10 +18,10 @@ import socket
 import ssl
 import time
 
-from loadkit.httpstream import RECV_SIZE, Endpoint, connect, recv_stamped
-from loadkit.hubreads import ArrivalQueue
+from loadkit.client.httpstream import RECV_SIZE, Endpoint, connect, recv_stamped
+from loadkit.client.hubreads import ArrivalQueue
 from loadkit.records import RequestRecord
-from loadkit.tls import TlsError, describe_error, refused_after_handshake_reason
+from loadkit.client.tls import TlsError, describe_error, refused_after_handshake_reason
 
 
 class TlsConn:
