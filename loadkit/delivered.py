@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from loadkit.arrival import Stage, realised_stats, stages_from_spec
+from loadkit.workload.arrival import Stage, realised_stats, stages_from_spec
 from loadkit.goodness import MIN_GAPS, exponential_cdf, gamma_cdf, ks_one_sample, ks_two_sample
 
 CAP = 20_000

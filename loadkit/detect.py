@@ -11,7 +11,7 @@ from typing import Any
 
 import pluggy
 
-from loadkit.cli import UserError
+from loadkit.errors import UserError
 from loadkit.engines.detectors import match_rules
 from loadkit.engines.serverinfo import get
 from loadkit.plugins import engine_registry, get_plugin_manager

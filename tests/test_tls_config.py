@@ -134,7 +134,7 @@ def test_helpers_say_why_tls_failed(process_tls, tls_sim, tls_files):
     process_tls(TlsSettings(ca_bundle=tls_files.other_ca))
     with pytest.raises(TlsError, match="^certificate not trusted"):
         get(tls_sim.url, "/v1/models")
-    from loadkit.cli import UserError
+    from loadkit.errors import UserError
 
     with pytest.raises(UserError, match="last error: TLS: certificate not trusted"):
         detect_engine(tls_sim.url, timeout_s=1.0)

@@ -126,7 +126,7 @@ class Runtime:
 
     def check_start(self, options: Any, host: str | None) -> str | None:
         """Why a run with ``options`` cannot start (one line), or None (glue/startcheck.py)."""
-        from loadkit.cli import UserError
+        from loadkit.errors import UserError
         from loadkit.glue.startcheck import check_start
         from loadkit.plugins import PluginError
         from loadkit.targets import TargetError

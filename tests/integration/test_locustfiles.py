@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import pytest
 
-from loadkit.arrival import arrival_offsets, stages_from_spec
+from loadkit.workload.arrival import arrival_offsets, stages_from_spec
 from loadkit.sim.testing import sim_process
 from tests.integration.runs import REPO, SCENARIOS, check_conservation, raw_records
 
