@@ -12,16 +12,16 @@ import sys
 import pytest
 
 from loadkit.client import tls
+from loadkit.client.httpstream import Endpoint
+from loadkit.client.tls import TlsConfigError, TlsError, TlsSettings, client_context, describe_error
 from loadkit.detect import detect_engine
 from loadkit.engines.base import AdapterOptions
 from loadkit.engines.metrics import scrape
 from loadkit.engines.serverinfo import describe, get
 from loadkit.engines.vllm import VLLMAdapter
-from loadkit.client.httpstream import Endpoint
 from loadkit.records import RequestRecord
 from loadkit.sim.testing import sim_process
 from loadkit.stats import StatsCollector
-from loadkit.client.tls import TlsConfigError, TlsError, TlsSettings, client_context, describe_error
 from loadkit.workload.servertok import server_builder
 from tests.helpers.certs import TlsFiles, make_tls_files
 

@@ -22,14 +22,7 @@ import socket
 import time
 from typing import Any
 
-from loadkit.client.httpstream import (
-    MAX_HEADER_BYTES,
-    RECV_SIZE,
-    ProtocolError,
-    ResponseHead,
-    parse_head,
-    recv_stamped,
-)
+from loadkit.client.stamps import RECV_SIZE, recv_stamped
 
 POLL_EVERY_NS = 1_000_000
 
@@ -256,25 +249,3 @@ class ArrivalQueue:
             self._watcher.stop()
             self._watcher.close()
             self._watcher = None
-
-
-def read_head_queued(queue: ArrivalQueue, guard: Any, deadline_ns: int) -> tuple[ResponseHead, list[tuple[int, bytes]]]:
-    """The response head from a queue set up before the request was sent, so the head and
-    the first token are read (and stamped) as they arrive whatever the greenlet is doing.
-    Returns the head (``leftover``: the body bytes of the read that ended it, stamped with
-    that read) and the later reads already queued. ``guard`` (a GeventDeadline) bounds the wait."""
-    buf = b""
-    guard.arm(deadline_ns)
-    while True:
-        reads = queue.take()
-        for i, (t_read, data) in enumerate(reads):
-            if not data:
-                raise ConnectionResetError("connection closed before the response head was complete")
-            buf += data
-            end = buf.find(b"\r\n\r\n")
-            if end >= 0:
-                head = parse_head(buf[:end], buf[end + 4 :])
-                head.t_arrival_ns = t_read
-                return head, reads[i + 1 :]
-            if len(buf) > MAX_HEADER_BYTES:
-                raise ProtocolError(f"response head longer than {MAX_HEADER_BYTES} bytes")

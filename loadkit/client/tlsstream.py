@@ -1,7 +1,7 @@
 """TLS on the timed stream path, without giving up kernel receive timestamps.
 
 The stream timer keeps reading the raw TCP socket itself (``recvmsg`` with SO_TIMESTAMPNS,
-``httpstream.recv_stamped``) and feeds the ciphertext into an ``ssl.SSLObject`` over memory
+``stamps.recv_stamped``) and feeds the ciphertext into an ``ssl.SSLObject`` over memory
 BIOs. Each read's plaintext — the TLS records that read completed — carries that read's
 arrival time, so an event is stamped with the arrival of the segment that finished its
 record, exactly as a plain read stamps the segment that holds it. A read that completes no
@@ -18,10 +18,11 @@ import socket
 import ssl
 import time
 
-from loadkit.client.httpstream import RECV_SIZE, Endpoint, connect, recv_stamped
+from loadkit.client.httpstream import Endpoint, connect
 from loadkit.client.hubreads import ArrivalQueue
-from loadkit.records import RequestRecord
+from loadkit.client.stamps import RECV_SIZE, recv_stamped
 from loadkit.client.tls import TlsError, describe_error, refused_after_handshake_reason
+from loadkit.records import RequestRecord
 
 
 class TlsConn:
@@ -117,7 +118,7 @@ class TlsConn:
         return plain if plain or not self.closed else None
 
     def recv_stamped(self, sock: socket.socket, kernel: bool) -> tuple[bytes, int]:
-        """``httpstream.recv_stamped`` through TLS: plaintext and the arrival time of the read
+        """``stamps.recv_stamped`` through TLS: plaintext and the arrival time of the read
         that completed it; b"" at the end (TCP close or close_notify). Blocking reads."""
         while not self.closed:
             data, t_read = recv_stamped(sock, kernel)

@@ -12,6 +12,9 @@ from collections.abc import Iterator
 from itertools import count
 from typing import Any
 
+from loadkit.client.timer import Timeouts
+from loadkit.client.tls import INSECURE_WARNING, TlsConfigError, TlsSettings
+from loadkit.client.tls import use as use_tls
 from loadkit.glue.backoff import Backoff, BackoffRules
 from loadkit.glue.breaker import Breaker, BreakerRules, trip
 from loadkit.glue.detection import AUTO_NAME, Detections
@@ -40,9 +43,6 @@ from loadkit.records import RequestRecord
 from loadkit.runoptions import configure_plugins, run_options
 from loadkit.stagestats import stage_plan
 from loadkit.targets import Target, TargetSpec, build_target, check_unique_names, parse_target
-from loadkit.client.timer import Timeouts
-from loadkit.client.tls import INSECURE_WARNING, TlsConfigError, TlsSettings
-from loadkit.client.tls import use as use_tls
 
 log = logging.getLogger("loadkit")
 
