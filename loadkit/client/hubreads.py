@@ -187,10 +187,13 @@ class ArrivalQueue:
         except BlockingIOError:
             return
         except OSError as exc:
-            self._error = exc
-            self._stop_reading()
-            self._wake()
+            self._fail(exc)
             return
+        self._queue(t_read, data)
+
+    def _queue(self, t_read: int, data: bytes) -> None:
+        """Queue one stamped read (b"": the end) and wake the greenlet when a batch is due.
+        Shared by the plain and TLS callbacks: one call per read, no per-read branch on TLS."""
         self._reads.append((t_read, data))
         if not data:
             self._stop_reading()  # end of stream: the watcher would fire forever
@@ -201,6 +204,11 @@ class ArrivalQueue:
         if (len(self._reads) >= self.batch or self._tail == b"\r\n0\r\n\r\n"
                 or t_read - self._reads[0][0] >= self._flush_ns):  # fmt: skip
             self._wake()
+
+    def _fail(self, exc: OSError) -> None:
+        self._error = exc
+        self._stop_reading()
+        self._wake()
 
     def _stop_reading(self) -> None:
         if self._watcher is not None:

@@ -138,8 +138,7 @@ class TlsConn:
 
 class TlsArrivalQueue(ArrivalQueue):
     """ArrivalQueue for a TLS connection: the hub reads and stamps ciphertext and queues the
-    plaintext it completes. The plain queue's callback stays as it was (no per-read branch);
-    this one repeats its queueing lines instead of calling a shared helper for the same reason."""
+    plaintext it completes, through the plain queue's own queueing (``_queue``)."""
 
     __slots__ = ("_tls",)
 
@@ -158,21 +157,11 @@ class TlsArrivalQueue(ArrivalQueue):
         except BlockingIOError:
             return
         except OSError as exc:  # TlsError included
-            self._error = exc
-            self._stop_reading()
-            self._wake()
+            self._fail(exc)
             return
-        self._reads.append((t_read, data))
-        if not data or self._tls.closed:
-            if data:
-                self._reads.append((t_read, b""))  # close_notify after the data: the end
-            self._stop_reading()
-            self._wake()
-            return
-        self._tail = data[-7:] if len(data) >= 7 else (self._tail + data)[-7:]
-        if (len(self._reads) >= self.batch or self._tail == b"\r\n0\r\n\r\n"
-                or t_read - self._reads[0][0] >= self._flush_ns):  # fmt: skip
-            self._wake()
+        self._queue(t_read, data)
+        if data and self._tls.closed:
+            self._queue(t_read, b"")  # close_notify after the data: the end
 
 
 def open_connection(ep: Endpoint, record: RequestRecord, connect_s: float,
