@@ -460,6 +460,21 @@ def test_gevent_arrival_queue_keeps_stamps_and_queued_events():
     assert len(rec.event_t_ns) == 6  # the five queued after the first were decoded at the timeout
 
 
+def test_empty_ok_body_ends_at_once_on_either_read_path():
+    """A 200 with ``Content-Length: 0`` on a kept-alive connection has nothing to read: the
+    request ends at the head, the same on the direct and the hub-queued path (this module runs
+    again under gevent below). The queued path used to wait for the first-token limit."""
+    import time
+
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: 0\r\n\r\n"
+    with serve(Script(head=head, writes=[], close=False)) as srv:
+        started = time.perf_counter()
+        rec = run_request(OpenAIAdapter(), srv.url, REQ, timeouts=Timeouts(first_token_s=3, total_s=5))
+        took = time.perf_counter() - started
+    assert rec.outcome == t.INCOMPLETE and rec.event_t_ns == []  # no end marker, no finish_reason
+    assert took < 1.5 and rec.t_end_ns == rec.t_headers_ns
+
+
 @pytest.mark.slow
 def test_timer_under_gevent_monkey_patching():
     """The whole module again with gevent's sockets (what Locust runs): the cooperative

@@ -62,7 +62,9 @@ def _nothing() -> None:
 
 
 class DirectReader:
-    """Blocking reads on the socket itself: one stamped read per ``take``."""
+    """Blocking reads on the socket itself: one stamped read per ``take``, bounded by the
+    socket timeout. Under gevent every stream socket is queued (``ArrivalQueue.usable``); one
+    that is not would read here, correctly but with gevent's Timeout armed per wait."""
 
     __slots__ = ("_sock", "_kernel", "_recv", "_deadline_ns")
     poll = staticmethod(_nothing)

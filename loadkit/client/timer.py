@@ -2,10 +2,15 @@
 
 Every read carries the arrival time of its newest byte: the kernel's receive timestamp
 (SO_TIMESTAMPNS, mapped to the monotonic clock) where available, else the moment the read
-returned, taken before any decoding; every event completed by that read gets that time. Work done on a read (SSE framing, JSON) is therefore never
-charged to the events in it. Exactly one outcome is set on every path out, including
-`cancelled` when the greenlet is killed at test stop (GreenletExit is a BaseException, so it
-would otherwise slip past `except Exception` and look like a short success).
+returned, taken before any decoding; every event completed by that read gets that time.
+Work done on a read (SSE framing, JSON) is therefore never charged to the events in it.
+Exactly one outcome is set on every path out, including `cancelled` when the greenlet is
+killed at test stop (GreenletExit is a BaseException, so it would otherwise slip past
+`except Exception` and look like a short success).
+
+Both read paths — the hub-queued one under gevent and the direct one elsewhere — come through
+one ``reads.StampedReader``: the head, the framing, the decoding and the record below are
+written once.
 """
 
 from __future__ import annotations
