@@ -22,7 +22,7 @@ import time
 
 import trustme
 
-from loadkit.client.httpstream import SO_TIMESTAMPNS, recv_stamped
+from loadkit.client.stamps import SO_TIMESTAMPNS, recv_stamped
 from loadkit.client.tlsstream import TlsConn
 
 EVENT = (b'data: {"id":"cmpl-1","object":"text_completion","created":1700000000,"model":"sim",'

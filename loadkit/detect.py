@@ -11,12 +11,12 @@ from typing import Any
 
 import pluggy
 
-from loadkit.cli import UserError
+from loadkit.client.tls import TlsError
 from loadkit.engines.detectors import match_rules
 from loadkit.engines.serverinfo import get
+from loadkit.errors import UserError
 from loadkit.pluginguard import failure_of
 from loadkit.plugins import engine_registry, get_plugin_manager
-from loadkit.client.tls import TlsError
 
 MAX_TEXT = 64 * 1024
 

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadkit.engines.base import AdapterOptions, EngineAdapter
 from loadkit.client.httpstream import Endpoint
+from loadkit.engines.base import AdapterOptions, EngineAdapter
 from loadkit.plugins import get_engine
 
 TARGET_KEYS = ("engine", "api", "model")

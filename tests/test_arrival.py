@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from loadkit.arrival import Stage, arrival_offsets, realised_stats, stages_from_spec, worker_share
+from loadkit.workload.arrival import Stage, arrival_offsets, realised_stats, stages_from_spec, worker_share
 
 
 def offsets(model, rate, cv=1.0, duration=2000.0, seed=1):

@@ -190,7 +190,7 @@ def test_install_without_a_stats_collector_logs_instead(caplog):
 
 
 def test_health_field_reports_coalesced_reads(monkeypatch):
-    from loadkit.client import httpstream
+    from loadkit.client import stamps as httpstream
     from loadkit.selfcheck import read_stats
 
     monkeypatch.setattr(httpstream, "READS", httpstream.ReadCounters())
@@ -334,7 +334,7 @@ def test_recv_stamped_counts_reads_that_waited_in_the_socket(monkeypatch):
     import socket
     import time
 
-    from loadkit.client import httpstream
+    from loadkit.client import stamps as httpstream
 
     counters = httpstream.ReadCounters()
     monkeypatch.setattr(httpstream, "READS", counters)

@@ -204,7 +204,7 @@ def test_the_real_probe_logs_the_server_note_and_warns_nothing(monkeypatch, capl
     manifest."""
     import gevent
 
-    from loadkit.client import httpstream
+    from loadkit.client import stamps as httpstream
 
     counters = httpstream.ReadCounters()
     monkeypatch.setattr(httpstream, "READS", counters)

@@ -8,10 +8,10 @@ import orjson
 import pytest
 
 from loadkit import types as t
-from loadkit.engines.openai import OpenAIAdapter
 from loadkit.client.httpstream import ConnectionPool
-from loadkit.records import e2e_ms, itl_chunk_ms, tpot_ms, ttft_ms
 from loadkit.client.timer import Timeouts, run_request
+from loadkit.engines.openai import OpenAIAdapter
+from loadkit.records import e2e_ms, itl_chunk_ms, tpot_ms, ttft_ms
 from tests.helpers.scripted_server import END_CHUNK, Script, ScriptedServer, ScriptedServerProcess, chunk
 
 
@@ -246,7 +246,7 @@ def _tcp_pair():
 def test_kernel_stamp_is_arrival_time_not_read_time():
     import time
 
-    from loadkit.client.httpstream import enable_kernel_timestamps, kernel_timestamps_on, recv_stamped
+    from loadkit.client.stamps import enable_kernel_timestamps, kernel_timestamps_on, recv_stamped
 
     cli, peer = _tcp_pair()
     try:
@@ -269,7 +269,7 @@ def test_kernel_stamp_is_arrival_time_not_read_time():
 
 
 def test_arrival_clock_maps_wall_to_mono_and_refreshes():
-    from loadkit.client.httpstream import OFFSET_REFRESH_NS, ArrivalClock
+    from loadkit.client.stamps import OFFSET_REFRESH_NS, ArrivalClock
 
     state = {"mono": 1_000, "wall": 5_000_000}
 
@@ -373,8 +373,7 @@ FAST_SSE_STREAMS = [
 def test_fast_sse_decoder_matches_full_decoder_for_any_split(wire):
     import random
 
-    from loadkit.client.httpstream import FastSSEDecoder
-    from loadkit.client.sse import SSEDecoder
+    from loadkit.client.sse import FastSSEDecoder, SSEDecoder
 
     def run(decoder, pieces):
         events = [e for p in pieces for e in decoder.feed(p)] + decoder.close()
@@ -393,7 +392,7 @@ def test_fast_sse_decoder_matches_full_decoder_for_any_split(wire):
 
 
 def test_fast_sse_decoder_raises_on_invalid_utf8():
-    from loadkit.client.httpstream import FastSSEDecoder
+    from loadkit.client.sse import FastSSEDecoder
 
     with pytest.raises(UnicodeDecodeError):
         FastSSEDecoder().feed(b"data: \xff\xfe\n\n")
@@ -406,7 +405,7 @@ def test_fast_sse_decoder_raises_on_invalid_utf8():
 def test_gevent_deadline_guard_is_cancelled_on_every_exit():
     """Only meaningful under gevent (run by the test below): after a request ends, no timer of
     its deadline guard may fire into the greenlet that goes on running."""
-    from loadkit.client.timer import is_gevent_socket
+    from loadkit.client.hubreads import is_gevent_socket
 
     probe = socket.socket()
     patched = is_gevent_socket(probe)
@@ -461,6 +460,21 @@ def test_gevent_arrival_queue_keeps_stamps_and_queued_events():
     assert len(rec.event_t_ns) == 6  # the five queued after the first were decoded at the timeout
 
 
+def test_empty_ok_body_ends_at_once_on_either_read_path():
+    """A 200 with ``Content-Length: 0`` on a kept-alive connection has nothing to read: the
+    request ends at the head, the same on the direct and the hub-queued path (this module runs
+    again under gevent below). The queued path used to wait for the first-token limit."""
+    import time
+
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: 0\r\n\r\n"
+    with serve(Script(head=head, writes=[], close=False)) as srv:
+        started = time.perf_counter()
+        rec = run_request(OpenAIAdapter(), srv.url, REQ, timeouts=Timeouts(first_token_s=3, total_s=5))
+        took = time.perf_counter() - started
+    assert rec.outcome == t.INCOMPLETE and rec.event_t_ns == []  # no end marker, no finish_reason
+    assert took < 1.5 and rec.t_end_ns == rec.t_headers_ns
+
+
 @pytest.mark.slow
 def test_timer_under_gevent_monkey_patching():
     """The whole module again with gevent's sockets (what Locust runs): the cooperative
@@ -490,25 +504,24 @@ def test_retry_after_header_values():
 def test_first_token_read_holding_two_events_is_counted(monkeypatch):
     """A first token that came in a read with the next one has a late TTFT stamp: the
     process counts such first tokens apart (the self-check judges TTFT by them)."""
-    from loadkit.client import httpstream
+    from loadkit.client import stamps
+    from loadkit.client.events import EventDecoder
+    from loadkit.client.httpstream import BodyReader
     from loadkit.engines.base import AdapterOptions
     from loadkit.engines.openai import OpenAIAdapter
-    from loadkit.client.httpstream import BodyReader, Endpoint, FastSSEDecoder
     from loadkit.records import RequestRecord
-    from loadkit.client.timer import StreamRun, Timeouts
 
-    counters = httpstream.ReadCounters()
-    monkeypatch.setattr(httpstream, "READS", counters)
-    monkeypatch.setattr("loadkit.client.timer.READS", counters)
+    counters = stamps.ReadCounters()
+    monkeypatch.setattr(stamps, "READS", counters)
+    monkeypatch.setattr("loadkit.client.events.READS", counters)
     adapter = OpenAIAdapter(AdapterOptions(model="m", api="completions"))
     event = b'data: {"choices":[{"index":0,"text":"x","finish_reason":null}]}\n\n'
 
     def run(reads: list[bytes]) -> RequestRecord:
         rec = RequestRecord(request_id="r", engine="e", adapter="openai")
-        stream = StreamRun(adapter, Endpoint.parse("http://127.0.0.1:1"), rec, Timeouts(), None)
-        body, decoder, parser = BodyReader(chunked=False, remaining=None), FastSSEDecoder(), adapter.new_parser()
+        events, body = EventDecoder(adapter, rec), BodyReader(chunked=False, remaining=None)
         for t_read, data in enumerate(reads):
-            stream._on_read(t_read, body.feed(data), decoder, parser)
+            events.feed(t_read, body.feed(data))
         return rec
 
     run([event, event, event])  # one event per read

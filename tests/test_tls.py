@@ -12,12 +12,12 @@ import warnings
 import pytest
 
 from loadkit import types as t
+from loadkit.client.httpstream import ConnectionPool, Endpoint
+from loadkit.client.timer import Timeouts, run_request
 from loadkit.engines.base import AdapterOptions
 from loadkit.engines.openai import OpenAIAdapter
-from loadkit.client.httpstream import ConnectionPool, Endpoint
 from loadkit.records import connect_ms, tls_ms, ttft_ms, ttft_with_connect_ms
 from loadkit.sim.testing import sim_process
-from loadkit.client.timer import Timeouts, run_request
 from tests.helpers.certs import TlsFiles, make_tls_files
 from tests.helpers.scripted_server import END_CHUNK, Script, ScriptedServer, ScriptedServerProcess
 from tests.test_timer import DONE, ROLE, USAGE, delta

@@ -12,16 +12,16 @@ import sys
 import pytest
 
 from loadkit.client import tls
+from loadkit.client.httpstream import Endpoint
+from loadkit.client.tls import TlsConfigError, TlsError, TlsSettings, client_context, describe_error
 from loadkit.detect import detect_engine
 from loadkit.engines.base import AdapterOptions
 from loadkit.engines.metrics import scrape
 from loadkit.engines.serverinfo import describe, get
 from loadkit.engines.vllm import VLLMAdapter
-from loadkit.client.httpstream import Endpoint
 from loadkit.records import RequestRecord
 from loadkit.sim.testing import sim_process
 from loadkit.stats import StatsCollector
-from loadkit.client.tls import TlsConfigError, TlsError, TlsSettings, client_context, describe_error
 from loadkit.workload.servertok import server_builder
 from tests.helpers.certs import TlsFiles, make_tls_files
 
@@ -134,7 +134,7 @@ def test_helpers_say_why_tls_failed(process_tls, tls_sim, tls_files):
     process_tls(TlsSettings(ca_bundle=tls_files.other_ca))
     with pytest.raises(TlsError, match="^certificate not trusted"):
         get(tls_sim.url, "/v1/models")
-    from loadkit.cli import UserError
+    from loadkit.errors import UserError
 
     with pytest.raises(UserError, match="last error: TLS: certificate not trusted"):
         detect_engine(tls_sim.url, timeout_s=1.0)

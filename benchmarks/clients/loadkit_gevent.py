@@ -23,13 +23,13 @@ import gevent  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Usage, parse_args, rss_mib, write_results  # noqa: E402
 
-from loadkit.client import httpstream  # noqa: E402
+from loadkit.client import stamps  # noqa: E402
+from loadkit.client.httpstream import ConnectionPool, Endpoint  # noqa: E402
+from loadkit.client.timer import run_request  # noqa: E402
 from loadkit.engines.base import AdapterOptions  # noqa: E402
 from loadkit.engines.openai import OpenAIAdapter  # noqa: E402
-from loadkit.client.httpstream import ConnectionPool, Endpoint  # noqa: E402
 from loadkit.records import RequestRecord  # noqa: E402
 from loadkit.selfcheck import SelfCheck  # noqa: E402
-from loadkit.client.timer import run_request  # noqa: E402
 from loadkit.types import GenerationRequest  # noqa: E402
 
 UNEVEN = os.environ.get("LOADKIT_BENCH_UNEVEN") == "1"
@@ -78,10 +78,10 @@ def main() -> int:
         sys.setswitchinterval(float(switch_ms) / 1000)
     batch = os.environ.get("LOADKIT_QUEUE_BATCH")  # "lo,hi": reads decoded per greenlet wake-up
     if batch:
-        import loadkit.client.timer
+        import loadkit.client.reads
 
         lo, hi = (int(x) for x in batch.split(","))
-        loadkit.client.timer.QUEUE_BATCH = (lo, hi)
+        loadkit.client.reads.QUEUE_BATCH = (lo, hi)
     adapter = OpenAIAdapter(AdapterOptions(model="sim", api="completions"))
     ep = Endpoint.parse(args.url)
     rows: list[dict[str, Any]] = []
@@ -105,7 +105,7 @@ def main() -> int:
         gevent.killall(greenlets, timeout=10)
     gevent.joinall(greenlets, timeout=args.seconds + 120)
     check.stop()
-    r = httpstream.READS
+    r = stamps.READS
     summary = usage.stop(reads=r.reads, kernel_stamped=r.kernel_stamped, coalesced=r.coalesced,
                          rss_in_flight_mib=rss_in_flight, finished_before_stop=finished_before_stop,
                          selfcheck=check.monitor.health_field(),

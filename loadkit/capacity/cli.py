@@ -13,7 +13,7 @@ from loadkit.capacity.lengths import LengthSample, from_list, read_lengths
 from loadkit.capacity.model import list_presets
 from loadkit.capacity.planner import DEFAULT_BLOCK_SIZES, DEFAULT_GPU_UTIL, DEFAULT_KV_DTYPES, plan
 from loadkit.capacity.render import render_table
-from loadkit.cli import UserError
+from loadkit.errors import UserError
 
 
 class _Parser(argparse.ArgumentParser):

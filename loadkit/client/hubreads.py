@@ -22,14 +22,7 @@ import socket
 import time
 from typing import Any
 
-from loadkit.client.httpstream import (
-    MAX_HEADER_BYTES,
-    RECV_SIZE,
-    ProtocolError,
-    ResponseHead,
-    parse_head,
-    recv_stamped,
-)
+from loadkit.client.stamps import RECV_SIZE, recv_stamped
 
 POLL_EVERY_NS = 1_000_000
 
@@ -194,10 +187,13 @@ class ArrivalQueue:
         except BlockingIOError:
             return
         except OSError as exc:
-            self._error = exc
-            self._stop_reading()
-            self._wake()
+            self._fail(exc)
             return
+        self._queue(t_read, data)
+
+    def _queue(self, t_read: int, data: bytes) -> None:
+        """Queue one stamped read (b"": the end) and wake the greenlet when a batch is due.
+        Shared by the plain and TLS callbacks: one call per read, no per-read branch on TLS."""
         self._reads.append((t_read, data))
         if not data:
             self._stop_reading()  # end of stream: the watcher would fire forever
@@ -208,6 +204,11 @@ class ArrivalQueue:
         if (len(self._reads) >= self.batch or self._tail == b"\r\n0\r\n\r\n"
                 or t_read - self._reads[0][0] >= self._flush_ns):  # fmt: skip
             self._wake()
+
+    def _fail(self, exc: OSError) -> None:
+        self._error = exc
+        self._stop_reading()
+        self._wake()
 
     def _stop_reading(self) -> None:
         if self._watcher is not None:
@@ -256,25 +257,3 @@ class ArrivalQueue:
             self._watcher.stop()
             self._watcher.close()
             self._watcher = None
-
-
-def read_head_queued(queue: ArrivalQueue, guard: Any, deadline_ns: int) -> tuple[ResponseHead, list[tuple[int, bytes]]]:
-    """The response head from a queue set up before the request was sent, so the head and
-    the first token are read (and stamped) as they arrive whatever the greenlet is doing.
-    Returns the head (``leftover``: the body bytes of the read that ended it, stamped with
-    that read) and the later reads already queued. ``guard`` (a GeventDeadline) bounds the wait."""
-    buf = b""
-    guard.arm(deadline_ns)
-    while True:
-        reads = queue.take()
-        for i, (t_read, data) in enumerate(reads):
-            if not data:
-                raise ConnectionResetError("connection closed before the response head was complete")
-            buf += data
-            end = buf.find(b"\r\n\r\n")
-            if end >= 0:
-                head = parse_head(buf[:end], buf[end + 4 :])
-                head.t_arrival_ns = t_read
-                return head, reads[i + 1 :]
-            if len(buf) > MAX_HEADER_BYTES:
-                raise ProtocolError(f"response head longer than {MAX_HEADER_BYTES} bytes")

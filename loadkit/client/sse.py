@@ -151,3 +151,60 @@ class NDJSONDecoder:
     @property
     def pending(self) -> bool:
         return bool(self._buf.strip())
+
+
+class FastSSEDecoder:
+    """SSEDecoder with a fast path for what engines send: events of a single
+    ``data: `` line ended by LF LF. Anything else — CR line ends, comments, ``event:``/``id:``
+    fields, multi-line data, a BOM — goes to the full WHATWG decoder, event by event (CR: for
+    the rest of the stream), so the results are the same; only the cost differs.
+
+    Bytes are split into events before UTF-8 decoding, so a character split across reads
+    is decoded whole; invalid UTF-8 raises UnicodeDecodeError when its event completes.
+    """
+
+    __slots__ = ("_full", "_tail", "_slow", "_started")
+
+    def __init__(self) -> None:
+        self._full = SSEDecoder()
+        self._tail = b""
+        self._slow = False
+        self._started = False
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        if self._slow:
+            return self._full.feed(chunk)
+        buf = self._tail + chunk if self._tail else chunk
+        if not self._started and buf:
+            self._started = True
+            if buf[:1] == b"\xef":  # maybe a BOM: the full decoder knows the rules
+                return self._go_slow(buf)
+            self._full.feed(b"\n")  # a no-op blank line that marks its BOM check as done
+        if b"\r" in buf:
+            return self._go_slow(buf)
+        if buf[:6] == b"data: " and buf[-2:] == b"\n\n" and buf.find(b"\n", 6) == len(buf) - 2:
+            self._tail = b""  # one whole single-line event: the common read
+            return [SSEEvent(buf[6:-2].decode("utf-8"))]
+        parts = buf.split(b"\n\n")
+        self._tail = parts.pop()
+        events: list[SSEEvent] = []
+        for part in parts:
+            if part.startswith(b"data: ") and b"\n" not in part:
+                events.append(SSEEvent(part[6:].decode("utf-8")))
+            elif part:
+                events.extend(self._full.feed(part + b"\n\n"))
+        return events
+
+    def _go_slow(self, buf: bytes) -> list[SSEEvent]:
+        self._slow, self._tail = True, b""
+        return self._full.feed(buf)
+
+    def close(self) -> list[SSEEvent]:
+        if self._tail:
+            tail, self._tail = self._tail, b""
+            self._full.feed(tail)
+        return self._full.close()
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._tail) or self._full.pending

@@ -1,7 +1,7 @@
 """TLS on the timed stream path, without giving up kernel receive timestamps.
 
 The stream timer keeps reading the raw TCP socket itself (``recvmsg`` with SO_TIMESTAMPNS,
-``httpstream.recv_stamped``) and feeds the ciphertext into an ``ssl.SSLObject`` over memory
+``stamps.recv_stamped``) and feeds the ciphertext into an ``ssl.SSLObject`` over memory
 BIOs. Each read's plaintext — the TLS records that read completed — carries that read's
 arrival time, so an event is stamped with the arrival of the segment that finished its
 record, exactly as a plain read stamps the segment that holds it. A read that completes no
@@ -18,10 +18,11 @@ import socket
 import ssl
 import time
 
-from loadkit.client.httpstream import RECV_SIZE, Endpoint, connect, recv_stamped
+from loadkit.client.httpstream import Endpoint, connect
 from loadkit.client.hubreads import ArrivalQueue
-from loadkit.records import RequestRecord
+from loadkit.client.stamps import RECV_SIZE, recv_stamped
 from loadkit.client.tls import TlsError, describe_error, refused_after_handshake_reason
+from loadkit.records import RequestRecord
 
 
 class TlsConn:
@@ -117,7 +118,7 @@ class TlsConn:
         return plain if plain or not self.closed else None
 
     def recv_stamped(self, sock: socket.socket, kernel: bool) -> tuple[bytes, int]:
-        """``httpstream.recv_stamped`` through TLS: plaintext and the arrival time of the read
+        """``stamps.recv_stamped`` through TLS: plaintext and the arrival time of the read
         that completed it; b"" at the end (TCP close or close_notify). Blocking reads."""
         while not self.closed:
             data, t_read = recv_stamped(sock, kernel)
@@ -137,8 +138,7 @@ class TlsConn:
 
 class TlsArrivalQueue(ArrivalQueue):
     """ArrivalQueue for a TLS connection: the hub reads and stamps ciphertext and queues the
-    plaintext it completes. The plain queue's callback stays as it was (no per-read branch);
-    this one repeats its queueing lines instead of calling a shared helper for the same reason."""
+    plaintext it completes, through the plain queue's own queueing (``_queue``)."""
 
     __slots__ = ("_tls",)
 
@@ -157,21 +157,11 @@ class TlsArrivalQueue(ArrivalQueue):
         except BlockingIOError:
             return
         except OSError as exc:  # TlsError included
-            self._error = exc
-            self._stop_reading()
-            self._wake()
+            self._fail(exc)
             return
-        self._reads.append((t_read, data))
-        if not data or self._tls.closed:
-            if data:
-                self._reads.append((t_read, b""))  # close_notify after the data: the end
-            self._stop_reading()
-            self._wake()
-            return
-        self._tail = data[-7:] if len(data) >= 7 else (self._tail + data)[-7:]
-        if (len(self._reads) >= self.batch or self._tail == b"\r\n0\r\n\r\n"
-                or t_read - self._reads[0][0] >= self._flush_ns):  # fmt: skip
-            self._wake()
+        self._queue(t_read, data)
+        if data and self._tls.closed:
+            self._queue(t_read, b"")  # close_notify after the data: the end
 
 
 def open_connection(ep: Endpoint, record: RequestRecord, connect_s: float,

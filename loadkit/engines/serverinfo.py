@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from loadkit.engines.base import EngineAdapter
 from loadkit.client.tls import TlsError, describe_error, process_context
+from loadkit.engines.base import EngineAdapter
 from loadkit.types import HttpRequest
 
 MAX_BODY = 1 << 20

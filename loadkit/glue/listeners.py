@@ -7,7 +7,7 @@ import logging
 import sys
 from typing import Any
 
-from loadkit.cli import UserError
+from loadkit.errors import UserError
 from loadkit.glue import breaker, preflight, starts
 from loadkit.glue.manifest import run_manifest
 from loadkit.glue.openloop import behind_warning

@@ -36,11 +36,11 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from loadkit.client.timer import Timeouts, run_request
 from loadkit.engines.base import EngineAdapter
 from loadkit.glue.requestshape import RequestShape, drop_fields
 from loadkit.records import RequestRecord
 from loadkit.targets import Target
-from loadkit.client.timer import Timeouts, run_request
 from loadkit.types import CONNECT_ERROR, OK, GenerationRequest
 
 if TYPE_CHECKING:

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from itertools import count
 from typing import Any
 
+from loadkit.client.timer import Timeouts
+from loadkit.client.tls import TlsSettings
 from loadkit.glue.backoff import Backoff, BackoffRules
 from loadkit.glue.breaker import Breaker, BreakerRules, trip
 from loadkit.glue.detection import Detections
@@ -51,8 +53,6 @@ from loadkit.records import RequestRecord
 from loadkit.runoptions import configure_plugins, run_options
 from loadkit.stats.stagestats import stage_plan
 from loadkit.targets import Target, build_target, check_unique_names
-from loadkit.timer import Timeouts
-from loadkit.tls import TlsSettings
 
 log = logging.getLogger("loadkit")
 
@@ -106,7 +106,7 @@ class Runtime(Schedules):
 
     def check_start(self, options: Any, host: str | None) -> str | None:
         """Why a run with ``options`` cannot start (one line), or None (glue/startcheck.py)."""
-        from loadkit.cli import UserError
+        from loadkit.errors import UserError
         from loadkit.glue.startcheck import check_start
         from loadkit.plugins import PluginError
         from loadkit.targets import TargetError

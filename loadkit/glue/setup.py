@@ -6,12 +6,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from loadkit.client.tls import INSECURE_WARNING, TlsConfigError, TlsSettings
+from loadkit.client.tls import use as use_tls
 from loadkit.glue.detection import AUTO_NAME
 from loadkit.glue.errors import ConfigError
 from loadkit.glue.requestshape import RequestOptionError, RequestShape
 from loadkit.targets import TargetSpec, check_unique_names, parse_target
-from loadkit.tls import INSECURE_WARNING, TlsConfigError, TlsSettings
-from loadkit.tls import use as use_tls
 
 log = logging.getLogger("loadkit")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import socket
 from typing import Any
 
+from loadkit.client.httpstream import Endpoint
 from loadkit.glue.runtime import (
     DEFAULT_SCENARIO,
     ConfigError,
@@ -20,7 +21,6 @@ from loadkit.glue.runtime import (
     validate_failed_share,
     validate_slos,
 )
-from loadkit.client.httpstream import Endpoint
 from loadkit.plugins import get_engine
 from loadkit.targets import TargetError, TargetSpec
 

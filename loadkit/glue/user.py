@@ -16,12 +16,12 @@ import gevent
 from locust import FastHttpUser, constant
 from locust.exception import StopUser
 
+from loadkit.client.httpstream import ConnectionPool
+from loadkit.client.timer import run_request
 from loadkit.glue.api import LLMCalls
 from loadkit.glue.failures import FAILURE_TEXTS, RequestOutcomeError  # noqa: F401 (was defined here)
 from loadkit.glue.runtime import Runtime
-from loadkit.client.httpstream import ConnectionPool
 from loadkit.records import RequestRecord, e2e_ms
-from loadkit.client.timer import run_request
 from loadkit.types import CANCELLED, OK, GenerationRequest
 
 

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loadkit.arrival import Stage, arrival_offsets, stages_from_spec, worker_share
 from loadkit.glue.errors import ConfigError
 from loadkit.glue.openloop import Dispatcher
 from loadkit.stats.stagestats import stage_plan
+from loadkit.workload.arrival import Stage, arrival_offsets, stages_from_spec, worker_share
 from loadkit.workload.shipped import UnknownScenario, resolve_scenario
 
 DEFAULT_SCENARIO = "uneven_chat"  # a shipped scenario (package data)

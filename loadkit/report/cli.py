@@ -7,7 +7,7 @@ from pathlib import Path
 
 import orjson
 
-from loadkit.cli import UserError
+from loadkit.errors import UserError
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from loadkit.cli import UserError
+from loadkit.errors import UserError
 from loadkit.report.bootstrap import diff_ci
 from loadkit.report.manifest import condition_rows
 from loadkit.report.rawdata import RawData, load_raw

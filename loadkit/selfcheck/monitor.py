@@ -82,7 +82,7 @@ class SaturationMonitor:
                  full_gcs: int | None = None) -> str | None:  # fmt: skip
         """Close an evaluation step with the process's CPU time and its cumulative counters:
         reads (reads, kernel-stamped, late, coalesced, first tokens, first tokens in coalesced
-        reads; ``httpstream.READS``), run-queue wait and machine CPU pressure seconds, full
+        reads; ``client.stamps.READS``), run-queue wait and machine CPU pressure seconds, full
         collections (``sources``; None where not offered). Returns a warning the first time
         the window makes figures suspect, and again if more figures become suspect."""
         sample = Sample(self.mono_ns(), cpu_s, *reads, wait_s=wait_s, pressure_s=pressure_s, full_gcs=full_gcs)

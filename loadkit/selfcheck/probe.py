@@ -22,7 +22,7 @@ TRACE_ENV = "LOADKIT_SELFCHECK_TRACE"
 
 def kernel_stamps_expected() -> bool:
     """Whether this process's reads will ask the kernel for arrival stamps (Linux, not off)."""
-    from loadkit.client.httpstream import kernel_timestamps_wanted
+    from loadkit.client.stamps import kernel_timestamps_wanted
 
     return sys.platform.startswith("linux") and kernel_timestamps_wanted()
 
@@ -48,7 +48,7 @@ class SelfCheck:
         import gevent
 
         if self._greenlet is None:
-            from loadkit.client.httpstream import READS
+            from loadkit.client.stamps import READS
 
             READS.late_ns = int(self.monitor.config.late_ms * 1e6)  # what counts as a late read
             self.monitor.reset()
@@ -81,7 +81,7 @@ class SelfCheck:
                 self._evaluate()
 
     def _evaluate(self) -> None:
-        from loadkit.client.httpstream import READS
+        from loadkit.client.stamps import READS
 
         try:
             message = self.monitor.evaluate(self.cpu_s(), (READS.reads, READS.kernel_stamped, READS.late,
@@ -120,7 +120,7 @@ def read_stats() -> dict[str, Any]:
     """How this process's stream reads went: how many were stamped by the kernel, and how
     many held more than one token event (those events share the newest one's arrival time,
     so their ITL and TTFT may be late by up to one inter-token interval)."""
-    from loadkit.client.httpstream import READS
+    from loadkit.client.stamps import READS
 
     reads = READS.reads
     return {"reads": reads,

@@ -23,7 +23,7 @@ MIN_COALESCED = 3
 @dataclass(frozen=True, slots=True)
 class Sample:
     """Cumulative counters at one instant (``t_ns``: monotonic). Read counts are
-    ``httpstream.READS``'s; ``wait_s`` / ``pressure_s`` / ``full_gcs`` come from
+    ``client.stamps.READS``'s; ``wait_s`` / ``pressure_s`` / ``full_gcs`` come from
     ``sources`` and are None where the kernel does not offer them."""
 
     t_ns: int

@@ -17,7 +17,7 @@ import ssl
 import sys
 from typing import Any
 
-from loadkit.cli import UserError
+from loadkit.errors import UserError
 from loadkit.sim.config import (
     PROFILE_HELP,
     PROFILES,

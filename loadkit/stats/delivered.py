@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from loadkit.arrival import Stage, realised_stats, stages_from_spec
 from loadkit.stats.goodness import MIN_GAPS, exponential_cdf, gamma_cdf, ks_one_sample, ks_two_sample
+from loadkit.workload.arrival import Stage, realised_stats, stages_from_spec
 
 CAP = 20_000
 ALPHA = 0.01  # the test's verdict: "consistent" unless p < ALPHA

@@ -42,8 +42,8 @@ from typing import Any, ClassVar
 
 import pytest
 
-from loadkit.client import timer
 from loadkit import types as t
+from loadkit.client import timer
 from loadkit.engines.base import AdapterOptions, EngineAdapter, StreamParser
 from loadkit.records import RequestRecord
 from loadkit.testing.replay import Replay, fixture_body, replay, replay_pieces, split_events, token_sources

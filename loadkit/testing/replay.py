@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loadkit import types as t
-from loadkit.engines.base import EngineAdapter, StreamParser
-from loadkit.client.httpstream import FastSSEDecoder
-from loadkit.client.sse import NDJSONDecoder, SSEEvent
+from loadkit.client.sse import FastSSEDecoder, NDJSONDecoder, SSEEvent
 from loadkit.client.streamend import END_CLOSE, END_MARKER
+from loadkit.engines.base import EngineAdapter, StreamParser
 
 _SSE_END = re.compile(rb"(?<=\n\n)|(?<=\r\n\r\n)")
 _LINE_END = re.compile(rb"(?<=\n)")

@@ -55,7 +55,7 @@ def list_shipped() -> int:
 
 
 def print_path(name: str) -> int:
-    from loadkit.cli import UserError
+    from loadkit.errors import UserError
 
     try:
         path = find_scenario(name)
@@ -66,7 +66,7 @@ def print_path(name: str) -> int:
 
 
 def validate(files: list[str | Path]) -> int:
-    from loadkit.cli import UserError
+    from loadkit.errors import UserError
 
     files = files or list(shipped_scenarios().values())
     if not files:
@@ -84,7 +84,7 @@ def validate(files: list[str | Path]) -> int:
 
 
 def show(path: str | Path, n: int, worker: str) -> int:
-    from loadkit.cli import UserError
+    from loadkit.errors import UserError
 
     try:
         index, count = (int(x) for x in worker.split("/"))

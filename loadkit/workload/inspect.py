@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from loadkit.arrival import realised_stats
+from loadkit.workload.arrival import realised_stats
 from loadkit.workload.tracereader import DEFAULT_COLUMNS, TraceReadError, read_trace
 from loadkit.workload.traces import FORMATS, block_sharing, leading_cached_blocks
 
@@ -40,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    from loadkit.cli import UserError
+    from loadkit.errors import UserError
 
     args = _parser().parse_args(argv)
     try:

@@ -1,9 +1,9 @@
 import orjson
 import pytest
 
-from loadkit.cli import UserError
 from loadkit.detect import detect_engine, probe_server
 from loadkit.engines.detectors import match_rules
+from loadkit.errors import UserError
 from loadkit.plugins import new_plugin_manager
 from tests.engines.stubserver import Answer, stub_server
 

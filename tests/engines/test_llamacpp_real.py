@@ -4,8 +4,8 @@ server's tokenizer, prefix-cache reporting and metrics scraping."""
 
 import pytest
 
-from loadkit.client import timer
 from loadkit import types as t
+from loadkit.client import timer
 from loadkit.detect import detect_engine
 from loadkit.engines.base import AdapterOptions
 from loadkit.engines.llamacpp import LlamaCppAdapter

@@ -5,8 +5,9 @@ simulator injects showing up as the right outcome."""
 
 import pytest
 
-from loadkit.client import timer
 from loadkit import types as t
+from loadkit.client import timer
+from loadkit.client.sse import SSEDecoder
 from loadkit.detect import detect_engine
 from loadkit.engines.base import AdapterOptions
 from loadkit.engines.metrics import scrape
@@ -14,7 +15,6 @@ from loadkit.engines.serverinfo import count_tokens, describe
 from loadkit.plugins import get_engine, new_plugin_manager
 from loadkit.sim import testing as sim_testing
 from loadkit.sim.config import get_profile
-from loadkit.client.sse import SSEDecoder
 
 pytestmark = pytest.mark.integration
 MODEL = get_profile("fast").model

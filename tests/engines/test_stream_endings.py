@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from loadkit import types as t
+from loadkit.client.timer import run_request
 from loadkit.engines.base import AdapterOptions, EngineAdapter
 from loadkit.engines.llamacpp import LlamaCppAdapter
 from loadkit.engines.ollama import OllamaAdapter
@@ -21,7 +22,6 @@ from loadkit.engines.sglang import SGLangAdapter
 from loadkit.engines.tensorrt import TensorRTLLMAdapter
 from loadkit.engines.tgi import TGIAdapter
 from loadkit.engines.vllm import VLLMAdapter
-from loadkit.client.timer import run_request
 from tests.engines.wire import body_bytes
 from tests.helpers.scripted_server import END_CHUNK, Script, ScriptedServer, chunk
 

@@ -5,8 +5,9 @@ the same as outcomes, token counts and usage in a RequestRecord."""
 
 import pytest
 
-from loadkit.client import timer
 from loadkit import types as t
+from loadkit.client import timer
+from loadkit.client.sse import SSEDecoder
 from loadkit.engines.base import AdapterOptions
 from loadkit.engines.llamacpp import LlamaCppAdapter
 from loadkit.engines.ollama import OllamaAdapter
@@ -14,7 +15,6 @@ from loadkit.engines.sglang import SGLangAdapter
 from loadkit.engines.tensorrt import TensorRTLLMAdapter
 from loadkit.engines.tgi import TGIAdapter
 from loadkit.engines.vllm import VLLMAdapter
-from loadkit.client.sse import SSEDecoder
 from tests.engines.stubserver import Answer, stub_server
 from tests.engines.wire import body_bytes
 

@@ -16,8 +16,8 @@ from typing import Any
 import orjson
 import pytest
 
-from loadkit.arrival import arrival_offsets, stages_from_spec
 from loadkit.sim.testing import sim_process
+from loadkit.workload.arrival import arrival_offsets, stages_from_spec
 from tests.integration.runs import REPO, SCENARIOS, check_conservation, raw_records
 
 pytestmark = pytest.mark.integration

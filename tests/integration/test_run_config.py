@@ -12,7 +12,15 @@ from pathlib import Path
 import pytest
 
 from loadkit.sim.testing import sim_process
-from tests.integration.runs import REPO, SCENARIOS, check_conservation, load_report, nearest_rank, raw_records, run_locust
+from tests.integration.runs import (
+    REPO,
+    SCENARIOS,
+    check_conservation,
+    load_report,
+    nearest_rank,
+    raw_records,
+    run_locust,
+)
 
 SPY = Path(__file__).resolve().parent / "locustfiles" / "options_spy.py"
 NS = 1e9

@@ -6,8 +6,8 @@ import numpy as np
 import orjson
 import pytest
 
-from loadkit.cli import UserError
 from loadkit.cli import main as cli_main
+from loadkit.errors import UserError
 from loadkit.report.bootstrap import diff_ci, resamples_for
 from loadkit.report.compare import compare_runs
 from loadkit.report.rules import RuleError, metric_value, parse_rule

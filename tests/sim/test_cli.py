@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from loadkit.cli import UserError
+from loadkit.errors import UserError
 from loadkit.sim import cli
 from loadkit.sim.testing import sim_process
 from tests.sim.rawclient import request

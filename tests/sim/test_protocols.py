@@ -8,13 +8,13 @@ import pytest
 
 from loadkit import hookimpl
 from loadkit import types as t
+from loadkit.client.timer import Timeouts, run_request
 from loadkit.engines.base import EngineAdapter, StreamParser
 from loadkit.plugins import new_plugin_manager
 from loadkit.sim import protocols
 from loadkit.sim.families import routes_of
 from loadkit.sim.protocols import GenRoute, Outcome, ProtocolError, RequestSpec, SimProtocol, StreamFormat
 from loadkit.sim.testing import sim_thread
-from loadkit.client.timer import Timeouts, run_request
 
 
 def parse_tiny(body, default_max, model):

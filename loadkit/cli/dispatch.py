@@ -10,22 +10,20 @@ from __future__ import annotations
 import importlib
 import sys
 
+from loadkit.errors import UserError
+
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "run": ("loadkit.runcmd", "run a load test (wraps locust with loadkit's locustfile)"),
-    "options": ("loadkit.options_cmd", "list every loadkit option: help, default, LOADKIT_* variable"),
-    "demo": ("loadkit.runcmd:demo_main", "the quick-start job: two simulated engines side by side, then a report"),
+    "run": ("loadkit.cli.runcmd", "run a load test (wraps locust with loadkit's locustfile)"),
+    "options": ("loadkit.cli.options_cmd", "list every loadkit option: help, default, LOADKIT_* variable"),
+    "demo": ("loadkit.cli.runcmd:demo_main", "the quick-start job: two simulated engines side by side, then a report"),
     "sim": ("loadkit.sim.cli", "serve the embedded engine simulator on loopback"),
-    "plugins": ("loadkit.plugins_cmd", "list registered engines and their plugins as JSON"),
+    "plugins": ("loadkit.cli.plugins_cmd", "list registered engines and their plugins as JSON"),
     "scenarios": ("loadkit.workload.cli", "validate or inspect scenario files"),
     "traces": ("loadkit.workload.inspect", "inspect a trace file: rate, CV, length percentiles, prefix sharing"),
     "capacity": ("loadkit.capacity.cli", "KV-cache capacity planning for a model and workload"),
     "report": ("loadkit.report.cli", "rebuild report.html from a report directory"),
     "compare": ("loadkit.report.compare", "compare runs; --fail-if rules gate CI on regressions"),
 }
-
-
-class UserError(Exception):
-    """An error the user can fix; printed as one line, exit code 2."""
 
 
 def _usage() -> str:
@@ -57,10 +55,3 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
-
-
-if __name__ == "__main__":
-    # Run through the package module, so UserError is the class subcommands raise.
-    from loadkit.cli import main as package_main
-
-    sys.exit(package_main())

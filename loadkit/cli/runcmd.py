@@ -19,9 +19,9 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from loadkit.cli import UserError
+from loadkit.errors import UserError
 
-LOCUSTFILE = Path(__file__).resolve().parent / "glue" / "locustfile.py"
+LOCUSTFILE = Path(__file__).resolve().parent.parent / "glue" / "locustfile.py"
 READY = re.compile(rb"listening on (http://127\.0\.0\.1:\d+)")
 DEMO_ARGS = [
     "--sim", "fast=fast", "--sim", "big=big",
@@ -123,7 +123,7 @@ def run(argv: list[str]) -> int:
 
 def main(argv: list[str]) -> int:
     if argv and argv[0] in ("-h", "--help"):
-        from loadkit.options_cmd import loadkit_actions, render
+        from loadkit.cli.options_cmd import loadkit_actions, render
 
         print(f"usage: loadkit run [--sim NAME=PROFILE]... [--ui] [locust and loadkit options]\n{__doc__}")
         print(render(loadkit_actions()))

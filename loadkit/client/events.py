@@ -1,0 +1,139 @@
+"""A stream's body bytes into its record: framing (SSE or NDJSON), the adapter's parser, and
+every event stamped with the arrival of the read that completed it.
+
+``EventDecoder.feed`` runs once per read of every stream: keep it flat and O(1) per event.
+"""
+
+from __future__ import annotations
+
+from loadkit import types as t
+from loadkit.client.sse import FastSSEDecoder, NDJSONDecoder
+from loadkit.client.stamps import READS
+from loadkit.client.streamend import END_CLOSE, END_MARKER, close_is_normal_end
+from loadkit.engines.base import EngineAdapter, StreamParser
+from loadkit.records import RequestRecord
+
+
+class StreamDone(Exception):
+    """Internal: the request's outcome is decided."""
+
+    def __init__(self, outcome: str, error: str | None = None) -> None:
+        self.outcome, self.error = outcome, error
+
+
+class EventDecoder:
+    """One request's decoding state; ``feed`` each read's body bytes with its arrival time."""
+
+    __slots__ = ("adapter", "record", "decoder", "parser", "text_parts", "tokens_from_events")
+
+    def __init__(self, adapter: EngineAdapter, record: RequestRecord) -> None:
+        self.adapter, self.record = adapter, record
+        self.decoder: FastSSEDecoder | NDJSONDecoder = FastSSEDecoder() if adapter.framing == "sse" else NDJSONDecoder()
+        self.parser: StreamParser = adapter.new_parser()
+        self.text_parts: list[str] = []
+        self.tokens_from_events = 0
+
+    def feed(self, t_read: int, chunk: bytes) -> bool:
+        """Handle the body bytes of one read; True once the engine's normal end arrived."""
+        try:
+            events = self.decoder.feed(chunk)
+        except UnicodeDecodeError as exc:
+            raise StreamDone(t.MALFORMED_STREAM, f"invalid UTF-8 in stream: {exc}") from None
+        # The per-event path, kept flat: it runs once for every token of every stream.
+        rec, parser = self.record, self.parser
+        event_t, event_k, texts = rec.event_t_ns, rec.event_tokens, self.text_parts
+        first = not event_t
+        token_events = 0
+        done = False
+        for ev in events:
+            te = self._parse(parser, ev.data, ev.event)
+            if te is None:
+                continue
+            if te.tokens > 0 or te.text or te.reasoning_text:
+                token_events += 1
+                k = te.tokens if te.tokens > 0 else 1
+                event_t.append(t_read)
+                event_k.append(k)
+                self.tokens_from_events += k
+                if te.text:
+                    texts.append(te.text)
+            if te.usage is not None or te.finish_reason is not None or te.server_timings is not None:
+                self._on_meta(te)
+            if te.done:
+                done = True
+                break
+        if first and token_events:
+            READS.firsts += 1
+            if token_events > 1:
+                READS.first_coalesced += 1
+        if token_events > 1:
+            rec.coalesced_reads += 1
+            READS.coalesced += 1
+        return done
+
+    def _parse(self, parser: StreamParser, data: str, event: str | None) -> t.TokenEvent | None:
+        try:
+            te = parser.parse(data, event)
+        except t.MalformedEvent as exc:
+            raise StreamDone(t.MALFORMED_STREAM, str(exc)) from None
+        if te is not None and te.error is not None:
+            raise StreamDone(t.IN_BAND_ERROR, te.error)
+        return te
+
+    def _on_tokens(self, t_read: int, te: t.TokenEvent) -> None:
+        k = te.tokens if te.tokens > 0 else 1
+        self.record.event_t_ns.append(t_read)
+        self.record.event_tokens.append(k)
+        self.tokens_from_events += k
+        if te.text:
+            self.text_parts.append(te.text)
+
+    def _on_meta(self, te: t.TokenEvent) -> None:
+        rec = self.record
+        if te.usage is not None:
+            u = te.usage
+            if u.completion_tokens is not None:
+                rec.n_out, rec.n_out_source = u.completion_tokens, "usage"
+            if u.prompt_tokens is not None:
+                rec.n_in = u.prompt_tokens
+            if u.cached_tokens is not None:
+                rec.cached_tokens = u.cached_tokens
+            if u.reasoning_tokens is not None:
+                rec.reasoning_tokens = u.reasoning_tokens
+        if te.finish_reason is not None:
+            rec.finish_reason = te.finish_reason
+        if te.server_timings is not None:
+            rec.server_timings = te.server_timings
+
+    def close(self, clean: bool, t_read: int) -> None:
+        """The body ended (cleanly or not) without the engine's normal end marker; ``t_read`` is
+        the arrival of the read that ended it (t_end, as the marker's read is for a marker end)."""
+        rec = self.record
+        rec.t_end_ns = t_read
+        try:
+            tail = self.decoder.close()
+        except UnicodeDecodeError as exc:
+            raise StreamDone(t.MALFORMED_STREAM, f"stream ends inside a UTF-8 character: {exc}") from None
+        for ev in tail:
+            te = self._parse(self.parser, ev.data, ev.event)
+            if te is not None:
+                if te.tokens > 0 or te.text or te.reasoning_text:
+                    self._on_tokens(rec.t_end_ns, te)
+                self._on_meta(te)
+                if te.done:
+                    rec.end = END_MARKER
+                    return
+        if not clean:
+            raise StreamDone(t.DISCONNECTED, "connection closed mid-stream")
+        if close_is_normal_end(self.adapter, self.parser, rec):
+            rec.end = END_CLOSE
+            return
+        raise StreamDone(t.INCOMPLETE, "stream closed without the engine's normal end (no end marker, "
+                                       "no finish_reason)")  # fmt: skip
+
+    def finish(self) -> None:
+        """The record's text, and its token count from the events when usage gave none."""
+        rec = self.record
+        rec.text = "".join(self.text_parts)
+        if rec.n_out is None and rec.event_t_ns:
+            rec.n_out, rec.n_out_source = self.tokens_from_events, "events"
