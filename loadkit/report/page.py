@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from loadkit.report import plots, tables
+from loadkit.report.breakdown import breakdown_section
 from loadkit.report.classes import classes_section
 from loadkit.report.delivered import delivered_section
 from loadkit.report.htmlutil import not_measured, section
@@ -39,7 +40,7 @@ svg .al{font-size:12px;fill:#222}svg .tt{font-size:14px;font-weight:600}svg .lg{
 .invalid{border:2px solid #c9302c;background:#fdf2f2;padding:4px 12px;margin:6px 0}.invalid ul{margin:4px 0}
 nav a{margin-right:12px}code{font-size:12px;word-break:break-all}ul.warnings li{color:#8a3b3b}
 """
-NAV = (("summary", "Summary"), ("classes", "User classes"), ("slo", "SLOs"), ("cdfs", "CDFs"), ("timeseries", "Over time"), ("stages", "Stages"),
+NAV = (("summary", "Summary"), ("classes", "User classes"), ("slo", "SLOs"), ("cdfs", "CDFs"), ("breakdown", "Where the time goes"), ("timeseries", "Over time"), ("stages", "Stages"),
        ("delivered", "Delivered load"), ("buckets", "Input lengths"), ("turns", "Turns"), ("outcomes", "Outcomes"), ("errors", "Errors"), ("server", "Server metrics"),
        ("capacity", "KV capacity"), ("warnings", "Warnings"), ("manifest", "Manifest"), ("definitions", "Definitions"))  # fmt: skip
 
@@ -105,6 +106,7 @@ def build_html(report: dict[str, Any], raw: RawData | None = None, report_dir: s
         _safe("slo", lambda: tables.slo_section(report), errors),
         _safe("connections", lambda: tables.connections_section(report), errors),
         _safe("cdfs", lambda: plots.cdf_section(report, raw), errors),
+        _safe("breakdown", lambda: breakdown_section(report), errors),
         _safe("timeseries", lambda: plots.timeseries_section(report, raw), errors),
         _safe("stages", lambda: plots.stages_section(report, raw), errors),
         _safe("delivered", lambda: delivered_section(report), errors),
