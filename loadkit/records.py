@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from loadkit.servertimings import join
 from loadkit.types import OK
 
 NS_PER_MS = 1_000_000
@@ -118,7 +119,18 @@ class RequestRecord:
             "retry_after_s": self.retry_after_s,
             # Engine-reported timings (llama.cpp's prompt_ms, predicted_per_token_ms...), as sent.
             "server_timings": self.server_timings,
+            # The same, normalised and joined with the client's TTFT (loadkit.servertimings).
+            "server_breakdown": server_breakdown(self),
         }
+
+
+def server_breakdown(r: RequestRecord) -> dict[str, Any] | None:
+    """The server's stage times (ms) joined with the client's TTFT; None: not reported."""
+    if r.server_timings is None:
+        return None
+    first, last = r.t_first_ns, r.t_last_ns
+    span = None if first is None or last is None else _ms(last - first)
+    return join(r.server_timings, ttft_ms(r), span)
 
 
 def _ms(ns: int) -> float:

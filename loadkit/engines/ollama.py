@@ -23,6 +23,8 @@ from loadkit.engines.common import AdapterExtras, int_or_none, load_object
 from loadkit.types import GenerationRequest, HttpRequest, MalformedEvent, TokenEvent, Usage
 
 DURATIONS = ("total_duration", "load_duration", "prompt_eval_duration", "eval_duration")
+# Passed through as server_timings: the durations and the token counts they were spent on.
+TIMING_KEYS = (*DURATIONS, "prompt_eval_count", "eval_count")
 
 
 class OllamaParser(StreamParser):
@@ -45,7 +47,7 @@ class OllamaParser(StreamParser):
             prompt_tokens=int_or_none(obj.get("prompt_eval_count")),
             completion_tokens=int_or_none(obj.get("eval_count")),
         )
-        timings = {key: obj[key] for key in DURATIONS if key in obj}
+        timings = {key: obj[key] for key in TIMING_KEYS if key in obj}
         return TokenEvent(
             tokens=k, text=text, reasoning_text=thinking, done=True, usage=usage,
             finish_reason=obj.get("done_reason"), server_timings=timings or None,

@@ -8,8 +8,9 @@ Native ``POST /generate`` with ``stream: true``: every event repeats the whole o
 with running ``prompt_tokens``, ``completion_tokens`` and ``cached_tokens``; tokens per event
 are the ``completion_tokens`` deltas, exact however many tokens an event carries
 (``--stream-interval`` > 1 sends several). ``meta_info.finish_reason`` is null until the end,
-then ``{"type": "length" | "stop" | "abort", ...}``; ``abort`` is an in-band error. The stream
-ends with ``data: [DONE]``. Exact output: ``sampling_params.ignore_eos``.
+then ``{"type": "length" | "stop" | "abort", ...}``; ``abort`` is an in-band error. The final
+``meta_info`` carries ``e2e_latency`` (and ``queue_time`` with ``--enable-metrics``), in seconds,
+passed through as server_timings. The stream ends with ``data: [DONE]``. Exact output: ``sampling_params.ignore_eos``.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class SGLangNativeParser(StreamParser):
             text=self.text.step(text),
             usage=meta_usage(meta),
             finish_reason=finish,
+            server_timings=meta_timings(meta) if finish is not None else None,
         )
 
 
@@ -77,6 +79,17 @@ def finish_reason(raw: Any) -> tuple[str | None, str | None]:
     if kind == "abort":
         return kind, str(raw.get("message") or "request aborted by the server")
     return kind, None
+
+
+# Timing fields of the final meta_info: seconds; queue_time only with --enable-metrics.
+TIMING_KEYS = ("e2e_latency", "queue_time", "prompt_tokens", "completion_tokens", "cached_tokens")
+
+
+def meta_timings(meta: dict[str, Any]) -> dict[str, Any] | None:
+    """The final event's server timings, passed through as server_timings (None: none sent)."""
+    if "e2e_latency" not in meta and "queue_time" not in meta:
+        return None
+    return {key: meta[key] for key in TIMING_KEYS if key in meta}
 
 
 def meta_usage(meta: dict[str, Any]) -> Usage:

@@ -14,6 +14,7 @@ import orjson
 from markupsafe import Markup
 
 from loadkit.report import plots, tables
+from loadkit.report.breakdown import breakdown_section
 from loadkit.report.classes import classes_section
 from loadkit.report.delivered import delivered_section
 from loadkit.report.htmlutil import macro, not_measured, render, section
@@ -24,7 +25,7 @@ from loadkit.report.tenants import tenants_section
 
 log = logging.getLogger("loadkit")
 
-NAV = (("summary", "Summary"), ("classes", "User classes"), ("slo", "SLOs"), ("cdfs", "CDFs"), ("timeseries", "Over time"), ("stages", "Stages"),
+NAV = (("summary", "Summary"), ("classes", "User classes"), ("slo", "SLOs"), ("cdfs", "CDFs"), ("breakdown", "Where the time goes"), ("timeseries", "Over time"), ("stages", "Stages"),
        ("delivered", "Delivered load"), ("buckets", "Input lengths"), ("turns", "Turns"), ("outcomes", "Outcomes"), ("errors", "Errors"), ("server", "Server metrics"),
        ("capacity", "KV capacity"), ("warnings", "Warnings"), ("manifest", "Manifest"), ("definitions", "Definitions"))  # fmt: skip
 
@@ -80,6 +81,7 @@ def build_html(report: dict[str, Any], raw: RawData | None = None, report_dir: s
         _safe("slo", lambda: tables.slo_section(report), errors),
         _safe("connections", lambda: tables.connections_section(report), errors),
         _safe("cdfs", lambda: plots.cdf_section(report, raw), errors),
+        _safe("breakdown", lambda: breakdown_section(report), errors),
         _safe("timeseries", lambda: plots.timeseries_section(report, raw), errors),
         _safe("stages", lambda: plots.stages_section(report, raw), errors),
         _safe("delivered", lambda: delivered_section(report), errors),

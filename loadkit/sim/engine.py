@@ -30,7 +30,7 @@ class Sequence:
     __slots__ = (
         "rid", "prompt", "tokens", "n_prompt", "target_out", "n_out", "prefill_left",
         "held", "private", "hashes", "cached_tokens", "admitted", "done", "aborted",
-        "out_ids", "sink", "n_preempted", "priority", "arrival",
+        "out_ids", "sink", "n_preempted", "priority", "arrival", "t_admit_ns",
     )  # fmt: skip
 
     def __init__(self, rid: str, prompt: list[int], target_out: int, sink: Any = None) -> None:
@@ -54,6 +54,9 @@ class Sequence:
         self.sink = sink
         self.priority = 0  # lower first, with scheduling_policy "priority"
         self.arrival = 0  # set by Scheduler.add: the FCFS tie-break
+        # Start of the step that first admitted it (the runner's clock; 0 until then): the end
+        # of its queueing and the start of its prefill in the server timings it reports.
+        self.t_admit_ns = 0
 
 
 @dataclass(slots=True)
@@ -68,6 +71,7 @@ class StepPlan:
     prefill_tokens: int = 0
     decode_seqs: int = 0
     preempted: int = 0
+    admitted: list[Sequence] = field(default_factory=list)  # admitted this step (once per request)
 
     @property
     def emissions(self) -> list[tuple[Sequence, int]]:
@@ -229,6 +233,7 @@ class Scheduler:
             self.running.append(seq)
             seq.admitted = True
             seq.prefill_left = uncached
+            plan.admitted.append(seq)
             budget -= self._prefill_chunk(seq, plan, budget)
 
     def _try_allocate(self, seq: Sequence, plan: StepPlan, budget: int) -> int | None:

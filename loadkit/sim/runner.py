@@ -166,9 +166,11 @@ class EngineRunner:
                     self._wake.clear()
                     await self._wake.wait()
                 continue
-            t_end = time.monotonic_ns()
+            t_end = planned = time.monotonic_ns()
             plan: StepPlan | None = sched.step()
             while plan is not None and plan.duration_ns:
+                # A step planned late (the loop behind its schedule) admits no earlier than planned.
+                _stamp_admitted(plan, max(t_end, planned))
                 due = t_end + plan.duration_ns
                 # Plan the next step a little before this one ends, so that its CPU time (~1 µs
                 # per running sequence) falls in the output loop's idle time rather than at the
@@ -177,7 +179,7 @@ class EngineRunner:
                 await self._output_until(due - self._lead_ns)
                 if self.intake:  # what arrived before this planning point joins the next step
                     self._take_requests(time.monotonic_ns() + _INTAKE_AT_PLAN_NS)
-                t0 = time.monotonic_ns()
+                t0 = planned = time.monotonic_ns()
                 following = None if sched.idle() else sched.step()
                 self._lead_ns = 2 * (time.monotonic_ns() - t0) + _MIN_LEAD_NS
                 await self._output_until(due)
@@ -276,6 +278,14 @@ class EngineRunner:
             self.resyncs += 1
             return now
         return due
+
+
+def _stamp_admitted(plan: StepPlan, t_start: int) -> None:
+    """The step starting at ``t_start`` admitted these: their queueing ended then (a
+    preempted sequence keeps its first admission)."""
+    for seq in plan.admitted:
+        if not seq.t_admit_ns:
+            seq.t_admit_ns = t_start
 
 
 def _plain(value: Any) -> Any:

@@ -105,11 +105,12 @@ class ActiveStream:
         first = fmt.start() if index == 0 else b""
         last = seq.done and index + n >= seq.n_out
         if last:
-            out = self.outcome()
+            t = _mono()  # stamped before the final event is built: its timings end here
+            out = self.outcome(t)
             payload = first + fmt.last_token(text, index, n, out) + fmt.end(out)
         else:
             payload = first + fmt.token(text, index, n)
-        t = _mono()
+            t = _mono()
         if self.trickle is not None:
             self.trickle.push(payload, last)
         elif last:
@@ -132,7 +133,7 @@ class ActiveStream:
         # the output loop has not written yet: the answer is complete only at n_out.
         if self.seq.done and self.sent >= self.seq.n_out:
             t = _mono()
-            self.conn.respond(200, fmt.body(b"".join(self.chunks), self.outcome()), headers=self.headers())
+            self.conn.respond(200, fmt.body(b"".join(self.chunks), self.outcome(t)), headers=self.headers())
             self.truth["t_token_ns"].append(t)
             self.truth["tokens_per_event"].append(self.sent)
             self._finish(t)
@@ -142,13 +143,26 @@ class ActiveStream:
     def headers(self) -> dict[str, str]:
         return {"x-request-id": self.truth["request_id"]}
 
-    def outcome(self) -> Outcome:
+    def outcome(self, t_last: int) -> Outcome:
+        """The request's outcome at its last token (written at ``t_last``); its stage times are
+        the simulator's own stamps, recorded in the truth log as the format reports them."""
         seq = self.seq
-        first = self.t_first_step or 0
-        prefill_ms = (first - self.truth["t_arrival_ns"]) / 1e6 if first else 0.0
-        decode_ms = (self.engine.runner.step_end_ns - first) / 1e6 if first else 0.0
         finish = "length" if seq.n_out >= self.fmt.spec.max_tokens else "stop"
-        return Outcome(seq.n_prompt, seq.n_out, seq.cached_tokens or 0, finish, prefill_ms, decode_ms)
+        out = Outcome(seq.n_prompt, seq.n_out, seq.cached_tokens or 0, finish)
+        self.stage_times(out, t_last)
+        self.truth["server_stages_ms"] = {"queue": out.queue_ms, "prefill": out.prefill_ms, "decode": out.decode_ms}
+        self.truth["server_timings"] = self.fmt.server_timings(out)
+        return out
+
+    def stage_times(self, out: Outcome, t_last: int) -> None:
+        """queue = arrival → admission, prefill = admission → first token written (a streamed
+        request's first write; otherwise its answer), decode = first → last token."""
+        arrival = self.truth["t_arrival_ns"]
+        first = self.ts[0] if self.streaming and len(self.ts) else (self.t_first_step or t_last)
+        admit = self.seq.t_admit_ns or first
+        out.queue_ms = (admit - arrival) / 1e6
+        out.prefill_ms = (first - admit) / 1e6
+        out.decode_ms = (t_last - first) / 1e6
 
     # ---- faults --------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from loadkit.records import RequestRecord
+from loadkit.stats.breakdown import BreakdownStats
 from loadkit.stats.histogram import Histogram
 from loadkit.stats.messages import MessageCounts, failure_message
 from loadkit.stats.metrics import METRICS, Slo, compile_slos, judge, slo_values_ns
@@ -51,7 +52,7 @@ class GroupStats:
         "hists", "outcomes", "sent", "output_tokens", "output_tokens_all", "input_tokens",
         "cached_tokens", "n_out_sources", "slo_counts", "good", "judged", "first_send_wall_ns",
         "last_end_wall_ns", "series", "wall_offset_ns", "pending", "pending_w", "pending_series",
-        "_slos", "messages", "ends",
+        "_slos", "messages", "ends", "breakdown",
     )  # fmt: skip
 
     def __init__(self, wall_offset_ns: int = 0, slos: tuple[Slo, ...] = ()) -> None:
@@ -76,6 +77,7 @@ class GroupStats:
         self._slos = compile_slos(slos)
         self.messages = MessageCounts()  # what the server said, per failed outcome
         self.ends: dict[str, int] = {}  # ok requests by how the stream ended (marker / close)
+        self.breakdown = BreakdownStats()  # the engine's own timings, joined (issue 26)
 
     # -- hot path -------------------------------------------------------------------------
 
@@ -111,6 +113,7 @@ class GroupStats:
             self._judge(self._add_latencies(r))
             if r.end is not None:
                 self.ends[r.end] = self.ends.get(r.end, 0) + 1
+            self.breakdown.add(r)
         elif outcome != CANCELLED:
             self.judged += 1
             self.messages.add(outcome, failure_message(r))
@@ -204,6 +207,7 @@ class GroupStats:
         _add_counts(self.n_out_sources, other.n_out_sources)
         _add_counts(self.ends, other.ends)
         self.messages.merge(other.messages)
+        self.breakdown.merge(other.breakdown)
         for key, counts in other.slo_counts.items():
             mine = self.slo_counts.setdefault(key, [0, 0, 0])
             for i, n in enumerate(counts):
@@ -237,6 +241,7 @@ class GroupStats:
             "series": self.series.delta_to_wire() if series_delta else self.series.to_wire(),
             "messages": self.messages.to_wire(),
             "ends": dict(self.ends),
+            "breakdown": self.breakdown.to_wire(),
         }
 
     @classmethod
@@ -255,6 +260,7 @@ class GroupStats:
         # Absent from an older worker's snapshot: nothing was kept there.
         group.messages = MessageCounts.from_wire(data.get("messages"))
         group.ends = dict(data.get("ends") or {})
+        group.breakdown = BreakdownStats.from_wire(data.get("breakdown"))
         return group
 
 

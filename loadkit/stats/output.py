@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from loadkit.stats.breakdown import console_line
 from loadkit.stats.messages import format_message, top_messages
 from loadkit.stats.metrics import METRICS
 from loadkit.stats.report import QUANTILES
@@ -119,8 +120,13 @@ def console_table(report: dict[str, Any], title: str = "loadkit") -> str:
     if lost:
         lines.append(f"workers lost: {lost} (see report.json workers.nodes)")
     lines += delivered_lines(report)  # issue 27: asked vs realised arrivals
+    lines += breakdown_lines(report)  # issue 26: the server's own timings
     lines += invalid_lines(report)
     return "\n".join(lines)
+
+
+def breakdown_lines(report: dict[str, Any]) -> list[str]:
+    return [line for engine, s in report["engines"].items() if (line := console_line(engine, s.get("server_breakdown")))]
 
 
 def invalid_lines(report: dict[str, Any]) -> list[str]:

@@ -79,6 +79,7 @@ def group_section(group: GroupStats, slos: tuple[Slo, ...], seconds: float | Non
         "output_tokens_per_s": _rate(group.output_tokens, seconds),
         "goodput_per_s": None if slo is None else slo["goodput_per_s"], "slo": slo,
         "n_out_sources": dict(sorted(group.n_out_sources.items())),
+        "server_breakdown": group.breakdown.section(),
     }  # fmt: skip
     for name in TIME_METRICS:
         section[name] = summary(group.hists[name], 1e6)

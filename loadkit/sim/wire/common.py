@@ -51,8 +51,11 @@ class Outcome:
     completion_tokens: int
     cached_tokens: int
     finish_reason: str  # "length" or "stop"
+    # The server's own stage times (ms): arrival → admission, admission → first token written,
+    # first → last token written (loadkit.sim.stream.ActiveStream.outcome).
     prefill_ms: float = 0.0
     decode_ms: float = 0.0
+    queue_ms: float = 0.0
 
 
 class StreamFormat:
@@ -102,6 +105,10 @@ class StreamFormat:
 
     def body(self, text: bytes, out: Outcome) -> bytes:
         raise NotImplementedError
+
+    def server_timings(self, out: Outcome) -> dict[str, Any] | None:
+        """The per-request timings this protocol reports, as sent (for the truth log)."""
+        return None
 
     def ids(self, index: int, n: int) -> list[int]:
         return self.corpus.ids_of(self.start_word + index, n)

@@ -62,16 +62,32 @@ def sglang_error(status: int, message: str) -> bytes:
     return dumps({"error": {"message": message}})
 
 
+def sglang_timings(out: Outcome) -> dict[str, float]:
+    """The final meta_info's timings, in seconds: ``queue_time`` (SGLang sends it with
+    --enable-metrics) and ``e2e_latency`` (arrival to the last token)."""
+    return {"queue_time": out.queue_ms / 1000, "e2e_latency": (out.queue_ms + out.prefill_ms + out.decode_ms) / 1000}
+
+
 class SglangGenerate(StreamFormat):
     def meta(self, n_out: int, out: Outcome | None) -> dict[str, Any]:
         finish: dict[str, Any] | None = None
         if out is not None:  # SGLang: {"type": "length", "length": N} or {"type": "stop", "matched": <eos id>}
             finish = {"type": "length", "length": n_out} if out.finish_reason == "length" else {"type": "stop", "matched": 2}
-        return {
+        meta: dict[str, Any] = {
             "id": self.rid, "finish_reason": finish,
             "prompt_tokens": out.prompt_tokens if out else self.n_prompt,
             "completion_tokens": n_out, "cached_tokens": out.cached_tokens if out else self.n_cached,
         }  # fmt: skip
+        if out is not None:
+            meta.update(sglang_timings(out))
+        return meta
+
+    def server_timings(self, out: Outcome) -> dict[str, Any] | None:
+        """What loadkit's SGLang adapter passes on from the final meta_info."""
+        timings = sglang_timings(out)
+        return {"e2e_latency": timings["e2e_latency"], "queue_time": timings["queue_time"],
+                "prompt_tokens": out.prompt_tokens, "completion_tokens": out.completion_tokens,
+                "cached_tokens": out.cached_tokens}  # fmt: skip
 
     def token(self, text: bytes, index: int, n: int) -> bytes:
         so_far = self.corpus.text_of(self.start_word, 0, index + n)
@@ -249,6 +265,9 @@ class LlamaNative(StreamFormat):
         final["content"] = text.decode()
         return dumps(final)
 
+    def server_timings(self, out: Outcome) -> dict[str, Any]:
+        return llama_timings(out)
+
 
 # ---- Ollama --------------------------------------------------------------------------------
 
@@ -301,9 +320,14 @@ class OllamaGenerate(StreamFormat):
             self.model_b, created_at(), json_str(text))
 
     def stats(self, out: Outcome) -> bytes:
-        prefill_ns, decode_ns = int(out.prefill_ms * 1e6), int(out.decode_ms * 1e6)
-        return b'"total_duration":%d,"load_duration":0,"prompt_eval_count":%d,"prompt_eval_duration":%d,"eval_count":%d,"eval_duration":%d' % (
-            prefill_ns + decode_ns, out.prompt_tokens, prefill_ns, out.completion_tokens, decode_ns)
+        return dumps(self.server_timings(out))[1:-1]
+
+    def server_timings(self, out: Outcome) -> dict[str, Any]:
+        """Ollama's durations (ns): the total runs from arrival, so it holds the queueing too."""
+        queue_ns, prefill_ns, decode_ns = int(out.queue_ms * 1e6), int(out.prefill_ms * 1e6), int(out.decode_ms * 1e6)
+        return {"total_duration": queue_ns + prefill_ns + decode_ns, "load_duration": 0,
+                "prompt_eval_count": out.prompt_tokens, "prompt_eval_duration": prefill_ns,
+                "eval_count": out.completion_tokens, "eval_duration": decode_ns}  # fmt: skip
 
     def end(self, out: Outcome) -> bytes:
         return b'{"model":%s,"created_at":%s,"response":"","done":true,"done_reason":%s,%s}\n' % (

@@ -222,6 +222,9 @@ class LlamaCompletion(StreamFormat):
             "timings": llama_timings(out),
         })  # fmt: skip
 
+    def server_timings(self, out: Outcome) -> dict[str, Any]:
+        return llama_timings(out)
+
 
 class LlamaChat(LlamaCompletion):
     """llama.cpp /v1/chat/completions: role chunk, content chunks, finish chunk, usage chunk."""
