@@ -12,7 +12,7 @@ import logging
 from typing import Any
 
 from loadkit.classstats import ClassStats
-from loadkit.delivered import DeliveredLoad
+from loadkit.delivered import SCHEDULED, DeliveredLoad
 from loadkit.lengthstats import LengthStats
 from loadkit.records import RequestRecord
 from loadkit.sessionstats import SessionStats
@@ -39,6 +39,8 @@ class SideStats:
         self.remote_delivered: dict[str, DeliveredLoad] = {}
         self.tenants = TenantStats()  # per-tenant cells, when the scenario declares tenants
         self.remote_tenants: dict[str, TenantStats] = {}
+        self._slo_scenario: Any = None  # the scenario _own_slos was taken from
+        self._own_slos: dict[str, dict[str, float]] = {}
         self.seq = 0
         self.plan: list[dict[str, Any]] = []
         self.asked: dict[str, Any] | None = None  # the scenario's length spec, as written
@@ -80,7 +82,7 @@ class SideStats:
     def add_lengths(self, record: RequestRecord) -> None:
         self.lengths.add(record)
         self.delivered.add(record)
-        self.tenants.add(record, self.stages.slos)
+        self.tenants.add(record, self.stages.slos, self._tenant_slos())
 
     def add_class(self, record: RequestRecord) -> None:
         self.classes.add(record)
@@ -164,7 +166,7 @@ class SideStats:
         scenario = getattr(runtime, "scenario", None)
         arrival = getattr(scenario, "arrival", None)
         offsets = None
-        if arrival and arrival.get("model") == "trace" and runtime is not None and runtime.sources:
+        if arrival and arrival.get("model") in SCHEDULED and runtime is not None and runtime.sources:
             offsets = next(iter(runtime.sources.values())).trace_arrival_times_s()
         return merged.report(arrival, offsets, self.lengths_report()["by_target"])
 
@@ -178,4 +180,17 @@ class SideStats:
         merged.merge(self.tenants)
         for tenants in self.remote_tenants.values():
             merged.merge(tenants)
-        return merged.report({t.name: t.priority for t in declared})
+        run_slos = dict(self.stages.slos)
+        return merged.report({t.name: t.priority for t in declared},
+                             {t.name: {"slos": run_slos if t.slos is None else dict(t.slos),
+                                       "slos_from": "run" if t.slos is None else "tenant",
+                                       "arrival_asked": t.arrival} for t in declared})
+
+    def _tenant_slos(self) -> dict[str, dict[str, float]]:
+        """The declared tenants' own SLO tables, kept per scenario object (looked up per request)."""
+        scenario = getattr(getattr(self.environment, "loadkit", None), "scenario", None)
+        if scenario is not self._slo_scenario:
+            tenants = getattr(scenario, "tenants", None) or []
+            self._slo_scenario = scenario
+            self._own_slos = {t.name: t.slos for t in tenants if t.slos is not None}
+        return self._own_slos
