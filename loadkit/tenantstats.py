@@ -127,7 +127,8 @@ def console_lines(report: dict[str, Any]) -> list[str]:
         for name, t in data["tenants"].items():
             share, att = t["goodput_share_of_demand"], t["slo_attainment"]
             lvs = t["long_vs_short"] or {}
-            lines.append(f"  {name} (priority {t['priority']}): {t['requests']} req, SLO met "
+            own = " (own SLOs)" if t.get("slos_from") == "tenant" else ""
+            lines.append(f"  {name} (priority {t['priority']}): {t['requests']} req, SLO met{own} "
                          f"{'-' if att is None else f'{100 * att:.1f}%'}, good/demand "
                          f"{'-' if share is None else f'{share:.3f}'}, TTFT p50 {_f(t['ttft_ms_p50'])} ms, "
                          f"long/short TTFT {_f(lvs.get('ttft_p50_ratio'))}x")

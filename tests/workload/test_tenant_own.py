@@ -7,7 +7,8 @@ import pytest
 
 from loadkit.priority import check_priority_as, place_priority
 from loadkit.targets import TargetError, parse_target
-from loadkit.tenantstats import TenantStats
+from loadkit.report.tenants import tenants_section
+from loadkit.tenantstats import TenantStats, console_lines
 from loadkit.workload import ScenarioError, load_scenario
 from tests.workload.test_tenants import rec
 
@@ -111,6 +112,20 @@ def test_a_tenants_own_slos_replace_the_runs_when_judged():
     assert gold["slo_attainment"] == 0.0 and bronze["slo_attainment"] == 1.0
     assert gold["slos"] == {"ttft_ms": 30.0} and gold["slos_from"] == "tenant" and "slos" not in bronze
     assert out["by_target"]["sim"]["jain_fairness"] == pytest.approx(0.5)
+    lines = console_lines({"tenants": out})
+    assert "gold (priority 0): 4 req, SLO met (own SLOs) 0.0%" in lines[2] and "own" not in lines[1]
+
+
+def test_html_rows_show_the_tenants_own_arrival_and_slos():
+    stats = TenantStats()
+    stats.add(rec("gold/short", 20), {"ttft_ms": 100.0}, {"gold": {"ttft_ms": 30.0}})
+    stats.add(rec("bronze/short", 20), {"ttft_ms": 100.0}, {"gold": {"ttft_ms": 30.0}})
+    declared = {"gold": {"slos": {"ttft_ms": 30.0}, "slos_from": "tenant", "arrival_asked": {"model": "poisson", "rate": 8.0}},
+                "bronze": {"slos": {"ttft_ms": 100.0}, "slos_from": "run",
+                           "arrival_asked": {"model": "gamma", "rate": 2.5, "cv": 2.0}}}
+    page = tenants_section({"tenants": stats.report({"gold": 0, "bronze": 1}, declared)})
+    for cell in ("poisson 8/s", "ttft_ms&lt;=30 (own)", "gamma 2.5/s cv 2", "ttft_ms&lt;=100 (run)"):
+        assert f"<td>{cell}</td>" in page, cell
 
 
 def test_priority_goes_in_a_body_field_or_a_header_as_the_target_says():
