@@ -80,6 +80,9 @@ def test_own_arrivals_own_slos_and_a_header_priority_reach_the_simulator(tmp_pat
     assert delivered["asked"]["model"] == "tenants" and abs(delivered["rate_error"]) < 0.02, delivered
     assert delivered["fit"]["test"] == "ks-2sample vs the tenants' schedule's gaps"
     ratio = bronze["ttft_ms_p50"] / gold["ttft_ms_p50"]
+    print(f"sim reads header={sim_reads_header}: TTFT p50 gold {gold['ttft_ms_p50']:.0f} ms, bronze "
+          f"{bronze['ttft_ms_p50']:.0f} ms; SLO met {gold['slo_attainment']:.3f} (own) vs {bronze['slo_attainment']:.3f}; "
+          f"Jain {section['jain_fairness']:.3f}; sent {dict(asked)}; rate error {delivered['rate_error']:.4f}")
     if sim_reads_header:
         assert ratio > 3, (gold["ttft_ms_p50"], bronze["ttft_ms_p50"])
         assert gold["slo_attainment"] > 0.8
