@@ -9,8 +9,9 @@ from typing import Any
 from loadkit.client.httpstream import Endpoint
 from loadkit.engines.base import AdapterOptions, EngineAdapter
 from loadkit.plugins import get_engine
+from loadkit.priority import check_priority_as
 
-TARGET_KEYS = ("engine", "api", "model")
+TARGET_KEYS = ("engine", "api", "model", "priority_as")
 
 
 class TargetError(ValueError):
@@ -24,6 +25,7 @@ class TargetSpec:
     engine: str = "openai"
     api: str | None = None
     model: str | None = None
+    priority_as: str | None = None  # where tenants' priorities go (loadkit/priority.py); None: the engine's
 
 
 @dataclass(slots=True)
@@ -37,9 +39,13 @@ class Target:
     def name(self) -> str:
         return self.spec.name
 
+    @property
+    def priority_as(self) -> str:
+        return self.spec.priority_as or self.adapter.priority_as
+
 
 def parse_target(text: str, default_engine: str = "openai") -> TargetSpec:
-    """NAME=URL[,engine=E][,api=A][,model=M]."""
+    """NAME=URL[,engine=E][,api=A][,model=M][,priority_as=field:F|header:H|none]."""
     name, sep, rest = text.partition("=")
     if not sep or not name.strip() or not rest.strip():
         raise TargetError(f"--target {text!r}: expected NAME=URL[,engine=E][,api=A][,model=M]")
@@ -53,6 +59,11 @@ def parse_target(text: str, default_engine: str = "openai") -> TargetSpec:
                 f"--target {text!r}: unknown part {pair!r}; allowed keys: {', '.join(TARGET_KEYS)}"
             )
         setattr(spec, key, value.strip() or None)
+    if spec.priority_as is not None:
+        try:
+            check_priority_as(spec.priority_as)
+        except ValueError as exc:
+            raise TargetError(f"--target {text!r}: priority_as: {exc}") from None
     return spec
 
 

@@ -69,6 +69,8 @@ class GenerationRequest:
     t_sched_ns: int | None = None
     stage: str | None = None
     extra_body: dict[str, Any] = field(default_factory=dict)
+    # The tenant's priority (lower first); each target places it (body field or header, priority.py).
+    priority: int | None = None
 
     def as_prompt(self) -> str:
         """The request as one prompt string, for completion endpoints given chat messages."""

@@ -24,7 +24,8 @@ def target_specs(options: Any, host: str | None, from_scenario: list[dict[str, A
     specs = [parse_target(text, options.engine) for text in given]
     if not specs and not host and from_scenario:
         specs = [
-            TargetSpec(t["name"], t["url"], t.get("engine") or "auto", t.get("api"), t.get("model"))
+            TargetSpec(t["name"], t["url"], t.get("engine") or "auto", t.get("api"), t.get("model"),
+                       t.get("priority_as"))
             for t in from_scenario
         ]
     if not specs:

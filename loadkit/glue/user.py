@@ -21,6 +21,7 @@ from loadkit.client.timer import run_request
 from loadkit.glue.api import LLMCalls
 from loadkit.glue.failures import FAILURE_TEXTS, RequestOutcomeError  # noqa: F401 (was defined here)
 from loadkit.glue.runtime import Runtime
+from loadkit.priority import place_priority
 from loadkit.records import RequestRecord, e2e_ms
 from loadkit.types import CANCELLED, OK, GenerationRequest
 
@@ -78,6 +79,8 @@ class LLMUser(LLMCalls, FastHttpUser):
         headers = {}
         if self.session_header and request.session_id:
             headers[self.session_header] = request.session_id
+        if request.priority is not None:  # a tenant's: a body field or a header, as the target says
+            place_priority(request.priority, self.target.priority_as, request.extra_body, headers)
         return run_request(
             self.target.adapter,
             self.target.endpoint,

@@ -247,7 +247,7 @@ def schedule_offsets(scenario: Any, source: Any, shard: tuple[int, int],
     model = arrival.get("model", "closed")
     if model == "closed":
         return None
-    if model == "trace":  # the source's items are this shard's already, with their times
+    if model in ("trace", "tenants"):  # the source's items are this shard's already, with their times
         times = source.trace_arrival_times_s() or []
         # issue 27: a Mooncake window's cache warm-up requests come first, in the warmup stage
         names = getattr(source, "trace_arrival_stages", lambda: None)() or ["trace"] * len(times)

@@ -52,6 +52,9 @@ class Profile:
     # vLLM's --scheduling-policy: "fcfs", or "priority" (lower request `priority` first, then
     # arrival; preemption evicts the lowest-priority running sequence).
     scheduling_policy: str = "fcfs"
+    # Read the priority from this request header instead of the body (as a gateway in front of
+    # the engine passes it on); "" = the body's field.
+    priority_header: str = ""
 
     def pool_blocks(self) -> int:
         """Number of KV blocks in the pool."""
@@ -86,6 +89,8 @@ PROFILE_HELP: dict[str, str] = {
     "(us; 0 = all at the step end)",
     "scheduling_policy": "fcfs, or priority: the request body's `priority` (lower first), as vLLM's "
     "--scheduling-policy priority",
+    "priority_header": "read the priority from this request header (an integer) instead of the body's "
+    "field, as a gateway passes it on",
 }
 
 PROFILES: dict[str, Profile] = {
@@ -147,6 +152,8 @@ def validate(profile: Profile) -> Profile:
         raise ConfigError("the KV pool holds no block: raise --kv-memory-gb or set --num-blocks")
     if profile.scheduling_policy not in ("fcfs", "priority"):
         raise ConfigError(f"--scheduling-policy must be fcfs or priority (got {profile.scheduling_policy!r})")
+    if profile.priority_header != profile.priority_header.strip():
+        raise ConfigError(f"--priority-header: expected a header name, got {profile.priority_header!r}")
     return profile
 
 

@@ -145,6 +145,7 @@ class SimEngine:
         try:
             fault = self._pick_fault(req, rng)
             spec = route.parse(parse_json_object(req.body), self.profile.default_max_tokens, self.model)
+            spec.priority = self._priority(req, spec)
         except ValueError as exc:
             self._refuse(conn, truth, route.bad_status, route.error(route.bad_status, str(exc)))
             return
@@ -181,6 +182,17 @@ class SimEngine:
                 sink.trickle = Trickle(conn, fault.arg or 1, self.options.trickle_interval_ms / 1000)
         self.scheduler.add(seq)
         self.runner.wake()
+
+    def _priority(self, req: Request, spec: RequestSpec) -> int:
+        """The body's priority, or with --priority-header that header's (0 when absent)."""
+        name = self.profile.priority_header
+        if not name:
+            return spec.priority
+        value = req.headers.get(name.lower(), "0")
+        try:
+            return int(value)
+        except ValueError:
+            raise ValueError(f"header {name}: expected an integer priority, got {value!r}") from None
 
     def _target_out(self, spec: RequestSpec, rng: random.Random) -> int:
         """max_tokens, or an earlier seeded EOS when the request allows one."""

@@ -15,8 +15,9 @@ from typing import Any
 from loadkit.records import RequestRecord
 from loadkit.stats.classstats import ClassStats
 from loadkit.stats.collector import StatsCollector
-from loadkit.stats.delivered import DeliveredLoad
+from loadkit.stats.delivered import SCHEDULED, DeliveredLoad
 from loadkit.stats.lengthstats import LengthStats
+from loadkit.stats.metrics import compile_slos
 from loadkit.stats.sections import Section
 from loadkit.stats.sessionstats import SessionStats
 from loadkit.stats.stagestats import StageStats
@@ -48,6 +49,8 @@ class BuiltinSections:
         self.environment = environment
         self.plan: list[dict[str, Any]] = []
         self.asked: dict[str, Any] | None = None  # the scenario's length spec, as written
+        self._slo_scenario: Any = None  # the scenario _own_slos was taken from
+        self._own_slos: dict[str, Any] = {}
 
     def install(self) -> None:
         """The one registration point: order here is the report's section order."""
@@ -62,7 +65,7 @@ class BuiltinSections:
                     report=ClassStats.report),
             Section("delivered", DeliveredLoad, DeliveredLoad.from_wire, DeliveredLoad.add,
                     report=self._delivered_report),
-            Section("tenants", TenantStats, TenantStats.from_wire, lambda s, r: s.add(r, c.compiled_slos),
+            Section("tenants", TenantStats, TenantStats.from_wire, lambda s, r: s.add(r, c.compiled_slos, self._tenant_slos()),
                     report=self._tenants_report),
         ):  # fmt: skip
             c.register_section(section)
@@ -107,7 +110,7 @@ class BuiltinSections:
         runtime = getattr(self.environment, "loadkit", None)
         arrival = getattr(getattr(runtime, "scenario", None), "arrival", None)
         offsets = None
-        if arrival and arrival.get("model") == "trace" and runtime is not None and runtime.sources:
+        if arrival and arrival.get("model") in SCHEDULED and runtime is not None and runtime.sources:
             offsets = next(iter(runtime.sources.values())).trace_arrival_times_s()
         by_target = self.collector.merged_section("lengths").report()
         return delivered.report(arrival, offsets, by_target)
@@ -118,7 +121,22 @@ class BuiltinSections:
         declared = getattr(getattr(runtime, "scenario", None), "tenants", None) or []
         if not declared:
             return None
-        return tenants.report({t.name: t.priority for t in declared})
+        run_slos = dict(self.collector.slo_limits)
+        return tenants.report({t.name: t.priority for t in declared},
+                              {t.name: {"slos": run_slos if t.slos is None else dict(t.slos),
+                                        "slos_from": "run" if t.slos is None else "tenant",
+                                        "arrival_asked": t.arrival} for t in declared})
+
+    def _tenant_slos(self) -> dict[str, Any]:
+        """The declared tenants' own SLO tables, compiled once per scenario object (looked up
+        per request; a tenant's table replaces the run's SLOs in the tenants section only)."""
+        runtime = getattr(self.environment, "loadkit", None)
+        scenario = getattr(runtime, "scenario", None)
+        if scenario is not self._slo_scenario:
+            tenants = getattr(scenario, "tenants", None) or []
+            self._slo_scenario = scenario
+            self._own_slos = {t.name: compile_slos(t.slos) for t in tenants if t.slos is not None}
+        return self._own_slos
 
 
 def _add_turn(sessions: SessionStats, record: RequestRecord) -> None:

@@ -22,6 +22,9 @@ import numpy as np
 from loadkit.stats.goodness import MIN_GAPS, exponential_cdf, gamma_cdf, ks_one_sample, ks_two_sample
 from loadkit.workload.arrival import Stage, realised_stats, stages_from_spec
 
+# Models whose asked arrivals are the source's own schedule (a trace's offsets, or the tenants'
+# own processes superposed: tenantplan.py): realised gaps are tested against that schedule's.
+SCHEDULED = ("trace", "tenants")
 CAP = 20_000
 ALPHA = 0.01  # the test's verdict: "consistent" unless p < ALPHA
 NS = 1_000_000_000
@@ -118,9 +121,9 @@ def asked_for(arrival: dict[str, Any], trace_offsets: list[float] | None, stage:
     model = arrival.get("model", "closed")
     if model == "closed":
         return {"model": "closed", "rate": None, "cv": None, "users": arrival.get("users")}
-    if model == "trace":
+    if model in SCHEDULED:
         stats = realised_stats(list(trace_offsets or []))
-        return {"model": "trace", "rate": stats["rate"], "cv": stats["cv"]}
+        return {"model": model, "rate": stats["rate"], "cv": stats["cv"]}
     found = _stage(stages_from_spec(arrival), stage)
     if found is None:
         return {"model": model, "rate": None, "cv": None, "note": f"no stage {stage!r} in the scenario"}
@@ -141,19 +144,20 @@ def fit_test(model: str, asked: dict[str, Any], gaps: np.ndarray,
              trace_offsets: list[float] | None) -> dict[str, Any]:
     """KS of the realised gaps against the asked gap distribution, or why there is none."""
     rate = asked.get("rate")
-    if model not in ("poisson", "gamma", "trace") or (model != "trace" and not rate):
+    if model not in ("poisson", "gamma", *SCHEDULED) or (model not in SCHEDULED and not rate):
         reason = ("constant gaps: compare the CV (asked 0)" if model == "constant" else
                   "closed loop: no asked arrival process" if model == "closed" else
                   "a ramp's gaps are not one distribution")
         return {"test": None, "reason": reason}
     if len(gaps) < MIN_GAPS:
         return {"test": None, "reason": f"fewer than {MIN_GAPS} inter-arrival gaps"}
-    if model == "trace":
+    if model in SCHEDULED:
+        what = "the trace" if model == "trace" else "the tenants' schedule"
         asked_gaps = np.diff(np.sort(np.asarray(trace_offsets or [], dtype=float)))
         if len(asked_gaps) < MIN_GAPS:
-            return {"test": None, "reason": f"the trace has fewer than {MIN_GAPS} gaps"}
+            return {"test": None, "reason": f"{what} has fewer than {MIN_GAPS} gaps"}
         d, p = ks_two_sample(gaps, asked_gaps)
-        return _verdict("ks-2sample vs the trace's gaps", d, p, len(gaps))
+        return _verdict(f"ks-2sample vs {what}'s gaps", d, p, len(gaps))
     rate = float(asked["rate"])
     cdf = exponential_cdf(rate) if model == "poisson" else gamma_cdf(rate, float(asked["cv"]))
     d, p = ks_one_sample(gaps, cdf)

@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from loadkit.records import RequestRecord
+from loadkit.stats.metrics import Compiled, SloLike
 from loadkit.stats.stagestats import StageCell
 
 NS = 1_000_000_000
@@ -28,12 +29,15 @@ class TenantStats:
         self.span: dict[str, list[int]] = {}  # engine -> [first send, last end], Unix ns
         self.wall_offset_ns = time.time_ns() - time.perf_counter_ns()
 
-    def add(self, r: RequestRecord, slos: dict[str, float]) -> None:
+    def add(self, r: RequestRecord, slos: SloLike | Compiled | None,
+            own: dict[str, SloLike | Compiled] | None = None) -> None:
+        """``own``: the tenants' own SLO tables; a tenant's replaces the run's ``slos`` (both
+        judged by metrics.meets, as in every view)."""
         tenant, sep, part = r.label.partition("/")
         if not sep:
             return
         key = (r.engine, tenant, part)
-        self.cells.setdefault(key, StageCell()).add(r, slos)
+        self.cells.setdefault(key, StageCell()).add(r, own.get(tenant, slos) if own else slos)
         self.input_tokens[key] = self.input_tokens.get(key, 0) + (r.n_in_target or r.n_in or 0)
         send = r.t_send_ns + self.wall_offset_ns
         end = (r.t_end_ns or r.t_send_ns) + self.wall_offset_ns
@@ -62,12 +66,14 @@ class TenantStats:
         out.span = {str(e): [int(a), int(b)] for e, (a, b) in (data.get("span") or {}).items()}
         return out
 
-    def report(self, priorities: dict[str, int | None]) -> dict[str, Any]:
+    def report(self, priorities: dict[str, int | None],
+               declared: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+        """``declared``: per tenant, what the scenario says of it (its SLOs, its arrival), shown as is."""
         by_engine: dict[str, Any] = {}
         for engine in sorted({k[0] for k in self.cells}):
             a, b = self.span[engine]
             seconds = (b - a) / NS if b > a else None
-            tenants = {t: self._tenant(engine, t, seconds, priorities.get(t))
+            tenants = {t: {**self._tenant(engine, t, seconds, priorities.get(t)), **(declared or {}).get(t, {})}
                        for t in sorted({k[1] for k in self.cells if k[0] == engine})}
             by_engine[engine] = {"window_s": seconds, "tenants": tenants,
                                  "jain_fairness": jain([t["goodput_share_of_demand"] for t in tenants.values()])}
@@ -123,7 +129,8 @@ def console_lines(report: dict[str, Any]) -> list[str]:
         for name, t in data["tenants"].items():
             share, att = t["goodput_share_of_demand"], t["slo_attainment"]
             lvs = t["long_vs_short"] or {}
-            lines.append(f"  {name} (priority {t['priority']}): {t['requests']} req, SLO met "
+            own = " (own SLOs)" if t.get("slos_from") == "tenant" else ""
+            lines.append(f"  {name} (priority {t['priority']}): {t['requests']} req, SLO met{own} "
                          f"{'-' if att is None else f'{100 * att:.1f}%'}, good/demand "
                          f"{'-' if share is None else f'{share:.3f}'}, TTFT p50 {_f(t['ttft_ms_p50'])} ms, "
                          f"long/short TTFT {_f(lvs.get('ttft_p50_ratio'))}x")

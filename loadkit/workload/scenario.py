@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from loadkit.priority import check_priority_as
 from loadkit.stats.metrics import SLO_KEYS
 from loadkit.workload import parts as parts_mod
 from loadkit.workload.errors import (
@@ -40,8 +41,8 @@ if TYPE_CHECKING:
 SCHEMA = "loadkit.scenario/1"
 TOP_KEYS = ("schema", "name", "description", "seed", "duration_s", "max_requests", "targets", "slos",
             "arrival", "prompt", "parts", "trace", "sessions", "tenants")
-TARGET_KEYS = ("name", "url", "engine", "api", "model")
-ARRIVAL_MODELS = ("closed", "poisson", "gamma", "constant", "trace")
+TARGET_KEYS = ("name", "url", "engine", "api", "model", "priority_as")
+ARRIVAL_MODELS = ("closed", "poisson", "gamma", "constant", "trace", "tenants")
 
 
 @dataclass(slots=True)
@@ -117,7 +118,7 @@ def parse_scenario(raw: dict[str, Any], path: Path, sha256: str = "") -> Scenari
     _parse_header(ctx, raw, sc)
     _parse_workload(ctx, raw, sc)
     if "tenants" in raw:
-        sc.tenants = parse_tenants(ctx.at("tenants"), raw["tenants"], sc.parts)
+        sc.tenants = parse_tenants(ctx.at("tenants"), raw["tenants"], sc.parts, _parse_slos, _parse_arrival)
     _check_arrival_fits(ctx, sc)
     return sc
 
@@ -146,6 +147,11 @@ def _parse_target(ctx: Ctx, raw: Any) -> dict[str, Any]:
     out["engine"] = get_str(ctx.at("engine"), table.get("engine", "auto"))
     out["api"] = get_str(ctx.at("api"), table.get("api", "chat"), ("chat", "completions", "native"))
     out["model"] = get_str(ctx.at("model"), table["model"]) if "model" in table else None
+    if "priority_as" in table:
+        try:
+            out["priority_as"] = check_priority_as(get_str(ctx.at("priority_as"), table["priority_as"]))
+        except ValueError as exc:
+            raise ctx.at("priority_as").error(str(exc)) from None
     return out
 
 
@@ -159,7 +165,7 @@ def _parse_arrival(ctx: Ctx, raw: Any) -> dict[str, Any]:
     table = get_table(ctx, raw)
     model = get_str(ctx.at("model"), require(ctx, table, "model"), ARRIVAL_MODELS)
     keys = {"closed": ("users", "spawn_rate"), "poisson": ("rate",), "constant": ("rate",),
-            "gamma": ("rate", "cv"), "trace": ()}[model]
+            "gamma": ("rate", "cv"), "trace": (), "tenants": ()}[model]
     check_keys(ctx, table, ("model", "stages") + keys)
     out: dict[str, Any] = {"model": model}
     if model == "closed":
@@ -172,6 +178,8 @@ def _parse_arrival(ctx: Ctx, raw: Any) -> dict[str, Any]:
     if "stages" in table:
         if model == "trace":
             raise ctx.at("stages").error("stages do not apply to trace arrivals (use trace.speed)")
+        if model == "tenants":
+            raise ctx.at("stages").error("stages do not apply to tenants' own arrivals (each has one steady rate)")
         out["stages"] = _parse_stages(ctx.at("stages"), table["stages"], model, out)
     return out
 
@@ -258,11 +266,26 @@ def _check_arrival_fits(ctx: Ctx, sc: Scenario) -> None:
             raise ctx.at("arrival.model").error(
                 "expected a [trace] with timestamps (azure, mooncake, or lengths with timestamp_column) "
                 "for arrival model 'trace'")
+    _check_tenant_arrivals(ctx, sc)
     if sc.trace is not None and sc.trace.warm_cache and sc.arrival["model"] != "trace":
         raise ctx.at("trace.warm_cache").error("expected arrival model 'trace' (warm-up runs before the window's "
                                                "own arrivals)")
     if sc.trace is not None and sc.trace.loop and sc.duration_s is None and sc.max_requests is None:
         raise ctx.at("trace.loop").error("expected duration_s or max_requests to bound a looping trace")
+
+
+def _check_tenant_arrivals(ctx: Ctx, sc: Scenario) -> None:
+    """Tenants' own arrivals and ``[arrival] model = "tenants"`` come together, with a bound
+    (the superposed schedule is drawn up front, as a timed trace's is)."""
+    own = bool(sc.tenants) and sc.tenants[0].arrival is not None
+    if sc.arrival["model"] == "tenants" and not own:
+        raise ctx.at("arrival.model").error("expected [[tenants]] that each give an arrival table for arrival "
+                                            "model 'tenants'")
+    if own and sc.arrival["model"] != "tenants":
+        raise ctx.at("arrival.model").error(f"expected 'tenants' (the tenants give their own arrivals), got "
+                                            f"{sc.arrival['model']!r}")
+    if own and sc.duration_s is None and sc.max_requests is None:
+        raise ctx.at("arrival.model").error("expected duration_s or max_requests to bound the tenants' arrivals")
 
 
 __all__ = ["SCHEMA", "Scenario", "ScenarioError", "load_scenario", "parse_scenario"]

@@ -19,6 +19,8 @@ from loadkit.workload.errors import Ctx, ScenarioError
 from loadkit.workload.mooncake import BlockPrompts, group_sessions
 from loadkit.workload.realised import Realised
 from loadkit.workload.sessions import Session, SessionContext, TraceSession
+from loadkit.workload.tenantplan import STAGE as TENANT_STAGE
+from loadkit.workload.tenantplan import tenant_schedule
 from loadkit.workload.text import ApproxBuilder, TextBuilder, hf_builder
 from loadkit.workload.traces import Trace, block_sharing, leading_cached_blocks, load_servegen, load_trace
 from loadkit.workload.warmcache import (
@@ -32,6 +34,7 @@ from loadkit.workload.warmcache import (
 
 if TYPE_CHECKING:
     from loadkit.workload.scenario import Scenario
+    from loadkit.workload.tenants import TenantSpec
 
 Item = GenerationRequest | Session | TraceSession
 _PARTS, _TRACE, _SESSIONS, _SYSTEM = 0x9A27, 0x7ACE, 0x5E55, 0x5157
@@ -115,19 +118,37 @@ class RequestSource:
         return self._mix_stream()
 
     def _tenant_stream(self) -> Iterator[Item]:
-        """Each request: a tenant by weight, then one of its parts by weight (tenants.py)."""
-        parts, tenants = self.scenario.parts, self.scenario.tenants
+        """Each request: a tenant (by weight, or as the tenants' own arrivals superpose:
+        tenantplan.py), then one of its parts by weight (tenants.py)."""
+        tenants = self.scenario.tenants
+        if tenants[0].arrival is not None:  # eager: the schedule is asked for before the first item
+            plan = tenant_schedule(self.scenario)[self.worker_index::self.worker_count]
+            self._arrivals = [t for t, _ in plan]
+            self._stages = [TENANT_STAGE] * len(plan)
+            return self._scheduled_tenants([k for _, k in plan])
+        return self._weighted_tenants()
+
+    def _scheduled_tenants(self, mine: list[int]) -> Iterator[Item]:
+        tenants, i = self.scenario.tenants, self.worker_index
+        for k in mine:
+            yield self._tenant_request(i, tenants[k], np.random.default_rng([self.seed & 0xFFFFFFFF, _PARTS, i]))
+            i += self.worker_count
+
+    def _weighted_tenants(self) -> Iterator[Item]:
+        tenants = self.scenario.tenants
         t_weights = np.asarray([t.weight for t in tenants]) / sum(t.weight for t in tenants)
         for i in self._my_indices(self.scenario.max_requests):
             rng = np.random.default_rng([self.seed & 0xFFFFFFFF, _PARTS, i])
-            tenant = tenants[int(rng.choice(len(tenants), p=t_weights))]
-            w = np.asarray([parts[j].weight for j in tenant.parts])
-            part = parts[tenant.parts[int(rng.choice(len(w), p=w / w.sum()))]]
-            n_in, n_out = _part_lengths(part, rng)
-            req = self._single(i, (_PARTS, i), n_in, n_out, f"{tenant.name}/{part.label}")
-            if tenant.priority is not None:
-                req.extra_body["priority"] = tenant.priority
-            yield req
+            yield self._tenant_request(i, tenants[int(rng.choice(len(tenants), p=t_weights))], rng)
+
+    def _tenant_request(self, i: int, tenant: TenantSpec, rng: np.random.Generator) -> GenerationRequest:
+        parts = self.scenario.parts
+        w = np.asarray([parts[j].weight for j in tenant.parts])
+        part = parts[tenant.parts[int(rng.choice(len(w), p=w / w.sum()))]]
+        n_in, n_out = _part_lengths(part, rng)
+        req = self._single(i, (_PARTS, i), n_in, n_out, f"{tenant.name}/{part.label}")
+        req.priority = tenant.priority  # placed per target when sent (loadkit/priority.py)
+        return req
 
     def _mix_stream(self) -> Iterator[Item]:
         parts = self.scenario.parts

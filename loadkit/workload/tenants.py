@@ -1,15 +1,21 @@
-"""Tenants: named shares of a [[parts]] workload, each with its own part mix and priority.
+"""Tenants: named shares of a [[parts]] workload, each with its own parts, arrival, SLOs and priority.
 
-``[[tenants]]`` entries: ``name`` (no "/"), ``weight`` (share of requests, default 1),
-``priority`` (an integer sent as the request body's ``priority`` — vLLM's field; lower is
-served first under ``--scheduling-policy priority``; omitted = none sent) and ``parts`` (names
-of the scenario's parts this tenant sends, default all; drawn by the parts' weights). A
-request's label is ``<tenant>/<part label>``, so every per-label section of the report is per
-tenant too, and the ``tenants`` section (loadkit/tenantstats.py) groups by tenant.
+``[[tenants]]`` entries: ``name`` (no "/"); ``parts`` (names of the scenario's parts this
+tenant sends, default all; drawn by the parts' weights); ``priority`` (an integer; lower is
+served first under vLLM's priority scheduling; sent the way each target says — the body's
+``priority`` field by default, or a header — see loadkit/workload/priority.py; omitted = none
+sent); ``slos`` (the tenant's own SLO table: its requests are judged against it, not the
+run's, in the tenants section); and either ``weight`` (share of the scenario's one arrival
+process, default 1) or ``arrival`` (the tenant's own open-loop process: constant, poisson or
+gamma with ``rate`` and ``cv``; then every tenant has one and the scenario's
+``[arrival] model = "tenants"`` superposes them). A request's label is ``<tenant>/<part
+label>``, so every per-label section of the report is per tenant too, and the ``tenants``
+section (loadkit/tenantstats.py) groups by tenant.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +32,10 @@ from loadkit.workload.errors import (
 )
 from loadkit.workload.spec import PartSpec
 
-TENANT_KEYS = ("name", "weight", "priority", "parts")
+TENANT_KEYS = ("name", "weight", "priority", "parts", "slos", "arrival")
+TENANT_ARRIVALS = ("constant", "poisson", "gamma")
+
+Parser = Callable[[Ctx, Any], dict[str, Any]]
 
 
 @dataclass(slots=True)
@@ -35,20 +44,28 @@ class TenantSpec:
     weight: float = 1.0
     priority: int | None = None
     parts: list[int] = field(default_factory=list)  # indices into the scenario's parts
+    slos: dict[str, float] | None = None  # its own; None: the run's
+    arrival: dict[str, Any] | None = None  # its own open-loop process; None: the scenario's
 
 
-def parse_tenants(ctx: Ctx, raw: Any, parts: list[PartSpec]) -> list[TenantSpec]:
+def parse_tenants(ctx: Ctx, raw: Any, parts: list[PartSpec], parse_slos: Parser,
+                  parse_arrival: Parser) -> list[TenantSpec]:
+    """The scenario's parsers for ``slos`` and ``arrival`` are passed in (they live in scenario.py)."""
     items = get_list(ctx, raw)
     if not items:
         raise ctx.error("expected at least one tenant")
     if not parts:
         raise ctx.error("expected [[parts]]: tenants share out a parts workload")
-    tenants = [_tenant(ctx.at(i), item, parts) for i, item in enumerate(items)]
+    tenants = [_tenant(ctx.at(i), item, parts, parse_slos, parse_arrival) for i, item in enumerate(items)]
     check_unique_names(ctx, [t.name for t in tenants], "tenant")
+    own = [t.arrival is not None for t in tenants]
+    if any(own) and not all(own):
+        raise ctx.at(own.index(False)).error(
+            "expected an arrival table: when one tenant has its own arrival, every tenant needs one")
     return tenants
 
 
-def _tenant(ctx: Ctx, raw: Any, parts: list[PartSpec]) -> TenantSpec:
+def _tenant(ctx: Ctx, raw: Any, parts: list[PartSpec], parse_slos: Parser, parse_arrival: Parser) -> TenantSpec:
     table = get_table(ctx, raw)
     check_keys(ctx, table, TENANT_KEYS)
     name = get_str(ctx.at("name"), require(ctx, table, "name"))
@@ -57,11 +74,28 @@ def _tenant(ctx: Ctx, raw: Any, parts: list[PartSpec]) -> TenantSpec:
     spec = TenantSpec(name, get_number(ctx.at("weight"), table.get("weight", 1.0), low=0.0, strict_low=True))
     if "priority" in table:
         spec.priority = get_int(ctx.at("priority"), table["priority"], low=-(2**31), high=2**31 - 1)
-    known = [p.name for p in parts]
-    wanted = get_list(ctx.at("parts"), table.get("parts", known))
-    for j, part in enumerate(wanted):
-        part = get_str(ctx.at("parts").at(j), part, known)
-        spec.parts.append(known.index(part))
-    if not spec.parts:
-        raise ctx.at("parts").error("expected at least one part name")
+    if "slos" in table:
+        spec.slos = parse_slos(ctx.at("slos"), table["slos"])
+    if "arrival" in table:
+        spec.arrival = _arrival(ctx.at("arrival"), table, parse_arrival)
+    spec.parts = _parts(ctx.at("parts"), table, parts)
     return spec
+
+
+def _arrival(ctx: Ctx, table: dict[str, Any], parse_arrival: Parser) -> dict[str, Any]:
+    """An open-loop process of one steady rate: the superposition is the scenario's schedule."""
+    if "weight" in table:
+        raise ctx.error("give weight or arrival, not both (a tenant's own arrival sets its share)")
+    model = get_str(ctx.at("model"), require(ctx, get_table(ctx, table["arrival"]), "model"), TENANT_ARRIVALS)
+    if "stages" in table["arrival"]:
+        raise ctx.at("stages").error(f"a tenant's own arrival has no stages (one steady {model} rate)")
+    return parse_arrival(ctx, table["arrival"])
+
+
+def _parts(ctx: Ctx, table: dict[str, Any], parts: list[PartSpec]) -> list[int]:
+    known = [p.name for p in parts]
+    wanted = get_list(ctx, table.get("parts", known))
+    chosen = [known.index(get_str(ctx.at(j), part, known)) for j, part in enumerate(wanted)]
+    if not chosen:
+        raise ctx.error("expected at least one part name")
+    return chosen

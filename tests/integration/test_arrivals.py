@@ -187,6 +187,7 @@ def test_servegen_windows_replay_at_the_files_per_window_rate(tmp_path):
     for w0 in (0.0, 600.0):
         asked = float(win.rate[np.flatnonzero(win.start == 81600 + w0)[0]])
         realised = np.count_nonzero((sent_trace_s >= w0) & (sent_trace_s < w0 + 600)) / 600
+        print(f"servegen window +{w0:.0f} s: asked {asked:.4f} req/s, realised {realised:.4f} req/s")  # -rP shows it
         assert realised == pytest.approx(asked, rel=0.05), (w0, asked, realised)
     row = report["delivered"]["by_target"][rows[0]["engine"]]["stages"]["trace"]
     assert row["asked"]["model"] == "trace" and row["rate_error"] == pytest.approx(0.0, abs=0.05)
@@ -230,6 +231,8 @@ def test_windowed_mooncake_meets_the_cache_state_its_history_implies(tmp_path, w
     assert not any(r["label"] == "cache-warmup" or r["stage"] == "warmup" for r in rows)
     measured = sum(r["cached_tokens"] or 0 for r in rows) / sum(r["n_in"] for r in rows)
     target = shares["cached_share_with_history"] if warm else shares["cached_share_cold"]
+    print(f"mooncake window warm={warm}: simulator cached share {measured:.4f}, from the whole history "
+          f"{shares['cached_share_with_history']:.4f}, within the window {shares['cached_share_cold']:.4f}")
     assert shares["cached_share_with_history"] > shares["cached_share_cold"] + 0.2
     assert measured == pytest.approx(target, abs=0.02), (measured, shares)
     sources = report["lengths"]["workload_sources"][0]
@@ -289,6 +292,8 @@ def test_tenant_priorities_reach_the_simulator_and_the_fairness_report(tmp_path,
     assert set(report["engines"][engine]["labels"]) == {"gold/short", "gold/long", "bronze/short", "bronze/long"}
     assert gold["long_vs_short"]["long"] == "long" and gold["long_vs_short"]["ttft_p50_ratio"] is not None
     ratio = bronze["ttft_ms_p50"] / gold["ttft_ms_p50"]
+    print(f"{policy}: TTFT p50 gold {gold['ttft_ms_p50']:.0f} ms, bronze {bronze['ttft_ms_p50']:.0f} ms; SLO met "
+          f"{gold['slo_attainment']:.3f} vs {bronze['slo_attainment']:.3f}; Jain {section['jain_fairness']:.3f}")
     if policy == "priority":
         assert ratio > 3, (gold["ttft_ms_p50"], bronze["ttft_ms_p50"])
         assert gold["slo_attainment"] > bronze["slo_attainment"] + 0.3

@@ -48,3 +48,24 @@ def test_the_request_body_priority_is_read_and_the_policy_validated():
     assert parse_openai({"prompt": "hi"}, False, 16, "m").priority == 0
     with pytest.raises(ConfigError, match="--scheduling-policy must be fcfs or priority"):
         profile(scheduling_policy="lifo")
+
+
+def test_with_priority_header_a_bad_value_is_the_requests_400_naming_the_header():
+    import http.client
+    import json
+    from urllib.parse import urlsplit
+
+    from loadkit.sim.testing import sim_process
+
+    body = json.dumps({"model": "m", "prompt": "hi", "max_tokens": 2, "stream": False})
+    with sim_process("--profile", "fast", "--priority-header", "X-Priority") as sim:
+        url = urlsplit(sim.url)
+        answers = []
+        for value in ("abc", "3"):
+            conn = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+            conn.request("POST", "/v1/completions", body, {"Content-Type": "application/json", "X-Priority": value})
+            resp = conn.getresponse()
+            answers.append((resp.status, resp.read().decode()))
+            conn.close()
+    assert answers[0][0] == 400 and "header X-Priority: expected an integer priority, got 'abc'" in answers[0][1]
+    assert answers[1][0] == 200
