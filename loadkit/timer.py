@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from loadkit import types as t
 from loadkit.engines.base import EngineAdapter, StreamParser
+from loadkit.engines.channels import ChannelMarks, apply_channels
 from loadkit.httpstream import (
     READS,
     BodyReader,
@@ -159,6 +160,7 @@ class StreamRun:
         # Under gevent, set up before the request is sent: head and stream are read by the hub.
         self.queue: ArrivalQueue | None = None
         self.queued_reads: list[tuple[int, bytes]] = []
+        self.marks: ChannelMarks | None = None  # the parser's reasoning/answer/tool-call marks
 
     def run(self, request: t.GenerationRequest, extra_headers: dict[str, str] | None) -> None:
         http = self.adapter.build_request(request)
@@ -190,6 +192,8 @@ class StreamRun:
             self.queue = None
         if rec.n_out is None and rec.event_t_ns:
             rec.n_out, rec.n_out_source = self.tokens_from_events, "events"
+        if self.marks is not None:
+            apply_channels(rec, self.marks)
         if self.sock is not None:
             if self.reusable and self.pool is not None:
                 self.pool.give_back(self.ep, self.sock, self.tls)
@@ -340,7 +344,7 @@ class StreamRun:
 
     def _read_loop(self, head: ResponseHead, body: BodyReader, guard: GeventDeadline | None) -> None:
         decoder = FastSSEDecoder() if self.adapter.framing == "sse" else NDJSONDecoder()
-        parser = self.adapter.new_parser()
+        parser = self._new_parser()
         data = head.leftover
         t_read = self.record.t_headers_ns or time.perf_counter_ns()
         armed_for: bool | None = None  # the guard's phase: before (False) / after (True) the first token
@@ -375,7 +379,7 @@ class StreamRun:
         """The gevent path: reads arrive stamped from an ArrivalQueue, in batches."""
         assert self.sock is not None
         decoder = FastSSEDecoder() if self.adapter.framing == "sse" else NDJSONDecoder()
-        parser = self.adapter.new_parser()
+        parser = self._new_parser()
         t_head = self.record.t_headers_ns or time.perf_counter_ns()
         reads = ([(t_head, head.leftover)] if head.leftover else []) + self.queued_reads
         self.queued_reads = []
@@ -438,6 +442,11 @@ class StreamRun:
             return
         self._drain(body)
         self.reusable = body.complete and head.keep_alive
+
+    def _new_parser(self) -> StreamParser:
+        parser = self.adapter.new_parser()
+        self.marks = parser.bind_channels(self.record.event_t_ns, self.adapter.options)
+        return parser
 
     def _on_read(
         self, t_read: int, chunk: bytes, decoder: FastSSEDecoder | NDJSONDecoder, parser: StreamParser

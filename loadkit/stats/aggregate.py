@@ -22,13 +22,15 @@ from loadkit.stats.messages import MessageCounts, failure_message
 from loadkit.stats.series import Series
 from loadkit.types import CANCELLED, OK
 
+# Per output channel (loadkit.engines.channels): reasoning, answer, tool calls.
+CHANNEL_TIME_METRICS = ("ttfat_ms", "ttfrt_ms", "ttftc_ms", "reasoning_ms", "answer_tpot_ms")
 TIME_METRICS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "itl_ms", "itl_chunk_ms", "e2e_ms",
-                "ttft_with_connect_ms", "connect_ms", "tls_ms")
-TOKEN_METRICS = ("n_in", "n_out", "n_cached")
+                "ttft_with_connect_ms", "connect_ms", "tls_ms", *CHANNEL_TIME_METRICS)
+TOKEN_METRICS = ("n_in", "n_out", "n_cached", "n_reasoning", "n_answer", "n_tool")
 METRICS = TIME_METRICS + TOKEN_METRICS
 
 # SLO keys a user may give; each judged on the request's own value (itl_ms: its largest gap).
-SLO_KEYS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms", "itl_ms")
+SLO_KEYS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms", "itl_ms", "ttfat_ms", "answer_tpot_ms")
 _SLO_SLOT = {key: i for i, key in enumerate(SLO_KEYS)}
 
 # Pending values per list before a numpy flush: bounds memory, amortises numpy's call cost.
@@ -49,6 +51,10 @@ _PLAIN = (
     "ttft_with_connect_ms",
     "connect_ms",
     "tls_ms",
+    *CHANNEL_TIME_METRICS,
+    "n_reasoning",
+    "n_answer",
+    "n_tool",
 )
 
 
@@ -144,7 +150,7 @@ class GroupStats:
             self.flush()
 
     def _add_latencies(self, r: RequestRecord) -> tuple[int | None, ...]:
-        """Queue an ok request's latencies; return (ttft, ttft_sched, tpot, e2e, max gap) in ns."""
+        """Queue an ok request's latencies; return the SLO_KEYS values in ns, in that order."""
         pending, events, send = self.pending, r.event_t_ns, r.t_send_ns
         e2e = ttft = sched = tpot = worst = None
         if r.t_end_ns is not None:
@@ -165,7 +171,28 @@ class GroupStats:
                 pending["tpot_ms"].append(tpot)
             if len(events) > 1:
                 worst = self._add_itl(events, r.event_tokens)
-        return ttft, sched, tpot, e2e, worst
+        return (ttft, sched, tpot, e2e, worst) + self._add_channels(r)
+
+    def _add_channels(self, r: RequestRecord) -> tuple[int | None, int | None]:
+        """Queue the per-channel figures that were measured; return (ttfat, answer tpot) in ns."""
+        pending, send = self.pending, r.t_send_ns
+        for name, value in (("n_reasoning", r.n_reasoning), ("n_answer", r.n_answer), ("n_tool", r.n_tool)):
+            if value is not None:
+                pending[name].append(value)
+        ttfat = answer_tpot = None
+        if r.t_first_answer_ns is not None:
+            ttfat = r.t_first_answer_ns - send
+            pending["ttfat_ms"].append(ttfat)
+            if r.n_answer is not None and r.n_answer >= 2 and r.t_last_answer_ns is not None:
+                answer_tpot = _div_round(r.t_last_answer_ns - r.t_first_answer_ns, r.n_answer - 1)
+                pending["answer_tpot_ms"].append(answer_tpot)
+        if r.t_first_reasoning_ns is not None:
+            pending["ttfrt_ms"].append(r.t_first_reasoning_ns - send)
+            if r.t_reasoning_end_ns is not None:
+                pending["reasoning_ms"].append(r.t_reasoning_end_ns - r.t_first_reasoning_ns)
+        if r.t_first_tool_ns is not None:
+            pending["ttftc_ms"].append(r.t_first_tool_ns - send)
+        return ttfat, answer_tpot
 
     def _add_itl(self, events: list[int], tokens: list[int]) -> int:
         """Queue ITL per chunk and per token (weighted by k_i); return the largest chunk gap."""

@@ -40,7 +40,7 @@ SCHEMA = "loadkit.scenario/1"
 TOP_KEYS = ("schema", "name", "description", "seed", "duration_s", "max_requests", "targets", "slos",
             "arrival", "prompt", "parts", "trace", "sessions", "tenants")
 TARGET_KEYS = ("name", "url", "engine", "api", "model")
-SLO_KEYS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "itl_ms", "e2e_ms")
+SLO_KEYS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "itl_ms", "e2e_ms", "ttfat_ms", "answer_tpot_ms")
 ARRIVAL_MODELS = ("closed", "poisson", "gamma", "constant", "trace")
 
 
