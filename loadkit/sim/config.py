@@ -52,6 +52,13 @@ class Profile:
     # vLLM's --scheduling-policy: "fcfs", or "priority" (lower request `priority` first, then
     # arrival; preemption evicts the lowest-priority running sequence).
     scheduling_policy: str = "fcfs"
+    # Reasoning: each reply thinks for a per-request number of tokens before its answer, drawn
+    # from reasoning_dist ("fixed", "uniform" over 0..2*mean, "geometric") with this mean
+    # (0 = no reasoning), capped at one token short of the output; sent in each protocol's own
+    # field ("parser") or as <think> tags in the text ("tags": a server without a reasoning parser).
+    reasoning_mean_tokens: float = 0.0
+    reasoning_dist: str = "geometric"
+    reasoning_format: str = "parser"
 
     def pool_blocks(self) -> int:
         """Number of KV blocks in the pool."""
@@ -86,6 +93,10 @@ PROFILE_HELP: dict[str, str] = {
     "(us; 0 = all at the step end)",
     "scheduling_policy": "fcfs, or priority: the request body's `priority` (lower first), as vLLM's "
     "--scheduling-policy priority",
+    "reasoning_mean_tokens": "mean reasoning tokens before each answer (0 = no reasoning)",
+    "reasoning_dist": "reasoning-token distribution: fixed, uniform (0..2 x mean) or geometric",
+    "reasoning_format": "parser: reasoning in the protocol's field (reasoning_content, thinking); "
+    "tags: <think>...</think> in the answer text",
 }
 
 PROFILES: dict[str, Profile] = {
@@ -127,6 +138,7 @@ _NON_NEGATIVE = (
     "eos_mean_tokens",
     "default_max_tokens",
     "output_us_per_event",
+    "reasoning_mean_tokens",
 )
 
 
@@ -145,6 +157,10 @@ def validate(profile: Profile) -> Profile:
         raise ConfigError(f"--num-blocks must be >= 1 (got {profile.num_blocks})")
     if profile.pool_blocks() < 1:
         raise ConfigError("the KV pool holds no block: raise --kv-memory-gb or set --num-blocks")
+    if profile.reasoning_dist not in ("fixed", "uniform", "geometric"):
+        raise ConfigError(f"--reasoning-dist must be fixed, uniform or geometric (got {profile.reasoning_dist!r})")
+    if profile.reasoning_format not in ("parser", "tags"):
+        raise ConfigError(f"--reasoning-format must be parser or tags (got {profile.reasoning_format!r})")
     if profile.scheduling_policy not in ("fcfs", "priority"):
         raise ConfigError(f"--scheduling-policy must be fcfs or priority (got {profile.scheduling_policy!r})")
     return profile

@@ -41,6 +41,7 @@ class RequestSpec:
     cache_prompt: bool = True
     continuous_usage: bool = False  # vLLM's stream_options.continuous_usage_stats
     priority: int = 0  # vLLM's `priority` (used with scheduling_policy "priority"; lower first)
+    tool_name: str | None = None  # the request carried `tools`: the answer calls the first one
 
 
 @dataclass(slots=True)
@@ -53,6 +54,7 @@ class Outcome:
     finish_reason: str  # "length" or "stop"
     prefill_ms: float = 0.0
     decode_ms: float = 0.0
+    reasoning_tokens: int = 0
 
 
 class StreamFormat:
@@ -70,6 +72,26 @@ class StreamFormat:
         self.start_word = start
         self.n_prompt = 0
         self.n_cached = 0
+
+    # The first ``reasoning_tokens`` output tokens are reasoning, sent by ``reasoning_token``:
+    # the protocol's own field, or ``<think>`` tags in the text (``reasoning_tags``, a server
+    # run without a reasoning parser).
+    reasoning_tokens = 0
+    reasoning_tags = False
+
+    def reasoning_token(self, text: bytes, index: int, n: int) -> bytes:
+        if self.reasoning_tags:
+            return self.token(self.tagged(text, index, n), index, n)
+        return self.reasoning_chunk(text, index, n)
+
+    def tagged(self, text: bytes, index: int, n: int) -> bytes:
+        opening = b"<think>" if index == 0 else b""
+        closing = b"</think>" if index + n >= self.reasoning_tokens else b""
+        return opening + text + closing
+
+    def reasoning_chunk(self, text: bytes, index: int, n: int) -> bytes:
+        """The protocol's reasoning event; protocols without one use the tags."""
+        return self.token(self.tagged(text, index, n), index, n)
 
     def set_prompt(self, prompt_tokens: int, cached: int) -> None:
         self.n_prompt, self.n_cached = prompt_tokens, cached
@@ -113,6 +135,18 @@ def dumps(obj: Any) -> bytes:
 
 def sse(obj: Any) -> bytes:
     return b"data: " + orjson.dumps(obj) + b"\n\n"
+
+
+def tool_name(body: dict[str, Any]) -> str | None:
+    """The function the simulated model calls: the first of ``tools`` unless ``tool_choice`` is "none"."""
+    tools = body.get("tools")
+    if not tools or body.get("tool_choice") == "none":
+        return None
+    first = tools[0] if isinstance(tools, list) else None
+    fn = first.get("function") if isinstance(first, dict) else None
+    if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+        raise ValueError("tools must be a list of {type: function, function: {name, ...}} objects")
+    return str(fn["name"])
 
 
 def json_str(text: bytes) -> bytes:

@@ -300,6 +300,10 @@ class OllamaGenerate(StreamFormat):
         return b'{"model":%s,"created_at":%s,"response":%s,"done":false}\n' % (
             self.model_b, created_at(), json_str(text))
 
+    def reasoning_chunk(self, text: bytes, index: int, n: int) -> bytes:
+        return b'{"model":%s,"created_at":%s,"response":"","thinking":%s,"done":false}\n' % (
+            self.model_b, created_at(), json_str(text))
+
     def stats(self, out: Outcome) -> bytes:
         prefill_ns, decode_ns = int(out.prefill_ms * 1e6), int(out.decode_ms * 1e6)
         return b'"total_duration":%d,"load_duration":0,"prompt_eval_count":%d,"prompt_eval_duration":%d,"eval_count":%d,"eval_duration":%d' % (
@@ -323,6 +327,10 @@ class OllamaGenerate(StreamFormat):
 class OllamaChat(OllamaGenerate):
     def token(self, text: bytes, index: int, n: int) -> bytes:
         return b'{"model":%s,"created_at":%s,"message":{"role":"assistant","content":%s},"done":false}\n' % (
+            self.model_b, created_at(), json_str(text))
+
+    def reasoning_chunk(self, text: bytes, index: int, n: int) -> bytes:
+        return b'{"model":%s,"created_at":%s,"message":{"role":"assistant","content":"","thinking":%s},"done":false}\n' % (
             self.model_b, created_at(), json_str(text))
 
     def end(self, out: Outcome) -> bytes:
