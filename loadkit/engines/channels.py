@@ -55,15 +55,16 @@ class ToolCalls:
     def add(self, index: int, call_id: str | None, name: str | None, arguments: str) -> None:
         call = self.calls.get(index)
         if call is None:
-            call = self.calls[index] = {"id": None, "name": None, "arguments": ""}
+            call = self.calls[index] = {"id": None, "name": None, "arguments": []}
         if call_id:
             call["id"] = call_id
         if name:
             call["name"] = name
-        call["arguments"] += arguments
+        if arguments:
+            call["arguments"].append(arguments)  # joined once at the end: no quadratic copying
 
     def as_list(self) -> list[dict[str, Any]]:
-        return [self.calls[i] for i in sorted(self.calls)]
+        return [{**c, "arguments": "".join(c["arguments"])} for _, c in sorted(self.calls.items())]
 
 
 def run_spans(runs: list[tuple[int, int]], n_events: int) -> list[tuple[int, int, int]]:

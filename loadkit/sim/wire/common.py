@@ -149,6 +149,21 @@ def tool_name(body: dict[str, Any]) -> str | None:
     return str(fn["name"])
 
 
+def check_tool_messages(messages: Any) -> None:
+    """Every ``role: "tool"`` message answers a call of an earlier assistant message by its
+    ``tool_call_id``, as the OpenAI API requires (it answers 400 otherwise)."""
+    ids: set[str] = set()
+    for m in messages if isinstance(messages, list) else []:
+        if not isinstance(m, dict):
+            continue
+        for call in m.get("tool_calls") or []:
+            if isinstance(call, dict) and isinstance(call.get("id"), str):
+                ids.add(call["id"])
+        if m.get("role") == "tool" and m.get("tool_call_id") not in ids:
+            raise ValueError("messages with role 'tool' must be a response to a preceding message with "
+                             f"'tool_calls' (tool_call_id {m.get('tool_call_id')!r} not found)")
+
+
 def json_str(text: bytes) -> bytes:
     """A JSON string literal of already-safe text (the simulator's words need no escaping)."""
     return b'"' + text + b'"'

@@ -19,6 +19,7 @@ from loadkit.sim.wire.common import (
     RequestSpec,
     StreamFormat,
     as_int,
+    check_tool_messages,
     dumps,
     json_str,
     messages_prompt,
@@ -32,6 +33,7 @@ def parse_openai(body: dict[str, Any], chat: bool, default_max: int, model: str)
     """Read an OpenAI request body; ValueError names the offending field."""
     if chat:
         prompt, ids = messages_prompt(body.get("messages")), None
+        check_tool_messages(body.get("messages"))
     else:
         prompt, ids = _completion_prompt(body.get("prompt"))
     max_tokens = as_int(body, "max_completion_tokens", as_int(body, "max_tokens", default_max))
