@@ -79,12 +79,19 @@ def main() -> None:
     ap.add_argument("--baseline", help="another loadkit/engines/openai.py to time on the same chunks")
     args = ap.parse_args()
     events, repeats = (20_000, 3) if args.quick else (200_000, 7)
-    out: dict[str, Any] = {"events_per_run": events, "repeats": repeats, "ns_per_event": {}}
-    for name, data in CHUNKS.items():
-        out["ns_per_event"][name] = round(ns_per_event(OpenAIStreamParser, data, events, repeats), 1)
+    out: dict[str, Any] = {"events_per_run": events, "repeats": repeats}
+    versions = {"ns_per_event": OpenAIStreamParser}
     if args.baseline:
-        base = load_parser_class(args.baseline)
-        out["baseline_ns_per_event"] = {n: round(ns_per_event(base, d, events, repeats), 1) for n, d in CHUNKS.items()}
+        versions["baseline_ns_per_event"] = load_parser_class(args.baseline)
+    best: dict[str, dict[str, float]] = {key: {} for key in versions}
+    # Rounds alternate the versions, so load from other processes hits both alike; best of all.
+    for _ in range(repeats):
+        for key, cls in versions.items():
+            for name, data in CHUNKS.items():
+                value = ns_per_event(cls, data, events, 1)
+                best[key][name] = min(best[key].get(name, value), value)
+    for key, values in best.items():
+        out[key] = {name: round(v, 1) for name, v in values.items()}
     out["apply_channels_us_per_request_1000_events"] = round(ns_per_request_apply(1000, 2000 if args.quick else 20000) / 1000, 2)
     print(json.dumps(out, indent=2))
 

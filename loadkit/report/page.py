@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from loadkit.report import plots, tables
+from loadkit.report.channels import channels_section
 from loadkit.report.classes import classes_section
 from loadkit.report.delivered import delivered_section
 from loadkit.report.htmlutil import not_measured, section
@@ -104,6 +105,7 @@ def build_html(report: dict[str, Any], raw: RawData | None = None, report_dir: s
         _safe("classes", lambda: classes_section(report), errors),
         _safe("slo", lambda: tables.slo_section(report), errors),
         _safe("connections", lambda: tables.connections_section(report), errors),
+        _safe("channels", lambda: channels_section(report), errors),
         _safe("cdfs", lambda: plots.cdf_section(report, raw), errors),
         _safe("timeseries", lambda: plots.timeseries_section(report, raw), errors),
         _safe("stages", lambda: plots.stages_section(report, raw), errors),

@@ -15,7 +15,8 @@ from typing import Any
 from loadkit.stats.messages import format_message, top_messages
 from loadkit.types import CANCELLED, OK
 
-LATENCY_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
+# ttfat_ms: time to first answer token (reasoning models); "-" where no reply had answer text.
+LATENCY_METRICS = ("ttft_ms", "ttfat_ms", "tpot_ms", "itl_ms", "e2e_ms")
 PERCENTILES = ("p50", "p90", "p99")
 ALL_LABELS = "*"  # the engine's total row, as in loadkit's stats.csv
 ALL_CLASSES = "*"  # a row over every user class
@@ -31,6 +32,7 @@ TABLE_STRUCTURE: list[dict[str, str]] = [
     {"key": "outcomes", "title": "Failures by outcome"},
     {"key": "messages", "title": "Top server messages"},
     {"key": "ttft", "title": "TTFT ms p50 / p90 / p99"},
+    {"key": "ttfat", "title": "First answer ms p50 / p90 / p99"},
     {"key": "tpot", "title": "TPOT ms p50 / p90 / p99"},
     {"key": "itl", "title": "ITL ms p50 / p90 / p99"},
     {"key": "e2e", "title": "E2E ms p50 / p90 / p99"},
@@ -58,7 +60,7 @@ def numeric_row(engine: str, label: str, section: dict[str, Any], user_class: st
     }
     for metric in LATENCY_METRICS:
         for p in PERCENTILES:
-            row[f"{metric}_{p}"] = section[metric][p]
+            row[f"{metric}_{p}"] = (section.get(metric) or {}).get(p)  # absent from older reports
     return row
 
 

@@ -26,7 +26,8 @@ def test_every_section_renders_from_a_full_run(full_run: Path):
     html = out.read_text()
     assert out == full_run / "report.html"
     assert plots_in(html) == ALL_PLOTS
-    assert missing_in(html) == {"capacity"}  # no model config named
+    # No model config named; no reply had reasoning or tool calls.
+    assert missing_in(html) == {"capacity", "channels"}
     delivered = html.split('<section id="delivered">')[1].split("</section>")[0]
     assert delivered.count("<tr><td>") >= 4 and "<td>low</td>" in delivered and "<td>high</td>" in delivered
     for sec in ("summary", "slo", "cdfs", "timeseries", "stages", "delivered", "buckets", "turns", "outcomes", "server",
@@ -50,7 +51,7 @@ def test_without_raw_log_the_raw_sections_say_not_measured(tmp_path: Path):
     report = report_from_rows({"a": make_rows("a", 50, 1)})
     html = build_html(report, None)
     assert missing_in(html) == {"ttft-ts", "latency-throughput", "length-buckets", "ttft-turn", "server-metrics",
-                                "capacity", "delivered load"}  # fmt: skip
+                                "capacity", "delivered load", "channels"}  # fmt: skip
     assert "From the report percentiles" in html
     assert {"ttft-cdf", "tpot-cdf", "throughput-ts", "outcomes"} <= plots_in(html)
 
