@@ -124,7 +124,7 @@ class Session:
         self._last_reply_tokens = self.ctx.builder.count(reply)
         message: dict[str, Any] = {"role": "assistant", "content": reply or None}
         if calls:
-            message["tool_calls"] = [_call_message(i, self.index, self.turns_sent, c) for i, c in enumerate(calls)]
+            message["tool_calls"] = [tool_call_message(i, self.index, self.turns_sent, c) for i, c in enumerate(calls)]
         self.history.append(_Msg(message, self._last_reply_tokens))
         tool = self.spec.tool
         assert tool is not None
@@ -244,7 +244,7 @@ class TraceSession:
         return self._gaps[i] if 0 <= i < len(self._gaps) else 0.0
 
 
-def _call_message(i: int, session: int, turn: int, call: dict[str, Any]) -> dict[str, Any]:
+def tool_call_message(i: int, session: int, turn: int, call: dict[str, Any]) -> dict[str, Any]:
     """One streamed call as an assistant message's ``tool_calls`` entry; a server that sent no
     id (Ollama) gets one made up, so the tool result can name it."""
     call_id = call.get("id") or f"call_{session}_{turn}_{i}"
