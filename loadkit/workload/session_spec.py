@@ -80,16 +80,24 @@ def _parse_server_tool(ctx: Ctx, table: dict[str, Any], base: Path) -> ToolSpec:
     for key in ("probability", "call_tokens"):
         if key in table:
             raise ctx.at(key).error(f"{key!r} does not apply with format = \"server\" (the server decides when to call)")
-    tools = table.get("tools", [DEFAULT_TOOL])
-    if not isinstance(tools, list) or not tools or not all(_is_tool(t) for t in tools):
-        raise ctx.at("tools").error("must be a non-empty list of {type = \"function\", function = {name = ...}} tables")
-    choice = table.get("tool_choice", "auto")
-    if not (choice in ("auto", "required", "none") or isinstance(choice, dict)):
-        raise ctx.at("tool_choice").error(f'must be "auto", "required", "none" or a table; got {choice!r}')
+    tools, choice = parse_tools(ctx, table, [DEFAULT_TOOL])
     return ToolSpec(probability=0.0, call_tokens=_dist(ctx, {"call_tokens": 1}, "call_tokens", base),
                     result_tokens=_dist(ctx, table, "result_tokens", base),
                     latency_s=_dist(ctx, table, "latency_s", base, integer=False, default=0.0),
                     format="server", definitions=tools, tool_choice=choice)
+
+
+def parse_tools(ctx: Ctx, table: dict[str, Any], default: list[dict[str, Any]] | None) -> tuple[Any, Any]:
+    """``tools`` (OpenAI tool definitions) and ``tool_choice`` of a table, checked."""
+    tools = table.get("tools", default)
+    if tools is not None and (not isinstance(tools, list) or not tools or not all(_is_tool(t) for t in tools)):
+        raise ctx.at("tools").error("must be a non-empty list of {type = \"function\", function = {name = ...}} tables")
+    choice = table.get("tool_choice", "auto" if tools else None)
+    if choice is not None and not (choice in ("auto", "required", "none") or isinstance(choice, dict)):
+        raise ctx.at("tool_choice").error(f'must be "auto", "required", "none" or a table; got {choice!r}')
+    if choice is not None and tools is None:
+        raise ctx.at("tool_choice").error("needs tools")
+    return tools, choice
 
 
 def _is_tool(tool: Any) -> bool:

@@ -30,6 +30,8 @@ class PartSpec:
     joint_out: object | None = None
     joint_clip_in: tuple[float | None, float | None] = (None, None)
     joint_clip_out: tuple[float | None, float | None] = (None, None)
+    tools: list[dict[str, Any]] | None = None  # OpenAI `tools` sent with this part's requests
+    tool_choice: Any = None
 
 
 @dataclass(slots=True)
