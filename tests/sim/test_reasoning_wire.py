@@ -48,3 +48,15 @@ def test_tool_choice_none_answers_in_text_and_fixed_reasoning_is_exact(tmp_path)
 def test_bad_reasoning_options_name_the_option(key, value):
     with pytest.raises(ConfigError, match=key.replace("_", "-")):
         get_profile("fast").replace(**{key: value})
+
+
+def test_generic_openai_client_gets_tool_calls_too():
+    """Without vLLM's continuous usage the chat frame is fixed: tool-call fragments must not use it."""
+    from loadkit.engines.openai import OpenAIAdapter
+
+    with sim_testing.sim_thread(profile="fast") as sim:
+        adapter = OpenAIAdapter(AdapterOptions(model="sim-fast", api="chat"))
+        req = t.GenerationRequest(messages=[{"role": "user", "content": "hi"}], max_tokens=6, extra_body={"tools": TOOLS})
+        rec = timer.run_request(adapter, sim.url, req, timeouts=TIMEOUTS)
+    assert rec.outcome == t.OK, rec.error
+    assert rec.tool_calls[0]["name"] == "lookup" and rec.n_tool == 6 and rec.finish_reason == "tool_calls"

@@ -101,7 +101,7 @@ class StreamFormat:
 
     def parts(self) -> tuple[bytes, bytes] | None:
         """(before, after) the text when ``token`` is ``before + text + after`` for any index."""
-        if not self.fixed_frame:
+        if not self.fixed_frame or self.spec.tool_name is not None:  # tool-call fragments: no fixed frame
             return None
         before, after = self.token(b"\x00", 0, 1).split(b"\x00")
         return before, after
