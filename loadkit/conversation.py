@@ -27,7 +27,7 @@ from typing import Any
 
 from loadkit.records import RequestRecord
 from loadkit.types import CANCELLED, GenerationRequest
-from loadkit.workload.sessions import BROKEN, COMPLETED, RUNNING
+from loadkit.workload.sessions import BROKEN, COMPLETED, RUNNING, tool_call_message
 
 Send = Callable[[GenerationRequest], RequestRecord]
 
@@ -70,10 +70,26 @@ class Conversation:
         record = self._send(request)
         self.last = record
         if record.ok:
-            self.history.append({"role": "assistant", "content": record.text})
+            self.history.append(self._reply_message(record))
         elif self.broken_reason is None:
             self.broken_reason = record.outcome
         return record
+
+    def _reply_message(self, record: RequestRecord) -> dict[str, Any]:
+        """The reply as the protocol wants it back: with the calls the server streamed, if any."""
+        if not record.tool_calls:
+            return {"role": "assistant", "content": record.text}
+        calls = [tool_call_message(i, 0, self.turns_sent, c) for i, c in enumerate(record.tool_calls)]
+        return {"role": "assistant", "content": record.text or None, "tool_calls": calls}
+
+    def answer_tools(self, *results: str) -> None:
+        """Answer every tool call of the last reply, in order: one ``role: "tool"`` message per
+        call with its ``tool_call_id`` (then ``chat()`` with no content sends them)."""
+        calls = self.history[-1].get("tool_calls") if self.history else None
+        if not calls or len(results) != len(calls):
+            raise ValueError(f"the last reply made {len(calls or [])} tool call(s); got {len(results)} result(s)")
+        for call, result in zip(calls, results, strict=True):
+            self.add("tool", result, tool_call_id=call["id"])
 
     def _expected_cached(self) -> int | None:
         """The prefix a cache should hold: the last prompt and its reply, as the server counted

@@ -62,6 +62,20 @@ class RequestRecord:
     server_timings: dict[str, Any] | None = None
     # Seconds the server asked the client to wait (Retry-After on 429/503), when it said.
     retry_after_s: float | None = None
+    # Output channels (loadkit.engines.channels), for parsers that tell them apart; None where
+    # the reply had no such channel (no reasoning: no first reasoning time) or the parser cannot.
+    t_first_reasoning_ns: int | None = None
+    t_last_reasoning_ns: int | None = None
+    t_reasoning_end_ns: int | None = None  # first answer/tool event after reasoning began
+    t_first_answer_ns: int | None = None
+    t_last_answer_ns: int | None = None
+    t_first_tool_ns: int | None = None
+    n_reasoning: int | None = None
+    n_reasoning_source: str | None = None  # "usage" | "events"
+    n_answer: int | None = None
+    n_answer_source: str | None = None
+    n_tool: int | None = None  # tool-call tokens, counted from events
+    tool_calls: list[dict[str, Any]] | None = None  # [{"id", "name", "arguments"}] as streamed
     text: str = ""
 
     @property
@@ -121,6 +135,7 @@ class RequestRecord:
             "server_timings": self.server_timings,
             # The same, normalised and joined with the client's TTFT (loadkit.servertimings).
             "server_breakdown": server_breakdown(self),
+            **channel_fields(self),
         }
 
 
@@ -131,6 +146,26 @@ def server_breakdown(r: RequestRecord) -> dict[str, Any] | None:
     first, last = r.t_first_ns, r.t_last_ns
     span = None if first is None or last is None else _ms(last - first)
     return join(r.server_timings, ttft_ms(r), span)
+
+
+def channel_fields(r: RequestRecord) -> dict[str, Any]:
+    """The raw-log fields of the reasoning, answer and tool-call channels."""
+    return {
+        "ttfrt_ms": ttfrt_ms(r),
+        "ttfat_ms": ttfat_ms(r),
+        "ttftc_ms": ttftc_ms(r),
+        "reasoning_ms": reasoning_ms(r),
+        "answer_tpot_ms": answer_tpot_ms(r),
+        "n_reasoning": r.n_reasoning,
+        "n_reasoning_source": r.n_reasoning_source,
+        "n_answer": r.n_answer,
+        "n_answer_source": r.n_answer_source,
+        "n_tool": r.n_tool,
+        "t_first_reasoning_ns": r.t_first_reasoning_ns,
+        "t_first_answer_ns": r.t_first_answer_ns,
+        "t_first_tool_ns": r.t_first_tool_ns,
+        "tool_calls": r.tool_calls,
+    }
 
 
 def _ms(ns: int) -> float:
@@ -179,6 +214,40 @@ def tpot_ms(r: RequestRecord) -> float | None:
     if first is None or last is None or r.n_out is None or r.n_out < 2:
         return None
     return _ms(last - first) / (r.n_out - 1)
+
+
+def _since_send_ms(r: RequestRecord, t_ns: int | None) -> float | None:
+    return None if t_ns is None else _ms(t_ns - r.t_send_ns)
+
+
+def ttfrt_ms(r: RequestRecord) -> float | None:
+    """Time to first reasoning token = t_first_reasoning − t_send; None for a reply without reasoning."""
+    return _since_send_ms(r, r.t_first_reasoning_ns)
+
+
+def ttfat_ms(r: RequestRecord) -> float | None:
+    """Time to first answer token = t_first_answer − t_send: what the user waits for."""
+    return _since_send_ms(r, r.t_first_answer_ns)
+
+
+def ttftc_ms(r: RequestRecord) -> float | None:
+    """Time to first tool-call token = t_first_tool − t_send."""
+    return _since_send_ms(r, r.t_first_tool_ns)
+
+
+def reasoning_ms(r: RequestRecord) -> float | None:
+    """Reasoning duration = t_reasoning_end − t_first_reasoning (the thinking phase as seen)."""
+    if r.t_first_reasoning_ns is None or r.t_reasoning_end_ns is None:
+        return None
+    return _ms(r.t_reasoning_end_ns - r.t_first_reasoning_ns)
+
+
+def answer_tpot_ms(r: RequestRecord) -> float | None:
+    """Answer TPOT = (t_last_answer − t_first_answer) / (n_answer − 1); only when n_answer ≥ 2."""
+    first, last, n = r.t_first_answer_ns, r.t_last_answer_ns, r.n_answer
+    if first is None or last is None or n is None or n < 2:
+        return None
+    return _ms(last - first) / (n - 1)
 
 
 def e2e_ms(r: RequestRecord) -> float | None:

@@ -72,3 +72,29 @@ def test_leaving_the_block_by_an_exception_is_a_cancelled_session_and_an_unused_
     with conversation(server, ended):
         pass
     assert ended == [conv]
+
+
+def test_tool_calls_go_back_as_the_protocol_expects_against_the_simulator():
+    """The simulator calls the first tool when a request carries `tools` and answers 400 to a
+    tool result whose tool_call_id no earlier assistant call has."""
+    from loadkit import timer
+    from loadkit.engines.base import AdapterOptions
+    from loadkit.engines.vllm import VLLMAdapter
+    from loadkit.sim.testing import sim_thread
+
+    tools = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
+    adapter = VLLMAdapter(AdapterOptions(model="sim-fast", api="chat"))
+    with sim_thread(profile="fast") as sim:
+        limits = timer.Timeouts(first_token_s=5, total_s=10)
+        conv = Conversation(lambda req: timer.run_request(adapter, sim.url, req, timeouts=limits),
+                            lambda c: None, "S-tools")
+        first = conv.chat("weather?", max_tokens=6, tools=tools)
+        assert first.ok and first.finish_reason == "tool_calls"
+        reply = conv.history[-1]
+        assert reply["content"] is None and reply["tool_calls"][0]["id"] == first.tool_calls[0]["id"]
+        with pytest.raises(ValueError, match="1 tool call"):
+            conv.answer_tools("a", "b")
+        conv.answer_tools("sunny")
+        second = conv.chat(max_tokens=6)  # no tools this time: an answer in text
+    assert second.ok, second.error
+    assert second.t_first_answer_ns is not None and second.tool_calls is None

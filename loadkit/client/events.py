@@ -11,6 +11,7 @@ from loadkit.client.sse import FastSSEDecoder, NDJSONDecoder
 from loadkit.client.stamps import READS
 from loadkit.client.streamend import END_CLOSE, END_MARKER, close_is_normal_end
 from loadkit.engines.base import EngineAdapter, StreamParser
+from loadkit.engines.channels import ChannelMarks, apply_channels
 from loadkit.records import RequestRecord
 
 
@@ -24,12 +25,15 @@ class StreamDone(Exception):
 class EventDecoder:
     """One request's decoding state; ``feed`` each read's body bytes with its arrival time."""
 
-    __slots__ = ("adapter", "record", "decoder", "parser", "text_parts", "tokens_from_events")
+    __slots__ = ("adapter", "record", "decoder", "parser", "text_parts", "tokens_from_events", "marks")
 
     def __init__(self, adapter: EngineAdapter, record: RequestRecord) -> None:
         self.adapter, self.record = adapter, record
         self.decoder: FastSSEDecoder | NDJSONDecoder = FastSSEDecoder() if adapter.framing == "sse" else NDJSONDecoder()
         self.parser: StreamParser = adapter.new_parser()
+        # The parser's reasoning / answer / tool-call marks (engines/channels.py): it notes the
+        # event index of each channel change; the figures are worked out once, in finish().
+        self.marks: ChannelMarks | None = self.parser.bind_channels(record.event_t_ns, adapter.options)
         self.text_parts: list[str] = []
         self.tokens_from_events = 0
 
@@ -137,3 +141,5 @@ class EventDecoder:
         rec.text = "".join(self.text_parts)
         if rec.n_out is None and rec.event_t_ns:
             rec.n_out, rec.n_out_source = self.tokens_from_events, "events"
+        if self.marks is not None:
+            apply_channels(rec, self.marks)

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from loadkit.types import GenerationRequest, HttpRequest, TokenEvent
+
+if TYPE_CHECKING:
+    from loadkit.engines.channels import ChannelMarks
 
 Framing = Literal["sse", "ndjson"]
 
@@ -59,6 +62,12 @@ class StreamParser:
         loadkit.types.MalformedEvent when the message cannot be understood.
         """
         raise NotImplementedError
+
+    def bind_channels(self, events: list[int], options: AdapterOptions) -> ChannelMarks | None:
+        """Called once before the first message with the record's arrival list: a parser that
+        tells reasoning, answer and tool calls apart returns its ChannelMarks (see
+        loadkit.engines.channels); None (the default) leaves the channel metrics unmeasured."""
+        return None
 
     def end_seen(self) -> bool:
         """Called once, when the body closed cleanly without ``done``: True if the messages

@@ -3,7 +3,8 @@ newline-delimited JSON, not SSE.
 
 Each line: ``{"model", "created_at", "response": "..."}`` (generate) or ``{"message": {"role",
 "content", "thinking"?}}`` (chat), with ``"done": false``; Ollama streams one token per line.
-``thinking`` (models run with ``think``) is reasoning text. The last line has ``"done": true``,
+``thinking`` (models run with ``think``) is reasoning text; ``message.tool_calls`` carries
+whole tool calls (name and an arguments object), one line each. The last line has ``"done": true``,
 ``done_reason``, ``prompt_eval_count`` (prompt tokens actually evaluated: a prefix reused from
 the cache is left out, and the cached count itself is not reported), ``eval_count`` (output
 tokens) and durations in nanoseconds, passed through as server_timings. ``{"error": "..."}``
@@ -18,7 +19,8 @@ from typing import Any, ClassVar
 
 import orjson
 
-from loadkit.engines.base import StreamParser
+from loadkit.engines.base import AdapterOptions, StreamParser
+from loadkit.engines.channels import ANSWER, REASONING, TOOL, ChannelMarks
 from loadkit.engines.common import AdapterExtras, int_or_none, load_object
 from loadkit.types import GenerationRequest, HttpRequest, MalformedEvent, TokenEvent, Usage
 
@@ -28,10 +30,39 @@ TIMING_KEYS = (*DURATIONS, "prompt_eval_count", "eval_count")
 
 
 class OllamaParser(StreamParser):
-    __slots__ = ("chat",)
+    __slots__ = ("chat", "marks")
 
     def __init__(self, chat: bool) -> None:
         self.chat = chat
+        self.marks = ChannelMarks()
+
+    def bind_channels(self, events: list[int], options: AdapterOptions) -> ChannelMarks:
+        self.marks.events = events
+        return self.marks
+
+    def see(self, text: str, thinking: str, calls: Any) -> int:
+        """Mark channel changes (reasoning, answer, tool calls in that order); tool calls make
+        the line a token event (Ollama sends each call whole, in one line)."""
+        marks = self.marks
+        if thinking and marks.current != REASONING:
+            marks.switch(REASONING)
+        if text and marks.current != ANSWER:
+            marks.switch(ANSWER)
+        if not calls:
+            return 0
+        if not isinstance(calls, list):
+            raise MalformedEvent(f"Ollama message.tool_calls is not a list: {str(calls)[:120]!r}")
+        for i, call in enumerate(calls):
+            fn = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(fn, dict):
+                raise MalformedEvent(f"Ollama tool call has no function object: {str(call)[:120]!r}")
+            args = fn.get("arguments")
+            args_text = args if isinstance(args, str) else orjson.dumps(args or {}).decode()
+            index = fn.get("index", len(marks.tools().calls) + i)
+            marks.tools().add(index if isinstance(index, int) else i, call.get("id"), fn.get("name"), args_text)
+        if marks.current != TOOL:
+            marks.switch(TOOL)
+        return 1
 
     def parse(self, data: str, event: str | None = None) -> TokenEvent | None:
         obj = load_object(data)
@@ -40,7 +71,9 @@ class OllamaParser(StreamParser):
         if not isinstance(obj.get("done"), bool):
             raise MalformedEvent(f"Ollama line has no boolean 'done': {data[:120]!r}")
         text, thinking = self.texts(obj, data)
-        k = 1 if (text or thinking) else 0
+        source = obj.get("message") if self.chat else obj
+        tool = self.see(text, thinking, source.get("tool_calls") if isinstance(source, dict) else None)
+        k = 1 if (text or thinking or tool) else 0
         if not obj["done"]:
             return TokenEvent(tokens=k, text=text, reasoning_text=thinking)
         usage = Usage(

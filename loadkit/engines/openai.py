@@ -1,7 +1,7 @@
 """The generic OpenAI-compatible adapter: /v1/completions and /v1/chat/completions, streaming.
 
-First token = first chunk with non-empty content, text or reasoning text (a role-only chunk is
-not a token). Normal end = ``data: [DONE]``; a body that closes cleanly after a chunk with a
+First token = first chunk with non-empty content, text, reasoning text or a tool-call fragment
+(a role-only chunk is not a token). Normal end = ``data: [DONE]``; a body that closes cleanly after a chunk with a
 ``finish_reason`` or after the usage-only chunk (``choices: []``) ended normally too (many
 servers send no ``[DONE]``): outcome ok, ``end`` "close". Usage comes from the final chunk when the server
 honours ``stream_options.include_usage``. An ``error`` object inside the stream is an in-band
@@ -14,7 +14,8 @@ from typing import Any, ClassVar
 
 import orjson
 
-from loadkit.engines.base import EngineAdapter, StreamParser
+from loadkit.engines.base import AdapterOptions, EngineAdapter, StreamParser
+from loadkit.engines.channels import ANSWER, REASONING, TOOL, ChannelMarks, ThinkTags
 from loadkit.engines.common import load_object
 from loadkit.types import GenerationRequest, HttpRequest, MalformedEvent, TokenEvent, Usage
 
@@ -49,17 +50,31 @@ def in_band_error_message(obj: dict[str, Any]) -> str | None:
 
 
 class OpenAIStreamParser(StreamParser):
-    """Parses chat.completion.chunk and text_completion chunks."""
+    """Parses chat.completion.chunk and text_completion chunks.
 
-    __slots__ = ("chat", "usage_chunk_seen")
+    Channels: ``delta.content`` (or ``text``) is the answer, ``delta.reasoning_content``
+    (vLLM before 0.19.1, SGLang, DeepSeek, llama.cpp) or ``delta.reasoning`` (vLLM since
+    0.19.1, OpenRouter) is reasoning, ``delta.tool_calls`` fragments are tool calls; with
+    ``--think-tags`` ``<think>...</think>`` inside the answer text is reasoning.
+    """
+
+    __slots__ = ("chat", "usage_chunk_seen", "marks", "tags")
 
     def __init__(self, chat: bool) -> None:
         self.chat = chat
         self.usage_chunk_seen = False
+        self.marks = ChannelMarks()
+        self.tags: ThinkTags | None = None
 
     def end_seen(self) -> bool:
         """The usage-only chunk (``choices: []``) is by the API the last before ``[DONE]``."""
         return self.usage_chunk_seen
+
+    def bind_channels(self, events: list[int], options: AdapterOptions) -> ChannelMarks:
+        self.marks.events = events
+        if options.option("think_tags"):
+            self.tags = ThinkTags()
+        return self.marks
 
     def parse(self, data: str, event: str | None = None) -> TokenEvent | None:
         if data == "[DONE]":
@@ -78,7 +93,7 @@ class OpenAIStreamParser(StreamParser):
         usage = obj.get("usage")  # absent or null on every chunk but (maybe) the last
         if usage is not None:
             usage = parse_openai_usage(usage)
-        text, reasoning, finish = "", "", None
+        text, finish = "", None
         if choices:
             choice = choices[0]
             if not isinstance(choice, dict):
@@ -87,15 +102,73 @@ class OpenAIStreamParser(StreamParser):
             if self.chat:
                 delta = choice.get("delta") or {}
                 text = delta.get("content") or ""
-                reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
+                if not text or self.tags is not None:  # reasoning, tool calls, role/finish chunks
+                    return self.channel_event(delta, text, usage, finish, obj.get("timings"))
             else:
                 text = choice.get("text") or ""
+                if text and self.tags is not None:
+                    return self.channel_event({}, text, usage, finish, obj.get("timings"))
+            if text and self.marks.current != ANSWER:  # one comparison per plain token
+                self.marks.switch(ANSWER)
         elif usage is not None:
             self.usage_chunk_seen = True  # the final usage chunk; off the per-token branch
         # Positional: this runs for every token event (fields: tokens, text, reasoning_text,
         # done, usage, error, finish_reason, server_timings).
-        return TokenEvent(1 if (text or reasoning) else 0, text, reasoning, False, usage, None, finish,
-                          obj.get("timings"))  # fmt: skip
+        return TokenEvent(1 if text else 0, text, "", False, usage, None, finish, obj.get("timings"))
+
+    def channel_event(self, delta: dict[str, Any], text: str, usage: Usage | None, finish: str | None,
+                      timings: Any) -> TokenEvent:  # fmt: skip
+        """A chunk off the plain-answer path: reasoning, tool-call fragments, tagged text."""
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
+        if not isinstance(reasoning, str):
+            raise MalformedEvent(f"delta reasoning is not a string: {str(delta)[:120]!r}")
+        if reasoning:
+            self.see(REASONING)
+        held = False
+        if text and self.tags is not None:
+            reasoning, text, held = self.split_tags(reasoning, text)
+        elif text:
+            self.see(ANSWER)
+        calls = delta.get("tool_calls")
+        if calls:
+            self.tool_fragments(calls)
+            self.see(TOOL)
+        k = 1 if (text or reasoning or calls or held) else 0
+        return TokenEvent(k, text, reasoning, False, usage, None, finish, timings)
+
+    def see(self, channel: int) -> None:
+        if self.marks.current != channel:
+            self.marks.switch(channel)
+
+    def split_tags(self, reasoning: str, text: str) -> tuple[str, str, bool]:
+        """(reasoning, answer, True): the text cut at think tags. The event is a token even when
+        all of its text is held back (a tag's first characters)."""
+        assert self.tags is not None
+        answer = []
+        for channel, piece in self.tags.split(text):
+            if channel == REASONING and not piece and self.tags.opened_before and self.marks.current != REASONING:
+                self.marks.switch(REASONING, back=1)  # the tag began in the previous event
+            self.see(channel)
+            if channel == REASONING:
+                reasoning += piece
+            else:
+                answer.append(piece)
+        return reasoning, "".join(answer), True
+
+    def tool_fragments(self, calls: Any) -> None:
+        """``delta.tool_calls``: [{index, id?, type?, function: {name?, arguments?}}]."""
+        if not isinstance(calls, list):
+            raise MalformedEvent(f"delta.tool_calls is not a list: {str(calls)[:120]!r}")
+        tools = self.marks.tools()
+        for call in calls:
+            fn = call.get("function") if isinstance(call, dict) else None
+            index = call.get("index", 0) if isinstance(call, dict) else None
+            if not isinstance(fn, dict) or not isinstance(index, int):
+                raise MalformedEvent(f"tool call fragment needs an index and a function object: {str(call)[:120]!r}")
+            args = fn.get("arguments") or ""
+            if not isinstance(args, str):  # a few servers send the object itself
+                args = orjson.dumps(args).decode()
+            tools.add(index, call.get("id"), fn.get("name"), args)
 
 
 class OpenAIAdapter(EngineAdapter):

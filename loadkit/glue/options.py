@@ -58,6 +58,13 @@ def add_core_arguments(group: OptionGroup) -> None:
     )
     group.add_argument("--model", default="", env_var="LOADKIT_MODEL", help="Model name sent in requests")
     group.add_argument(
+        "--think-tags",
+        action="store_true",
+        default=False,
+        env_var="LOADKIT_THINK_TAGS",
+        help="Read <think>...</think> in the answer text as reasoning (servers run without a reasoning parser)",
+    )
+    group.add_argument(
         "--api-key",
         default="",
         env_var="LOADKIT_API_KEY",

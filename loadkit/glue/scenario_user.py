@@ -159,7 +159,7 @@ class ScenarioUser(LLMUser):
                 budgeted = False
                 ok = record.outcome == OK
                 request = session.next_request(
-                    record.text if ok else None, ok, None if ok else record.outcome
+                    record.text if ok else None, ok, None if ok else record.outcome, record.tool_calls
                 )
                 if request is not None:
                     gevent.sleep(session.think_time_s())

@@ -7,7 +7,6 @@ stage dominates TTFT and E2E. Engines whose server reported no timings are named
 
 from __future__ import annotations
 
-from html import escape
 from typing import Any
 
 from loadkit.report.htmlutil import not_measured, note, num, pct, section, table
@@ -42,7 +41,7 @@ def _table(reported: dict[str, dict[str, Any]]) -> str:
         for key, label in ROWS:
             s = b["stages"].get(key)
             cells = [num(s[q], 2) for q in ("mean", "p50", "p90", "p99")] if s else ["not reported"] + [""] * 3
-            rows.append([escape(engine), escape(label), *cells])
+            rows.append([engine, label, *cells])
     return table(("engine", "stage", "mean ms", "p50 ms", "p90 ms", "p99 ms"), rows)
 
 

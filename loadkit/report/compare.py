@@ -24,10 +24,11 @@ from loadkit.report.rawdata import RawData, load_raw
 from loadkit.report.rules import Rule, RuleError, metric_value, parse_rule
 
 STATS = ("p50", "p90", "p99")
-LATENCIES = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
+LATENCIES = ("ttft_ms", "ttfat_ms", "tpot_ms", "itl_ms", "e2e_ms", "answer_tpot_ms")
 RATES = ("requests_per_s", "output_tokens_per_s", "goodput_per_s", "error_rate")
 METRICS = RATES + tuple(f"{m}.{s}" for m in LATENCIES for s in STATS)
-RAW_METRICS = ("ttft_ms", "tpot_ms", "e2e_ms")  # the raw log has no per-token ITL values
+LATER_METRICS = ("ttfat_ms", "answer_tpot_ms")  # output channels: absent from older reports
+RAW_METRICS = ("ttft_ms", "ttfat_ms", "tpot_ms", "e2e_ms")  # the raw log has no per-token ITL values
 QS = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
 
 
@@ -97,12 +98,20 @@ def fill_rows(pair: Pair, resamples: int, seed: int) -> None:
     sa, sb = pair.base.engines()[pair.engine_a], pair.other.engines()[pair.engine_b]
     cis = _cis(pair, resamples, seed)
     for metric in METRICS:
-        a, b = metric_value(sa, metric), metric_value(sb, metric)
+        a, b = _table_value(sa, metric), _table_value(sb, metric)
         delta, pct = _change(a, b)
         ci = cis.get(metric)
         pair.rows.append({"metric": metric, "a": a, "b": b, "delta": delta, "delta_pct": pct,
                           "ci95": None if ci is None else list(ci),
                           "significant": None if ci is None else bool(ci[0] > 0 or ci[1] < 0)})  # fmt: skip
+
+
+def _table_value(section: dict[str, Any], metric: str) -> float | None:
+    """A table metric; one a report from before it existed lacks is not measured (rules on it
+    still name the unknown metric)."""
+    if metric.split(".")[0] in LATER_METRICS and metric.split(".")[0] not in section:
+        return None
+    return metric_value(section, metric)
 
 
 def _cis(pair: Pair, resamples: int, seed: int) -> dict[str, tuple[float, float] | None]:

@@ -15,6 +15,7 @@ from markupsafe import Markup
 
 from loadkit.report import plots, tables
 from loadkit.report.breakdown import breakdown_section
+from loadkit.report.channels import channels_section
 from loadkit.report.classes import classes_section
 from loadkit.report.delivered import delivered_section
 from loadkit.report.htmlutil import macro, not_measured, render, section
@@ -80,6 +81,7 @@ def build_html(report: dict[str, Any], raw: RawData | None = None, report_dir: s
         _safe("classes", lambda: classes_section(report), errors),
         _safe("slo", lambda: tables.slo_section(report), errors),
         _safe("connections", lambda: tables.connections_section(report), errors),
+        _safe("channels", lambda: channels_section(report), errors),
         _safe("cdfs", lambda: plots.cdf_section(report, raw), errors),
         _safe("breakdown", lambda: breakdown_section(report), errors),
         _safe("timeseries", lambda: plots.timeseries_section(report, raw), errors),

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-FLOAT_COLUMNS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms", "n_in", "n_out", "turn")
+FLOAT_COLUMNS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms", "n_in", "n_out", "turn", "ttfat_ms")
 NS_COLUMNS = ("t_send_ns", "t_first_ns", "t_end_ns")
 TEXT_COLUMNS = ("engine", "outcome", "stage")
 BLOCK_BYTES = 1 << 22

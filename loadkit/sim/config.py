@@ -55,6 +55,13 @@ class Profile:
     # Read the priority from this request header instead of the body (as a gateway in front of
     # the engine passes it on); "" = the body's field.
     priority_header: str = ""
+    # Reasoning: each reply thinks for a per-request number of tokens before its answer, drawn
+    # from reasoning_dist ("fixed", "uniform" over 0..2*mean, "geometric") with this mean
+    # (0 = no reasoning), capped at one token short of the output; sent in each protocol's own
+    # field ("parser") or as <think> tags in the text ("tags": a server without a reasoning parser).
+    reasoning_mean_tokens: float = 0.0
+    reasoning_dist: str = "geometric"
+    reasoning_format: str = "parser"
 
     def pool_blocks(self) -> int:
         """Number of KV blocks in the pool."""
@@ -91,6 +98,10 @@ PROFILE_HELP: dict[str, str] = {
     "--scheduling-policy priority",
     "priority_header": "read the priority from this request header (an integer) instead of the body's "
     "field, as a gateway passes it on",
+    "reasoning_mean_tokens": "mean reasoning tokens before each answer (0 = no reasoning)",
+    "reasoning_dist": "reasoning-token distribution: fixed, uniform (0..2 x mean) or geometric",
+    "reasoning_format": "parser: reasoning in the protocol's field (reasoning_content, thinking); "
+    "tags: <think>...</think> in the answer text",
 }
 
 PROFILES: dict[str, Profile] = {
@@ -132,6 +143,7 @@ _NON_NEGATIVE = (
     "eos_mean_tokens",
     "default_max_tokens",
     "output_us_per_event",
+    "reasoning_mean_tokens",
 )
 
 
@@ -150,6 +162,10 @@ def validate(profile: Profile) -> Profile:
         raise ConfigError(f"--num-blocks must be >= 1 (got {profile.num_blocks})")
     if profile.pool_blocks() < 1:
         raise ConfigError("the KV pool holds no block: raise --kv-memory-gb or set --num-blocks")
+    if profile.reasoning_dist not in ("fixed", "uniform", "geometric"):
+        raise ConfigError(f"--reasoning-dist must be fixed, uniform or geometric (got {profile.reasoning_dist!r})")
+    if profile.reasoning_format not in ("parser", "tags"):
+        raise ConfigError(f"--reasoning-format must be parser or tags (got {profile.reasoning_format!r})")
     if profile.scheduling_policy not in ("fcfs", "priority"):
         raise ConfigError(f"--scheduling-policy must be fcfs or priority (got {profile.scheduling_policy!r})")
     if profile.priority_header != profile.priority_header.strip():

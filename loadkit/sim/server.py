@@ -172,6 +172,8 @@ class SimEngine:
             seq.hashes = []  # llama.cpp's cache_prompt=false: no reuse
         fmt = route.fmt(spec, truth["request_id"], self.created, self.corpus, start)
         fmt.set_prompt(len(ids), 0)
+        fmt.reasoning_tokens = truth["reasoning_tokens"] = self._reasoning_tokens(seq.target_out, rng)
+        fmt.reasoning_tags = self.profile.reasoning_format == "tags"
         # Mid-stream faults are recorded when they strike (a short answer may end first).
         truth["fault"] = "trickle" if fault is not None and fault.name == "trickle" else None
         sink = ActiveStream(self, conn, fmt, seq, truth, fault)
@@ -201,6 +203,20 @@ class SimEngine:
             return spec.max_tokens
         natural = 1 + int(-math.log(1.0 - rng.random()) * mean)
         return max(1, min(spec.max_tokens, max(spec.min_tokens, natural)))
+
+    def _reasoning_tokens(self, target_out: int, rng: random.Random) -> int:
+        """Tokens this reply thinks for, from the profile's distribution; at least one answer
+        (or tool-call) token is left."""
+        mean, dist = self.profile.reasoning_mean_tokens, self.profile.reasoning_dist
+        if mean <= 0:
+            return 0
+        if dist == "fixed":
+            n = round(mean)
+        elif dist == "uniform":
+            n = rng.randint(0, round(2 * mean))
+        else:
+            n = int(-math.log(1.0 - rng.random()) * mean)
+        return max(0, min(n, target_out - 1))
 
     def _pick_fault(self, req: Request, rng: random.Random) -> Fault | None:
         header = req.headers.get("x-loadkit-fault")
@@ -232,7 +248,8 @@ class SimEngine:
         return {"request_id": rid, "engine": self.family, "path": path, "port": self.port,
                 "t_arrival_ns": t_arrival, "t_token_ns": array("q"), "tokens_per_event": array("q"), "t_end_ns": None,
                 "prompt_tokens": None, "cached_tokens": None, "completion_tokens": 0, "fault": None,
-                "status": 200}  # fmt: skip
+                "status": 200, "reasoning_tokens": 0, "t_first_reasoning_ns": None, "t_first_answer_ns": None,
+                "t_first_tool_ns": None}  # fmt: skip
 
     def _end_record(self, truth: dict[str, Any]) -> None:
         truth["t_end_ns"] = time.monotonic_ns()

@@ -101,16 +101,15 @@ class ActiveStream:
     def _write(self, n: int) -> int:
         seq, fmt = self.seq, self.fmt
         index = self.sent
-        text = self.engine.corpus.text_of(fmt.start_word, index, n)
         first = fmt.start() if index == 0 else b""
         last = seq.done and index + n >= seq.n_out
-        if last:
-            t = _mono()  # stamped before the final event is built: its timings end here
-            out = self.outcome(t)
-            payload = first + fmt.last_token(text, index, n, out) + fmt.end(out)
-        else:
-            payload = first + fmt.token(text, index, n)
+        # A last write is stamped before its final event is built: its timings end there.
+        t = _mono() if last else 0
+        payload = first + self._events(index, n, last, t)
+        if not last:
             t = _mono()
+        if index <= fmt.reasoning_tokens or fmt.spec.tool_name is not None:
+            self._channel_truth(index, n, t)
         if self.trickle is not None:
             self.trickle.push(payload, last)
         elif last:
@@ -120,10 +119,40 @@ class ActiveStream:
         self.sent, self.pending = index + n, 0
         self.ts.append(t)
         self.ks.append(n)
-        self.fast = self.pre != b"" and self.fault_at < 0 and self.trickle is None and self.write is not _nowrite
+        self.fast = (self.pre != b"" and self.fault_at < 0 and self.trickle is None and self.write is not _nowrite
+                     and self.sent > fmt.reasoning_tokens and fmt.spec.tool_name is None)
         if last:
             self._finish(t)
         return t
+
+    def _events(self, index: int, n: int, last: bool, t_last: int) -> bytes:
+        """Tokens [index, index + n): reasoning first (split off into its own event where the
+        answer starts inside this write), then answer or tool-call text; the last carries the end."""
+        fmt = self.fmt
+        text_of = self.engine.corpus.text_of
+        parts = []
+        if index < fmt.reasoning_tokens:
+            m = min(n, fmt.reasoning_tokens - index)
+            parts.append(fmt.reasoning_token(text_of(fmt.start_word, index, m), index, m))
+            index, n = index + m, n - m
+        if n:
+            text = text_of(fmt.start_word, index, n)
+            if last:
+                out = self.outcome(t_last)
+                parts.append(fmt.last_token(text, index, n, out) + fmt.end(out))
+            else:
+                parts.append(fmt.token(text, index, n))
+        elif last:
+            parts.append(fmt.end(self.outcome(t_last)))
+        return b"".join(parts)
+
+    def _channel_truth(self, index: int, n: int, t: int) -> None:
+        """Write times of the first reasoning and the first answer (or tool-call) token."""
+        truth, r = self.truth, self.fmt.reasoning_tokens
+        if index == 0 and r > 0:
+            truth["t_first_reasoning_ns"] = t
+        if index <= r < index + n:
+            truth["t_first_tool_ns" if self.fmt.spec.tool_name is not None else "t_first_answer_ns"] = t
 
     def _collect(self, n: int) -> int:
         fmt = self.fmt
@@ -148,7 +177,10 @@ class ActiveStream:
         the simulator's own stamps, recorded in the truth log as the format reports them."""
         seq = self.seq
         finish = "length" if seq.n_out >= self.fmt.spec.max_tokens else "stop"
-        out = Outcome(seq.n_prompt, seq.n_out, seq.cached_tokens or 0, finish)
+        if self.fmt.spec.tool_name is not None:
+            finish = "tool_calls"
+        out = Outcome(seq.n_prompt, seq.n_out, seq.cached_tokens or 0, finish,
+                      reasoning_tokens=min(self.fmt.reasoning_tokens, seq.n_out))
         self.stage_times(out, t_last)
         self.truth["server_stages_ms"] = {"queue": out.queue_ms, "prefill": out.prefill_ms, "decode": out.decode_ms}
         self.truth["server_timings"] = self.fmt.server_timings(out)

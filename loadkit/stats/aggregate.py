@@ -19,7 +19,15 @@ from loadkit.records import RequestRecord
 from loadkit.stats.breakdown import BreakdownStats
 from loadkit.stats.histogram import Histogram
 from loadkit.stats.messages import MessageCounts, failure_message
-from loadkit.stats.metrics import METRICS, Slo, compile_slos, judge, slo_values_ns
+from loadkit.stats.metrics import (
+    CHANNEL_TIME_METRICS,
+    METRICS,
+    SLO_SLOT,
+    Slo,
+    compile_slos,
+    judge,
+    slo_values_ns,
+)
 from loadkit.stats.metrics import div_round as _div_round
 from loadkit.stats.series import Series
 from loadkit.types import CANCELLED, OK
@@ -42,6 +50,10 @@ _PLAIN = (
     "ttft_with_connect_ms",
     "connect_ms",
     "tls_ms",
+    *CHANNEL_TIME_METRICS,
+    "n_reasoning",
+    "n_answer",
+    "n_tool",
 )
 
 
@@ -131,7 +143,7 @@ class GroupStats:
         pending, events = self.pending, r.event_t_ns
         worst = self._add_itl(events, r.event_tokens) if len(events) > 1 else None
         values = slo_values_ns(r, worst)
-        ttft, sched, tpot, e2e, _ = values
+        ttft, sched, tpot, e2e = values[:4]
         if e2e is not None:
             pending["e2e_ms"].append(e2e)
         if r.n_out is not None:
@@ -142,7 +154,28 @@ class GroupStats:
             pending["ttft_with_connect_ms"].append(events[0] - (r.t_start_ns or r.t_send_ns))
         if tpot is not None:
             pending["tpot_ms"].append(tpot)
+        self._add_channels(r, values)
         return values
+
+
+    def _add_channels(self, r: RequestRecord, values: tuple[int | None, ...]) -> None:
+        """Queue the per-channel figures that were measured (metrics.slo_values_ns has the
+        time to first answer token and the answer TPOT already)."""
+        pending, send = self.pending, r.t_send_ns
+        for name, value in (("n_reasoning", r.n_reasoning), ("n_answer", r.n_answer), ("n_tool", r.n_tool)):
+            if value is not None:
+                pending[name].append(value)
+        ttfat, answer_tpot = values[SLO_SLOT["ttfat_ms"]], values[SLO_SLOT["answer_tpot_ms"]]
+        if ttfat is not None:
+            pending["ttfat_ms"].append(ttfat)
+        if answer_tpot is not None:
+            pending["answer_tpot_ms"].append(answer_tpot)
+        if r.t_first_reasoning_ns is not None:
+            pending["ttfrt_ms"].append(r.t_first_reasoning_ns - send)
+            if r.t_reasoning_end_ns is not None:
+                pending["reasoning_ms"].append(r.t_reasoning_end_ns - r.t_first_reasoning_ns)
+        if r.t_first_tool_ns is not None:
+            pending["ttftc_ms"].append(r.t_first_tool_ns - send)
 
     def _add_itl(self, events: list[int], tokens: list[int]) -> int:
         """Queue ITL per chunk and per token (weighted by k_i); return the largest chunk gap."""

@@ -27,20 +27,22 @@ from loadkit.records import RequestRecord
 from loadkit.types import CANCELLED, OK
 
 # Histograms per (engine, label) and user class, in report order; values in ns, shown in ms.
+# Per output channel (loadkit.engines.channels): reasoning, answer, tool calls.
+CHANNEL_TIME_METRICS = ("ttfat_ms", "ttfrt_ms", "ttftc_ms", "reasoning_ms", "answer_tpot_ms")
 TIME_METRICS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "itl_ms", "itl_chunk_ms", "e2e_ms",
-                "ttft_with_connect_ms", "connect_ms", "tls_ms")  # fmt: skip
-TOKEN_METRICS = ("n_in", "n_out", "n_cached")
+                "ttft_with_connect_ms", "connect_ms", "tls_ms", *CHANNEL_TIME_METRICS)  # fmt: skip
+TOKEN_METRICS = ("n_in", "n_out", "n_cached", "n_reasoning", "n_answer", "n_tool")
 METRICS = TIME_METRICS + TOKEN_METRICS
 
 # SLO keys a user may give, in the order of ``slo_values_ns``'s tuple.
-SLO_KEYS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms", "itl_ms")
+SLO_KEYS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms", "itl_ms", "ttfat_ms", "answer_tpot_ms")
 SLO_SLOT = {key: i for i, key in enumerate(SLO_KEYS)}
 
 # Per-stage (and per-tenant) latency histograms: the per-request metrics, no per-event ITL.
 STAGE_METRICS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms")
 
 # The web UI's live latency table.
-LIVE_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
+LIVE_METRICS = ("ttft_ms", "ttfat_ms", "tpot_ms", "itl_ms", "e2e_ms")
 
 # Per-key verdict slots: [met, violated, not_measured] (report "attainment" counts).
 MET, VIOLATED, NOT_MEASURED = 0, 1, 2
@@ -88,15 +90,27 @@ def slo_values_ns(r: RequestRecord, worst_gap_ns: int | None = None) -> tuple[in
     engine stats do), so no view walks the events twice."""
     events, send = r.event_t_ns, r.t_send_ns
     e2e = r.t_end_ns - send if r.t_end_ns is not None else None
+    answer = answer_values_ns(r)
     if not events:
-        return None, None, None, e2e, None
+        return (None, None, None, e2e, None) + answer
     first = events[0]
     sched = first - (r.t_sched_ns if r.t_sched_ns is not None else send)
     n_out = r.n_out
     tpot = div_round(events[-1] - first, n_out - 1) if n_out is not None and n_out >= 2 else None
     if len(events) > 1 and worst_gap_ns is None:
         worst_gap_ns = max_gap_ns(events)
-    return first - send, sched, tpot, e2e, worst_gap_ns if len(events) > 1 else None
+    return (first - send, sched, tpot, e2e, worst_gap_ns if len(events) > 1 else None) + answer
+
+
+def answer_values_ns(r: RequestRecord) -> tuple[int | None, int | None]:
+    """(time to first answer token, answer TPOT) in ns; None where the reply had no answer
+    text, or fewer than two answer tokens (reasoning models: what the user waits for)."""
+    first = r.t_first_answer_ns
+    if first is None:
+        return None, None
+    n, last = r.n_answer, r.t_last_answer_ns
+    tpot = div_round(last - first, n - 1) if n is not None and n >= 2 and last is not None else None
+    return first - r.t_send_ns, tpot
 
 
 def max_gap_ns(events: list[int]) -> int:

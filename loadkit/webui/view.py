@@ -16,6 +16,7 @@ from loadkit.stats.messages import format_message, top_messages
 from loadkit.stats.metrics import LIVE_METRICS
 from loadkit.types import CANCELLED, OK
 
+# ttfat_ms: time to first answer token (reasoning models); "-" where no reply had answer text.
 LATENCY_METRICS = LIVE_METRICS  # stats/metrics.py
 PERCENTILES = ("p50", "p90", "p99")
 ALL_LABELS = "*"  # the engine's total row, as in loadkit's stats.csv
@@ -32,6 +33,7 @@ TABLE_STRUCTURE: list[dict[str, str]] = [
     {"key": "outcomes", "title": "Failures by outcome"},
     {"key": "messages", "title": "Top server messages"},
     {"key": "ttft", "title": "TTFT ms p50 / p90 / p99"},
+    {"key": "ttfat", "title": "First answer ms p50 / p90 / p99"},
     {"key": "tpot", "title": "TPOT ms p50 / p90 / p99"},
     {"key": "itl", "title": "ITL ms p50 / p90 / p99"},
     {"key": "e2e", "title": "E2E ms p50 / p90 / p99"},
@@ -59,7 +61,7 @@ def numeric_row(engine: str, label: str, section: dict[str, Any], user_class: st
     }
     for metric in LATENCY_METRICS:
         for p in PERCENTILES:
-            row[f"{metric}_{p}"] = section[metric][p]
+            row[f"{metric}_{p}"] = (section.get(metric) or {}).get(p)  # absent from older reports
     return row
 
 

@@ -20,11 +20,12 @@ from loadkit.workload.errors import (
     require,
 )
 from loadkit.workload.paths import resolve_path
+from loadkit.workload.session_spec import parse_tools
 from loadkit.workload.spec import PartSpec, TraceSpec
 from loadkit.workload.tracereader import BAD_ROW_POLICIES, ORDERS
 from loadkit.workload.traces import DEFAULT_COLUMNS, FORMATS, load_servegen, load_trace
 
-PART_KEYS = ("name", "weight", "label", "input", "output", "joint")
+PART_KEYS = ("name", "weight", "label", "input", "output", "joint", "tools", "tool_choice")
 JOINT_KEYS = ("path", "input_column", "output_column", "min_input", "max_input", "min_output", "max_output")
 TRACE_KEYS = ("format", "path", "timestamp_column", "input_column", "output_column", "speed", "start_s",
               "end_s", "loop", "as_sessions", "block_tokens", "max_input_tokens", "max_output_tokens", "label",
@@ -50,6 +51,7 @@ def _parse_part(ctx: Ctx, raw: Any, base: Path) -> PartSpec:
     name = get_str(ctx.at("name"), require(ctx, table, "name"))
     part = PartSpec(name=name, label=get_str(ctx.at("label"), table.get("label", name)),
                     weight=get_number(ctx.at("weight"), table.get("weight", 1.0), low=0.0, strict_low=True))
+    part.tools, part.tool_choice = parse_tools(ctx, table, None)
     if "joint" in table:
         if "input" in table or "output" in table:
             raise ctx.at("joint").error("expected either joint or input/output, not both")

@@ -13,7 +13,11 @@ from loadkit.workload.spec import SessionSpec, SystemPoolSpec, ToolSpec
 SESSION_KEYS = ("count", "turns", "user_tokens", "output_tokens", "think_time_s", "system_prompts", "tool",
                 "context", "labels")
 SYSTEM_KEYS = ("count", "tokens", "popularity", "zipf_s")
-TOOL_KEYS = ("probability", "call_tokens", "result_tokens", "latency_s", "format")
+TOOL_KEYS = ("probability", "call_tokens", "result_tokens", "latency_s", "format", "tools", "tool_choice")
+# format = "server" sends this tool with every request unless the scenario gives its own `tools`.
+DEFAULT_TOOL = {"type": "function", "function": {
+    "name": "lookup", "description": "Look something up and return what was found.",
+    "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}}
 CONTEXT_KEYS = ("max_tokens", "policy")
 LABEL_KEYS = ("first", "next", "tool")
 
@@ -59,13 +63,46 @@ def _parse_system(ctx: Ctx, raw: Any, base: Path) -> SystemPoolSpec:
 def _parse_tool(ctx: Ctx, raw: Any, base: Path) -> ToolSpec:
     table = get_table(ctx, raw)
     check_keys(ctx, table, TOOL_KEYS)
+    fmt = get_str(ctx.at("format"), table.get("format", "text"), ("text", "openai", "server"))
+    if fmt == "server":
+        return _parse_server_tool(ctx, table, base)
     return ToolSpec(
         probability=get_number(ctx.at("probability"), require(ctx, table, "probability"), low=0.0, high=1.0),
         call_tokens=_dist(ctx, table, "call_tokens", base),
         result_tokens=_dist(ctx, table, "result_tokens", base),
         latency_s=_dist(ctx, table, "latency_s", base, integer=False, default=0.0),
-        format=get_str(ctx.at("format"), table.get("format", "text"), ("text", "openai")),
+        format=fmt,
     )
+
+
+def _parse_server_tool(ctx: Ctx, table: dict[str, Any], base: Path) -> ToolSpec:
+    """format = "server": the server's own streamed tool calls decide; no probability or call size."""
+    for key in ("probability", "call_tokens"):
+        if key in table:
+            raise ctx.at(key).error(f"{key!r} does not apply with format = \"server\" (the server decides when to call)")
+    tools, choice = parse_tools(ctx, table, [DEFAULT_TOOL])
+    return ToolSpec(probability=0.0, call_tokens=_dist(ctx, {"call_tokens": 1}, "call_tokens", base),
+                    result_tokens=_dist(ctx, table, "result_tokens", base),
+                    latency_s=_dist(ctx, table, "latency_s", base, integer=False, default=0.0),
+                    format="server", definitions=tools, tool_choice=choice)
+
+
+def parse_tools(ctx: Ctx, table: dict[str, Any], default: list[dict[str, Any]] | None) -> tuple[Any, Any]:
+    """``tools`` (OpenAI tool definitions) and ``tool_choice`` of a table, checked."""
+    tools = table.get("tools", default)
+    if tools is not None and (not isinstance(tools, list) or not tools or not all(_is_tool(t) for t in tools)):
+        raise ctx.at("tools").error("must be a non-empty list of {type = \"function\", function = {name = ...}} tables")
+    choice = table.get("tool_choice", "auto" if tools else None)
+    if choice is not None and not (choice in ("auto", "required", "none") or isinstance(choice, dict)):
+        raise ctx.at("tool_choice").error(f'must be "auto", "required", "none" or a table; got {choice!r}')
+    if choice is not None and tools is None:
+        raise ctx.at("tool_choice").error("needs tools")
+    return tools, choice
+
+
+def _is_tool(tool: Any) -> bool:
+    fn = tool.get("function") if isinstance(tool, dict) else None
+    return isinstance(fn, dict) and isinstance(fn.get("name"), str)
 
 
 def _parse_context(ctx: Ctx, raw: Any, spec: SessionSpec) -> None:

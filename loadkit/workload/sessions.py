@@ -72,14 +72,19 @@ class Session:
         self._last_prompt_tokens = 0
         self._last_reply_tokens = 0
 
-    def next_request(self, reply_text: str | None, ok: bool, reason: str | None = None) -> GenerationRequest | None:
-        """The next turn's request, or None when the session is over (completed or broken)."""
+    def next_request(self, reply_text: str | None, ok: bool, reason: str | None = None,
+                     tool_calls: list[dict[str, Any]] | None = None) -> GenerationRequest | None:
+        """The next turn's request, or None when the session is over (completed or broken).
+        ``tool_calls``: the calls the server streamed in its reply (tool format "server")."""
         if self.status != RUNNING:
             return None
         if not ok:
             self.status, self.broken_reason = BROKEN, reason or f"turn {self.turns_sent} failed"
             return None
-        if self.turns_sent > 0:
+        if self.turns_sent > 0 and self._server_tools():
+            self._tool_pending = bool(tool_calls)
+            self._append_server_reply(reply_text or "", tool_calls or [])
+        elif self.turns_sent > 0:
             self._append_reply(reply_text or "")
         if self.turns_sent >= self.turns_planned:
             self.status, self.end_reason = COMPLETED, "turns_done"
@@ -109,6 +114,23 @@ class Session:
         self.history.append(_Msg({"role": "assistant", "content": reply}, self._last_reply_tokens))
         if self._tool_pending:
             self._append_tool_exchange()
+
+    def _server_tools(self) -> bool:
+        return self.spec.tool is not None and self.spec.tool.format == "server"
+
+    def _append_server_reply(self, reply: str, calls: list[dict[str, Any]]) -> None:
+        """The reply as the protocol expects it back: an assistant message with its
+        ``tool_calls`` (the server's ids), then one ``role: "tool"`` result per call."""
+        self._last_reply_tokens = self.ctx.builder.count(reply)
+        message: dict[str, Any] = {"role": "assistant", "content": reply or None}
+        if calls:
+            message["tool_calls"] = [tool_call_message(i, self.index, self.turns_sent, c) for i, c in enumerate(calls)]
+        self.history.append(_Msg(message, self._last_reply_tokens))
+        tool = self.spec.tool
+        assert tool is not None
+        for i, call in enumerate(message.get("tool_calls", [])):
+            self._append(_TOOL_RESULT + 16 * i, "tool", tool.result_tokens.sample_int(self.rng))
+            self.history[-1].message["tool_call_id"] = call["id"]
 
     def _append_tool_exchange(self) -> None:
         """The reply's tool call, then the tool's result (OpenAI tool_calls, or tagged text)."""
@@ -164,7 +186,11 @@ class Session:
             req.prompt, req.messages = req.as_prompt(), None
         tool = self.spec.tool
         remaining = self.turns_planned - self.turns_sent - 1
-        self._tool_pending = bool(tool and remaining > 0 and self.rng.random() < tool.probability)
+        if tool is not None and tool.format == "server":
+            req.extra_body["tools"] = tool.definitions
+            req.extra_body["tool_choice"] = tool.tool_choice
+        else:
+            self._tool_pending = bool(tool and remaining > 0 and self.rng.random() < tool.probability)
         self._last_prompt_tokens = n_in
         self._truncated = False
         self.turns_sent += 1
@@ -199,7 +225,8 @@ class TraceSession:
         self.broken_reason: str | None = None
         self.end_reason: str | None = None
 
-    def next_request(self, reply_text: str | None, ok: bool, reason: str | None = None) -> GenerationRequest | None:
+    def next_request(self, reply_text: str | None, ok: bool, reason: str | None = None,
+                     tool_calls: list[dict[str, Any]] | None = None) -> GenerationRequest | None:
         if self.status != RUNNING:
             return None
         if not ok:
@@ -215,3 +242,11 @@ class TraceSession:
     def think_time_s(self) -> float:
         i = self.turns_sent - 1
         return self._gaps[i] if 0 <= i < len(self._gaps) else 0.0
+
+
+def tool_call_message(i: int, session: int, turn: int, call: dict[str, Any]) -> dict[str, Any]:
+    """One streamed call as an assistant message's ``tool_calls`` entry; a server that sent no
+    id (Ollama) gets one made up, so the tool result can name it."""
+    call_id = call.get("id") or f"call_{session}_{turn}_{i}"
+    return {"id": call_id, "type": "function",
+            "function": {"name": call.get("name") or "", "arguments": call.get("arguments") or ""}}

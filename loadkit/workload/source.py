@@ -146,7 +146,7 @@ class RequestSource:
         w = np.asarray([parts[j].weight for j in tenant.parts])
         part = parts[tenant.parts[int(rng.choice(len(w), p=w / w.sum()))]]
         n_in, n_out = _part_lengths(part, rng)
-        req = self._single(i, (_PARTS, i), n_in, n_out, f"{tenant.name}/{part.label}")
+        req = with_tools(self._single(i, (_PARTS, i), n_in, n_out, f"{tenant.name}/{part.label}"), part)
         req.priority = tenant.priority  # placed per target when sent (loadkit/priority.py)
         return req
 
@@ -162,12 +162,12 @@ class RequestSource:
                 fixed = _part_lengths(parts[0], np.random.default_rng(0))  # the fixed family draws nothing
         for i in self._my_indices(self.scenario.max_requests):
             if fixed is not None:
-                yield self._single(i, (_PARTS, i), *fixed, parts[0].label)
+                yield with_tools(self._single(i, (_PARTS, i), *fixed, parts[0].label), parts[0])
                 continue
             rng = np.random.default_rng([self.seed & 0xFFFFFFFF, _PARTS, i])
             part = parts[int(rng.choice(len(parts), p=weights))] if len(parts) > 1 else parts[0]
             n_in, n_out = _part_lengths(part, rng)
-            yield self._single(i, (_PARTS, i), n_in, n_out, part.label)
+            yield with_tools(self._single(i, (_PARTS, i), n_in, n_out, part.label), part)
 
     def _single(self, i: int, key: tuple[int, ...], n_in: int, n_out: int, label: str,
                 cached: int | None = None, text: str | None = None) -> GenerationRequest:
@@ -369,6 +369,14 @@ class SystemPool:
         seen = k in self._used
         self._used.add(k)
         return (*self._texts[k], seen)
+
+
+def with_tools(req: GenerationRequest, part: Any) -> GenerationRequest:
+    """A part's ``tools`` / ``tool_choice`` into the request body (chat endpoints)."""
+    if part.tools is not None:
+        req.extra_body["tools"] = part.tools
+        req.extra_body["tool_choice"] = part.tool_choice
+    return req
 
 
 def _part_lengths(part: Any, rng: np.random.Generator) -> tuple[int, int]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from loadkit.workload.distributions import Distribution
 
@@ -29,6 +30,8 @@ class PartSpec:
     joint_out: object | None = None
     joint_clip_in: tuple[float | None, float | None] = (None, None)
     joint_clip_out: tuple[float | None, float | None] = (None, None)
+    tools: list[dict[str, Any]] | None = None  # OpenAI `tools` sent with this part's requests
+    tool_choice: Any = None
 
 
 @dataclass(slots=True)
@@ -65,7 +68,11 @@ class ToolSpec:
     call_tokens: Distribution
     result_tokens: Distribution
     latency_s: Distribution
-    format: str = "text"  # "text" | "openai"
+    format: str = "text"  # "text" | "openai" | "server"
+    # format "server": the tool definitions sent with every request (OpenAI `tools`) and
+    # `tool_choice`; the server decides when to call, and its streamed calls are answered.
+    definitions: list[dict[str, Any]] | None = None
+    tool_choice: Any = None
 
 
 @dataclass(slots=True)

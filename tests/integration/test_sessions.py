@@ -82,3 +82,27 @@ def test_broken_session_stops_and_nothing_is_double_counted(tmp_path):
     sessions = report["sessions"]["vllm"]
     assert sessions["broken_by"].get("http_error:500", 0) == broken
     assert sessions["sessions"] == len(by_session)
+
+
+def test_sessions_answer_the_servers_tool_calls_as_the_protocol_expects(tmp_path):
+    """The simulator calls the first tool of every request carrying `tools` and answers 400 to a
+    `role: "tool"` message whose tool_call_id no earlier assistant call has: every turn after
+    the first is a tool result the server accepted."""
+    report_dir = tmp_path / "r"
+    with sim_process("--profile", "fast", "--seed", "5", "--reasoning-mean-tokens", "3") as sim:
+        proc = run_locust(
+            "--headless", "-u", "3", "-r", "3", "-t", "4s", "--stop-timeout", "5",
+            "--host", sim.url, "--engine", "vllm", "--scenario", str(SCENARIOS / "sessions_server_tools.toml"),
+            "--report-dir", str(report_dir), "--raw-log",
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = check_conservation(report_dir)
+    rows = raw_records(report_dir)
+    assert {r["outcome"] for r in rows} <= {"ok", "cancelled"}, {r["outcome"]: r["error"] for r in rows}
+    ok = [r for r in rows if r["outcome"] == "ok"]
+    assert len({r["session_id"] for r in ok if r["turn"] == 3}) >= 3, "sessions went past two tool rounds"
+    for r in ok:
+        assert r["label"] == ("turn1" if r["turn"] == 1 else "after_tool")
+        assert r["finish_reason"] == "tool_calls" and r["tool_calls"][0]["name"] == "lookup"
+        assert r["n_tool"] > 0 and r["ttftc_ms"] is not None and r["ttfat_ms"] is None
+    assert report["engines"]["vllm"]["ttftc_ms"]["count"] == len(ok)

@@ -27,7 +27,7 @@ def test_every_section_renders_from_a_full_run(full_run: Path):
     assert out == full_run / "report.html"
     assert plots_in(html) == ALL_PLOTS
     # No model config named; the synthetic rows carry no server timings.
-    assert missing_in(html) == {"capacity", "server breakdown"}
+    assert missing_in(html) == {"capacity", "server breakdown", "channels"}
     delivered = html.split('<section id="delivered">')[1].split("</section>")[0]
     assert delivered.count("<tr><td>") >= 4 and "<td>low</td>" in delivered and "<td>high</td>" in delivered
     for sec in ("summary", "slo", "cdfs", "timeseries", "stages", "delivered", "buckets", "turns", "outcomes", "server",
@@ -51,7 +51,7 @@ def test_without_raw_log_the_raw_sections_say_not_measured(tmp_path: Path):
     report = report_from_rows({"a": make_rows("a", 50, 1)})
     html = build_html(report, None)
     assert missing_in(html) == {"ttft-ts", "latency-throughput", "length-buckets", "ttft-turn", "server-metrics",
-                                "capacity", "delivered load", "server breakdown"}  # fmt: skip
+                                "capacity", "delivered load", "server breakdown", "channels"}  # fmt: skip
     assert "From the report percentiles" in html
     assert {"ttft-cdf", "tpot-cdf", "throughput-ts", "outcomes"} <= plots_in(html)
 

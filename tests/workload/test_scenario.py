@@ -151,3 +151,43 @@ def test_prompt_shape_and_its_deprecated_old_name(write_scenario, caplog):
         load('[prompt]\napi = "chat"\nshape = "messages"\n')
     with pytest.raises(ScenarioError, match=r"prompt.shape"):
         load('[prompt]\nshape = "chat"\n')
+
+
+def test_parts_send_tools_and_tool_choice(write_scenario):
+    from loadkit.workload import load_scenario
+
+    path = write_scenario('''
+        [[parts]]
+        name = "agent"
+        input = { dist = "fixed", value = 20 }
+        output = { dist = "fixed", value = 8 }
+        tools = [{ type = "function", function = { name = "lookup", parameters = { type = "object" } } }]
+        tool_choice = "required"
+
+        [[parts]]
+        name = "plain"
+        input = { dist = "fixed", value = 20 }
+        output = { dist = "fixed", value = 8 }
+    ''')
+    src = load_scenario(path).request_source()
+    reqs = [src.next_item() for _ in range(40)]
+    agent = [r for r in reqs if r.label == "agent"]
+    plain = [r for r in reqs if r.label == "plain"]
+    assert agent and plain
+    assert all(r.extra_body["tools"][0]["function"]["name"] == "lookup" for r in agent)
+    assert all(r.extra_body["tool_choice"] == "required" for r in agent)
+    assert all("tools" not in r.extra_body for r in plain)
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ('tools = [{ type = "function" }]', "parts\\[0\\].tools: must be a non-empty list"),
+    ('tool_choice = "auto"', "tool_choice: needs tools"),
+    ('tools = [{ function = { name = "f" } }]\ntool_choice = "sometimes"', 'must be "auto"'),
+])
+def test_bad_part_tools_name_the_key(write_scenario, extra, message):
+    from loadkit.workload import load_scenario
+    from loadkit.workload.errors import ScenarioError
+
+    path = write_scenario('[[parts]]\nname = "a"\ninput = 5\noutput = 5\n' + extra + "\n")
+    with pytest.raises(ScenarioError, match=message):
+        load_scenario(path)

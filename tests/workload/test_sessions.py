@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from scipy import stats
 
 from loadkit.workload import Session, load_scenario
+from loadkit.workload.errors import ScenarioError
 
 BASE = """
 [sessions]
@@ -137,3 +139,32 @@ def test_sessions_are_deterministic_and_realised_counts_turns(write_scenario):
     assert runs[0] == runs[1] and len(runs[0]) == 5
     total = sum(len(s) for s in runs[0])
     assert src.realised()["requests"] == total and src.realised()["sessions_started"] == 5
+
+
+def test_tool_calls_server_format_answers_the_servers_own_calls(write_scenario):
+    tool = ('tool = { format = "server", result_tokens = 6, latency_s = 0.5, tool_choice = "required" }\n'
+            'labels = { tool = "after_tool" }\n')
+    session = first_session(write_scenario, tool, turns="3")
+    first = session.next_request(None, True)
+    assert first.extra_body["tools"][0]["function"]["name"] == "lookup"
+    assert first.extra_body["tool_choice"] == "required"
+    calls = [{"id": "chatcmpl-tool-1", "name": "lookup", "arguments": '{"query": "x"}'},
+             {"id": None, "name": "lookup", "arguments": '{"query": "y"}'}]
+    second = session.next_request("", True, None, calls)
+    assert session.think_time_s() == 0.5 and second.label == "after_tool"
+    reply, res1, res2 = second.messages[-3:]
+    assert reply["role"] == "assistant" and reply["content"] is None
+    assert [c["id"] for c in reply["tool_calls"]] == ["chatcmpl-tool-1", "call_0_1_1"]
+    assert reply["tool_calls"][0]["function"] == {"name": "lookup", "arguments": '{"query": "x"}'}
+    assert (res1["role"], res1["tool_call_id"], res2["tool_call_id"]) == ("tool", "chatcmpl-tool-1", "call_0_1_1")
+    assert res1["content"] and res1["content"] != res2["content"]
+    # A reply without calls: a fresh user message follows, as in a normal turn.
+    third = session.next_request("the answer", True, None, None)
+    assert third.messages[-1]["role"] == "user" and third.messages[-2] == {"role": "assistant", "content": "the answer"}
+    assert third.label != "after_tool"
+
+
+def test_tool_server_format_rejects_probability(write_scenario):
+    tool = 'tool = { format = "server", probability = 0.5, result_tokens = 6 }\n'
+    with pytest.raises(ScenarioError, match="probability.*does not apply"):
+        first_session(write_scenario, tool, turns="3")

@@ -41,6 +41,7 @@ class RequestSpec:
     cache_prompt: bool = True
     continuous_usage: bool = False  # vLLM's stream_options.continuous_usage_stats
     priority: int = 0  # vLLM's `priority` (used with scheduling_policy "priority"; lower first)
+    tool_name: str | None = None  # the request carried `tools`: the answer calls the first one
 
 
 @dataclass(slots=True)
@@ -56,6 +57,7 @@ class Outcome:
     prefill_ms: float = 0.0
     decode_ms: float = 0.0
     queue_ms: float = 0.0
+    reasoning_tokens: int = 0
 
 
 class StreamFormat:
@@ -74,6 +76,26 @@ class StreamFormat:
         self.n_prompt = 0
         self.n_cached = 0
 
+    # The first ``reasoning_tokens`` output tokens are reasoning, sent by ``reasoning_token``:
+    # the protocol's own field, or ``<think>`` tags in the text (``reasoning_tags``, a server
+    # run without a reasoning parser).
+    reasoning_tokens = 0
+    reasoning_tags = False
+
+    def reasoning_token(self, text: bytes, index: int, n: int) -> bytes:
+        if self.reasoning_tags:
+            return self.token(self.tagged(text, index, n), index, n)
+        return self.reasoning_chunk(text, index, n)
+
+    def tagged(self, text: bytes, index: int, n: int) -> bytes:
+        opening = b"<think>" if index == 0 else b""
+        closing = b"</think>" if index + n >= self.reasoning_tokens else b""
+        return opening + text + closing
+
+    def reasoning_chunk(self, text: bytes, index: int, n: int) -> bytes:
+        """The protocol's reasoning event; protocols without one use the tags."""
+        return self.token(self.tagged(text, index, n), index, n)
+
     def set_prompt(self, prompt_tokens: int, cached: int) -> None:
         self.n_prompt, self.n_cached = prompt_tokens, cached
 
@@ -82,7 +104,7 @@ class StreamFormat:
 
     def parts(self) -> tuple[bytes, bytes] | None:
         """(before, after) the text when ``token`` is ``before + text + after`` for any index."""
-        if not self.fixed_frame:
+        if not self.fixed_frame or self.spec.tool_name is not None:  # tool-call fragments: no fixed frame
             return None
         before, after = self.token(b"\x00", 0, 1).split(b"\x00")
         return before, after
@@ -120,6 +142,33 @@ def dumps(obj: Any) -> bytes:
 
 def sse(obj: Any) -> bytes:
     return b"data: " + orjson.dumps(obj) + b"\n\n"
+
+
+def tool_name(body: dict[str, Any]) -> str | None:
+    """The function the simulated model calls: the first of ``tools`` unless ``tool_choice`` is "none"."""
+    tools = body.get("tools")
+    if not tools or body.get("tool_choice") == "none":
+        return None
+    first = tools[0] if isinstance(tools, list) else None
+    fn = first.get("function") if isinstance(first, dict) else None
+    if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+        raise ValueError("tools must be a list of {type: function, function: {name, ...}} objects")
+    return str(fn["name"])
+
+
+def check_tool_messages(messages: Any) -> None:
+    """Every ``role: "tool"`` message answers a call of an earlier assistant message by its
+    ``tool_call_id``, as the OpenAI API requires (it answers 400 otherwise)."""
+    ids: set[str] = set()
+    for m in messages if isinstance(messages, list) else []:
+        if not isinstance(m, dict):
+            continue
+        for call in m.get("tool_calls") or []:
+            if isinstance(call, dict) and isinstance(call.get("id"), str):
+                ids.add(call["id"])
+        if m.get("role") == "tool" and m.get("tool_call_id") not in ids:
+            raise ValueError("messages with role 'tool' must be a response to a preceding message with "
+                             f"'tool_calls' (tool_call_id {m.get('tool_call_id')!r} not found)")
 
 
 def json_str(text: bytes) -> bytes:

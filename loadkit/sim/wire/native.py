@@ -319,6 +319,10 @@ class OllamaGenerate(StreamFormat):
         return b'{"model":%s,"created_at":%s,"response":%s,"done":false}\n' % (
             self.model_b, created_at(), json_str(text))
 
+    def reasoning_chunk(self, text: bytes, index: int, n: int) -> bytes:
+        return b'{"model":%s,"created_at":%s,"response":"","thinking":%s,"done":false}\n' % (
+            self.model_b, created_at(), json_str(text))
+
     def stats(self, out: Outcome) -> bytes:
         return dumps(self.server_timings(out))[1:-1]
 
@@ -347,6 +351,10 @@ class OllamaGenerate(StreamFormat):
 class OllamaChat(OllamaGenerate):
     def token(self, text: bytes, index: int, n: int) -> bytes:
         return b'{"model":%s,"created_at":%s,"message":{"role":"assistant","content":%s},"done":false}\n' % (
+            self.model_b, created_at(), json_str(text))
+
+    def reasoning_chunk(self, text: bytes, index: int, n: int) -> bytes:
+        return b'{"model":%s,"created_at":%s,"message":{"role":"assistant","content":"","thinking":%s},"done":false}\n' % (
             self.model_b, created_at(), json_str(text))
 
     def end(self, out: Outcome) -> bytes:

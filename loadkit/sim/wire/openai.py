@@ -19,9 +19,11 @@ from loadkit.sim.wire.common import (
     RequestSpec,
     StreamFormat,
     as_int,
+    check_tool_messages,
     dumps,
     json_str,
     messages_prompt,
+    tool_name,
 )
 
 DONE = b"data: [DONE]\n\n"
@@ -31,6 +33,7 @@ def parse_openai(body: dict[str, Any], chat: bool, default_max: int, model: str)
     """Read an OpenAI request body; ValueError names the offending field."""
     if chat:
         prompt, ids = messages_prompt(body.get("messages")), None
+        check_tool_messages(body.get("messages"))
     else:
         prompt, ids = _completion_prompt(body.get("prompt"))
     max_tokens = as_int(body, "max_completion_tokens", as_int(body, "max_tokens", default_max))
@@ -52,6 +55,7 @@ def parse_openai(body: dict[str, Any], chat: bool, default_max: int, model: str)
         include_usage=bool(opts.get("include_usage")),
         model=str(body.get("model") or model),
         cache_prompt=body.get("cache_prompt", True) is not False,
+        tool_name=tool_name(body) if chat else None,
     )
 
 
@@ -66,12 +70,15 @@ def _completion_prompt(prompt: Any) -> tuple[str, list[int] | None]:
 
 
 def usage_dict(out: Outcome) -> dict[str, Any]:
-    return {
+    usage: dict[str, Any] = {
         "prompt_tokens": out.prompt_tokens,
         "total_tokens": out.prompt_tokens + out.completion_tokens,
         "completion_tokens": out.completion_tokens,
         "prompt_tokens_details": {"cached_tokens": out.cached_tokens},
     }
+    if out.reasoning_tokens:
+        usage["completion_tokens_details"] = {"reasoning_tokens": out.reasoning_tokens}
+    return usage
 
 
 def llama_usage(out: Outcome) -> dict[str, Any]:
@@ -154,6 +161,30 @@ class VllmChat(VllmCompletion):
     def start(self) -> bytes:
         role = b'{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}'
         return self.head + role + self.running_tail(0)
+
+    def reasoning_chunk(self, text: bytes, index: int, n: int) -> bytes:
+        return self.head + b'{"index":0,"delta":{"reasoning_content":%s},"logprobs":null,"finish_reason":null}' % (
+            json_str(text)) + self.running_tail(index + n)
+
+    def token(self, text: bytes, index: int, n: int) -> bytes:
+        if self.spec.tool_name is None:
+            return super().token(text, index, n)
+        return self.head + self.tool_call(text, index, b"null") + self.running_tail(index + n)
+
+    def last_token(self, text: bytes, index: int, n: int, out: Outcome) -> bytes:
+        if self.spec.tool_name is None:
+            return super().last_token(text, index, n, out)
+        return self.head + self.tool_call(text, index, dumps(out.finish_reason), True) + self.running_tail(index + n)
+
+    def tool_call(self, text: bytes, index: int, finish: bytes, last: bool = False) -> bytes:
+        """One ``delta.tool_calls`` fragment: id and name first, the arguments in pieces
+        (a JSON object ``{"input": "<the answer words>"}`` once put together)."""
+        args = text.decode() + ('"}' if last else "")
+        call: dict[str, Any] = {"index": 0, "function": {"arguments": args}}
+        if index <= self.reasoning_tokens:
+            call = {"index": 0, "id": f"chatcmpl-tool-{self.rid}", "type": "function",
+                    "function": {"name": self.spec.tool_name, "arguments": '{"input": "' + args}}
+        return b'{"index":0,"delta":{"tool_calls":%s},"logprobs":null,"finish_reason":%s}' % (dumps([call]), finish)
 
     def body(self, text: bytes, out: Outcome) -> bytes:
         return dumps({
@@ -238,6 +269,10 @@ class LlamaChat(LlamaCompletion):
 
     def start(self) -> bytes:
         return b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"role":"assistant","content":null}}%s}\n\n' % self.tail
+
+    def reasoning_chunk(self, text: bytes, index: int, n: int) -> bytes:
+        return b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"reasoning_content":%s}}%s}\n\n' % (
+            json_str(text), self.tail)
 
     def token(self, text: bytes, index: int, n: int) -> bytes:
         return b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"content":%s}}%s}\n\n' % (
