@@ -77,7 +77,7 @@ def test_leaving_the_block_by_an_exception_is_a_cancelled_session_and_an_unused_
 def test_tool_calls_go_back_as_the_protocol_expects_against_the_simulator():
     """The simulator calls the first tool when a request carries `tools` and answers 400 to a
     tool result whose tool_call_id no earlier assistant call has."""
-    from loadkit import timer
+    from loadkit.client import timer
     from loadkit.engines.base import AdapterOptions
     from loadkit.engines.vllm import VLLMAdapter
     from loadkit.sim.testing import sim_thread

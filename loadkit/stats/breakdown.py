@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadkit.histogram import Histogram
+from loadkit.stats.histogram import Histogram
 from loadkit.records import RequestRecord, ttft_ms
 from loadkit.servertimings import join
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from loadkit.arrival import Stage, arrival_offsets, stages_from_spec
+from loadkit.workload.arrival import Stage, arrival_offsets, stages_from_spec
 
 if TYPE_CHECKING:
     from loadkit.workload.scenario import Scenario

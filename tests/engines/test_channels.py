@@ -4,7 +4,7 @@ splitter cut at every position."""
 
 import pytest
 
-from loadkit import timer
+from loadkit.client import timer
 from loadkit import types as t
 from loadkit.engines.base import AdapterOptions
 from loadkit.engines.channels import ANSWER, REASONING, ThinkTags

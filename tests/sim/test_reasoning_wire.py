@@ -5,7 +5,7 @@ tests/engines/test_channels.py and tests/integration/test_reasoning_runs.py)."""
 import orjson
 import pytest
 
-from loadkit import timer
+from loadkit.client import timer
 from loadkit import types as t
 from loadkit.engines.base import AdapterOptions
 from loadkit.engines.vllm import VLLMAdapter

@@ -21,7 +21,7 @@ PLAN = [{"name": "s1", "level": 4, "level_kind": "users", "duration_s": 10.0}]
 def collector(slos: dict[str, float]) -> StatsCollector:
     """A collector with the built-in sections, as a run installs them (stats/builtin.py)."""
     c = StatsCollector()
-    tenants = [NS(name="acme", priority=None)]
+    tenants = [NS(name="acme", priority=None, slos=None, arrival=None)]
     env = NS(loadkit=NS(scenario=NS(tenants=tenants, arrival=None), sources={}, staged=True))
     sections = BuiltinSections(c, env)
     sections.install()

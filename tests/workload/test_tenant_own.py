@@ -8,7 +8,7 @@ import pytest
 from loadkit.priority import check_priority_as, place_priority
 from loadkit.targets import TargetError, parse_target
 from loadkit.report.tenants import tenants_section
-from loadkit.tenantstats import TenantStats, console_lines
+from loadkit.stats.tenantstats import TenantStats, console_lines
 from loadkit.workload import ScenarioError, load_scenario
 from tests.workload.test_tenants import rec
 

@@ -64,6 +64,9 @@ class Rec:
     n_out: int | None = 2
     event_tokens: list[int] | None = None
     coalesced_reads: int = 0
+    t_first_answer_ns: int | None = None  # no reasoning: the answer channel is not marked
+    t_last_answer_ns: int | None = None
+    n_answer: int | None = None
 
     @property
     def t_first_ns(self):
