@@ -7,6 +7,7 @@ import argparse
 import orjson
 import pytest
 
+from loadkit.engines.targets import TargetSpec, build_target
 from loadkit.glue.requestshape import (
     DropFields,
     RequestOptionError,
@@ -16,7 +17,6 @@ from loadkit.glue.requestshape import (
     parse_headers,
     remove_path,
 )
-from loadkit.targets import TargetSpec, build_target
 from loadkit.types import GenerationRequest
 
 

@@ -14,8 +14,8 @@ import pytest
 from loadkit.client import tls
 from loadkit.client.httpstream import Endpoint
 from loadkit.client.tls import TlsConfigError, TlsError, TlsSettings, client_context, describe_error
-from loadkit.detect import detect_engine
 from loadkit.engines.base import AdapterOptions
+from loadkit.engines.detect import detect_engine
 from loadkit.engines.metrics import scrape
 from loadkit.engines.serverinfo import describe, get
 from loadkit.engines.vllm import VLLMAdapter

@@ -94,7 +94,7 @@ class EngineAdapter:
     # (Triton's generate_stream). Otherwise a clean close without `done` is `ok` (end "close")
     # after a finish_reason or the parser's `end_seen()`, else `incomplete`.
     end_on_close: ClassVar[bool] = False
-    # Where a tenant's priority goes unless the target says (loadkit/priority.py): vLLM's body field.
+    # Where a tenant's priority goes unless the target says (loadkit/engines/priority.py): vLLM's body field.
     priority_as: ClassVar[str] = "field:priority"
 
     def __init__(self, options: AdapterOptions | None = None) -> None:

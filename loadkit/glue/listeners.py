@@ -7,6 +7,7 @@ import logging
 import sys
 from typing import Any
 
+from loadkit.engines.targets import TargetError
 from loadkit.errors import UserError
 from loadkit.glue import breaker, preflight, starts
 from loadkit.glue.manifest import run_manifest
@@ -19,7 +20,6 @@ from loadkit.glue.shapesteps import install_worker as install_shape_steps
 from loadkit.glue.shapesteps import watch_shape
 from loadkit.plugins import PluginError
 from loadkit.stats.builtin import BuiltinSections
-from loadkit.targets import TargetError
 
 log = logging.getLogger("loadkit")
 NOTE_MESSAGE = "loadkit_worker_note"

@@ -12,7 +12,7 @@ import platform
 import sys
 from typing import Any
 
-from loadkit.targets import Target
+from loadkit.engines.targets import Target
 
 
 def cpu_model() -> str | None:

@@ -38,9 +38,9 @@ import orjson
 
 from loadkit.client.timer import Timeouts, run_request
 from loadkit.engines.base import EngineAdapter
+from loadkit.engines.targets import Target
 from loadkit.glue.requestshape import RequestShape, drop_fields
 from loadkit.records import RequestRecord
-from loadkit.targets import Target
 from loadkit.types import CONNECT_ERROR, OK, GenerationRequest
 
 if TYPE_CHECKING:

@@ -15,12 +15,14 @@ from typing import Any
 
 from loadkit.client.timer import Timeouts
 from loadkit.client.tls import TlsSettings
+from loadkit.engines.targets import Target, build_target, check_unique_names
 from loadkit.glue.backoff import Backoff, BackoffRules
 from loadkit.glue.breaker import Breaker, BreakerRules, trip
 from loadkit.glue.detection import Detections
 from loadkit.glue.ending import ExhaustionWatch, end_run
 from loadkit.glue.errors import ConfigError
 from loadkit.glue.runconfig import RunConfig, resolve_run_time, resolve_slos, snapshot
+from loadkit.glue.runoptions import configure_plugins, run_options
 from loadkit.glue.schedules import Schedules
 from loadkit.glue.setup import (
     configure_tls,
@@ -47,12 +49,10 @@ from loadkit.glue.workloads import (
     share_of,
     staged_arrival,
 )
-from loadkit.pluginguard import GuardedPluginManager, failure_of
 from loadkit.plugins import plugin_fingerprint
+from loadkit.plugins.guard import GuardedPluginManager, failure_of
 from loadkit.records import RequestRecord
-from loadkit.runoptions import configure_plugins, run_options
 from loadkit.stats.stagestats import stage_plan
-from loadkit.targets import Target, build_target, check_unique_names
 
 log = logging.getLogger("loadkit")
 
@@ -106,10 +106,10 @@ class Runtime(Schedules):
 
     def check_start(self, options: Any, host: str | None) -> str | None:
         """Why a run with ``options`` cannot start (one line), or None (glue/startcheck.py)."""
+        from loadkit.engines.targets import TargetError
         from loadkit.errors import UserError
         from loadkit.glue.startcheck import check_start
         from loadkit.plugins import PluginError
-        from loadkit.targets import TargetError
 
         try:
             check_start(options, host)

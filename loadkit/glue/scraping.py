@@ -13,7 +13,7 @@ import math
 from array import array
 from typing import Any
 
-from loadkit.targets import Target
+from loadkit.engines.targets import Target
 
 log = logging.getLogger("loadkit")
 MAX_SAMPLES = 24 * 3600  # one a second for a day, per target: bounded memory

@@ -8,10 +8,10 @@ from typing import Any
 
 from loadkit.client.tls import INSECURE_WARNING, TlsConfigError, TlsSettings
 from loadkit.client.tls import use as use_tls
+from loadkit.engines.targets import TargetSpec, check_unique_names, parse_target
 from loadkit.glue.detection import AUTO_NAME
 from loadkit.glue.errors import ConfigError
 from loadkit.glue.requestshape import RequestOptionError, RequestShape
-from loadkit.targets import TargetSpec, check_unique_names, parse_target
 
 log = logging.getLogger("loadkit")
 
@@ -42,7 +42,7 @@ _insecure_warned: list[bool] = []
 
 
 def configure_tls(options: Any) -> TlsSettings:
-    """The run's TLS options become this process's client context (loadkit/tls.py), before any
+    """The run's TLS options become this process's client context (loadkit/client/tls.py), before any
     target is probed or built. --insecure is said loudly: on the console here (once per
     process), and in the report's manifest and warnings (glue/manifest.py)."""
     settings = TlsSettings.from_options(options)

@@ -13,6 +13,7 @@ import socket
 from typing import Any
 
 from loadkit.client.httpstream import Endpoint
+from loadkit.engines.targets import TargetError, TargetSpec
 from loadkit.glue.runtime import (
     DEFAULT_SCENARIO,
     ConfigError,
@@ -22,7 +23,6 @@ from loadkit.glue.runtime import (
     validate_slos,
 )
 from loadkit.plugins import get_engine
-from loadkit.targets import TargetError, TargetSpec
 
 CONNECT_TIMEOUT_S = 5.0
 

@@ -18,10 +18,10 @@ from locust.exception import StopUser
 
 from loadkit.client.httpstream import ConnectionPool
 from loadkit.client.timer import run_request
+from loadkit.engines.priority import place_priority
 from loadkit.glue.api import LLMCalls
 from loadkit.glue.failures import FAILURE_TEXTS, RequestOutcomeError  # noqa: F401 (was defined here)
 from loadkit.glue.runtime import Runtime
-from loadkit.priority import place_priority
 from loadkit.records import RequestRecord, e2e_ms
 from loadkit.types import CANCELLED, OK, GenerationRequest
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
-from loadkit.pluginguard import GuardedPluginManager, HookFailure
+from loadkit.plugins.guard import GuardedPluginManager, HookFailure
 
 log = logging.getLogger("loadkit")
 

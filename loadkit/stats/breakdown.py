@@ -1,7 +1,7 @@
 """BreakdownStats: the server-side breakdown of one (engine, label)'s ok requests (issue 26).
 
 Each ok request's engine timings are normalised and joined with its TTFT
-(loadkit.servertimings) and recorded into one histogram per stage, in ns as every other time
+(loadkit.engines.servertimings) and recorded into one histogram per stage, in ns as every other time
 histogram. Requests whose engine reported nothing are counted, never recorded as zeros. The
 report section gives p50/p90/p99 per stage and which stage dominates TTFT and E2E, in the
 seeds' terms: prefill is compute-bound, decode memory-bound, queueing a capacity limit.
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadkit.stats.histogram import Histogram
+from loadkit.engines.servertimings import join
 from loadkit.records import RequestRecord, ttft_ms
-from loadkit.servertimings import join
+from loadkit.stats.histogram import Histogram
 
 # Histogrammed figures of the normalised breakdown (ms there, ns here).
 METRICS = ("queue_ms", "load_ms", "prefill_ms", "decode_ms", "decode_per_token_ms", "residual_ttft_ms",

@@ -10,7 +10,7 @@ process, default 1) or ``arrival`` (the tenant's own open-loop process: constant
 gamma with ``rate`` and ``cv``; then every tenant has one and the scenario's
 ``[arrival] model = "tenants"`` superposes them). A request's label is ``<tenant>/<part
 label>``, so every per-label section of the report is per tenant too, and the ``tenants``
-section (loadkit/tenantstats.py) groups by tenant.
+section (loadkit/stats/tenantstats.py) groups by tenant.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ splitter cut at every position."""
 
 import pytest
 
-from loadkit.client import timer
 from loadkit import types as t
+from loadkit.client import timer
 from loadkit.engines.base import AdapterOptions
 from loadkit.engines.channels import ANSWER, REASONING, ThinkTags
 from loadkit.engines.llamacpp import LlamaCppAdapter

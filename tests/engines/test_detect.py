@@ -1,7 +1,7 @@
 import orjson
 import pytest
 
-from loadkit.detect import detect_engine, probe_server
+from loadkit.engines.detect import detect_engine, probe_server
 from loadkit.engines.detectors import match_rules
 from loadkit.errors import UserError
 from loadkit.plugins import new_plugin_manager

@@ -6,8 +6,8 @@ import pytest
 
 from loadkit import types as t
 from loadkit.client import timer
-from loadkit.detect import detect_engine
 from loadkit.engines.base import AdapterOptions
+from loadkit.engines.detect import detect_engine
 from loadkit.engines.llamacpp import LlamaCppAdapter
 from loadkit.engines.metrics import scrape
 from loadkit.engines.serverinfo import count_tokens, describe

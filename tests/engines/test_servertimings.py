@@ -8,10 +8,10 @@ from loadkit import types as t
 from loadkit.engines.base import AdapterOptions
 from loadkit.engines.llamacpp import LlamaCppAdapter
 from loadkit.engines.ollama import OllamaAdapter
+from loadkit.engines.servertimings import join, normalise
 from loadkit.engines.sglang import SGLangAdapter
 from loadkit.engines.tgi import TGIAdapter
 from loadkit.records import RequestRecord
-from loadkit.servertimings import join, normalise
 from tests.engines.wire import body_bytes, replay
 
 

@@ -8,8 +8,8 @@ import pytest
 from loadkit import types as t
 from loadkit.client import timer
 from loadkit.client.sse import SSEDecoder
-from loadkit.detect import detect_engine
 from loadkit.engines.base import AdapterOptions
+from loadkit.engines.detect import detect_engine
 from loadkit.engines.metrics import scrape
 from loadkit.engines.serverinfo import count_tokens, describe
 from loadkit.plugins import get_engine, new_plugin_manager

@@ -7,9 +7,9 @@ import pytest
 
 from loadkit import hookimpl
 from loadkit.engines.base import EngineAdapter
-from loadkit.pluginguard import failure_of
+from loadkit.glue.runoptions import configure_plugins, run_options
 from loadkit.plugins import PluginError, engine_registry, get_engine, new_plugin_manager
-from loadkit.runoptions import configure_plugins, run_options
+from loadkit.plugins.guard import failure_of
 
 
 class Calls:

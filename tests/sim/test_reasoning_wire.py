@@ -5,8 +5,8 @@ tests/engines/test_channels.py and tests/integration/test_reasoning_runs.py)."""
 import orjson
 import pytest
 
-from loadkit.client import timer
 from loadkit import types as t
+from loadkit.client import timer
 from loadkit.engines.base import AdapterOptions
 from loadkit.engines.vllm import VLLMAdapter
 from loadkit.sim import testing as sim_testing

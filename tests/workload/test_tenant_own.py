@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from loadkit.priority import check_priority_as, place_priority
-from loadkit.targets import TargetError, parse_target
+from loadkit.engines.priority import check_priority_as, place_priority
+from loadkit.engines.targets import TargetError, parse_target
 from loadkit.report.tenants import tenants_section
 from loadkit.stats.tenantstats import TenantStats, console_lines
 from loadkit.workload import ScenarioError, load_scenario

@@ -11,7 +11,7 @@ import pytest
 from anthropic_helpers import messages_server, posts, stream_body
 
 from loadkit import GenerationRequest, types
-from loadkit.detect import detect_engine
+from loadkit.engines.detect import detect_engine
 from loadkit.engines.base import AdapterOptions
 from loadkit.plugins import get_engine, new_plugin_manager
 from loadkit.client.timer import Timeouts, run_request

@@ -13,8 +13,8 @@ from typing import Any
 
 import pluggy
 
-from loadkit.pluginguard import failure_of
 from loadkit.plugins import PluginError, get_plugin_manager
+from loadkit.plugins.guard import failure_of
 
 
 def run_options(parsed: Any) -> Mapping[str, Any]:

@@ -15,8 +15,8 @@ from loadkit.client.tls import TlsError
 from loadkit.engines.detectors import match_rules
 from loadkit.engines.serverinfo import get
 from loadkit.errors import UserError
-from loadkit.pluginguard import failure_of
 from loadkit.plugins import engine_registry, get_plugin_manager
+from loadkit.plugins.guard import failure_of
 
 MAX_TEXT = 64 * 1024
 

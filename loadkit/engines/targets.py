@@ -8,8 +8,8 @@ from typing import Any
 
 from loadkit.client.httpstream import Endpoint
 from loadkit.engines.base import AdapterOptions, EngineAdapter
+from loadkit.engines.priority import check_priority_as
 from loadkit.plugins import get_engine
-from loadkit.priority import check_priority_as
 
 TARGET_KEYS = ("engine", "api", "model", "priority_as")
 
@@ -25,7 +25,7 @@ class TargetSpec:
     engine: str = "openai"
     api: str | None = None
     model: str | None = None
-    priority_as: str | None = None  # where tenants' priorities go (loadkit/priority.py); None: the engine's
+    priority_as: str | None = None  # where tenants' priorities go (loadkit/engines/priority.py); None: the engine's
 
 
 @dataclass(slots=True)

@@ -15,7 +15,7 @@ import pluggy
 
 from loadkit import hookspecs
 from loadkit.engines.base import EngineAdapter
-from loadkit.pluginguard import GuardedPluginManager
+from loadkit.plugins.guard import GuardedPluginManager
 
 ENTRY_POINT_GROUP = "loadkit"
 # Registration order matters where pluggy's order does: among implementations of equal
