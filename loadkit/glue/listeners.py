@@ -201,6 +201,9 @@ def on_test_start(environment: Any, **_: Any) -> None:
     if not isinstance(runner, WorkerRunner):
         runtime.shape_steps = watch_shape(environment)
     runtime.start_error = None
+    if isinstance(runner, WorkerRunner) and starts.ask_for_config(environment, runtime, on_test_start):
+        runtime.ready.clear()  # its users wait until the config has come and this start is done
+        return
     try:
         if isinstance(runner, MasterRunner):
             _prepare_master(environment, runtime)
@@ -221,7 +224,9 @@ def on_test_start(environment: Any, **_: Any) -> None:
             _refuse_worker(environment, str(exc))
         else:
             end_run(environment, "configuration error")
+        runtime.ready.set()
         return
+    runtime.ready.set()
     if not environment.host and runtime.targets:
         environment.host = runtime.targets[0].spec.url
     if not isinstance(runner, WorkerRunner):

@@ -56,6 +56,12 @@ from loadkit.stats.stagestats import stage_plan
 
 log = logging.getLogger("loadkit")
 
+
+def _new_event() -> Any:
+    import gevent.event
+
+    return gevent.event.Event()
+
 __all__ = ["DEFAULT_SCENARIO", "ConfigError", "ExhaustionWatch", "Runtime", "end_run", "load_scenario_file",
            "target_specs", "validate_failed_share", "validate_slos"]
 
@@ -72,6 +78,10 @@ class Runtime(Schedules):
         self.configured = 0  # how many times the scenarios were loaded and the targets probed
         self.prepared_for: str | None = None  # the options the current configuration was made for (starts.py)
         self.from_master: Any = None  # worker: the master's run configuration message, as received
+        self.asked_config = False  # worker: asked the master to send it again (glue/starts.py)
+        # Set once this process's test start is done (configured, or refused): users that Locust
+        # spawns before then (a worker whose config came after its spawn message) wait for it.
+        self.ready = _new_event()
         self.run_timer: Any = None  # a scenario's duration_s ending a headless run (starts.py)
         self.targets: list[Target] = []
         self.workloads: dict[str, Workload] = {}

@@ -10,14 +10,24 @@ Master → workers: one ``CONFIG_MESSAGE`` per worker at test start (its shard i
 before Locust's spawn message on the same connection, so a worker has it when its own
 test_start fires. A worker that joins while a run is going gets the same config without a
 shard (``late``).
+
+A worker can miss that message: Locust's worker processes its first messages while its runner
+is still being built, before ``init`` (where the handler is registered) fires — a master that
+starts the moment the worker is ready, or rebalances onto a late worker, sends config and
+spawn into that window. Such a worker asks again (``CONFIG_REQUEST``) and finishes its test
+start when the answer comes; its users wait for that (``Runtime.ready``).
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from loadkit.glue.errors import ConfigError
 from loadkit.glue.runconfig import CONFIG_MESSAGE, RunConfig, open_loop_spawn_rate
+
+CONFIG_REQUEST = "loadkit_run_config_request"
+CONFIG_WAIT_S = 15.0  # a worker waits this long for the master's answer before refusing
 
 # Options Locust itself fills in between init and the first start (headless defaults); loadkit
 # does not read them at configure, so they do not make a configuration stale.
@@ -73,12 +83,42 @@ def install_master(environment: Any, runtime: Any) -> None:
 
     environment.events.worker_connect.add_listener(on_worker_connect)
 
+    def on_request(msg: Any, **_: Any) -> None:
+        if runtime.config is None:
+            return  # no run configured yet: the test start sends it
+        shard = (runtime.config.shards or {}).get(msg.node_id)
+        environment.runner.send_message(CONFIG_MESSAGE, runtime.config.to_wire(shard), msg.node_id)
+
+    environment.runner.register_message(CONFIG_REQUEST, on_request)
+
 
 def install_worker(environment: Any, runtime: Any) -> None:
     def on_config(msg: Any, **_: Any) -> None:
         runtime.from_master = msg.data
 
     environment.runner.register_message(CONFIG_MESSAGE, on_config)
+
+
+def ask_for_config(environment: Any, runtime: Any, finish: Any) -> bool:
+    """Worker, at test start without the master's config (it came before the handler existed):
+    ask for it once and finish the start in a greenlet when it comes (``finish(environment)``);
+    True when asked. The worker message loop is where the answer arrives, so nothing here waits."""
+    if runtime.from_master is not None or runtime.asked_config:
+        runtime.asked_config = False
+        return False
+    import gevent
+
+    runtime.asked_config = True
+    environment.runner.send_message(CONFIG_REQUEST, None)
+
+    def wait_then_finish() -> None:
+        deadline = time.monotonic() + CONFIG_WAIT_S
+        while runtime.from_master is None and time.monotonic() < deadline:
+            gevent.sleep(0.05)
+        finish(environment)  # refuses, naming why, when the answer never came
+
+    gevent.spawn(wait_then_finish)
+    return True
 
 
 def worker_config(runtime: Any) -> RunConfig:

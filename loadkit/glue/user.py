@@ -19,6 +19,7 @@ from locust.exception import StopUser
 from loadkit.client.httpstream import ConnectionPool
 from loadkit.client.timer import run_request
 from loadkit.engines.priority import place_priority
+from loadkit.glue import starts
 from loadkit.glue.api import LLMCalls
 from loadkit.glue.failures import FAILURE_TEXTS, RequestOutcomeError  # noqa: F401 (was defined here)
 from loadkit.glue.runtime import Runtime
@@ -50,6 +51,9 @@ class LLMUser(LLMCalls, FastHttpUser):
 
     def on_start(self) -> None:
         self.runtime = get_runtime(self.environment)
+        # A worker whose run config came after Locust's spawn message finishes its start
+        # before its users may pick a target (glue/starts.py ask_for_config).
+        self.runtime.ready.wait(timeout=starts.CONFIG_WAIT_S + 5)
         if self.runtime.halted:
             return  # its first task stops it (StopUser here would be logged as an error)
         self.target = self.runtime.target_for(type(self))
