@@ -173,14 +173,21 @@ def open_connection(ep: Endpoint, record: RequestRecord, connect_s: float,
     record.t_connected_ns = time.perf_counter_ns()
     if ep.ssl_context is None:
         return sock, None
+    tls = _handshake(sock, ep, handshake_s)
+    record.t_tls_ns = time.perf_counter_ns()
+    return sock, tls
+
+
+def _handshake(sock: socket.socket, ep: Endpoint, handshake_s: float) -> TlsConn:
+    """The TLS session on a fresh connection; the socket is closed if the handshake fails."""
+    assert ep.ssl_context is not None
     tls = TlsConn(ep.ssl_context, ep.host)
     try:
         tls.handshake(sock, handshake_s)
     except BaseException:
         sock.close()
         raise
-    record.t_tls_ns = time.perf_counter_ns()
-    return sock, tls
+    return tls
 
 
 def arrival_queue(sock: socket.socket, kernel: bool, tls: TlsConn | None) -> ArrivalQueue:
@@ -197,13 +204,7 @@ def open_tls(ep: Endpoint, timeout_s: float, handshake_s: float) -> tuple[socket
     """A TCP connection and a finished handshake to ``ep`` (which must have a context)."""
     assert ep.ssl_context is not None
     sock = connect(ep, timeout_s)
-    tls = TlsConn(ep.ssl_context, ep.host)
-    try:
-        tls.handshake(sock, handshake_s)
-    except BaseException:
-        sock.close()
-        raise
-    return sock, tls
+    return sock, _handshake(sock, ep, handshake_s)
 
 
 def check_tls(ep: Endpoint, timeout_s: float = 5.0, wait_s: float = 1.0) -> dict[str, str | None]:
