@@ -21,6 +21,7 @@ from loadkit.workload.realised import Realised
 from loadkit.workload.sessions import Session, SessionContext, TraceSession
 from loadkit.workload.tenantplan import STAGE as TENANT_STAGE
 from loadkit.workload.tenantplan import tenant_schedule
+from loadkit.workload.tenantsessions import tenant_of_session
 from loadkit.workload.text import ApproxBuilder, TextBuilder, hf_builder
 from loadkit.workload.traces import Trace, block_sharing, leading_cached_blocks, load_servegen, load_trace
 from loadkit.workload.warmcache import (
@@ -34,6 +35,7 @@ from loadkit.workload.warmcache import (
 
 if TYPE_CHECKING:
     from loadkit.workload.scenario import Scenario
+    from loadkit.workload.spec import SessionSpec
     from loadkit.workload.tenants import TenantSpec
 
 Item = GenerationRequest | Session | TraceSession
@@ -338,11 +340,36 @@ class RequestSource:
         assert spec is not None
         ctx = SessionContext(self.builder, self.seed, self.scenario.prompt.shape, self.scenario.prompt.exact_output,
                              on_request=self._on_session_request)
+        if self.scenario.tenants:
+            return self._tenant_sessions(spec, ctx)
         pool = SystemPool(self, spec.system) if spec.system is not None else None
+        return (self._session(j, spec, ctx, pool) for j in self._my_indices(spec.count))
+
+    def _session(self, j: int, spec: SessionSpec, ctx: SessionContext, pool: SystemPool | None,
+                 priority: int | None = None) -> Session:
+        system = pool.pick(j) if pool is not None else None
+        self.stats.sessions += 1
+        return Session(f"{self.scenario.name}-s{j}", j, spec, ctx, system, priority)
+
+    def _tenant_sessions(self, spec: SessionSpec, ctx: SessionContext) -> Iterator[Item]:
+        """Session j: a tenant by weight (tenantsessions.py), then a session of its own spec. A
+        tenant that replaces system_prompts has a pool of its own; the others share the scenario's."""
+        tenants = self.scenario.tenants
+        weights = np.asarray([t.weight for t in tenants]) / sum(t.weight for t in tenants)
+        shared = SystemPool(self, spec.system) if spec.system is not None else None
+        pools = [self._tenant_pool(k, t.sessions, shared) for k, t in enumerate(tenants)]
         for j in self._my_indices(spec.count):
-            system = pool.pick(j) if pool is not None else None
-            self.stats.sessions += 1
-            yield Session(f"{self.scenario.name}-s{j}", j, spec, ctx, system)
+            k = tenant_of_session(self.seed, j, weights)
+            own = tenants[k].sessions
+            assert own is not None
+            yield self._session(j, own, ctx, pools[k], tenants[k].priority)
+
+    def _tenant_pool(self, k: int, own: SessionSpec | None, shared: SystemPool | None) -> SystemPool | None:
+        assert own is not None
+        tenant_raw = self.scenario.raw["tenants"][k].get("sessions", {})
+        if "system_prompts" not in tenant_raw:
+            return shared
+        return SystemPool(self, own.system, salt=k + 1) if own.system is not None else None
 
     def _on_session_request(self, n_in: int, max_tokens: int) -> None:
         self.stats.add(n_in, max_tokens, "session")
@@ -351,8 +378,9 @@ class RequestSource:
 class SystemPool:
     """The scenario's pool of system prompts: texts and lengths fixed by (seed, index)."""
 
-    def __init__(self, source: RequestSource, spec: Any) -> None:
-        self.source, self.spec = source, spec
+    def __init__(self, source: RequestSource, spec: Any, salt: int = 0) -> None:
+        """``salt``: 0 for the scenario's pool; a tenant's own pool draws texts of its own."""
+        self.source, self.spec, self.salt = source, spec, salt
         ranks = np.arange(1, spec.count + 1, dtype=float)
         weights = ranks ** -spec.zipf_s if spec.popularity == "zipf" else np.ones(spec.count)
         self.p = weights / weights.sum()
@@ -361,11 +389,13 @@ class SystemPool:
 
     def pick(self, session_index: int) -> tuple[str, int, bool]:
         """(text, tokens, seen before by this worker) of the system prompt for a session."""
-        rng = np.random.default_rng([self.source.seed & 0xFFFFFFFF, _SYSTEM, session_index])
+        seed, salt = self.source.seed & 0xFFFFFFFF, self.salt
+        rng = np.random.default_rng([seed, _SYSTEM, session_index, *([salt] if salt else [])])
         k = int(rng.choice(self.spec.count, p=self.p))
         if k not in self._texts:
-            n = self.spec.tokens.sample_int(np.random.default_rng([self.source.seed & 0xFFFFFFFF, _SYSTEM, 1 << 30, k]))
-            self._texts[k] = (self.source.builder.text(self.source.seed, (_SYSTEM, k), n), n)
+            n = self.spec.tokens.sample_int(np.random.default_rng([seed, _SYSTEM, 1 << 30, k, *([salt] if salt else [])]))
+            key = (_SYSTEM, k, salt) if salt else (_SYSTEM, k)
+            self._texts[k] = (self.source.builder.text(self.source.seed, key, n), n)
         seen = k in self._used
         self._used.add(k)
         return (*self._texts[k], seen)
