@@ -352,20 +352,31 @@ class RequestSource:
         return Session(f"{self.scenario.name}-s{j}", j, spec, ctx, system, priority)
 
     def _tenant_sessions(self, spec: SessionSpec, ctx: SessionContext) -> Iterator[Item]:
-        """Session j: a tenant by weight (tenantsessions.py), then a session of its own spec. A
-        tenant that replaces system_prompts has a pool of its own; the others share the scenario's."""
+        """Session j: a tenant by weight (tenantsessions.py) or, with the tenants' own arrivals,
+        the tenant whose arrival it is (one session per arrival: tenantplan.py); then a session of
+        the tenant's own spec. A tenant that replaces system_prompts has a pool of its own; the
+        others share the scenario's."""
         tenants = self.scenario.tenants
-        weights = np.asarray([t.weight for t in tenants]) / sum(t.weight for t in tenants)
+        specs = [t.sessions or spec for t in tenants]  # every tenant of a [sessions] workload has one
         shared = SystemPool(self, spec.system) if spec.system is not None else None
-        pools = [self._tenant_pool(k, t.sessions, shared) for k, t in enumerate(tenants)]
-        for j in self._my_indices(spec.count):
-            k = tenant_of_session(self.seed, j, weights)
-            own = tenants[k].sessions
-            assert own is not None
-            yield self._session(j, own, ctx, pools[k], tenants[k].priority)
+        pools = [self._tenant_pool(k, own, shared) for k, own in enumerate(specs)]
+        pairs = self._session_tenants(spec.count)  # not a generator: the arrivals are noted now
+        return (self._session(j, specs[k], ctx, pools[k], tenants[k].priority) for j, k in pairs)
 
-    def _tenant_pool(self, k: int, own: SessionSpec | None, shared: SystemPool | None) -> SystemPool | None:
-        assert own is not None
+    def _session_tenants(self, count: int | None) -> Iterator[tuple[int, int]]:
+        """This worker's (session index, tenant index) pairs; eager with own arrivals (the
+        schedule is asked for before the first item)."""
+        tenants = self.scenario.tenants
+        if tenants[0].arrival is None:
+            weights = np.asarray([t.weight for t in tenants]) / sum(t.weight for t in tenants)
+            return ((j, tenant_of_session(self.seed, j, weights)) for j in self._my_indices(count))
+        plan = tenant_schedule(self.scenario)[:count]
+        mine = list(enumerate(plan))[self.worker_index::self.worker_count]
+        self._arrivals = [t for _, (t, _) in mine]
+        self._stages = [TENANT_STAGE] * len(mine)
+        return iter([(j, k) for j, (_, k) in mine])
+
+    def _tenant_pool(self, k: int, own: SessionSpec, shared: SystemPool | None) -> SystemPool | None:
         tenant_raw = self.scenario.raw["tenants"][k].get("sessions", {})
         if "system_prompts" not in tenant_raw:
             return shared

@@ -13,9 +13,10 @@ gamma with ``rate`` and ``cv``; then every tenant has one and the scenario's
 label>``, so every per-label section of the report is per tenant too, and the ``tenants``
 section (loadkit/tenantstats.py) groups by tenant.
 
-In a ``[sessions]`` workload a tenant has no ``parts`` and no ``arrival``: its ``weight`` is its
-share of the sessions, and ``sessions = {...}`` (optional) replaces keys of the scenario's
-``[sessions]`` table for its own sessions (loadkit/workload/tenantsessions.py). Every turn of a
+In a ``[sessions]`` workload a tenant has no ``parts``: its ``weight`` is its share of the
+sessions (or its own ``arrival`` starts its sessions, one per arrival), and ``sessions = {...}``
+(optional) replaces keys of the scenario's ``[sessions]`` table for its own sessions
+(loadkit/workload/tenantsessions.py). Every turn of a
 tenant's session is labelled ``<tenant>/<turn label>`` and carries the tenant's priority.
 """
 
@@ -86,27 +87,19 @@ def _tenant(ctx: Ctx, raw: Any, parts: list[PartSpec], parse_slos: Parser, parse
         spec.priority = get_int(ctx.at("priority"), table["priority"], low=-(2**31), high=2**31 - 1)
     if "slos" in table:
         spec.slos = parse_slos(ctx.at("slos"), table["slos"])
+    if "arrival" in table:
+        spec.arrival = _arrival(ctx.at("arrival"), table, parse_arrival)
     if parse_mix is not None:
-        _check_session_tenant(ctx, table)
+        if "parts" in table:
+            raise ctx.at("parts").error("parts apply to [[parts]] workloads; a tenant of a [sessions] workload "
+                                        "gives its own session mix as sessions = {...}")
         spec.sessions = parse_mix(ctx.at("sessions"), table.get("sessions"), name)
         return spec
     if "sessions" in table:
         raise ctx.at("sessions").error("a tenant's session mix applies to a [sessions] workload (this one has "
                                        "[[parts]]: choose the tenant's parts with parts = [...])")
-    if "arrival" in table:
-        spec.arrival = _arrival(ctx.at("arrival"), table, parse_arrival)
     spec.parts = _parts(ctx.at("parts"), table, parts)
     return spec
-
-
-def _check_session_tenant(ctx: Ctx, table: dict[str, Any]) -> None:
-    """A session tenant's share is its weight, its mix its ``sessions`` table."""
-    if "parts" in table:
-        raise ctx.at("parts").error("parts apply to [[parts]] workloads; a tenant of a [sessions] workload "
-                                    "gives its own session mix as sessions = {...}")
-    if "arrival" in table:
-        raise ctx.at("arrival").error("a tenant of a [sessions] workload has no arrival of its own (its weight "
-                                      "is its share of the sessions; the scenario's [arrival] starts them)")
 
 
 def _arrival(ctx: Ctx, table: dict[str, Any], parse_arrival: Parser) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from loadkit.workload import ScenarioError, Session, load_scenario
+from loadkit.workload.tenantplan import tenant_schedule
 from loadkit.workload.tenantsessions import tenant_of_session
 
 SESSIONS = """
@@ -120,7 +121,10 @@ sessions = { system_prompts = { count = 1, tokens = 90 } }
     ('[[tenants]]\nname = "a"\nsessions = 3\n', r"tenants\[0\]\.sessions: expected a table"),
     ('[[tenants]]\nname = "a"\nparts = ["x"]\n', r"tenants\[0\]\.parts: parts apply to \[\[parts\]\] workloads"),
     ('[[tenants]]\nname = "a"\narrival = { model = "poisson", rate = 2 }\n',
-     r"tenants\[0\]\.arrival: a tenant of a \[sessions\] workload has no arrival of its own"),
+     r"arrival\.model: expected 'tenants' \(the tenants give their own arrivals\), got 'closed'"),
+    ('[arrival]\nmodel = "tenants"\n[[tenants]]\nname = "a"\narrival = { model = "poisson", rate = 2 }\n'
+     '[[tenants]]\nname = "b"\n',
+     r"tenants\[1\]: expected an arrival table: when one tenant has its own arrival, every tenant needs one"),
     ('[[tenants]]\nname = "a/b"\n', "expected a non-empty name without '/'"),
     ('[[tenants]]\nname = "a"\nweight = 0\n', r"tenants\[0\]\.weight"),
 ])
@@ -138,3 +142,41 @@ def test_a_session_mix_is_refused_for_parts_and_tenants_for_a_trace(write_scenar
     (write_scenario(trace).parent / "t.csv").write_text("num_prefill_tokens,num_decode_tokens\n5,5\n")
     with pytest.raises(ScenarioError, match=r"tenants: expected \[\[parts\]\] or \[sessions\]"):
         load_scenario(write_scenario(trace))
+
+
+OWN_TOP = 'duration_s = 20\n[arrival]\nmodel = "tenants"\n'
+OWN = """
+[[tenants]]
+name = "gold"
+priority = 0
+arrival = { model = "poisson", rate = 2 }
+[[tenants]]
+name = "bronze"
+priority = 5
+arrival = { model = "gamma", rate = 6, cv = 2 }
+sessions = { turns = 1 }
+"""
+
+
+def test_tenants_own_arrivals_start_one_session_each_and_workers_split_them(write_scenario):
+    sc = load_scenario(write_scenario(OWN_TOP + SESSIONS.format(count=1000) + OWN))
+    plan = tenant_schedule(sc)
+    src = sc.request_source()
+    times = src.trace_arrival_times_s()  # known before the first session is built
+    assert times == [t for t, _ in plan] and len(times) > 100
+    assert src.trace_arrival_stages() == ["tenants"] * len(times)
+    items = list(iter(src.next_item, None))
+    names = [sc.tenants[k].name for _, k in plan]
+    assert [s.spec.labels["first"].split("/")[0] for s in items] == names
+    assert [s.priority for s in items] == [{"gold": 0, "bronze": 5}[n] for n in names]
+    assert all(s.turns_planned == 1 for s, n in zip(items, names, strict=True) if n == "bronze")
+    shares = [sc.request_source(w, 2) for w in range(2)]
+    assert sorted(t for s in shares for t in s.trace_arrival_times_s()) == sorted(times)
+    ids = [s.session_id for share in shares for s in iter(share.next_item, None)]
+    assert sorted(ids) == sorted(s.session_id for s in items)
+
+
+def test_sessions_count_caps_the_tenants_schedule(write_scenario):
+    sc = load_scenario(write_scenario(OWN_TOP + SESSIONS.format(count=7) + OWN))
+    src = sc.request_source()
+    assert len(src.trace_arrival_times_s()) == 7 == len(list(iter(src.next_item, None)))
