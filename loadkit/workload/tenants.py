@@ -1,5 +1,5 @@
 """Tenants: named shares of a [[parts]] or [sessions] workload, each with its own parts or session
-mix, arrival (parts), SLOs and priority.
+mix, arrival, SLOs and priority.
 
 ``[[tenants]]`` entries: ``name`` (no "/"); ``parts`` (names of the scenario's parts this
 tenant sends, default all; drawn by the parts' weights); ``priority`` (an integer; lower is
@@ -16,8 +16,8 @@ section (loadkit/tenantstats.py) groups by tenant.
 In a ``[sessions]`` workload a tenant has no ``parts``: its ``weight`` is its share of the
 sessions (or its own ``arrival`` starts its sessions, one per arrival), and ``sessions = {...}``
 (optional) replaces keys of the scenario's ``[sessions]`` table for its own sessions
-(loadkit/workload/tenantsessions.py). Every turn of a
-tenant's session is labelled ``<tenant>/<turn label>`` and carries the tenant's priority.
+(loadkit/workload/tenantsessions.py). Every turn of a tenant's session is labelled
+``<tenant>/<turn label>`` and carries the tenant's priority.
 """
 
 from __future__ import annotations
@@ -90,16 +90,21 @@ def _tenant(ctx: Ctx, raw: Any, parts: list[PartSpec], parse_slos: Parser, parse
     if "arrival" in table:
         spec.arrival = _arrival(ctx.at("arrival"), table, parse_arrival)
     if parse_mix is not None:
-        if "parts" in table:
-            raise ctx.at("parts").error("parts apply to [[parts]] workloads; a tenant of a [sessions] workload "
-                                        "gives its own session mix as sessions = {...}")
-        spec.sessions = parse_mix(ctx.at("sessions"), table.get("sessions"), name)
+        spec.sessions = _session_mix(ctx, table, name, parse_mix)
         return spec
     if "sessions" in table:
         raise ctx.at("sessions").error("a tenant's session mix applies to a [sessions] workload (this one has "
                                        "[[parts]]: choose the tenant's parts with parts = [...])")
     spec.parts = _parts(ctx.at("parts"), table, parts)
     return spec
+
+
+def _session_mix(ctx: Ctx, table: dict[str, Any], name: str, parse_mix: MixParser) -> SessionSpec:
+    """A [sessions] workload's tenant: no parts; its mix is the scenario's spec with its keys."""
+    if "parts" in table:
+        raise ctx.at("parts").error("parts apply to [[parts]] workloads; a tenant of a [sessions] workload "
+                                    "gives its own session mix as sessions = {...}")
+    return parse_mix(ctx.at("sessions"), table.get("sessions"), name)
 
 
 def _arrival(ctx: Ctx, table: dict[str, Any], parse_arrival: Parser) -> dict[str, Any]:
