@@ -33,7 +33,8 @@ from loadkit.workload.servertok import FORMATS as TOKENIZE_FORMATS
 from loadkit.workload.session_spec import parse_sessions
 from loadkit.workload.shipped import find_scenario
 from loadkit.workload.spec import PartSpec, PromptSpec, SessionSpec, TraceSpec
-from loadkit.workload.tenants import TenantSpec, parse_tenants
+from loadkit.workload.tenants import MixParser, TenantSpec, parse_tenants
+from loadkit.workload.tenantsessions import parse_session_mix
 
 if TYPE_CHECKING:
     from loadkit.workload.source import RequestSource
@@ -118,9 +119,17 @@ def parse_scenario(raw: dict[str, Any], path: Path, sha256: str = "") -> Scenari
     _parse_header(ctx, raw, sc)
     _parse_workload(ctx, raw, sc)
     if "tenants" in raw:
-        sc.tenants = parse_tenants(ctx.at("tenants"), raw["tenants"], sc.parts, _parse_slos, _parse_arrival)
+        sc.tenants = parse_tenants(ctx.at("tenants"), raw["tenants"], sc.parts, _parse_slos, _parse_arrival,
+                                   _mix_parser(raw, sc))
     _check_arrival_fits(ctx, sc)
     return sc
+
+
+def _mix_parser(raw: dict[str, Any], sc: Scenario) -> MixParser | None:
+    """For a [sessions] workload: each tenant's session mix, the scenario's table as its base."""
+    if sc.sessions is None:
+        return None
+    return lambda c, own, name: parse_session_mix(c, own, raw["sessions"], sc.path.parent, name)
 
 
 def _parse_header(ctx: Ctx, raw: dict[str, Any], sc: Scenario) -> None:

@@ -52,8 +52,9 @@ class Session:
     """One synthetic multi-turn session; deterministic from (seed, session index)."""
 
     def __init__(self, session_id: str, index: int, spec: SessionSpec, ctx: SessionContext,
-                 system: tuple[str, int, bool] | None = None) -> None:
+                 system: tuple[str, int, bool] | None = None, priority: int | None = None) -> None:
         self.session_id = session_id
+        self.priority = priority  # the tenant's, on every turn (placed per target: loadkit/engines/priority.py)
         self.index = index
         self.spec = spec
         self.ctx = ctx
@@ -181,7 +182,7 @@ class Session:
         req = GenerationRequest(messages=messages, max_tokens=max_tokens, exact_output=self.ctx.exact_output,
                                 label=self.spec.labels[label_key], n_in_target=n_in,
                                 session_id=self.session_id, turn=self.turns_sent + 1,
-                                expected_cached_tokens=self._expected_cached())
+                                expected_cached_tokens=self._expected_cached(), priority=self.priority)
         if self.ctx.shape == "prompt":
             req.prompt, req.messages = req.as_prompt(), None
         tool = self.spec.tool

@@ -21,6 +21,7 @@ from loadkit.workload.realised import Realised
 from loadkit.workload.sessions import Session, SessionContext, TraceSession
 from loadkit.workload.tenantplan import STAGE as TENANT_STAGE
 from loadkit.workload.tenantplan import tenant_schedule
+from loadkit.workload.tenantsessions import tenant_of_session
 from loadkit.workload.text import ApproxBuilder, TextBuilder, hf_builder
 from loadkit.workload.traces import Trace, block_sharing, leading_cached_blocks, load_servegen, load_trace
 from loadkit.workload.warmcache import (
@@ -34,6 +35,7 @@ from loadkit.workload.warmcache import (
 
 if TYPE_CHECKING:
     from loadkit.workload.scenario import Scenario
+    from loadkit.workload.spec import SessionSpec
     from loadkit.workload.tenants import TenantSpec
 
 Item = GenerationRequest | Session | TraceSession
@@ -338,11 +340,47 @@ class RequestSource:
         assert spec is not None
         ctx = SessionContext(self.builder, self.seed, self.scenario.prompt.shape, self.scenario.prompt.exact_output,
                              on_request=self._on_session_request)
+        if self.scenario.tenants:
+            return self._tenant_sessions(spec, ctx)
         pool = SystemPool(self, spec.system) if spec.system is not None else None
-        for j in self._my_indices(spec.count):
-            system = pool.pick(j) if pool is not None else None
-            self.stats.sessions += 1
-            yield Session(f"{self.scenario.name}-s{j}", j, spec, ctx, system)
+        return (self._session(j, spec, ctx, pool) for j in self._my_indices(spec.count))
+
+    def _session(self, j: int, spec: SessionSpec, ctx: SessionContext, pool: SystemPool | None,
+                 priority: int | None = None) -> Session:
+        system = pool.pick(j) if pool is not None else None
+        self.stats.sessions += 1
+        return Session(f"{self.scenario.name}-s{j}", j, spec, ctx, system, priority)
+
+    def _tenant_sessions(self, spec: SessionSpec, ctx: SessionContext) -> Iterator[Item]:
+        """Session j: a tenant by weight (tenantsessions.py) or, with the tenants' own arrivals,
+        the tenant whose arrival it is (one session per arrival: tenantplan.py); then a session of
+        the tenant's own spec. A tenant that replaces system_prompts has a pool of its own; the
+        others share the scenario's."""
+        tenants = self.scenario.tenants
+        specs = [t.sessions or spec for t in tenants]  # every tenant of a [sessions] workload has one
+        shared = SystemPool(self, spec.system) if spec.system is not None else None
+        pools = [self._tenant_pool(k, own, shared) for k, own in enumerate(specs)]
+        pairs = self._session_tenants(spec.count)  # not a generator: the arrivals are noted now
+        return (self._session(j, specs[k], ctx, pools[k], tenants[k].priority) for j, k in pairs)
+
+    def _session_tenants(self, count: int | None) -> Iterator[tuple[int, int]]:
+        """This worker's (session index, tenant index) pairs; eager with own arrivals (the
+        schedule is asked for before the first item)."""
+        tenants = self.scenario.tenants
+        if tenants[0].arrival is None:
+            weights = np.asarray([t.weight for t in tenants]) / sum(t.weight for t in tenants)
+            return ((j, tenant_of_session(self.seed, j, weights)) for j in self._my_indices(count))
+        plan = tenant_schedule(self.scenario)[:count]
+        mine = list(enumerate(plan))[self.worker_index::self.worker_count]
+        self._arrivals = [t for _, (t, _) in mine]
+        self._stages = [TENANT_STAGE] * len(mine)
+        return iter([(j, k) for j, (_, k) in mine])
+
+    def _tenant_pool(self, k: int, own: SessionSpec, shared: SystemPool | None) -> SystemPool | None:
+        tenant_raw = self.scenario.raw["tenants"][k].get("sessions", {})
+        if "system_prompts" not in tenant_raw:
+            return shared
+        return SystemPool(self, own.system, salt=k + 1) if own.system is not None else None
 
     def _on_session_request(self, n_in: int, max_tokens: int) -> None:
         self.stats.add(n_in, max_tokens, "session")
@@ -351,8 +389,9 @@ class RequestSource:
 class SystemPool:
     """The scenario's pool of system prompts: texts and lengths fixed by (seed, index)."""
 
-    def __init__(self, source: RequestSource, spec: Any) -> None:
-        self.source, self.spec = source, spec
+    def __init__(self, source: RequestSource, spec: Any, salt: int = 0) -> None:
+        """``salt``: 0 for the scenario's pool; a tenant's own pool draws texts of its own."""
+        self.source, self.spec, self.salt = source, spec, salt
         ranks = np.arange(1, spec.count + 1, dtype=float)
         weights = ranks ** -spec.zipf_s if spec.popularity == "zipf" else np.ones(spec.count)
         self.p = weights / weights.sum()
@@ -361,11 +400,13 @@ class SystemPool:
 
     def pick(self, session_index: int) -> tuple[str, int, bool]:
         """(text, tokens, seen before by this worker) of the system prompt for a session."""
-        rng = np.random.default_rng([self.source.seed & 0xFFFFFFFF, _SYSTEM, session_index])
+        seed, salt = self.source.seed & 0xFFFFFFFF, self.salt
+        rng = np.random.default_rng([seed, _SYSTEM, session_index, *([salt] if salt else [])])
         k = int(rng.choice(self.spec.count, p=self.p))
         if k not in self._texts:
-            n = self.spec.tokens.sample_int(np.random.default_rng([self.source.seed & 0xFFFFFFFF, _SYSTEM, 1 << 30, k]))
-            self._texts[k] = (self.source.builder.text(self.source.seed, (_SYSTEM, k), n), n)
+            n = self.spec.tokens.sample_int(np.random.default_rng([seed, _SYSTEM, 1 << 30, k, *([salt] if salt else [])]))
+            key = (_SYSTEM, k, salt) if salt else (_SYSTEM, k)
+            self._texts[k] = (self.source.builder.text(self.source.seed, key, n), n)
         seen = k in self._used
         self._used.add(k)
         return (*self._texts[k], seen)
