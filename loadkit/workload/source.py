@@ -15,15 +15,22 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from loadkit.types import GenerationRequest
-from loadkit.workload.errors import Ctx, ScenarioError
+from loadkit.workload.errors import ScenarioError
 from loadkit.workload.mooncake import BlockPrompts, group_sessions
 from loadkit.workload.realised import Realised
 from loadkit.workload.sessions import Session, SessionContext, TraceSession
+from loadkit.workload.sourceparts import (
+    SystemPool,
+    _loop_span,
+    _part_lengths,
+    load_trace_for,
+    with_tools,
+)
 from loadkit.workload.tenantplan import STAGE as TENANT_STAGE
 from loadkit.workload.tenantplan import tenant_schedule
 from loadkit.workload.tenantsessions import tenant_of_session
 from loadkit.workload.text import ApproxBuilder, TextBuilder, hf_builder
-from loadkit.workload.traces import Trace, block_sharing, leading_cached_blocks, load_servegen, load_trace
+from loadkit.workload.traces import Trace, block_sharing, leading_cached_blocks
 from loadkit.workload.warmcache import (
     WARMUP_LABEL,
     WARMUP_STAGE,
@@ -39,7 +46,7 @@ if TYPE_CHECKING:
     from loadkit.workload.tenants import TenantSpec
 
 Item = GenerationRequest | Session | TraceSession
-_PARTS, _TRACE, _SESSIONS, _SYSTEM = 0x9A27, 0x7ACE, 0x5E55, 0x5157
+_PARTS, _TRACE, _SESSIONS = 0x9A27, 0x7ACE, 0x5E55
 
 
 def make_builder(scenario: Scenario, server_url: str | None) -> TextBuilder:
@@ -384,72 +391,3 @@ class RequestSource:
 
     def _on_session_request(self, n_in: int, max_tokens: int) -> None:
         self.stats.add(n_in, max_tokens, "session")
-
-
-class SystemPool:
-    """The scenario's pool of system prompts: texts and lengths fixed by (seed, index)."""
-
-    def __init__(self, source: RequestSource, spec: Any, salt: int = 0) -> None:
-        """``salt``: 0 for the scenario's pool; a tenant's own pool draws texts of its own."""
-        self.source, self.spec, self.salt = source, spec, salt
-        ranks = np.arange(1, spec.count + 1, dtype=float)
-        weights = ranks ** -spec.zipf_s if spec.popularity == "zipf" else np.ones(spec.count)
-        self.p = weights / weights.sum()
-        self._texts: dict[int, tuple[str, int]] = {}
-        self._used: set[int] = set()
-
-    def pick(self, session_index: int) -> tuple[str, int, bool]:
-        """(text, tokens, seen before by this worker) of the system prompt for a session."""
-        seed, salt = self.source.seed & 0xFFFFFFFF, self.salt
-        rng = np.random.default_rng([seed, _SYSTEM, session_index, *([salt] if salt else [])])
-        k = int(rng.choice(self.spec.count, p=self.p))
-        if k not in self._texts:
-            n = self.spec.tokens.sample_int(np.random.default_rng([seed, _SYSTEM, 1 << 30, k, *([salt] if salt else [])]))
-            key = (_SYSTEM, k, salt) if salt else (_SYSTEM, k)
-            self._texts[k] = (self.source.builder.text(self.source.seed, key, n), n)
-        seen = k in self._used
-        self._used.add(k)
-        return (*self._texts[k], seen)
-
-
-def with_tools(req: GenerationRequest, part: Any) -> GenerationRequest:
-    """A part's ``tools`` / ``tool_choice`` into the request body (chat endpoints)."""
-    if part.tools is not None:
-        req.extra_body["tools"] = part.tools
-        req.extra_body["tool_choice"] = part.tool_choice
-    return req
-
-
-def _part_lengths(part: Any, rng: np.random.Generator) -> tuple[int, int]:
-    if part.joint_in is not None:
-        row = int(rng.integers(len(part.joint_in)))
-        return (_clip(part.joint_in[row], part.joint_clip_in), _clip(part.joint_out[row], part.joint_clip_out))
-    return part.input.sample_int(rng), part.output.sample_int(rng)
-
-
-def _clip(value: float, bounds: tuple[float | None, float | None]) -> int:
-    lo, hi = bounds
-    if lo is not None:
-        value = max(value, lo)
-    if hi is not None:
-        value = min(value, hi)
-    return max(int(round(value)), 1)
-
-
-def _loop_span(trace: Trace, start_s: float | None, end_s: float | None) -> float:
-    """How long one pass of the trace lasts: the window, else last arrival plus one mean gap."""
-    if trace.t_s is None or len(trace) == 0:
-        return 0.0
-    if end_s is not None:
-        return end_s - (start_s or 0.0)
-    last = float(trace.t_s.max())
-    return last + (last / (len(trace) - 1) if len(trace) > 1 and last > 0 else 1.0)
-
-
-def load_trace_for(scenario: Scenario) -> Trace:
-    spec = scenario.trace
-    assert spec is not None
-    if spec.format == "servegen":
-        return load_servegen(Ctx(str(scenario.path), "trace.path"), spec.path, scenario.seed, spec.start_s, spec.end_s)
-    return load_trace(Ctx(str(scenario.path), "trace.path"), spec.path, spec.format, spec.columns,
-                      on_bad_row=spec.on_bad_row, order=spec.order)

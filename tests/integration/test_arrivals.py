@@ -210,7 +210,7 @@ def test_windowed_mooncake_meets_the_cache_state_its_history_implies(tmp_path, w
     window's prompt tokens is within 2 points of the share computed from the whole history;
     cold, it is the window-only share (far lower). Warm-up requests stay out of the stats."""
     from loadkit.workload import load_scenario
-    from loadkit.workload.source import load_trace_for
+    from loadkit.workload.sourceparts import load_trace_for
     from loadkit.workload.warmcache import expected_shares, history_blocks
 
     scenario = _mooncake_window(tmp_path, warm)
