@@ -71,11 +71,11 @@ def _parse_joint(ctx: Ctx, raw: Any, base: Path, part: PartSpec) -> None:
     cols = (get_str(ctx.at("input_column"), table.get("input_column", "num_prefill_tokens")),
             get_str(ctx.at("output_column"), table.get("output_column", "num_decode_tokens")))
     part.joint_in, part.joint_out = read_csv_columns(ctx, path, cols)
-    part.joint_clip_in = _clip(ctx, table, "min_input", "max_input")
-    part.joint_clip_out = _clip(ctx, table, "min_output", "max_output")
+    part.joint_clip_in = clip(ctx, table, "min_input", "max_input")
+    part.joint_clip_out = clip(ctx, table, "min_output", "max_output")
 
 
-def _clip(ctx: Ctx, table: dict[str, Any], lo_key: str, hi_key: str) -> tuple[float | None, float | None]:
+def clip(ctx: Ctx, table: dict[str, Any], lo_key: str, hi_key: str) -> tuple[float | None, float | None]:
     lo = get_number(ctx.at(lo_key), table[lo_key], low=0.0) if lo_key in table else None
     hi = get_number(ctx.at(hi_key), table[hi_key], low=0.0) if hi_key in table else None
     if lo is not None and hi is not None and hi < lo:

@@ -21,9 +21,9 @@ from loadkit.workload.realised import Realised
 from loadkit.workload.sessions import Session, SessionContext, TraceSession
 from loadkit.workload.sourceparts import (
     SystemPool,
-    _loop_span,
-    _part_lengths,
     load_trace_for,
+    loop_span,
+    part_lengths,
     with_tools,
 )
 from loadkit.workload.tenantplan import STAGE as TENANT_STAGE
@@ -154,7 +154,7 @@ class RequestSource:
         parts = self.scenario.parts
         w = np.asarray([parts[j].weight for j in tenant.parts])
         part = parts[tenant.parts[int(rng.choice(len(w), p=w / w.sum()))]]
-        n_in, n_out = _part_lengths(part, rng)
+        n_in, n_out = part_lengths(part, rng)
         req = with_tools(self._single(i, (_PARTS, i), n_in, n_out, f"{tenant.name}/{part.label}"), part)
         req.priority = tenant.priority  # placed per target when sent (loadkit/engines/priority.py)
         return req
@@ -168,14 +168,14 @@ class RequestSource:
         if len(parts) == 1 and parts[0].joint_in is None:
             inp, out = parts[0].input, parts[0].output
             if inp is not None and out is not None and inp.family == out.family == "fixed":
-                fixed = _part_lengths(parts[0], np.random.default_rng(0))  # the fixed family draws nothing
+                fixed = part_lengths(parts[0], np.random.default_rng(0))  # the fixed family draws nothing
         for i in self._my_indices(self.scenario.max_requests):
             if fixed is not None:
                 yield with_tools(self._single(i, (_PARTS, i), *fixed, parts[0].label), parts[0])
                 continue
             rng = np.random.default_rng([self.seed & 0xFFFFFFFF, _PARTS, i])
             part = parts[int(rng.choice(len(parts), p=weights))] if len(parts) > 1 else parts[0]
-            n_in, n_out = _part_lengths(part, rng)
+            n_in, n_out = part_lengths(part, rng)
             yield with_tools(self._single(i, (_PARTS, i), n_in, n_out, part.label), part)
 
     def _single(self, i: int, key: tuple[int, ...], n_in: int, n_out: int, label: str,
@@ -207,7 +207,7 @@ class RequestSource:
         """Global (unit, loop, arrival_s) items, lazily: windowed, looped, scaled, bounded."""
         spec, sc = self.scenario.trace, self.scenario
         assert spec is not None
-        span = _loop_span(trace, spec.start_s, spec.end_s)
+        span = loop_span(trace, spec.start_s, spec.end_s)
         limit = sc.max_requests if sc.max_requests is not None else (math.inf if spec.loop else n_units)
         i = 0
         while i < limit:

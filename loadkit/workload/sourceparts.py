@@ -52,14 +52,14 @@ def with_tools(req: GenerationRequest, part: Any) -> GenerationRequest:
     return req
 
 
-def _part_lengths(part: Any, rng: np.random.Generator) -> tuple[int, int]:
+def part_lengths(part: Any, rng: np.random.Generator) -> tuple[int, int]:
     if part.joint_in is not None:
         row = int(rng.integers(len(part.joint_in)))
-        return (_clip(part.joint_in[row], part.joint_clip_in), _clip(part.joint_out[row], part.joint_clip_out))
+        return (clip(part.joint_in[row], part.joint_clip_in), clip(part.joint_out[row], part.joint_clip_out))
     return part.input.sample_int(rng), part.output.sample_int(rng)
 
 
-def _clip(value: float, bounds: tuple[float | None, float | None]) -> int:
+def clip(value: float, bounds: tuple[float | None, float | None]) -> int:
     lo, hi = bounds
     if lo is not None:
         value = max(value, lo)
@@ -68,7 +68,7 @@ def _clip(value: float, bounds: tuple[float | None, float | None]) -> int:
     return max(int(round(value)), 1)
 
 
-def _loop_span(trace: Trace, start_s: float | None, end_s: float | None) -> float:
+def loop_span(trace: Trace, start_s: float | None, end_s: float | None) -> float:
     """How long one pass of the trace lasts: the window, else last arrival plus one mean gap."""
     if trace.t_s is None or len(trace) == 0:
         return 0.0
