@@ -45,6 +45,7 @@ def on_init(environment: Any, **_: Any) -> None:
     environment.loadkit = runtime
     # Locust fires `quitting` in reverse order, so this runs before the stats layer's handler.
     environment.events.quitting.add_listener(_stop_before_quitting)
+    _route_sigint()
     if runtime.stats is not None:
         runtime.sessions = BuiltinSections(runtime.stats, environment)
         runtime.sessions.install()  # every built-in section subscribes here, once
@@ -118,6 +119,26 @@ def _install_shape(environment: Any) -> None:
     if runtime.plan and environment.shape_class is None:
         environment.shape_class = StageShape(runtime.plan, closed=runtime.stages_closed)
         environment.shape_class.runner = environment.runner
+
+
+_SIGINT_ROUTED: list[bool] = []
+
+
+def _route_sigint() -> None:
+    """Ctrl-C reaches Locust's main greenlet as KeyboardInterrupt, as Locust expects, but
+    from a greenlet of its own: left to Python, the signal lands in whatever runs at that
+    moment, often a hub callback reading a stream (client/hubreads.py), and gevent prints a
+    traceback for it before passing it on. Once per process, from the main thread."""
+    import signal
+    import threading
+
+    import gevent
+
+    if _SIGINT_ROUTED or threading.current_thread() is not threading.main_thread():
+        return
+    _SIGINT_ROUTED.append(True)
+    hub = gevent.get_hub()
+    gevent.signal_handler(signal.SIGINT, lambda: hub.parent.throw(KeyboardInterrupt()))
 
 
 def _stop_before_quitting(environment: Any, **_: Any) -> None:
