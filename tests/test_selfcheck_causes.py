@@ -37,9 +37,10 @@ def test_demo_with_the_server_writing_events_together_does_not_warn():
     msgs += run(mon, clock, 6, c, lag_ms=1.5, cpu=0.05, reads_per_s=1300, wait=0.002, pressure=0.2)
     assert_quiet(mon, msgs)
     health = mon.health_field()
-    assert health["server_coalesced"]["windows"] >= 1 and health["max_coalesced_read_pct"] > 0.3
+    assert health["server_coalesced"]["windows"] >= 1 and health["max_coalesced_event_pct"] > 1.0
     assert mon.note is not None and mon.note.startswith("server output seen on local from ")
-    assert re.search(r"UTC: [0-9.]+% of reads held several token events written together by the server", mon.note)
+    assert re.search(r"UTC: [0-9.]+% of token events came in reads holding several token events, written "
+                     r"together by the server", mon.note)  # fmt: skip
     assert "while this process was on time (CPU " in mon.note
     assert mon.note.endswith("Nothing to do on the client: the server batches its writes.")
 
@@ -88,15 +89,17 @@ def test_reads_stamped_in_user_space_judge_the_lag_at_5_ms():
 
 def test_a_client_starved_by_a_cpu_hog_says_free_the_machine():
     """The demo's workload with a busy loop on the client's core: 4 % CPU, run-queue wait
-    17 %, 6 % of reads coalesced; truth: TTFT error p99 8.4 ms. Suspect, cause: starved."""
+    17 %, 6 % of reads coalesced, nearly all of them after waiting in their sockets; truth:
+    TTFT error p99 8.4 ms. Suspect, cause: starved."""
     clock, c = Clock(), Counters()
     mon = monitor(clock)
     msgs = run(mon, clock, 10, c, lag_ms=8.9, spike_ms=11.2, cpu=0.041, reads_per_s=1000, coalesced=0.06,
-               late=0.10, wait=0.17, pressure=0.69)  # fmt: skip
+               late=0.10, wait=0.17, pressure=0.69, late_coalesced=0.9)  # fmt: skip
     assert len(msgs) == 1
     text = msgs[0]
     assert text.startswith("client saturated on local from ")
-    assert ": 6.0% of reads held several token events (limit 0.3%); other processes held the CPU: " in text
+    assert (": 11% of token events came in reads holding several that waited over 1 ms (limit 1%); other "
+            "processes held the CPU: ") in text  # fmt: skip
     assert "this one waited for it 17% of the time while using 4.1% of a core; CPU pressure on the machine 69%" in text
     assert text.endswith("Free the machine: other processes took the CPU this one needed (stop them, or give "
                          "loadkit a core of its own, e.g. taskset).")  # fmt: skip
@@ -110,7 +113,8 @@ def test_an_idle_process_waiting_as_long_as_it_runs_is_starved():
     process's slice); light accurate runs on a loaded machine waited 1-3.6 % at 5 %."""
     clock, c = Clock(), Counters()
     mon = monitor(clock)
-    msgs = run(mon, clock, 10, c, lag_ms=3.4, cpu=0.033, reads_per_s=1000, coalesced=0.006, late=0.02, wait=0.049)
+    msgs = run(mon, clock, 10, c, lag_ms=3.4, cpu=0.033, reads_per_s=1000, coalesced=0.006, late=0.02, wait=0.049,
+               late_coalesced=0.9)  # fmt: skip
     assert len(msgs) == 1 and "other processes held the CPU" in msgs[0]
     clock2, c2 = Clock(), Counters()
     mon2 = monitor(clock2)
@@ -141,16 +145,19 @@ def test_a_client_on_time_whose_reads_wait_now_and_then_does_not_warn():
     msgs = run(mon, clock, 12, c, lag_ms=1.05, spike_ms=1.1, cpu=0.06, reads_per_s=750, coalesced=0.0034,
                late=0.014, wait=0.0001, pressure=0.5)  # fmt: skip
     assert_quiet(mon, msgs)
-    assert mon.note is not None
+    # 0.34 % of reads is 0.75 % of the token events: under the 1 % that can move a p99, so
+    # not even put down to the server (under the old 0.3 %-of-reads limit it was).
+    assert mon.note is None and mon.health_field()["max_coalesced_event_pct"] == pytest.approx(0.75, abs=0.02)
 
 
 def test_a_busy_client_says_add_workers():
     clock, c = Clock(), Counters()
     mon = monitor(clock)
     msgs = run(mon, clock, 10, c, lag_ms=12, spike_ms=30, cpu=0.95, reads_per_s=45_000, coalesced=0.006,
-               late=0.05, wait=0.02)  # fmt: skip
+               late=0.05, wait=0.02, late_coalesced=0.9)  # fmt: skip
     assert len(msgs) == 1
-    assert ": 0.6% of reads held several token events (limit 0.3%), CPU 95% of a core (limit 90%); " in msgs[0]
+    assert (": 1.2% of token events came in reads holding several that waited over 1 ms (limit 1%), CPU 95% of a "
+            "core (limit 90%); ") in msgs[0]  # fmt: skip
     assert "this process was busy, 5.0% of reads waited over 1 ms in their socket" in msgs[0]
     assert msgs[0].endswith("Add workers (--processes N, or --worker machines) or lower the load.")
     assert mon.manifest_field()["causes"] == ["busy"]
@@ -162,9 +169,10 @@ def test_a_stalled_event_loop_says_look_for_blocking_work():
     clock, c = Clock(), Counters()
     mon = monitor(clock)
     msgs = run(mon, clock, 10, c, lag_ms=0.5, spike_ms=45, spike_every=1, cpu=0.2, reads_per_s=8000,
-               coalesced=0.01, late=0.03, wait=0.0)  # fmt: skip
+               coalesced=0.01, late=0.03, wait=0.0, late_coalesced=0.9)  # fmt: skip
     assert len(msgs) == 1
-    assert ": 1.0% of reads held several token events (limit 0.3%), event-loop lag p99 45 ms (limit 20 ms); " in msgs[0]
+    assert (": 2.0% of token events came in reads holding several that waited over 1 ms (limit 1%), event-loop "
+            "lag p99 45 ms (limit 20 ms); ") in msgs[0]  # fmt: skip
     assert "; its event loop was held: probe lag up to 45 ms, 3.0% of reads waited over 1 ms in their socket." in msgs[0]
     assert msgs[0].endswith("look for blocking work in hooks or plugins (docs/self-check.md, Stalls).")
 
@@ -177,7 +185,8 @@ def test_a_server_that_batches_every_write_is_not_the_client():
     msgs = run(mon, clock, 20, c, lag_ms=2.0, spike_ms=4.0, cpu=0.35, reads_per_s=5000, coalesced=0.8,
                late=0.001, wait=0.005)  # fmt: skip
     assert_quiet(mon, msgs)
-    assert mon.health_field()["server_coalesced"]["max_coalesced_read_pct"] == pytest.approx(80, abs=0.1)
+    # 80 % of reads hold two events: 1.6 of every 1.7 token events came in such a read.
+    assert mon.health_field()["server_coalesced"]["max_coalesced_event_pct"] == pytest.approx(94.1, abs=0.1)
 
 
 def test_without_schedstat_the_causes_still_come_from_cpu_lag_and_late_reads():
@@ -187,7 +196,8 @@ def test_without_schedstat_the_causes_still_come_from_cpu_lag_and_late_reads():
     msgs = run(mon, clock, 10, c, lag_ms=1.0, cpu=0.05, reads_per_s=1300, coalesced=0.01)
     assert_quiet(mon, msgs)
     assert mon.health_field()["max_run_queue_wait_pct"] is None and "waited for a CPU" not in (mon.note or "")
-    msgs = run(mon, clock, 10, c, lag_ms=1.0, cpu=0.05, reads_per_s=1300, coalesced=0.01, late=0.03)
+    msgs = run(mon, clock, 10, c, lag_ms=1.0, cpu=0.05, reads_per_s=1300, coalesced=0.01, late=0.03,
+               late_coalesced=0.9)  # fmt: skip
     assert len(msgs) == 1 and "; its reads fell behind: " in msgs[0]
     assert "% of reads waited over 1 ms in their socket (CPU 5.0% of a core, probe lag up to 1.0 ms)." in msgs[0]
 
@@ -217,7 +227,9 @@ def test_the_real_probe_logs_the_server_note_and_warns_nothing(monkeypatch, capl
         while True:
             counters.reads += 100
             counters.kernel_stamped += 100
+            counters.events += 91
             counters.coalesced += 1
+            counters.coalesced_events += 2
             gevent.sleep(0.02)
 
     with caplog.at_level(logging.INFO, logger="loadkit.selfcheck"):
@@ -268,7 +280,7 @@ def test_console_report_and_web_ui_show_the_same_words(caplog):
     mon = monitor(clock)
     with caplog.at_level(logging.WARNING, logger="loadkit.stats"):
         for text in run(mon, clock, 10, c, lag_ms=8.9, cpu=0.04, reads_per_s=1000, coalesced=0.06, late=0.1,
-                        wait=0.17):  # fmt: skip
+                        wait=0.17, late_coalesced=0.9):  # fmt: skip
             collector.warn(text)
         collector.warn(mon.summary_message())
     said = collector.warnings
@@ -289,7 +301,7 @@ def test_late_sends_and_server_coalescing_are_judged_apart():
     mon = monitor(clock)
     msgs = run(mon, clock, 10, c, lag_ms=30, cpu=0.7, reads_per_s=30_000, coalesced=0.01, late=0.001, wait=0.01)
     assert len(msgs) == 1 and ": event-loop lag p99 30 ms (limit 20 ms); this process was busy" in msgs[0]
-    assert "TTFT, ITL, TPOT and E2E stand" in msgs[0] and "held several token events" not in msgs[0]
+    assert "TTFT, ITL, TPOT and E2E stand" in msgs[0] and "reads holding several" not in msgs[0]
     assert mon.manifest_field()["suspect"] == SEND_SUSPECT and mon.manifest_field()["reasons"] == ["event_loop_lag"]
     assert mon.note is not None and mon.health_field()["server_coalesced"]["windows"] >= 1
 
@@ -301,8 +313,10 @@ def test_one_or_two_coalesced_reads_in_a_small_window_are_not_judged():
     clock, c = Clock(), Counters()
     mon = monitor(clock)
     msgs = run(mon, clock, 8, c, lag_ms=7.5, cpu=0.04, reads_per_s=1000, late=0.23, wait=0.09)
-    msgs += run(mon, clock, 5, c, lag_ms=7.5, cpu=0.01, reads_per_s=60, late=0.23, coalesced=0.006, wait=0.09)
+    msgs += run(mon, clock, 5, c, lag_ms=7.5, cpu=0.01, reads_per_s=60, late=0.23, coalesced=0.006, wait=0.09,
+                late_coalesced=1.0)  # fmt: skip
     assert_quiet(mon, msgs)
-    assert mon.health_field()["max_coalesced_read_pct"] > 0.3  # measured and kept, just not judged
-    msgs = run(mon, clock, 6, c, lag_ms=7.5, cpu=0.04, reads_per_s=1000, late=0.23, coalesced=0.004, wait=0.09)
-    assert len(msgs) == 1 and "other processes held the CPU" in msgs[0]  # 20 in a window: judged
+    assert mon.health_field()["max_late_coalesced_event_pct"] > 1.0  # measured and kept, just not judged
+    msgs = run(mon, clock, 6, c, lag_ms=7.5, cpu=0.04, reads_per_s=1000, late=0.23, coalesced=0.008, wait=0.09,
+               late_coalesced=1.0)  # fmt: skip
+    assert len(msgs) == 1 and "other processes held the CPU" in msgs[0]  # 40 in a window: judged

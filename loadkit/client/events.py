@@ -66,13 +66,23 @@ class EventDecoder:
             if te.done:
                 done = True
                 break
-        if first and token_events:
-            READS.firsts += 1
+        if token_events:
+            reads = READS
+            reads.events += token_events
+            if first:
+                reads.firsts += 1
             if token_events > 1:
-                READS.first_coalesced += 1
-        if token_events > 1:
-            rec.coalesced_reads += 1
-            READS.coalesced += 1
+                rec.coalesced_reads += 1
+                reads.coalesced += 1
+                reads.coalesced_events += token_events
+                late = reads.last_late
+                if late:
+                    reads.late_coalesced += 1
+                    reads.late_coalesced_events += token_events
+                if first:
+                    reads.first_coalesced += 1
+                    if late:
+                        reads.first_late_coalesced += 1
         return done
 
     def _parse(self, parser: StreamParser, data: str, event: str | None) -> t.TokenEvent | None:

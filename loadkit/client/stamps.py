@@ -102,6 +102,25 @@ class ReadCounters:
     # which a read-level rate hides (one first read in 256).
     firsts: int = 0
     first_coalesced: int = 0
+    # Token events, and those in reads holding several: every one of those is an ITL sample
+    # that may be off (the gap into the read's first event is too long, the gaps inside it 0).
+    events: int = 0
+    coalesced_events: int = 0
+    # The same for reads that also waited over ``late_ns``: a read the client left waiting is
+    # what turns a burst into coalescing of the client's making. A server's back-to-back
+    # writes read on time wait ~0 (their timestamps are right: the events arrived together).
+    late_coalesced: int = 0
+    late_coalesced_events: int = 0
+    first_late_coalesced: int = 0
+    # Whether the newest read waited over ``late_ns`` (set by every kernel-stamped read, read by
+    # the event decoder of that same read: no greenlet switch lies between them).
+    last_late: bool = False
+
+    def counts(self) -> tuple[int, ...]:
+        """The cumulative counters the self-check samples, in ``selfcheck.window.ReadCounts`` order."""
+        return (self.reads, self.kernel_stamped, self.late, self.coalesced, self.firsts, self.first_coalesced,
+                self.events, self.coalesced_events, self.late_coalesced, self.late_coalesced_events,
+                self.first_late_coalesced)  # fmt: skip
 
 
 READS = ReadCounters()
@@ -137,8 +156,13 @@ def recv_stamped(sock: socket.socket, kernel: bool, buf: memoryview | None = Non
             READS.kernel_stamped += 1
             t_kernel = ARRIVAL_CLOCK.to_mono(sec * 1_000_000_000 + nsec, t_user)
             if t_kernel >= t_user:
+                READS.last_late = False
                 return data, t_user
             if t_user - t_kernel > READS.late_ns:
                 READS.late += 1
+                READS.last_late = True
+            else:
+                READS.last_late = False
             return data, t_kernel
+    READS.last_late = False
     return data, t_user

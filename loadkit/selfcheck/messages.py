@@ -45,16 +45,27 @@ def tripped(reasons: Iterable[str], w: Window, cfg: SelfCheckConfig, kernel: boo
     """The measures over their limits: value and limit, most telling first."""
     parts = []
     if "arrival_lag" in reasons:
-        if w.coalesced_pct is not None and w.coalesced_pct > cfg.coalesced_pct:
-            parts.append(f"{num(w.coalesced_pct)}% of reads held several token events (limit {cfg.coalesced_pct:g}%)")
-        if w.first_coalesced_pct is not None and w.first_coalesced_pct > cfg.coalesced_pct:
-            parts.append(f"{num(w.first_coalesced_pct)}% of first tokens came in such reads "
-                         f"(limit {cfg.coalesced_pct:g}%)")  # fmt: skip
+        parts += coalescing(w, cfg, kernel)
     if "cpu" in reasons:
         parts.append(f"CPU {num(w.cpu_pct)}% of a core (limit {cfg.cpu_pct:g}%)")
     if "event_loop_lag" in reasons:
         parts.append(f"event-loop lag p99 {num(w.lag_p99_ms)} ms (limit {cfg.lag_limit_ms(kernel):g} ms)")
     return ", ".join(parts)
+
+
+def coalescing(w: Window, cfg: SelfCheckConfig, kernel: bool) -> list[str]:
+    """The coalescing measures over their limit: token events (ITL samples) and first tokens
+    (TTFT samples) that came in reads holding several — that also waited, with kernel stamps."""
+    limit = f"(limit {cfg.coalesced_pct:g}%)"
+    held = f"reads holding several that waited over {cfg.late_ms:g} ms" if kernel else "reads holding several"
+    events, firsts = ((w.late_coalesced_event_pct, w.first_late_coalesced_pct) if kernel else
+                      (w.coalesced_event_pct, w.first_coalesced_pct))  # fmt: skip
+    parts = []
+    if events is not None and events > cfg.coalesced_pct:
+        parts.append(f"{num(events)}% of token events came in {held} {limit}")
+    if firsts is not None and firsts > cfg.coalesced_pct:
+        parts.append(f"{num(firsts)}% of first tokens came in {held} {limit}")
+    return parts
 
 
 def evidence(cause: str | None, reasons: Iterable[str], w: Window, cfg: SelfCheckConfig) -> str:
@@ -102,12 +113,13 @@ def worse(node: str, at_unix: float, v: Verdict, w: Window, cfg: SelfCheckConfig
 def server_note(node: str, at_unix: float, w: Window, cfg: SelfCheckConfig) -> str:
     """Coalescing over its limit while the client was on time: a property of the server's
     output, said once (console and manifest), never a saturation warning."""
-    pct = w.coalesced_pct if w.coalesced_pct is not None and w.coalesced_pct > cfg.coalesced_pct else None
-    what = (f"{num(pct)}% of reads" if pct is not None else
-            f"{num(w.first_coalesced_pct or 0)}% of first tokens")  # fmt: skip
-    return (f"server output seen on {node} from {utc(at_unix)} UTC: {what} held several token events written "
-            f"together by the server, while {on_time(w)}. Those events arrived together, so their timestamps "
-            f"are right (ITL samples near 0 are the server's). {ADVICE['server']}")
+    over = [(pct, what) for pct, what in ((w.coalesced_event_pct, "token events"),
+                                          (w.first_coalesced_pct, "first tokens"))
+            if pct is not None and pct > cfg.coalesced_pct]  # fmt: skip
+    pct, what = over[0] if over else (w.coalesced_event_pct or 0.0, "token events")
+    return (f"server output seen on {node} from {utc(at_unix)} UTC: {num(pct)}% of {what} came in reads holding "
+            f"several token events, written together by the server, while {on_time(w)}. Those events arrived "
+            f"together, so their timestamps are right (ITL samples near 0 are the server's). {ADVICE['server']}")
 
 
 def summary(node: str, windows: int, saturated: int, span: tuple[float, float], worst: str, causes: list[str],

@@ -10,11 +10,11 @@ from typing import Any
 
 from loadkit.selfcheck import messages
 from loadkit.selfcheck.verdict import CAUSES, SUSPECT, SelfCheckConfig, Verdict, judge
-from loadkit.selfcheck.window import MIN_READS, Sample, Window, measure
+from loadkit.selfcheck.window import MIN_READS, ReadCounts, Sample, Window, measure
 
 # Measures kept at their worst over the run (health) and over saturated windows (summary).
 HEALTH = ("lag_p99_ms", "cpu_pct", "late_pct", "coalesced_pct", "first_coalesced_pct", "wait_pct", "pressure_pct",
-          "lag_max_ms")  # fmt: skip
+          "lag_max_ms", "coalesced_event_pct", "late_coalesced_event_pct", "first_late_coalesced_pct")  # fmt: skip
 
 
 def _round(value: float | None, digits: int = 3) -> float | None:
@@ -77,15 +77,14 @@ class SaturationMonitor:
     def add_lag(self, lag_ns: int) -> None:
         self.lags.append((self.mono_ns(), max(0, lag_ns)))
 
-    def evaluate(self, cpu_s: float, reads: tuple[int, int, int, int, int, int] = (0, 0, 0, 0, 0, 0), *,
+    def evaluate(self, cpu_s: float, reads: tuple[int, ...] = (), *,
                  wait_s: float | None = None, pressure_s: float | None = None,
                  full_gcs: int | None = None) -> str | None:  # fmt: skip
         """Close an evaluation step with the process's CPU time and its cumulative counters:
-        reads (reads, kernel-stamped, late, coalesced, first tokens, first tokens in coalesced
-        reads; ``client.stamps.READS``), run-queue wait and machine CPU pressure seconds, full
+        reads (``window.ReadCounts``, in order; ``client.stamps.READS.counts()``), run-queue wait and machine CPU pressure seconds, full
         collections (``sources``; None where not offered). Returns a warning the first time
         the window makes figures suspect, and again if more figures become suspect."""
-        sample = Sample(self.mono_ns(), cpu_s, *reads, wait_s=wait_s, pressure_s=pressure_s, full_gcs=full_gcs)
+        sample = Sample(self.mono_ns(), cpu_s, *ReadCounts(*reads), wait_s=wait_s, pressure_s=pressure_s, full_gcs=full_gcs)
         self.samples.append(sample)
         self.last = sample
         self._trim(sample.t_ns)
@@ -119,7 +118,7 @@ class SaturationMonitor:
 
     def _server(self, window: Window) -> None:
         self.server_windows += 1
-        self.server_max_pct = _max(self.server_max_pct, window.coalesced_pct)
+        self.server_max_pct = _max(self.server_max_pct, window.coalesced_event_pct)
         if self.note is None:
             at = self.wall_ns() / 1e9 - self.config.window_s
             self.note = messages.server_note(self.node, at, window, self.config)
@@ -161,6 +160,8 @@ class SaturationMonitor:
                 "max_lag_ms": _round(w["lag_p99_ms"]), "max_cpu": _round(w["cpu_pct"], 1),
                 "max_late_read_pct": _round(w["late_pct"]), "max_coalesced_read_pct": _round(w["coalesced_pct"]),
                 "max_first_coalesced_pct": _round(w["first_coalesced_pct"]),
+                "max_late_coalesced_event_pct": _round(w["late_coalesced_event_pct"]),
+                "max_first_late_coalesced_pct": _round(w["first_late_coalesced_pct"]),
                 "max_run_queue_wait_pct": _round(w["wait_pct"], 2), "reasons": sorted(self.reasons),
                 "causes": self.cause_list(), "saturated_windows": self.saturated_windows, "windows": self.windows,
                 "suspect": self.suspect_list()}  # fmt: skip
@@ -174,8 +175,11 @@ class SaturationMonitor:
                 "max_cpu_pressure_pct": _round(m["pressure_pct"], 1),
                 "max_late_read_pct": _round(m["late_pct"]), "max_coalesced_read_pct": _round(m["coalesced_pct"]),
                 "max_first_coalesced_pct": _round(m["first_coalesced_pct"]),
+                "max_coalesced_event_pct": _round(m["coalesced_event_pct"]),
+                "max_late_coalesced_event_pct": _round(m["late_coalesced_event_pct"]),
+                "max_first_late_coalesced_pct": _round(m["first_late_coalesced_pct"]),
                 "server_coalesced": None if not self.server_windows else
-                {"windows": self.server_windows, "max_coalesced_read_pct": _round(self.server_max_pct)},
+                {"windows": self.server_windows, "max_coalesced_event_pct": _round(self.server_max_pct)},
                 "lag_limit_ms": cfg.lag_limit_ms(self.kernel), "cpu_limit_pct": cfg.cpu_pct,
                 "coalesced_limit_pct": cfg.coalesced_pct, "late_read_ms": cfg.late_ms}  # fmt: skip
 
@@ -183,9 +187,12 @@ class SaturationMonitor:
         """At stop: the worst values seen, so a master's report has them for every worker."""
         if self.from_unix is None:
             return None
-        worst = Window(span_s=0.0, cpu_pct=self.worst["cpu_pct"] or 0.0, lag_p99_ms=self.worst["lag_p99_ms"] or 0.0,
-                       lag_max_ms=self.worst["lag_max_ms"] or 0.0, coalesced_pct=self.worst["coalesced_pct"],
-                       first_coalesced_pct=self.worst["first_coalesced_pct"])  # fmt: skip
+        w = self.worst
+        worst = Window(span_s=0.0, cpu_pct=w["cpu_pct"] or 0.0, lag_p99_ms=w["lag_p99_ms"] or 0.0,
+                       lag_max_ms=w["lag_max_ms"] or 0.0, coalesced_pct=w["coalesced_pct"],
+                       first_coalesced_pct=w["first_coalesced_pct"], coalesced_event_pct=w["coalesced_event_pct"],
+                       late_coalesced_event_pct=w["late_coalesced_event_pct"],
+                       first_late_coalesced_pct=w["first_late_coalesced_pct"])  # fmt: skip
         text = "worst " + messages.tripped(self.reasons, worst, self.config, self.kernel)
         span = (self.from_unix, self.last_unix or self.from_unix)
         return messages.summary(self.node, self.windows, self.saturated_windows, span, text, self.cause_list(),

@@ -84,9 +84,7 @@ class SelfCheck:
         from loadkit.client.stamps import READS
 
         try:
-            message = self.monitor.evaluate(self.cpu_s(), (READS.reads, READS.kernel_stamped, READS.late,
-                                                           READS.coalesced, READS.firsts, READS.first_coalesced),
-                                            wait_s=self.wait_s(), pressure_s=self.pressure_s(),
+            message = self.monitor.evaluate(self.cpu_s(), READS.counts(), wait_s=self.wait_s(), pressure_s=self.pressure_s(),
                                             full_gcs=sources.full_collections())  # fmt: skip
             if message is not None:
                 self.stats.warn(message)

@@ -8,16 +8,21 @@ Three measures have a limit (one each, the same in every message):
   stamps (the lag then only delays sends), over ``lag_ms`` when they are stamped in user
   space (every timestamp then carries it). Which applies is a property of the process
   (see ``SaturationMonitor.kernel``), not of one window;
-- ``arrival_lag``: over ``coalesced_pct`` of the window's reads held several token events,
-  or of its first tokens came in such a read.
+- ``arrival_lag``: over ``coalesced_pct`` of the window's token events (its ITL samples),
+  or of its first tokens (its TTFT samples), came in reads that held several token events
+  *and that the client left waiting* (with kernel stamps: the read's data sat over
+  ``late_ms`` in its socket).
 
-A read holding several events knows only its newest byte's arrival, so the earlier events
-are stamped late by the time they sat unread. That is the client's fault only if it left
-them unread. When it read on time, the *server* wrote the events together (a starved or
-batching server catches up with back-to-back writes): they really arrived together and
-their timestamps are right. So coalescing over its limit makes the token timestamps
-suspect only when this process fell behind (``fell_behind``: with kernel stamps, its reads
-waited in their sockets); otherwise the verdict says ``server`` and suspects nothing.
+A read holding several events knows only its newest byte's arrival, so its earlier events
+are stamped late by as long as they sat unread: each such read spoils as many ITL samples
+as it held events. A p99 moves only when more than 1 sample in 100 is off, so the limit is
+1 % of the samples, not of the reads. The spoiling is the client's only if it left the
+first event unread: then the read waited (the client came back a while after the newest
+data too). When it read on time, the *server* wrote the events together (a starved or
+batching server catches up with back-to-back writes): they arrived together and their
+timestamps are right, so the verdict says ``server`` and suspects nothing. With user-space
+stamps there is no wait to see; the process's own state (CPU, run-queue wait, probe lag)
+decides (``fell_behind``).
 
 The cause, for advice (``cause_of``): ``busy`` (this process's CPU), ``starved`` (it waited
 on a run queue while others ran), ``stall`` (its event loop was held: a long greenlet, a
@@ -40,25 +45,10 @@ SUSPECT = ["ttft_ms", "ttft_sched_ms", "ttft_with_connect_ms", "itl_ms", "itl_ch
 TIMING_SUSPECT = ["ttft_ms", "ttft_sched_ms", "ttft_with_connect_ms", "itl_ms", "itl_chunk_ms", "tpot_ms", "e2e_ms"]
 # A lagging loop also notices connects and handshakes late (their times are user-space stamps).
 SEND_SUSPECT = ["ttft_sched_ms", "connect_ms", "tls_ms", "throughput"]
-# Percent of reads (of first tokens) in reads holding several token events above which the
-# ITL (TTFT) p99 moves: such a read spoils two or more ITL samples, and ~10 % of reads carry no
-# token. Measured against the simulator's truth: 0.34 % coalesced gave ITL error p99 20 ms at
-# 20 ms/token, while 0.07-0.31 % stayed accurate elsewhere: the edge is near 0.3 %.
-COALESCED_LIMIT_PCT = 0.3
+# Percent of token events (first tokens) in late reads holding several: a p99 moves only
+# when more than 1 sample in 100 is off, and every event of such a read is a sample that may be.
+COALESCED_LIMIT_PCT = 1.0
 
-# Evidence that this process left sockets unread (hints, not limits: nothing trips on them
-# alone; docs/self-check.md has the measurements behind them). Coalescing of the client's
-# making needs a stretch in which it did not read for a whole token interval; every other
-# socket that received data in that stretch then waited too, so reads whose data sat over
-# ``late_ms`` in the socket come with it, about as many as the coalesced reads. A server's
-# back-to-back writes, read by a process that is on time, leave none — even when that
-# process waited for the CPU now and then.
-LATE_SHARE = 0.5
-# ... and more of them than a process on time has anyway: a SCHED_FIFO client at 6 % CPU,
-# probe lag never over 1.1 ms, still had 0.6-1.4 % of its reads wait over 1 ms (its own
-# periodic work; timestamps accurate, TTFT / ITL error p99 0.03-0.04 / 0.05-0.09 ms), so
-# below this share the reads count only with CPU, run-queue wait or the probe behind them.
-LATE_FLOOR_PCT = 2.0
 BUSY_HINT_PCT = 60.0  # CPU: the reads of one burst queue behind each other for milliseconds
 # Run-queue wait, % of wall time: 5 %, or at least as long as the process ran (an idle
 # process woken by every token then waits for another's time slice at each wake-up). Light
@@ -77,12 +67,11 @@ class SelfCheckConfig:
     limit on the event-loop lag p99 when reads carry kernel stamps (it only delays sends;
     closed loops of equal-length requests restart in bursts: 100 streams × 32 tokens, 22 %
     CPU, showed 5.7 ms); ``lag_ms``: the same limit when reads are stamped in user space;
-    ``coalesced_pct``: reads (first tokens) holding several token events; ``late_ms``: a
-    kernel-stamped read whose data waited longer than this in its socket counts as late
-    (evidence that reads fell behind): the accuracy bound, since a coalesced read's earlier
-    event is off by at most how long it waited. At 5 ms, windows whose reads waited 1-5 ms
-    while the starved simulator's events came closer together were put down to the server
-    (that run's ITL error p99: 2.4 ms)."""
+    ``coalesced_pct``: token events (first tokens) in late reads holding several, of all
+    token events (first tokens); ``late_ms``: a kernel-stamped read whose data waited longer
+    than this in its socket counts as late: the accuracy bound. At 5 ms, windows whose reads
+    waited 1-5 ms while the starved simulator's events came closer together were put down to
+    the server (that run's ITL error p99: 2.4 ms)."""
 
     lag_ms: float = 5.0
     send_lag_ms: float = 20.0
@@ -123,10 +112,19 @@ class Verdict:
 CLEAR = Verdict(frozenset(), None, frozenset())
 
 
+def _over(pct: float | None, count: int, cfg: SelfCheckConfig) -> bool:
+    return pct is not None and pct > cfg.coalesced_pct and count >= MIN_COALESCED
+
+
 def coalesced_over(w: Window, cfg: SelfCheckConfig) -> bool:
-    """Reads (first tokens) holding several events over their limit, and enough of them."""
-    pairs = ((w.coalesced_pct, w.coalesced), (w.first_coalesced_pct, w.first_coalesced))
-    return any(p is not None and p > cfg.coalesced_pct and n >= MIN_COALESCED for p, n in pairs)
+    """Token events (first tokens) in reads holding several over the limit, whoever's they were."""
+    return _over(w.coalesced_event_pct, w.coalesced, cfg) or _over(w.first_coalesced_pct, w.first_coalesced, cfg)
+
+
+def late_coalesced_over(w: Window, cfg: SelfCheckConfig) -> bool:
+    """The same for the reads the client left waiting: coalescing of the client's making."""
+    return (_over(w.late_coalesced_event_pct, w.late_coalesced, cfg)
+            or _over(w.first_late_coalesced_pct, w.first_late_coalesced, cfg))  # fmt: skip
 
 
 def starved(w: Window) -> bool:
@@ -135,17 +133,10 @@ def starved(w: Window) -> bool:
     return wait is not None and (wait >= STARVED_HINT_PCT or (wait >= STARVED_FLOOR_PCT and wait >= w.cpu_pct))
 
 
-def fell_behind(w: Window, kernel: bool) -> bool:
-    """Whether this process left sockets unread in this window. With kernel stamps its reads
-    say so themselves: they waited in their sockets (a busy, starved or lagging process
-    whose reads stayed on time spoiled no timestamp: its coalesced reads are the server's),
-    often, or with CPU, run-queue wait or the probe showing why. Without kernel stamps, the
-    process measures alone."""
-    behind = w.cpu_pct >= BUSY_HINT_PCT or starved(w) or w.lag_max_ms >= STALL_HINT_MS
-    if not kernel:
-        return behind
-    waited = w.late > 0 and w.late >= LATE_SHARE * w.coalesced
-    return waited and (behind or (w.late_pct or 0) >= LATE_FLOOR_PCT)
+def fell_behind(w: Window) -> bool:
+    """With user-space stamps (no read waits to see): whether this process's own state shows
+    it left sockets unread — busy, starved, or its loop held for a token interval."""
+    return w.cpu_pct >= BUSY_HINT_PCT or starved(w) or w.lag_max_ms >= STALL_HINT_MS
 
 
 def cause_of(w: Window) -> str:
@@ -158,8 +149,8 @@ def cause_of(w: Window) -> str:
 
 def judge(w: Window, cfg: SelfCheckConfig, kernel: bool) -> Verdict:
     """The verdict on window ``w``; ``kernel``: this process's reads carry kernel stamps.
-    Each measure over its limit makes its own figures suspect; coalescing only when this
-    process fell behind."""
+    Each measure over its limit makes its own figures suspect; coalescing only when it was
+    this process's (its late reads; without kernel stamps, its own state)."""
     reasons, suspect = set(), set()
     if w.cpu_pct > cfg.cpu_pct:
         reasons.add("cpu")
@@ -167,13 +158,15 @@ def judge(w: Window, cfg: SelfCheckConfig, kernel: bool) -> Verdict:
     if w.lag_p99_ms > cfg.lag_limit_ms(kernel):
         reasons.add("event_loop_lag")  # user-space stamps carry the lag; kernel ones only the sends
         suspect |= set(SEND_SUSPECT if kernel else SUSPECT)
-    server = False
-    if coalesced_over(w, cfg):
-        if fell_behind(w, kernel) or "cpu" in reasons:
-            reasons.add("arrival_lag")
-            suspect |= set(TIMING_SUSPECT)
-        else:
-            server = True
+    over = coalesced_over(w, cfg)
+    if kernel:
+        mine = late_coalesced_over(w, cfg)
+    else:
+        mine = over and (fell_behind(w) or "cpu" in reasons)
+    if mine:
+        reasons.add("arrival_lag")
+        suspect |= set(TIMING_SUSPECT)
+    server = over and not mine
     if not suspect:
         return Verdict(frozenset(), None, frozenset(), server)
     return Verdict(frozenset(reasons), cause_of(w), frozenset(suspect), server)

@@ -10,14 +10,35 @@ with too few reads for a p99 has no read percentages, a kernel without schedstat
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 # Fewer reads (first tokens) than this in a window: too few to judge their p99.
 MIN_READS = 100
 MIN_FIRSTS = 100
+MIN_EVENTS = 100
 # Fewer coalesced reads (first tokens in them) than this: a share over its limit is not
 # judged. One or two in a window of a few hundred cannot move a p99 (a smoke run's last
 # window: 1 read in 300 while the streams ended, timestamps accurate).
 MIN_COALESCED = 3
+
+
+class ReadCounts(NamedTuple):
+    """The cumulative read counters of ``client.stamps.READS`` (``ReadCounters.counts()``):
+    reads, kernel-stamped ones, late ones (waited over ``late_ms``), reads holding several
+    token events, first tokens and those in such reads; token events, those in coalesced
+    reads, and coalesced reads that were also late (reads, events, first tokens)."""
+
+    reads: int = 0
+    kernel_stamped: int = 0
+    late: int = 0
+    coalesced: int = 0
+    firsts: int = 0
+    first_coalesced: int = 0
+    events: int = 0
+    coalesced_events: int = 0
+    late_coalesced: int = 0
+    late_coalesced_events: int = 0
+    first_late_coalesced: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +55,11 @@ class Sample:
     coalesced: int = 0
     firsts: int = 0
     first_coalesced: int = 0
+    events: int = 0
+    coalesced_events: int = 0
+    late_coalesced: int = 0
+    late_coalesced_events: int = 0
+    first_late_coalesced: int = 0
     wait_s: float | None = None
     pressure_s: float | None = None
     full_gcs: int | None = None
@@ -42,8 +68,9 @@ class Sample:
 @dataclass(frozen=True, slots=True)
 class Window:
     """What happened over one window. Percentages of reads are of the window's reads
-    (``late_pct``: of its kernel-stamped reads); ``wait_pct`` and ``pressure_pct`` are of
-    its wall time."""
+    (``late_pct``: of its kernel-stamped reads); ``coalesced_event_pct`` and
+    ``late_coalesced_event_pct`` of its token events (the ITL samples), ``first_*`` of its
+    first tokens (the TTFT samples); ``wait_pct`` and ``pressure_pct`` of its wall time."""
 
     span_s: float
     cpu_pct: float
@@ -57,6 +84,12 @@ class Window:
     late_pct: float | None = None
     coalesced_pct: float | None = None
     first_coalesced_pct: float | None = None
+    events: int = 0
+    late_coalesced: int = 0
+    first_late_coalesced: int = 0
+    coalesced_event_pct: float | None = None
+    late_coalesced_event_pct: float | None = None
+    first_late_coalesced_pct: float | None = None
     wait_pct: float | None = None
     pressure_pct: float | None = None
     full_gcs: int | None = None
@@ -80,14 +113,22 @@ def _rate_pct(a: float | None, b: float | None, span_s: float) -> float | None:
 def measure(first: Sample, last: Sample, lags_ns: list[int]) -> Window:
     """The window between two samples; ``lags_ns``: the probe's lags inside it (non-empty)."""
     span_s = (last.t_ns - first.t_ns) / 1e9
-    reads, kernel = last.reads - first.reads, last.kernel_stamped - first.kernel_stamped
-    late, coalesced = last.late - first.late, last.coalesced - first.coalesced
-    firsts, first_coalesced = last.firsts - first.firsts, last.first_coalesced - first.first_coalesced
+
+    def d(name: str) -> int:
+        return getattr(last, name) - getattr(first, name)
+
+    reads, late, coalesced, firsts, events = d("reads"), d("late"), d("coalesced"), d("firsts"), d("events")
+    kernel = d("kernel_stamped")
     gcs = None if first.full_gcs is None or last.full_gcs is None else last.full_gcs - first.full_gcs
     return Window(span_s=span_s, cpu_pct=100.0 * (last.cpu_s - first.cpu_s) / span_s,
                   lag_p99_ms=p99(lags_ns) / 1e6, lag_max_ms=max(lags_ns) / 1e6,
-                  reads=reads, kernel_reads=kernel, late=late, coalesced=coalesced, first_coalesced=first_coalesced,
-                  late_pct=_pct(late, kernel, MIN_READS), coalesced_pct=_pct(coalesced, reads, MIN_READS),
-                  first_coalesced_pct=_pct(first_coalesced, firsts, MIN_FIRSTS),
+                  reads=reads, kernel_reads=kernel, late=late, coalesced=coalesced,
+                  first_coalesced=d("first_coalesced"), late_pct=_pct(late, kernel, MIN_READS),
+                  coalesced_pct=_pct(coalesced, reads, MIN_READS),
+                  first_coalesced_pct=_pct(d("first_coalesced"), firsts, MIN_FIRSTS),
+                  events=events, late_coalesced=d("late_coalesced"), first_late_coalesced=d("first_late_coalesced"),
+                  coalesced_event_pct=_pct(d("coalesced_events"), events, MIN_EVENTS),
+                  late_coalesced_event_pct=_pct(d("late_coalesced_events"), events, MIN_EVENTS),
+                  first_late_coalesced_pct=_pct(d("first_late_coalesced"), firsts, MIN_FIRSTS),
                   wait_pct=_rate_pct(first.wait_s, last.wait_s, span_s),
                   pressure_pct=_rate_pct(first.pressure_s, last.pressure_s, span_s), full_gcs=gcs)  # fmt: skip
