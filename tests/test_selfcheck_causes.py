@@ -320,3 +320,24 @@ def test_one_or_two_coalesced_reads_in_a_small_window_are_not_judged():
     msgs = run(mon, clock, 6, c, lag_ms=7.5, cpu=0.04, reads_per_s=1000, late=0.23, coalesced=0.008, wait=0.09,
                late_coalesced=1.0)  # fmt: skip
     assert len(msgs) == 1 and "other processes held the CPU" in msgs[0]  # 40 in a window: judged
+
+
+def test_a_few_users_first_tokens_are_judged_over_the_run():
+    """4 users: 5 first tokens a second, 25 in a window — too few for a window's p99, while
+    one spoiled first token in the run's first 50 moves the run's TTFT p99 (nearest rank:
+    the largest of fewer than 100). A first token in a read the client left waiting is
+    therefore judged over the run so far; one the server wrote together with the next, read
+    on time, is not the client's."""
+    clock, c = Clock(), Counters()
+    mon = monitor(clock)
+    msgs = run(mon, clock, 10, c, lag_ms=1.0, cpu=0.05, reads_per_s=800, firsts_per_s=5)
+    c.first_coalesced += 1  # one first token in a read holding two, read on time
+    msgs += run(mon, clock, 6, c, lag_ms=1.0, cpu=0.05, reads_per_s=800, firsts_per_s=5)
+    assert_quiet(mon, msgs)
+    assert mon.health_field()["max_first_coalesced_pct"] == pytest.approx(2.0)  # 1 in the 50 after the first sample
+    c.first_coalesced += 1
+    c.first_late_coalesced += 1  # ... and one the client left waiting in its socket
+    msgs += run(mon, clock, 2, c, lag_ms=1.0, cpu=0.05, reads_per_s=800, firsts_per_s=5)
+    assert len(msgs) == 1, msgs
+    assert ": 1.2% of first tokens so far came in reads holding several that waited over 1 ms (limit 1%)" in msgs[0]
+    assert "ttft_ms" in mon.manifest_field()["suspect"]

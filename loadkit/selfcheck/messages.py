@@ -64,7 +64,8 @@ def coalescing(w: Window, cfg: SelfCheckConfig, kernel: bool) -> list[str]:
     if events is not None and events > cfg.coalesced_pct:
         parts.append(f"{num(events)}% of token events came in {held} {limit}")
     if firsts is not None and firsts > cfg.coalesced_pct:
-        parts.append(f"{num(firsts)}% of first tokens came in {held} {limit}")
+        scope = " so far" if w.firsts_over_run else ""
+        parts.append(f"{num(firsts)}% of first tokens{scope} came in {held} {limit}")
     return parts
 
 

@@ -47,6 +47,7 @@ class SaturationMonitor:
     def reset(self) -> None:
         self.lags: deque[tuple[int, int]] = deque()  # (t_ns, lag_ns)
         self.samples: deque[Sample] = deque()
+        self.start: Sample | None = None  # the run's first sample: first tokens are judged over the run
         self.from_unix: float | None = None
         self.last_unix: float | None = None
         self.windows = 0
@@ -87,6 +88,8 @@ class SaturationMonitor:
         sample = Sample(self.mono_ns(), cpu_s, *ReadCounts(*reads), wait_s=wait_s, pressure_s=pressure_s, full_gcs=full_gcs)
         self.samples.append(sample)
         self.last = sample
+        if self.start is None:
+            self.start = sample
         self._trim(sample.t_ns)
         window = self.window()
         if window is None:
@@ -149,7 +152,7 @@ class SaturationMonitor:
         first, last = self.samples[0], self.samples[-1]
         if last.t_ns - first.t_ns < int(self.config.window_s * 1e9 * 0.9):
             return None
-        return measure(first, last, [lag for _, lag in self.lags])
+        return measure(first, last, [lag for _, lag in self.lags], self.start)
 
     def manifest_field(self) -> dict[str, Any] | None:
         """``client_saturation`` for the report manifest; None while never saturated."""

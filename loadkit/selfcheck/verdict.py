@@ -112,19 +112,26 @@ class Verdict:
 CLEAR = Verdict(frozenset(), None, frozenset())
 
 
-def _over(pct: float | None, count: int, cfg: SelfCheckConfig) -> bool:
-    return pct is not None and pct > cfg.coalesced_pct and count >= MIN_COALESCED
+def _over(pct: float | None, count: int, cfg: SelfCheckConfig, least: int = MIN_COALESCED) -> bool:
+    return pct is not None and pct > cfg.coalesced_pct and count >= least
+
+
+def _firsts_least(w: Window) -> int:
+    # Over the run (a few users' windows hold too few first tokens), the share alone: one in a
+    # hundred moves the run's TTFT p99.
+    return 1 if w.firsts_over_run else MIN_COALESCED
 
 
 def coalesced_over(w: Window, cfg: SelfCheckConfig) -> bool:
     """Token events (first tokens) in reads holding several over the limit, whoever's they were."""
-    return _over(w.coalesced_event_pct, w.coalesced, cfg) or _over(w.first_coalesced_pct, w.first_coalesced, cfg)
+    return (_over(w.coalesced_event_pct, w.coalesced, cfg)
+            or _over(w.first_coalesced_pct, w.first_coalesced, cfg, _firsts_least(w)))  # fmt: skip
 
 
 def late_coalesced_over(w: Window, cfg: SelfCheckConfig) -> bool:
     """The same for the reads the client left waiting: coalescing of the client's making."""
     return (_over(w.late_coalesced_event_pct, w.late_coalesced, cfg)
-            or _over(w.first_late_coalesced_pct, w.first_late_coalesced, cfg))  # fmt: skip
+            or _over(w.first_late_coalesced_pct, w.first_late_coalesced, cfg, _firsts_least(w)))  # fmt: skip
 
 
 def starved(w: Window) -> bool:

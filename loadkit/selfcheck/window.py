@@ -70,7 +70,8 @@ class Window:
     """What happened over one window. Percentages of reads are of the window's reads
     (``late_pct``: of its kernel-stamped reads); ``coalesced_event_pct`` and
     ``late_coalesced_event_pct`` of its token events (the ITL samples), ``first_*`` of its
-    first tokens (the TTFT samples); ``wait_pct`` and ``pressure_pct`` of its wall time."""
+    first tokens (the TTFT samples) — of the run so far when the window had too few
+    (``firsts_over_run``); ``wait_pct`` and ``pressure_pct`` of its wall time."""
 
     span_s: float
     cpu_pct: float
@@ -90,6 +91,7 @@ class Window:
     coalesced_event_pct: float | None = None
     late_coalesced_event_pct: float | None = None
     first_late_coalesced_pct: float | None = None
+    firsts_over_run: bool = False
     wait_pct: float | None = None
     pressure_pct: float | None = None
     full_gcs: int | None = None
@@ -110,25 +112,34 @@ def _rate_pct(a: float | None, b: float | None, span_s: float) -> float | None:
     return None if a is None or b is None else max(0.0, 100.0 * (b - a) / span_s)
 
 
-def measure(first: Sample, last: Sample, lags_ns: list[int]) -> Window:
-    """The window between two samples; ``lags_ns``: the probe's lags inside it (non-empty)."""
+def measure(first: Sample, last: Sample, lags_ns: list[int], run: Sample | None = None) -> Window:
+    """The window between two samples; ``lags_ns``: the probe's lags inside it (non-empty).
+    ``run``: the run's first sample. A window of a few users holds fewer first tokens than a
+    p99 needs, while the run's TTFT p99 is moved by any one of its first tokens in a hundred:
+    their shares are then those of the run so far."""
     span_s = (last.t_ns - first.t_ns) / 1e9
 
-    def d(name: str) -> int:
-        return getattr(last, name) - getattr(first, name)
+    def d(name: str, since: Sample = first) -> int:
+        return getattr(last, name) - getattr(since, name)
 
-    reads, late, coalesced, firsts, events = d("reads"), d("late"), d("coalesced"), d("firsts"), d("events")
+    over_run = run is not None and d("firsts") < MIN_FIRSTS
+    since = run if run is not None and over_run else first
+    firsts = d("firsts", since)
+    least = 1 if over_run else MIN_FIRSTS
+
+    reads, late, coalesced, events = d("reads"), d("late"), d("coalesced"), d("events")
     kernel = d("kernel_stamped")
     gcs = None if first.full_gcs is None or last.full_gcs is None else last.full_gcs - first.full_gcs
     return Window(span_s=span_s, cpu_pct=100.0 * (last.cpu_s - first.cpu_s) / span_s,
                   lag_p99_ms=p99(lags_ns) / 1e6, lag_max_ms=max(lags_ns) / 1e6,
                   reads=reads, kernel_reads=kernel, late=late, coalesced=coalesced,
-                  first_coalesced=d("first_coalesced"), late_pct=_pct(late, kernel, MIN_READS),
+                  first_coalesced=d("first_coalesced", since), late_pct=_pct(late, kernel, MIN_READS),
                   coalesced_pct=_pct(coalesced, reads, MIN_READS),
-                  first_coalesced_pct=_pct(d("first_coalesced"), firsts, MIN_FIRSTS),
-                  events=events, late_coalesced=d("late_coalesced"), first_late_coalesced=d("first_late_coalesced"),
+                  first_coalesced_pct=_pct(d("first_coalesced", since), firsts, least),
+                  events=events, late_coalesced=d("late_coalesced"),
+                  first_late_coalesced=d("first_late_coalesced", since), firsts_over_run=over_run,
                   coalesced_event_pct=_pct(d("coalesced_events"), events, MIN_EVENTS),
                   late_coalesced_event_pct=_pct(d("late_coalesced_events"), events, MIN_EVENTS),
-                  first_late_coalesced_pct=_pct(d("first_late_coalesced"), firsts, MIN_FIRSTS),
+                  first_late_coalesced_pct=_pct(d("first_late_coalesced", since), firsts, least),
                   wait_pct=_rate_pct(first.wait_s, last.wait_s, span_s),
                   pressure_pct=_rate_pct(first.pressure_s, last.pressure_s, span_s), full_gcs=gcs)  # fmt: skip
