@@ -98,6 +98,9 @@ class Point:
     selfcheck_causes: list[str] | None = None  # why: busy, starved, stall (loadkit/selfcheck/verdict.py)
     selfcheck_server_windows: int | None = None  # windows whose coalescing it put down to the server
     selfcheck_wait_pct: float | None = None  # worst window: run-queue wait, % of wall time
+    # worst window: token events in reads holding several (all; those that also waited: the client's)
+    selfcheck_coalesced_event_pct: float | None = None
+    selfcheck_late_coalesced_event_pct: float | None = None
     rss_mib: float | None = None
     accurate: bool = False
 
@@ -352,8 +355,9 @@ def score(pt: Point, rows: list[dict[str, Any]], summaries: list[dict[str, Any]]
         pt.selfcheck_causes = sorted({name for s in checks for name in s.get("causes") or []})
         pt.selfcheck_server_windows = sum((s["selfcheck"].get("server_coalesced") or {}).get("windows", 0)
                                           for s in checks)  # fmt: skip
-        waits = [s["selfcheck"].get("max_run_queue_wait_pct") for s in checks]
-        pt.selfcheck_wait_pct = max((w for w in waits if w is not None), default=None)
+        pt.selfcheck_wait_pct, pt.selfcheck_coalesced_event_pct, pt.selfcheck_late_coalesced_event_pct = (
+            max((v for s in checks if (v := s["selfcheck"].get(key)) is not None), default=None)
+            for key in ("max_run_queue_wait_pct", "max_coalesced_event_pct", "max_late_coalesced_event_pct"))
     p99s = (pt.ttft_err_ms["p99"], pt.itl_err_ms["p99"])
     pt.accurate = pt.requests > 0 and pt.unmatched == 0 and all(v is not None and v <= args.limit_ms for v in p99s)
 
@@ -394,7 +398,7 @@ def show(pt: Point) -> None:
     print(f"{pt.client:13s} {pt.transport:5s} {pt.interval_ms:5g} ms x{pt.max_tokens:5d} tok {pt.streams:5d} streams/{pt.processes}p | "
           f"TTFT err p50 {t['p50']} p99 {t['p99']} | ITL err p50 {i['p50']} p99 {i['p99']} ms | "
           f"{pt.events_per_s} ev/s cpu {pt.cpu_pct}% {pt.cpu_us_per_event} us/ev coalesced {pt.coalesced_read_pct}% "
-          f"rss {pt.rss_mib} MiB selfcheck lag {pt.selfcheck_max_lag_ms} late reads {pt.selfcheck_late_read_pct}% wait {pt.selfcheck_wait_pct}% sat {pt.selfcheck_saturated} cause {','.join(pt.selfcheck_causes or []) or '-'} server-windows {pt.selfcheck_server_windows} suspect {','.join(pt.selfcheck_suspect or []) or '-'} n={pt.requests} unmatched={pt.unmatched} {'OK' if pt.accurate else 'MISS'}",
+          f"rss {pt.rss_mib} MiB selfcheck lag {pt.selfcheck_max_lag_ms} late reads {pt.selfcheck_late_read_pct}% wait {pt.selfcheck_wait_pct}% coalesced events {pt.selfcheck_coalesced_event_pct}% (late {pt.selfcheck_late_coalesced_event_pct}%) sat {pt.selfcheck_saturated} cause {','.join(pt.selfcheck_causes or []) or '-'} server-windows {pt.selfcheck_server_windows} suspect {','.join(pt.selfcheck_suspect or []) or '-'} n={pt.requests} unmatched={pt.unmatched} {'OK' if pt.accurate else 'MISS'}",
           flush=True)  # fmt: skip
 
 
