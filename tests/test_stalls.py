@@ -82,3 +82,35 @@ def test_install_registers_at_test_start_and_spawning_complete(unfrozen, monkeyp
     env.events.test_stopping.fns[0]()
     env.events.quitting.fns[0]()  # Ctrl-C during the stop: collection comes back too
     assert gc.isenabled()
+
+
+def test_heap_freezer_keeps_the_streams_state_out_of_collections_until_stop(unfrozen, monkeypatch):
+    """While streams run, what they allocate is frozen within a tick, so collections stop
+    walking it; stop() gives it back to the collector (cycles frozen alive get freed then)."""
+    import gevent
+
+    monkeypatch.delenv("LOADKIT_GC_FREEZE", raising=False)
+    gc.unfreeze()
+    freezer = stalls.HeapFreezer(interval_s=0.02)
+    freezer.start()
+    state = [[i] for i in range(1000)]  # a request's state, allocated while streams run
+    gevent.sleep(0.1)
+    assert freezer.freezes >= 2
+    assert not any(o is state for o in gc.get_objects())  # frozen: no generation holds it
+    freezer.stop()
+    assert gc.get_freeze_count() == 0 and any(o is state for o in gc.get_objects())
+    frozen_before = freezer.freezes
+    gevent.sleep(0.05)
+    assert freezer.freezes == frozen_before  # the greenlet is gone
+
+
+def test_heap_freezer_is_off_with_the_freezing(unfrozen, monkeypatch):
+    import gevent
+
+    monkeypatch.setenv("LOADKIT_GC_FREEZE", "0")
+    gc.unfreeze()
+    freezer = stalls.HeapFreezer(interval_s=0.01)
+    freezer.start()
+    gevent.sleep(0.05)
+    assert freezer.freezes == 0 and gc.get_freeze_count() == 0
+    freezer.stop()
