@@ -113,8 +113,8 @@ def warm_inspect() -> float:
 def install(environment: Any) -> None:
     """At test start (no stream open yet): warm ``inspect``, collect and freeze; when
     spawning completes (streams running): freeze again without collecting, then every
-    FREEZE_EVERY_S until test_stop; from test_stopping to test_stop: no automatic collection. On every node, the master included: its stalls
-    delay the workers' reports, not their reads."""
+    FREEZE_EVERY_S until test_stop; from test_stopping to test_stop: no automatic collection.
+    On every node, the master included: its stalls delay the workers' reports, not their reads."""
 
     freezer = HeapFreezer()
 
