@@ -82,3 +82,79 @@ def test_install_registers_at_test_start_and_spawning_complete(unfrozen, monkeyp
     env.events.test_stopping.fns[0]()
     env.events.quitting.fns[0]()  # Ctrl-C during the stop: collection comes back too
     assert gc.isenabled()
+
+
+def test_heap_freezer_keeps_the_streams_state_out_of_collections_until_stop(unfrozen, monkeypatch):
+    """While streams run, what they allocate is frozen within a tick, so collections stop
+    walking it; after stop() no more ticks come."""
+    import gevent
+
+    monkeypatch.delenv("LOADKIT_GC_FREEZE", raising=False)
+    gc.unfreeze()
+    freezer = stalls.HeapFreezer(interval_s=0.02)
+    freezer.start()
+    state = [[i] for i in range(1000)]  # a request's state, allocated while streams run
+    gevent.sleep(0.1)
+    assert freezer.freezes >= 2
+    assert not any(o is state for o in gc.get_objects())  # frozen: no generation holds it
+    freezer.stop()
+    frozen_before = freezer.freezes
+    gevent.sleep(0.05)
+    assert freezer.freezes == frozen_before  # the greenlet is gone
+
+
+def test_heap_freezer_is_off_with_the_freezing(unfrozen, monkeypatch):
+    import gevent
+
+    monkeypatch.setenv("LOADKIT_GC_FREEZE", "0")
+    gc.unfreeze()
+    freezer = stalls.HeapFreezer(interval_s=0.01)
+    freezer.start()
+    gevent.sleep(0.05)
+    assert freezer.freezes == 0 and gc.get_freeze_count() == 0
+    freezer.stop()
+
+
+def test_install_freezes_while_users_run_and_a_next_test_unfreezes_first(unfrozen, monkeypatch):
+    """spawning_complete starts the ticks, test_stop ends them; the next test_start gives the
+    last test's frozen objects back to the collector before collecting and freezing."""
+    import gevent
+
+    monkeypatch.delenv("LOADKIT_GC_FREEZE", raising=False)
+    monkeypatch.setattr(stalls, "FREEZE_EVERY_S", 0.02)
+    gc.unfreeze()
+
+    class Hook:
+        def __init__(self) -> None:
+            self.fns: list = []
+
+        def add_listener(self, fn) -> None:
+            self.fns.append(fn)
+
+    env = type("Env", (), {})()
+    env.events = type("Events", (), {"test_start": Hook(), "spawning_complete": Hook(), "test_stopping": Hook(),
+                                     "test_stop": Hook(), "quitting": Hook()})()  # fmt: skip
+    stalls.install(env)
+    env.events.test_start.fns[0]()
+    env.events.spawning_complete.fns[0](user_count=1)
+    cycle: list = []
+    cycle.append(cycle)  # a request's state that becomes cyclic garbage after a freeze
+    gevent.sleep(0.1)
+    assert not any(o is cycle for o in gc.get_objects())
+    env.events.test_stop.fns[0]()
+    import weakref
+
+    class Node:
+        pass
+
+    node = Node()
+    node.self = node  # type: ignore[attr-defined]
+    ref = weakref.ref(node)
+    env.events.spawning_complete.fns[0](user_count=1)  # ticks again (same test)
+    gevent.sleep(0.1)
+    env.events.test_stop.fns[0]()
+    del node
+    gc.collect()
+    assert ref() is not None  # frozen while alive: kept until the next test starts
+    env.events.test_start.fns[0]()
+    assert ref() is None

@@ -87,7 +87,7 @@ def main() -> int:
     rows: list[dict[str, Any]] = []
     check = SelfCheck(CollectStats(), node="bench")  # the self-check's verdict on this very run
     check.start()
-    from loadkit.glue.stalls import freeze_heap
+    from loadkit.glue.stalls import HeapFreezer, freeze_heap
 
     freeze_heap(collect=True)  # as loadkit's Locust listeners do at test start (glue/stalls.py)
     usage = Usage()
@@ -96,7 +96,9 @@ def main() -> int:
     tag = uuid.uuid4().hex[:6]
     greenlets = [gevent.spawn(stream_loop, adapter, ep, args.max_tokens, stop_at, rows, f"g{tag}-{i}-")
                  for i in range(args.streams)]  # fmt: skip
-    freeze_heap(collect=False)  # ... and when spawning completes
+    freeze_heap(collect=False)  # ... and when spawning completes, then every second while streams run
+    freezer = HeapFreezer()
+    freezer.start()
     # Memory with every stream in flight (rows of finished requests are kept, so this is
     # the figure to use only while no request has finished yet: long outputs).
     gevent.sleep(max(0.0, stop_at - time.perf_counter()))
@@ -104,6 +106,7 @@ def main() -> int:
     if args.cancel_at_stop:
         gevent.killall(greenlets, timeout=10)
     gevent.joinall(greenlets, timeout=args.seconds + 120)
+    freezer.stop()
     check.stop()
     r = stamps.READS
     summary = usage.stop(reads=r.reads, kernel_stamped=r.kernel_stamped, coalesced=r.coalesced,

@@ -44,15 +44,20 @@ class EventDecoder:
         except UnicodeDecodeError as exc:
             raise StreamDone(t.MALFORMED_STREAM, f"invalid UTF-8 in stream: {exc}") from None
         # The per-event path, kept flat: it runs once for every token of every stream.
-        rec, parser = self.record, self.parser
+        rec, parse = self.record, self.parser.parse
         event_t, event_k, texts = rec.event_t_ns, rec.event_tokens, self.text_parts
         first = not event_t
         token_events = 0
         done = False
         for ev in events:
-            te = self._parse(parser, ev.data, ev.event)
+            try:  # _parse, inlined: one call less per event
+                te = parse(ev.data, ev.event)
+            except t.MalformedEvent as exc:
+                raise StreamDone(t.MALFORMED_STREAM, str(exc)) from None
             if te is None:
                 continue
+            if te.error is not None:
+                raise StreamDone(t.IN_BAND_ERROR, te.error)
             if te.tokens > 0 or te.text or te.reasoning_text:
                 token_events += 1
                 k = te.tokens if te.tokens > 0 else 1

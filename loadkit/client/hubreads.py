@@ -25,6 +25,8 @@ from typing import Any
 from loadkit.client.stamps import RECV_SIZE, recv_stamped
 
 POLL_EVERY_NS = 1_000_000
+_perf_ns = time.perf_counter_ns
+_TERMINATOR = b"\r\n0\r\n\r\n"  # the last chunk of a chunked body
 
 try:  # importing gevent does not patch anything; only Locust's monkey.patch_all does
     from gevent import getcurrent as _getcurrent
@@ -103,15 +105,17 @@ class ArrivalPoller:
                 pass
 
     def maybe_poll(self) -> None:
-        if time.perf_counter_ns() - self._last >= POLL_EVERY_NS:
+        """``poll()`` if the last is POLL_EVERY_NS old: called between every two reads a
+        greenlet decodes, so it is one clock read and a comparison when not due."""
+        if _perf_ns() - self._last >= POLL_EVERY_NS:
             self.poll()
 
     def poll(self) -> None:
-        self._last = time.perf_counter_ns()
+        self._last = _perf_ns()
         self.polls += 1
-        queues = self._queues
+        get = self._queues.get
         for fd, _events in self._epoll.poll(0):
-            queue = queues.get(fd)
+            queue = get(fd)
             if queue is not None:
                 queue._on_readable()
 
@@ -153,7 +157,7 @@ class ArrivalQueue:
     """
 
     __slots__ = ("_raw", "_kernel", "_watcher", "_hub", "_reads", "_waiter", "_wake_pending", "_error",
-                 "_tail", "_flush_ns", "batch", "_buf", "_fd", "_poller")  # fmt: skip
+                 "_tail", "_flush_ns", "batch", "_buf", "_fd", "_poller", "poller")  # fmt: skip
 
     def __init__(self, sock: socket.socket, kernel: bool, flush_s: float = 1.0) -> None:
         from gevent import get_hub
@@ -171,9 +175,10 @@ class ArrivalQueue:
         self._fd = sock.fileno()
         self._watcher: Any = self._hub.loop.io(self._fd, 1)
         self._watcher.start(self._on_readable)
-        self._poller: ArrivalPoller | None = hub_poller(self._hub)
-        self._poller.register(self._fd, self)
-        self._buf = self._poller.buf
+        self.poller = hub_poller(self._hub)  # kept after close (a reader's poll is bound to it)
+        self._poller: ArrivalPoller | None = self.poller  # None once unregistered
+        self.poller.register(self._fd, self)
+        self._buf = self.poller.buf
 
     @staticmethod
     def usable(sock: socket.socket) -> bool:
@@ -194,15 +199,21 @@ class ArrivalQueue:
     def _queue(self, t_read: int, data: bytes) -> None:
         """Queue one stamped read (b"": the end) and wake the greenlet when a batch is due.
         Shared by the plain and TLS callbacks: one call per read, no per-read branch on TLS."""
-        self._reads.append((t_read, data))
+        reads = self._reads
+        reads.append((t_read, data))
         if not data:
             self._stop_reading()  # end of stream: the watcher would fire forever
             self._wake()
             return
-        # The last 7 bytes seen, to spot the chunked terminator even across reads.
-        self._tail = data[-7:] if len(data) >= 7 else (self._tail + data)[-7:]
-        if (len(self._reads) >= self.batch or self._tail == b"\r\n0\r\n\r\n"
-                or t_read - self._reads[0][0] >= self._flush_ns):  # fmt: skip
+        # The chunked terminator, even split across reads: a read of 7 bytes or more holds
+        # it whole or not at all (kept by reference, no copy); a shorter one joins the last.
+        if len(data) >= 7:
+            self._tail = data
+            end = data.endswith(_TERMINATOR)
+        else:
+            self._tail = (self._tail[-7:] + data)[-7:]
+            end = self._tail == _TERMINATOR
+        if end or len(reads) >= self.batch or t_read - reads[0][0] >= self._flush_ns:
             self._wake()
 
     def _fail(self, exc: OSError) -> None:

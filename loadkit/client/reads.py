@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from loadkit.client.httpstream import MAX_HEADER_BYTES, ProtocolError, ResponseHead, parse_head
-from loadkit.client.hubreads import ArrivalQueue, GeventDeadline, is_gevent_socket, maybe_poll
+from loadkit.client.hubreads import ArrivalQueue, GeventDeadline, is_gevent_socket
 from loadkit.client.stamps import recv_stamped
 from loadkit.client.tlsstream import TlsConn, arrival_queue
 
@@ -98,11 +98,13 @@ class DirectReader:
 class QueuedReader:
     """Under gevent: reads stamped in the hub by an ArrivalQueue, taken in batches."""
 
-    __slots__ = ("_queue", "_guard")
-    poll = staticmethod(maybe_poll)
+    __slots__ = ("_queue", "_guard", "poll")
 
     def __init__(self, sock: socket.socket, kernel: bool, tls: TlsConn | None) -> None:
         self._queue = arrival_queue(sock, kernel, tls)
+        # The hub's poller, bound once: ``hubreads.maybe_poll`` finds it through the current
+        # greenlet on every call, and this runs between every two reads decoded.
+        self.poll: Callable[[], None] = self._queue.poller.maybe_poll
         # One timer per deadline, not one per read (see GeventDeadline).
         self._guard = GeventDeadline()
 

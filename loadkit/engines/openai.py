@@ -19,6 +19,8 @@ from loadkit.engines.channels import ANSWER, REASONING, TOOL, ChannelMarks, Thin
 from loadkit.engines.common import load_object
 from loadkit.types import GenerationRequest, HttpRequest, MalformedEvent, TokenEvent, Usage
 
+_loads = orjson.loads  # bound once: parse runs for every token event
+
 
 def parse_openai_usage(raw: Any) -> Usage | None:
     """Usage object of the OpenAI API, with cached and reasoning tokens where given."""
@@ -79,7 +81,12 @@ class OpenAIStreamParser(StreamParser):
     def parse(self, data: str, event: str | None = None) -> TokenEvent | None:
         if data == "[DONE]":
             return TokenEvent(done=True)
-        obj = load_object(data)
+        try:  # load_object inlined for the common case: this runs for every token event
+            obj = _loads(data)
+        except orjson.JSONDecodeError:
+            obj = load_object(data)  # raises MalformedEvent naming what was wrong
+        if type(obj) is not dict:
+            obj = load_object(data)  # likewise
         if "error" in obj:
             err = in_band_error_message(obj)
             if err is not None:
