@@ -34,17 +34,17 @@ class BatchReader:
     poll = staticmethod(maybe_poll)
 
     def __init__(self, events: int, batch: int) -> None:
-        reads = [(i, CHUNK) for i in range(events)] + [(events, DONE)]
+        reads = [(i, CHUNK, False) for i in range(events)] + [(events, DONE, False)]
         self._batches = [reads[i : i + batch] for i in range(0, len(reads), batch)]
         self._batches.reverse()
 
     def arm(self, deadline_ns: int) -> None:
         return None
 
-    def take(self) -> list[tuple[int, bytes]]:
+    def take(self) -> list[tuple[int, bytes, bool]]:
         return self._batches.pop()
 
-    def take_nowait(self) -> list[tuple[int, bytes]]:
+    def take_nowait(self) -> list[tuple[int, bytes, bool]]:
         return []
 
     def streaming(self) -> None:

@@ -531,3 +531,31 @@ def test_first_token_read_holding_two_events_is_counted(monkeypatch):
     assert rec.event_t_ns == [0, 0, 1] and rec.coalesced_reads == 1
     run([event, event + event])  # coalesced later: not the first token's
     assert (counters.firsts, counters.first_coalesced, counters.coalesced) == (3, 1, 2)
+
+
+def test_coalesced_reads_are_counted_with_their_own_wait(monkeypatch):
+    """Each read's own wait decides whether its coalescing is the client's: the flag comes
+    with the read (hub callbacks stamp many sockets before any greenlet decodes, so the
+    process-wide flag of the newest read would be another socket's by then)."""
+    from loadkit.client import stamps
+    from loadkit.client.events import EventDecoder
+    from loadkit.client.httpstream import BodyReader
+    from loadkit.engines.base import AdapterOptions
+    from loadkit.engines.openai import OpenAIAdapter
+    from loadkit.records import RequestRecord
+
+    counters = stamps.ReadCounters()
+    monkeypatch.setattr(stamps, "READS", counters)
+    monkeypatch.setattr("loadkit.client.events.READS", counters)
+    adapter = OpenAIAdapter(AdapterOptions(model="m", api="completions"))
+    event = b'data: {"choices":[{"index":0,"text":"x","finish_reason":null}]}\n\n'
+    rec = RequestRecord(request_id="r", engine="e", adapter="openai")
+    events, body = EventDecoder(adapter, rec), BodyReader(chunked=False, remaining=None)
+    counters.last_late = True  # the newest read elsewhere waited: not this stream's business
+    reads = [(1, event + event, True), (2, event, True), (3, event + event + event, False), (4, event, False)]
+    for t_read, data, late in reads:
+        events.feed(t_read, body.feed(data), late)
+    assert (counters.events, counters.coalesced, counters.coalesced_events) == (7, 2, 5)
+    assert (counters.late_coalesced, counters.late_coalesced_events) == (1, 2)
+    assert (counters.firsts, counters.first_coalesced, counters.first_late_coalesced) == (1, 1, 1)
+    assert counters.counts() == (0, 0, 0, 2, 1, 1, 7, 5, 1, 2, 1)

@@ -37,8 +37,9 @@ class EventDecoder:
         self.text_parts: list[str] = []
         self.tokens_from_events = 0
 
-    def feed(self, t_read: int, chunk: bytes) -> bool:
-        """Handle the body bytes of one read; True once the engine's normal end arrived."""
+    def feed(self, t_read: int, chunk: bytes, late: bool = False) -> bool:
+        """Handle the body bytes of one read; True once the engine's normal end arrived.
+        ``late``: that read's data waited over the late mark in its socket (client.reads.Reads)."""
         try:
             events = self.decoder.feed(chunk)
         except UnicodeDecodeError as exc:
@@ -80,7 +81,6 @@ class EventDecoder:
                 rec.coalesced_reads += 1
                 reads.coalesced += 1
                 reads.coalesced_events += token_events
-                late = reads.last_late
                 if late:
                     reads.late_coalesced += 1
                     reads.late_coalesced_events += token_events

@@ -70,8 +70,10 @@ class ResponseHead:
     # Body bytes that arrived in the same reads as the head.
     leftover: bytes = b""
     keep_alive: bool = True
-    # Arrival of the read that completed the head (and holds `leftover`), perf_counter ns.
+    # Arrival of the read that completed the head (and holds `leftover`), perf_counter ns,
+    # and whether that read's data waited over the late mark in its socket (stamps.READS).
     t_arrival_ns: int | None = None
+    arrival_late: bool = False
 
 
 def encode_request(

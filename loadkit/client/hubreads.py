@@ -22,7 +22,7 @@ import socket
 import time
 from typing import Any
 
-from loadkit.client.stamps import RECV_SIZE, recv_stamped
+from loadkit.client.stamps import READS, RECV_SIZE, recv_stamped
 
 POLL_EVERY_NS = 1_000_000
 _perf_ns = time.perf_counter_ns
@@ -165,7 +165,7 @@ class ArrivalQueue:
         self._raw: socket.socket = sock._sock  # type: ignore[attr-defined]  # gevent's non-blocking socket
         self._kernel = kernel
         self._hub = get_hub()
-        self._reads: list[tuple[int, bytes]] = []
+        self._reads: list[tuple[int, bytes, bool]] = []
         self._waiter: Any = None
         self._wake_pending = False
         self._error: OSError | None = None
@@ -194,13 +194,13 @@ class ArrivalQueue:
         except OSError as exc:
             self._fail(exc)
             return
-        self._queue(t_read, data)
+        self._queue(t_read, data, READS.last_late)
 
-    def _queue(self, t_read: int, data: bytes) -> None:
+    def _queue(self, t_read: int, data: bytes, late: bool = False) -> None:
         """Queue one stamped read (b"": the end) and wake the greenlet when a batch is due.
         Shared by the plain and TLS callbacks: one call per read, no per-read branch on TLS."""
         reads = self._reads
-        reads.append((t_read, data))
+        reads.append((t_read, data, late))
         if not data:
             self._stop_reading()  # end of stream: the watcher would fire forever
             self._wake()
@@ -239,7 +239,7 @@ class ArrivalQueue:
         if waiter is not None:
             waiter.switch(None)
 
-    def take(self) -> list[tuple[int, bytes]]:
+    def take(self) -> list[tuple[int, bytes, bool]]:
         """Every (arrival ns, bytes) read so far, waiting for a wake-up if there is none;
         b"" is the end of the stream. Raises the read's OSError (connection reset ...)."""
         if not self._reads and self._error is None:
@@ -252,7 +252,7 @@ class ArrivalQueue:
                 self._waiter = None
         return self.take_nowait()
 
-    def take_nowait(self) -> list[tuple[int, bytes]]:
+    def take_nowait(self) -> list[tuple[int, bytes, bool]]:
         """What is queued now, without waiting (also to keep reads a timeout interrupted)."""
         if self._reads or self._error is None:
             reads, self._reads = self._reads, []

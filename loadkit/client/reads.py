@@ -25,14 +25,18 @@ from typing import Protocol
 
 from loadkit.client.httpstream import MAX_HEADER_BYTES, ProtocolError, ResponseHead, parse_head
 from loadkit.client.hubreads import ArrivalQueue, GeventDeadline, is_gevent_socket
-from loadkit.client.stamps import recv_stamped
+from loadkit.client.stamps import READS, recv_stamped
 from loadkit.client.tlsstream import TlsConn, arrival_queue
 
 # Reads an ArrivalQueue may hold before the greenlet decodes them (after the first token),
 # drawn per batch from this range.
 QUEUE_BATCH = (8, 40)
 
-Reads = list[tuple[int, bytes]]
+# (arrival ns, bytes, waited): ``waited`` is whether that read's data sat over the late mark in
+# its socket (``stamps.READS.last_late`` right after the read). It travels with the read because
+# reads are stamped in hub callbacks and decoded later in the stream's greenlet, after other
+# sockets' reads: the process-wide flag would by then be another read's.
+Reads = list[tuple[int, bytes, bool]]
 
 
 class StampedReader(Protocol):
@@ -83,7 +87,7 @@ class DirectReader:
             raise TimeoutError("deadline passed")
         self._sock.settimeout(remaining)
         data, t_read = self._recv(self._sock, self._kernel)
-        return [(t_read, data)]
+        return [(t_read, data, READS.last_late)]
 
     def take_nowait(self) -> Reads:
         return []  # nothing is read ahead
@@ -142,14 +146,14 @@ def read_head(reader: StampedReader, deadline_ns: int) -> tuple[ResponseHead, Re
     reader.arm(deadline_ns)
     while True:
         reads = reader.take()
-        for i, (t_read, data) in enumerate(reads):
+        for i, (t_read, data, late) in enumerate(reads):
             if not data:
                 raise ConnectionResetError("connection closed before the response head was complete")
             buf += data
             end = buf.find(b"\r\n\r\n")
             if end >= 0:
                 head = parse_head(buf[:end], buf[end + 4 :])
-                head.t_arrival_ns = t_read
+                head.t_arrival_ns, head.arrival_late = t_read, late
                 return head, reads[i + 1 :]
             if len(buf) > MAX_HEADER_BYTES:
                 raise ProtocolError(f"response head longer than {MAX_HEADER_BYTES} bytes")

@@ -118,8 +118,8 @@ class ReadCounters:
     late_coalesced: int = 0
     late_coalesced_events: int = 0
     first_late_coalesced: int = 0
-    # Whether the newest read waited over ``late_ns`` (set by every kernel-stamped read, read by
-    # the event decoder of that same read: no greenlet switch lies between them).
+    # Whether the newest read waited over ``late_ns``: set by every read, taken by its caller
+    # right after it, and carried with the read's bytes to the decoder (``client.reads.Reads``).
     last_late: bool = False
 
     def counts(self) -> tuple[int, ...]:

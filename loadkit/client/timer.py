@@ -284,7 +284,7 @@ class StreamRun:
     def _plain_reads(self, head: ResponseHead) -> None:
         """Back to plain reads (error bodies): the reads taken after the head join its leftover."""
         self._close_reader()
-        head.leftover += b"".join(data for _, data in self.pending)
+        head.leftover += b"".join(data for _, data, _ in self.pending)
         self.pending = []
 
     def _error_body(self, head: ResponseHead, body: BodyReader) -> str:
@@ -309,18 +309,18 @@ class StreamRun:
         reader = self.reader
         assert reader is not None
         t_head = self.record.t_headers_ns or time.perf_counter_ns()
-        reads = ([(t_head, head.leftover)] if head.leftover else []) + self.pending
+        reads = ([(t_head, head.leftover, head.arrival_late)] if head.leftover else []) + self.pending
         self.pending = []
         feed, poll = self.events.feed, reader.poll
         armed_for: bool | None = None  # the deadline's phase: before (False) / after (True) the first token
         while True:
-            for i, (t_read, data) in enumerate(reads):
+            for i, (t_read, data, late) in enumerate(reads):
                 poll()
                 if not data:
                     # Without a length or chunking, close is the normal end of the body.
                     self.events.close(not body.chunked and body.remaining is None, t_read)
                     return
-                if feed(t_read, body.feed(data)):
+                if feed(t_read, body.feed(data), late):
                     self.record.t_end_ns, self.record.end = t_read, END_MARKER
                     self._close_reader()
                     self._after_end(head, body, reads[i + 1 :])
@@ -347,10 +347,10 @@ class StreamRun:
         try:
             return reader.take()
         except TimeoutError:
-            for t_read, data in reader.take_nowait():
+            for t_read, data, late in reader.take_nowait():
                 if not data:
                     break
-                if self.events.feed(t_read, body.feed(data)):
+                if self.events.feed(t_read, body.feed(data), late):
                     # The end arrived in time; only its decoding was late.
                     self.record.t_end_ns, self.record.end = t_read, END_MARKER
                     raise StreamDone(t.OK) from None
@@ -359,7 +359,7 @@ class StreamRun:
     def _after_end(self, head: ResponseHead, body: BodyReader, rest: Reads) -> None:
         """The engine's end arrived: take the reads already made, then drain, for reuse."""
         try:
-            for _, data in rest:
+            for _, data, _ in rest:
                 if not data:
                     return  # the server closed: not reusable
                 body.feed(data)

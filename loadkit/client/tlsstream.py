@@ -20,7 +20,7 @@ import time
 
 from loadkit.client.httpstream import Endpoint, connect
 from loadkit.client.hubreads import ArrivalQueue
-from loadkit.client.stamps import RECV_SIZE, recv_stamped
+from loadkit.client.stamps import READS, RECV_SIZE, recv_stamped
 from loadkit.client.tls import TlsError, describe_error, refused_after_handshake_reason
 from loadkit.records import RequestRecord
 
@@ -149,6 +149,7 @@ class TlsArrivalQueue(ArrivalQueue):
     def _on_readable(self) -> None:
         try:
             data, t_read = recv_stamped(self._raw, self._kernel, self._buf)
+            late = READS.last_late  # this read's: decryption below reads nothing
             if data:
                 plain = self._tls.decrypt(data)
                 if plain == b"":
@@ -159,7 +160,7 @@ class TlsArrivalQueue(ArrivalQueue):
         except OSError as exc:  # TlsError included
             self._fail(exc)
             return
-        self._queue(t_read, data)
+        self._queue(t_read, data, late)
         if data and self._tls.closed:
             self._queue(t_read, b"")  # close_notify after the data: the end
 
