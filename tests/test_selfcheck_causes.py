@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from loadkit.selfcheck import TIMING_SUSPECT, SelfCheck, SelfCheckConfig, sources
+from loadkit.selfcheck import SUSPECT, TIMING_SUSPECT, SelfCheck, SelfCheckConfig, sources
 from loadkit.selfcheck.messages import num
 from tests.helpers.selfcheck import Clock, Counters, FakeStats, monitor, run
 
@@ -71,7 +71,9 @@ def test_one_lag_limit_in_every_message_of_a_run():
     clock, c = Clock(), Counters()
     mon = monitor(clock)
     msgs = run(mon, clock, 8, c, lag_ms=25, cpu=0.05, reads_per_s=500)
-    msgs += run(mon, clock, 8, c, lag_ms=30, cpu=0.95)  # no reads now, and out of CPU: worse
+    # Out of CPU, and now its reads fall behind: worse (the CPU alone, with kernel stamps,
+    # adds nothing to the late sends already suspect).
+    msgs += run(mon, clock, 8, c, lag_ms=30, cpu=0.95, reads_per_s=500, coalesced=0.03, late_coalesced=1.0)
     summary = mon.summary_message()
     assert len(msgs) == 2 and summary is not None
     for text in (*msgs, summary):
@@ -341,3 +343,21 @@ def test_a_few_users_first_tokens_are_judged_over_the_run():
     assert len(msgs) == 1, msgs
     assert ": 1.2% of first tokens so far came in reads holding several that waited over 1 ms (limit 1%)" in msgs[0]
     assert "ttft_ms" in mon.manifest_field()["suspect"]
+
+
+def test_out_of_cpu_with_kernel_stamps_suspects_sends_not_timestamps():
+    """500 streams at 96 % of a core, reads kept apart (no coalescing of the client's):
+    requests go out late and a closed loop sends less, while the kernel's stamps stand
+    (truth: TTFT / ITL error p99 0.022 / 0.011 ms). Stamped in user space: everything."""
+    from loadkit.selfcheck import SEND_SUSPECT
+
+    clock, c = Clock(), Counters()
+    mon = monitor(clock)
+    msgs = run(mon, clock, 10, c, lag_ms=8, cpu=0.96, reads_per_s=36_000, late=0.2, coalesced=0.0005)
+    assert len(msgs) == 1 and ": CPU 96% of a core (limit 90%); this process was busy" in msgs[0]
+    assert "TTFT, ITL, TPOT and E2E stand" in msgs[0]
+    assert mon.manifest_field()["suspect"] == SEND_SUSPECT
+    clock2, c2 = Clock(), Counters()
+    mon2 = monitor(clock2, kernel_stamps=False)
+    run(mon2, clock2, 10, c2, lag_ms=3, cpu=0.96, reads_per_s=36_000, kernel=0.0)
+    assert mon2.manifest_field()["suspect"] == SUSPECT
