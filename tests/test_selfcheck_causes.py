@@ -100,7 +100,7 @@ def test_a_client_starved_by_a_cpu_hog_says_free_the_machine():
     assert len(msgs) == 1
     text = msgs[0]
     assert text.startswith("client saturated on local from ")
-    assert (": 11% of token events came in reads holding several that waited over 1 ms (limit 1%); other "
+    assert (": 11% of token events came in reads holding several that waited over 1 ms (limit 0.5%); other "
             "processes held the CPU: ") in text  # fmt: skip
     assert "this one waited for it 17% of the time while using 4.1% of a core; CPU pressure on the machine 69%" in text
     assert text.endswith("Free the machine: other processes took the CPU this one needed (stop them, or give "
@@ -147,9 +147,10 @@ def test_a_client_on_time_whose_reads_wait_now_and_then_does_not_warn():
     msgs = run(mon, clock, 12, c, lag_ms=1.05, spike_ms=1.1, cpu=0.06, reads_per_s=750, coalesced=0.0034,
                late=0.014, wait=0.0001, pressure=0.5)  # fmt: skip
     assert_quiet(mon, msgs)
-    # 0.34 % of reads is 0.75 % of the token events: under the 1 % that can move a p99, so
-    # not even put down to the server (under the old 0.3 %-of-reads limit it was).
-    assert mon.note is None and mon.health_field()["max_coalesced_event_pct"] == pytest.approx(0.75, abs=0.02)
+    # 0.34 % of reads is 0.75 % of the token events, over the limit: read on time, so the
+    # server's (noted, not warned); the few that waited are the late reads' share of them.
+    assert mon.note is not None and mon.health_field()["max_coalesced_event_pct"] == pytest.approx(0.75, abs=0.02)
+    assert mon.health_field()["max_late_coalesced_event_pct"] < 0.05
 
 
 def test_a_busy_client_says_add_workers():
@@ -158,7 +159,7 @@ def test_a_busy_client_says_add_workers():
     msgs = run(mon, clock, 10, c, lag_ms=12, spike_ms=30, cpu=0.95, reads_per_s=45_000, coalesced=0.006,
                late=0.05, wait=0.02, late_coalesced=0.9)  # fmt: skip
     assert len(msgs) == 1
-    assert (": 1.2% of token events came in reads holding several that waited over 1 ms (limit 1%), CPU 95% of a "
+    assert (": 1.2% of token events came in reads holding several that waited over 1 ms (limit 0.5%), CPU 95% of a "
             "core (limit 90%); ") in msgs[0]  # fmt: skip
     assert "this process was busy, 5.0% of reads waited over 1 ms in their socket" in msgs[0]
     assert msgs[0].endswith("Add workers (--processes N, or --worker machines) or lower the load.")
@@ -173,7 +174,7 @@ def test_a_stalled_event_loop_says_look_for_blocking_work():
     msgs = run(mon, clock, 10, c, lag_ms=0.5, spike_ms=45, spike_every=1, cpu=0.2, reads_per_s=8000,
                coalesced=0.01, late=0.03, wait=0.0, late_coalesced=0.9)  # fmt: skip
     assert len(msgs) == 1
-    assert (": 2.0% of token events came in reads holding several that waited over 1 ms (limit 1%), event-loop "
+    assert (": 2.0% of token events came in reads holding several that waited over 1 ms (limit 0.5%), event-loop "
             "lag p99 45 ms (limit 20 ms); ") in msgs[0]  # fmt: skip
     assert "; its event loop was held: probe lag up to 45 ms, 3.0% of reads waited over 1 ms in their socket." in msgs[0]
     assert msgs[0].endswith("look for blocking work in hooks or plugins (docs/self-check.md, Stalls).")
@@ -341,7 +342,7 @@ def test_a_few_users_first_tokens_are_judged_over_the_run():
     c.first_late_coalesced += 1  # ... and one the client left waiting in its socket
     msgs += run(mon, clock, 2, c, lag_ms=1.0, cpu=0.05, reads_per_s=800, firsts_per_s=5)
     assert len(msgs) == 1, msgs
-    assert ": 1.2% of first tokens so far came in reads holding several that waited over 1 ms (limit 1%)" in msgs[0]
+    assert ": 1.2% of first tokens so far came in reads holding several that waited over 1 ms (limit 0.5%)" in msgs[0]
     assert "ttft_ms" in mon.manifest_field()["suspect"]
 
 

@@ -46,9 +46,13 @@ SUSPECT = ["ttft_ms", "ttft_sched_ms", "ttft_with_connect_ms", "itl_ms", "itl_ch
 TIMING_SUSPECT = ["ttft_ms", "ttft_sched_ms", "ttft_with_connect_ms", "itl_ms", "itl_chunk_ms", "tpot_ms", "e2e_ms"]
 # A lagging loop also notices connects and handshakes late (their times are user-space stamps).
 SEND_SUSPECT = ["ttft_sched_ms", "connect_ms", "tls_ms", "throughput"]
-# Percent of token events (first tokens) in late reads holding several: a p99 moves only
-# when more than 1 sample in 100 is off, and every event of such a read is a sample that may be.
-COALESCED_LIMIT_PCT = 1.0
+# Percent of token events (first tokens) in late reads holding several. A p99 moves when more
+# than 1 sample in 100 is off, and every event of such a read is a sample that may be; but a
+# coalesced read of the client's whose newest event came under 1 ms before the client did looks
+# on time and is not counted: of the client's coalescing, 70-98 % was counted in the calibration
+# misses (docs/self-check.md), and one miss at 1.28 % coalesced / 0.90 % counted went unflagged
+# under a 1 % limit. Half of it leaves room for that; accurate runs stayed at or under 0.33 %.
+COALESCED_LIMIT_PCT = 0.5
 
 BUSY_HINT_PCT = 60.0  # CPU: the reads of one burst queue behind each other for milliseconds
 # Run-queue wait, % of wall time: 5 %, or at least as long as the process ran (an idle
