@@ -49,10 +49,11 @@ SEND_SUSPECT = ["ttft_sched_ms", "connect_ms", "tls_ms", "throughput"]
 # Percent of token events (first tokens) in late reads holding several. A p99 moves when more
 # than 1 sample in 100 is off, and every event of such a read is a sample that may be; but a
 # coalesced read of the client's whose newest event came under 1 ms before the client did looks
-# on time and is not counted: of the client's coalescing, 70-98 % was counted in the calibration
-# misses (docs/self-check.md), and one miss at 1.28 % coalesced / 0.90 % counted went unflagged
-# under a 1 % limit. Half of it leaves room for that; accurate runs stayed at or under 0.33 %.
-COALESCED_LIMIT_PCT = 0.5
+# on time and is not counted. Measured against the truth log: in a calibration miss 70 % of the
+# client's coalescing was counted (0.90 % of 1.28 %; ITL error p99 10 ms, unflagged at 1 %); in
+# the README demo on a loaded machine every coalesced read had waited, worst window 0.55 %, while
+# 0.43 % of its ITL samples were off by over 1 ms (p99 0.048 ms). 0.75 % parts the two.
+COALESCED_LIMIT_PCT = 0.75
 
 BUSY_HINT_PCT = 60.0  # CPU: the reads of one burst queue behind each other for milliseconds
 # Run-queue wait, % of wall time: 5 %, or at least as long as the process ran (an idle
