@@ -17,6 +17,24 @@ def unfrozen():
     gc.unfreeze()  # the rest of the suite runs with a normal heap
 
 
+class Hook:
+    """One Locust event of a fake environment: keeps its listeners."""
+
+    def __init__(self) -> None:
+        self.fns: list = []
+
+    def add_listener(self, fn) -> None:
+        self.fns.append(fn)
+
+
+def fake_env():
+    """An environment with the events ``stalls.install`` listens to."""
+    env = type("Env", (), {})()
+    env.events = type("Events", (), {name: Hook() for name in ("test_start", "spawning_complete", "test_stopping",
+                                                               "test_stop", "quitting")})()  # fmt: skip
+    return env
+
+
 def test_freeze_heap_moves_live_objects_out_of_collections(unfrozen, monkeypatch):
     monkeypatch.delenv("LOADKIT_GC_FREEZE", raising=False)
     gc.unfreeze()
@@ -56,16 +74,7 @@ def test_install_registers_at_test_start_and_spawning_complete(unfrozen, monkeyp
     monkeypatch.delenv("LOADKIT_GC_FREEZE", raising=False)
     gc.unfreeze()
 
-    class Hook:
-        def __init__(self) -> None:
-            self.fns: list = []
-
-        def add_listener(self, fn) -> None:
-            self.fns.append(fn)
-
-    env = type("Env", (), {})()
-    env.events = type("Events", (), {"test_start": Hook(), "spawning_complete": Hook(), "test_stopping": Hook(),
-                                     "test_stop": Hook(), "quitting": Hook()})()  # fmt: skip
+    env = fake_env()
     stalls.install(env)
     env.events.test_start.fns[0]()
     first = gc.get_freeze_count()
@@ -124,16 +133,7 @@ def test_install_freezes_while_users_run_and_a_next_test_unfreezes_first(unfroze
     monkeypatch.setattr(stalls, "FREEZE_EVERY_S", 0.02)
     gc.unfreeze()
 
-    class Hook:
-        def __init__(self) -> None:
-            self.fns: list = []
-
-        def add_listener(self, fn) -> None:
-            self.fns.append(fn)
-
-    env = type("Env", (), {})()
-    env.events = type("Events", (), {"test_start": Hook(), "spawning_complete": Hook(), "test_stopping": Hook(),
-                                     "test_stop": Hook(), "quitting": Hook()})()  # fmt: skip
+    env = fake_env()
     stalls.install(env)
     env.events.test_start.fns[0]()
     env.events.spawning_complete.fns[0](user_count=1)

@@ -14,6 +14,7 @@ import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 RECV_SIZE = 65536
 
@@ -91,6 +92,26 @@ class ArrivalClock:
 ARRIVAL_CLOCK = ArrivalClock()
 
 
+class ReadCounts(NamedTuple):
+    """A snapshot of the cumulative read counters (``ReadCounters.counts()``), what the
+    self-check samples (``selfcheck.window.Sample``):
+    reads, kernel-stamped ones, late ones (waited over ``late_ms``), reads holding several
+    token events, first tokens and those in such reads; token events, those in coalesced
+    reads, and coalesced reads that were also late (reads, events, first tokens)."""
+
+    reads: int = 0
+    kernel_stamped: int = 0
+    late: int = 0
+    coalesced: int = 0
+    firsts: int = 0
+    first_coalesced: int = 0
+    events: int = 0
+    coalesced_events: int = 0
+    late_coalesced: int = 0
+    late_coalesced_events: int = 0
+    first_late_coalesced: int = 0
+
+
 @dataclass(slots=True)
 class ReadCounters:
     """Process-wide read statistics: how often the kernel stamp was used, how often a read
@@ -122,11 +143,9 @@ class ReadCounters:
     # right after it, and carried with the read's bytes to the decoder (``client.reads.Reads``).
     last_late: bool = False
 
-    def counts(self) -> tuple[int, ...]:
-        """The cumulative counters the self-check samples, in ``selfcheck.window.ReadCounts`` order."""
-        return (self.reads, self.kernel_stamped, self.late, self.coalesced, self.firsts, self.first_coalesced,
-                self.events, self.coalesced_events, self.late_coalesced, self.late_coalesced_events,
-                self.first_late_coalesced)  # fmt: skip
+    def counts(self) -> ReadCounts:
+        """A snapshot for the self-check (once per evaluation step, not per read)."""
+        return ReadCounts(*(getattr(self, name) for name in ReadCounts._fields))
 
 
 READS = ReadCounters()

@@ -8,9 +8,10 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from loadkit.client.stamps import ReadCounts
 from loadkit.selfcheck import messages
 from loadkit.selfcheck.verdict import CAUSES, SUSPECT, SelfCheckConfig, Verdict, judge
-from loadkit.selfcheck.window import MIN_READS, ReadCounts, Sample, Window, measure
+from loadkit.selfcheck.window import MIN_READS, Sample, Window, measure
 
 # Measures kept at their worst over the run (health) and over saturated windows (summary).
 HEALTH = ("lag_p99_ms", "cpu_pct", "late_pct", "coalesced_pct", "first_coalesced_pct", "wait_pct", "pressure_pct",
@@ -71,9 +72,9 @@ class SaturationMonitor:
         """Whether reads carry kernel stamps: by what they carried so far, once there are
         enough of them; before that, by what this process asked for."""
         last = self.last
-        if last is None or last.reads < MIN_READS:
+        if last is None or last.counts.reads < MIN_READS:
             return self.kernel_stamps
-        return 2 * last.kernel_stamped >= last.reads
+        return 2 * last.counts.kernel_stamped >= last.counts.reads
 
     def add_lag(self, lag_ns: int) -> None:
         self.lags.append((self.mono_ns(), max(0, lag_ns)))
@@ -85,7 +86,7 @@ class SaturationMonitor:
         reads (``window.ReadCounts``, in order; ``client.stamps.READS.counts()``), run-queue wait and machine CPU pressure seconds, full
         collections (``sources``; None where not offered). Returns a warning the first time
         the window makes figures suspect, and again if more figures become suspect."""
-        sample = Sample(self.mono_ns(), cpu_s, *ReadCounts(*reads), wait_s=wait_s, pressure_s=pressure_s, full_gcs=full_gcs)
+        sample = Sample(self.mono_ns(), cpu_s, ReadCounts(*reads), wait_s=wait_s, pressure_s=pressure_s, full_gcs=full_gcs)
         self.samples.append(sample)
         self.last = sample
         if self.start is None:

@@ -10,7 +10,8 @@ with too few reads for a p99 has no read percentages, a kernel without schedstat
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+
+from loadkit.client.stamps import ReadCounts
 
 # Fewer reads (first tokens) than this in a window: too few to judge their p99.
 MIN_READS = 100
@@ -22,44 +23,15 @@ MIN_EVENTS = 100
 MIN_COALESCED = 3
 
 
-class ReadCounts(NamedTuple):
-    """The cumulative read counters of ``client.stamps.READS`` (``ReadCounters.counts()``):
-    reads, kernel-stamped ones, late ones (waited over ``late_ms``), reads holding several
-    token events, first tokens and those in such reads; token events, those in coalesced
-    reads, and coalesced reads that were also late (reads, events, first tokens)."""
-
-    reads: int = 0
-    kernel_stamped: int = 0
-    late: int = 0
-    coalesced: int = 0
-    firsts: int = 0
-    first_coalesced: int = 0
-    events: int = 0
-    coalesced_events: int = 0
-    late_coalesced: int = 0
-    late_coalesced_events: int = 0
-    first_late_coalesced: int = 0
-
-
 @dataclass(frozen=True, slots=True)
 class Sample:
-    """Cumulative counters at one instant (``t_ns``: monotonic). Read counts are
+    """Cumulative counters at one instant (``t_ns``: monotonic). ``counts`` are
     ``client.stamps.READS``'s; ``wait_s`` / ``pressure_s`` / ``full_gcs`` come from
     ``sources`` and are None where the kernel does not offer them."""
 
     t_ns: int
     cpu_s: float
-    reads: int = 0
-    kernel_stamped: int = 0
-    late: int = 0
-    coalesced: int = 0
-    firsts: int = 0
-    first_coalesced: int = 0
-    events: int = 0
-    coalesced_events: int = 0
-    late_coalesced: int = 0
-    late_coalesced_events: int = 0
-    first_late_coalesced: int = 0
+    counts: ReadCounts = ReadCounts()
     wait_s: float | None = None
     pressure_s: float | None = None
     full_gcs: int | None = None
@@ -120,7 +92,7 @@ def measure(first: Sample, last: Sample, lags_ns: list[int], run: Sample | None 
     span_s = (last.t_ns - first.t_ns) / 1e9
 
     def d(name: str, since: Sample = first) -> int:
-        return getattr(last, name) - getattr(since, name)
+        return getattr(last.counts, name) - getattr(since.counts, name)
 
     over_run = run is not None and d("firsts") < MIN_FIRSTS
     since = run if run is not None and over_run else first
