@@ -16,8 +16,9 @@ Three measures have a limit (one each, the same in every message):
 
 A read holding several events knows only its newest byte's arrival, so its earlier events
 are stamped late by as long as they sat unread: each such read spoils as many ITL samples
-as it held events. A p99 moves only when more than 1 sample in 100 is off, so the limit is
-1 % of the samples, not of the reads. The spoiling is the client's only if it left the
+as it held events. A p99 moves only when more than 1 sample in 100 is off, so the limit is a
+share of the samples, not of the reads (``COALESCED_LIMIT_PCT``, under 1 %: what is counted
+falls short of the client's coalescing). The spoiling is the client's only if it left the
 first event unread: then the read waited (the client came back a while after the newest
 data too). When it read on time, the *server* wrote the events together (a starved or
 batching server catches up with back-to-back writes): they arrived together and their
