@@ -30,6 +30,7 @@ from loadkit.stats.metrics import (
 )
 from loadkit.stats.metrics import div_round as _div_round
 from loadkit.stats.series import Series
+from loadkit.stats.turns import give_way
 from loadkit.types import CANCELLED, OK
 
 # Pending values per list before a numpy flush: bounds memory, amortises numpy's call cost.
@@ -201,10 +202,13 @@ class GroupStats:
 
     def flush(self) -> None:
         """Move every pending value into the histograms and the series (numpy, in bulk)."""
+        # Each list is recorded and cleared between turns (turns.py), so a flush that another
+        # greenlet interleaves with this one finds every value exactly once.
         for name, values in self.pending.items():
             if values:
                 self.hists[name].record_many(np.asarray(values, dtype=np.int64))
                 values.clear()
+                give_way()
         values, weights = self.pending_w
         if values:
             self.hists["itl_ms"].record_many(
@@ -212,6 +216,7 @@ class GroupStats:
             )
             values.clear()
             weights.clear()
+            give_way()
         self._flush_series()
 
     def _flush_series(self) -> None:

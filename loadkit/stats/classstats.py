@@ -18,7 +18,9 @@ from typing import Any
 from loadkit.records import RequestRecord
 from loadkit.stats.aggregate import GroupStats
 from loadkit.stats.metrics import Slo, max_gap_ns
-from loadkit.stats.report import group_section, window_s
+from loadkit.stats.report import group_section
+from loadkit.stats.series import NS_PER_S
+from loadkit.stats.turns import give_way
 
 WIRE_VERSION = 1
 
@@ -66,6 +68,11 @@ class ClassStats:
     def merge(self, other: ClassStats) -> None:
         for key, group in other.groups.items():
             self.groups.setdefault(key, ClassGroup()).merge(group)
+            give_way()
+
+    def flush(self) -> None:
+        for group in list(self.groups.values()):
+            group.flush()
 
     def to_wire(self) -> dict[str, Any]:
         return {"v": WIRE_VERSION, "groups": [[*key, g.to_wire()] for key, g in self.groups.items()]}
@@ -86,7 +93,8 @@ class ClassStats:
         tree: dict[str, dict[str, dict[str, ClassGroup]]] = {}
         for (user_class, engine, label), group in sorted(self.groups.items()):
             tree.setdefault(user_class, {}).setdefault(engine, {})[label] = group
-        engine_s = {e: _window([g for k, g in self.groups.items() if k[1] == e]) for _, e, _ in self.groups}
+        engines_seen = {k[1] for k in self.groups}
+        engine_s = {e: _window([g for k, g in self.groups.items() if k[1] == e]) for e in engines_seen}
         run_s = _window(list(self.groups.values()))
         out: dict[str, Any] = {}
         for user_class, engines in tree.items():
@@ -95,6 +103,7 @@ class ClassStats:
                 engine_total = ClassGroup()
                 for group in labels.values():
                     engine_total.merge(group)
+                    give_way()
                 seconds = engine_s[engine]
                 sections[engine] = {**group_section(engine_total, self.slos, seconds),
                                     "labels": {k: group_section(g, self.slos, seconds) for k, g in labels.items()}}  # fmt: skip
@@ -105,7 +114,10 @@ class ClassStats:
 
 def _window(groups: list[ClassGroup]) -> float | None:
     """Seconds from the first send to the last end over ``groups`` (None: nothing measured)."""
-    merged = ClassGroup()
+    firsts, lasts = [], []
     for group in groups:
-        merged.merge(group)
-    return window_s(merged)
+        group.flush()  # the window is the series' (merge takes the same min and max)
+        if group.first_send_wall_ns is not None and group.last_end_wall_ns is not None:
+            firsts.append(group.first_send_wall_ns)
+            lasts.append(group.last_end_wall_ns)
+    return (max(lasts) - min(firsts)) / NS_PER_S if firsts else None

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from loadkit.records import RequestRecord
+from loadkit.stats import turns
 from loadkit.stats.aggregate import GroupStats
 from loadkit.stats.distributed import NodeSnapshot, RemoteSnapshots, encode_snapshot
 from loadkit.stats.metrics import Slo, SloLike, as_slos, compile_slos
@@ -177,12 +178,32 @@ class StatsCollector:
 
     # -- snapshots and reports ------------------------------------------------------------
 
-    def local_snapshot(self) -> NodeSnapshot:
+    def local_snapshot(self, copy_groups: bool = False) -> NodeSnapshot:
+        """This node's state now. ``copy_groups`` (a live report that gives way: turns.py): the
+        groups are copied first, giving way between them, and the counters read after: requests
+        end meanwhile, and one counted as sent was scheduled before, so scheduled ≥ sent holds."""
+        groups = self.groups
+        if copy_groups:
+            groups = {}
+            for key, group in list(self.groups.items()):
+                groups[key] = copy = GroupStats()
+                copy.merge(group)
+                turns.give_way()
         errors = list(self.errors)
         if self.error_count > len(errors):
             errors.append(f"... and {self.error_count - len(errors)} more stats-path errors")
-        return NodeSnapshot(self.groups, self.scheduled, self.dropped, errors, list(self.warnings),
+        return NodeSnapshot(groups, self.scheduled, self.dropped, errors, list(self.warnings),
                             list(self.invalid), dict(self.section_states))  # fmt: skip
+
+    def flush_pending(self) -> None:
+        """Move every pending value into its histograms (giving way between them in a
+        cooperative stretch), so that a snapshot taken next has little left to do at once."""
+        for group in list(self.groups.values()):
+            group.flush()
+        for state in list(self.section_states.values()):
+            flush = getattr(state, "flush", None)
+            if flush is not None:
+                flush()
 
     def snapshot_payload(self, final: bool = False) -> dict[str, Any]:
         """The next cumulative snapshot for the master (worker side); bumps the sequence number."""
@@ -209,6 +230,7 @@ class StatsCollector:
             n: functools.partial(self._section_report, s) for n, s in self.section_defs.items() if s.report
         }
         for name, provider in {**providers, **self.sections}.items():
+            turns.give_way()
             try:
                 doc[name] = provider()
             except Exception as exc:  # a broken section must not lose the rest of the report
@@ -230,7 +252,7 @@ class StatsCollector:
         return reasons
 
     def _report(self) -> dict[str, Any]:
-        nodes = [self.local_snapshot(), *self.remote.snapshots()]
+        nodes = [self.local_snapshot(copy_groups=turns.active()), *self.remote.snapshots()]
         manifest = {"started_unix": self.started_wall_ns / 1e9,
                     "stopped_unix": None if self.stopped_wall_ns is None else self.stopped_wall_ns / 1e9,
                     "slos": {s.key: s.limit_ms for s in self.slos}, **self.manifest}  # fmt: skip

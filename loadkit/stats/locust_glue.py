@@ -30,6 +30,7 @@ from loadkit.stats.distributed import PAYLOAD_KEY, WorkerState
 from loadkit.stats.options import StatsOptions
 from loadkit.stats.output import console_table, final_summary, invalid_lines
 from loadkit.stats.rawlog import RawLog, raw_log_name
+from loadkit.stats.turns import cooperative
 from loadkit.stats.validity import EXIT_CONFIG_ERROR, EXIT_INVALID
 
 log = logging.getLogger("loadkit.stats")
@@ -190,6 +191,11 @@ class LocustStats:
     def _on_report_to_master(self, client_id: str, data: dict[str, Any], **_: Any) -> None:
         try:
             self.collector.worker_index = self.runner.worker_index
+            if not self.stopped:
+                # Streams are open: the histogram flushes (the bulk) give way; the snapshot
+                # itself is then taken at once, so that it is consistent (turns.py).
+                with cooperative():
+                    self.collector.flush_pending()
             data[PAYLOAD_KEY] = self.collector.snapshot_payload(final=self.stopped)
         except Exception as exc:
             self.collector.fail("building the stats snapshot failed", exc)
@@ -319,7 +325,9 @@ class LocustStats:
         while True:
             gevent.sleep(self.options.stats_interval)
             if self.runner is not None and self.runner.state in (STATE_RUNNING, STATE_SPAWNING):
-                sys.stdout.write(console_table(self.collector.report()) + "\n")
+                with cooperative():  # streams are open: the table must not hold their reads
+                    table = console_table(self.collector.report())
+                sys.stdout.write(table + "\n")
                 sys.stdout.flush()
 
     def _flush_loop(self) -> None:

@@ -10,6 +10,7 @@ from loadkit.stats.distributed import NodeSnapshot
 from loadkit.stats.histogram import Histogram
 from loadkit.stats.metrics import TIME_METRICS, TOKEN_METRICS, Slo
 from loadkit.stats.series import NS_PER_S
+from loadkit.stats.turns import give_way
 from loadkit.stats.validity import DEFAULT_MAX_FAILED_SHARE, invalid_reasons
 from loadkit.types import CANCELLED, OK
 
@@ -35,6 +36,7 @@ def merge_nodes(nodes: list[NodeSnapshot]) -> dict[tuple[str, str], GroupStats]:
     for node in nodes:
         for key, group in node.groups.items():
             merged.setdefault(key, GroupStats()).merge(group)
+            give_way()
     return merged
 
 
@@ -83,8 +85,10 @@ def group_section(group: GroupStats, slos: tuple[Slo, ...], seconds: float | Non
     }  # fmt: skip
     for name in TIME_METRICS:
         section[name] = summary(group.hists[name], 1e6)
+        give_way()
     for name in TOKEN_METRICS:
         section[name] = summary(group.hists[name])
+        give_way()
     clamped = {n: h.clamped for n, h in group.hists.items() if h.clamped}
     if clamped:
         section["negative_values_clamped"] = clamped
@@ -101,6 +105,7 @@ def engines_section(merged: dict[tuple[str, str], GroupStats], slos: tuple[Slo, 
         total = GroupStats()
         for group in labels.values():
             total.merge(group)
+            give_way()
         seconds = window_s(total)
         section = group_section(total, slos, seconds)
         # Label rates use the engine's window: they are shares of the engine's throughput.

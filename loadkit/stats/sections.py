@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from loadkit.records import RequestRecord
+from loadkit.stats.turns import give_way
 
 
 class SectionState(Protocol):
@@ -57,4 +58,5 @@ def merged(section: Section, states: list[Any]) -> Any:
     for state in states:
         if state is not None:
             out.merge(state)
+            give_way()
     return out

@@ -19,6 +19,7 @@ from flask import Blueprint, Response, jsonify, make_response, request, send_fil
 
 from loadkit.stats.histogram import Histogram
 from loadkit.stats.report import merge_nodes
+from loadkit.stats.turns import cooperative
 from loadkit.webui import view
 from loadkit.webui.charts import live_charts
 from loadkit.webui.formsecrets import install_secret_hiding
@@ -100,7 +101,8 @@ class LiveView:
         cached = self._cached
         if cached is not None and now - cached[0] < REPORT_CACHE_S and cached[1] == key:
             return cached[2]
-        report = collector.report()
+        with cooperative():  # a local run's streams share this loop: give them their turns
+            report = collector.report()
         self._cached = (now, key, report)
         return report
 
@@ -144,7 +146,9 @@ class LiveView:
         if collector is None:
             return
         queue = self._read_queue()
-        self.timeline.sample(self.clock(), collector.epoch, merged_histograms(collector), queue)
+        with cooperative():  # merging the live histograms gives way to the streams' reads
+            histograms = merged_histograms(collector)
+        self.timeline.sample(self.clock(), collector.epoch, histograms, queue)
 
     def _read_queue(self) -> dict[str, float | None]:
         """Scrape queue lengths only where the glue does not already scrape server metrics."""
