@@ -30,7 +30,7 @@ from loadkit.stats.metrics import (
 )
 from loadkit.stats.metrics import div_round as _div_round
 from loadkit.stats.series import Series
-from loadkit.stats.turns import give_way
+from loadkit.stats.turns import cooperative, give_way
 from loadkit.types import CANCELLED, OK
 
 # Pending values per list before a numpy flush: bounds memory, amortises numpy's call cost.
@@ -137,7 +137,8 @@ class GroupStats:
             ends.append(end)
             toks.append(tokens)
         if len(pending["e2e_ms"]) >= FLUSH_RECORDS or len(pending["itl_chunk_ms"]) >= FLUSH_ITL:
-            self.flush()
+            with cooperative():  # a batch of 16k ITL values takes ms; other streams read on
+                self.flush()
 
     def _add_latencies(self, r: RequestRecord) -> tuple[int | None, ...]:
         """Queue an ok request's latencies; return its SLO values (metrics.slo_values_ns)."""

@@ -102,3 +102,22 @@ def test_live_reports_interleaved_with_recording_lose_and_double_nothing():
     e = final["engines"]["e"]
     assert e["requests"] == n_writer and e["ttft_ms"]["count"] == n_writer
     assert e["itl_ms"]["count"] == 20 * n_writer and final["conservation"]["holds"]
+
+
+def test_a_batch_flush_in_the_hot_path_gives_way():
+    """The flush a finished request sets off at FLUSH_RECORDS (ms of numpy work) runs in the
+    finishing user's greenlet while other streams are open: it gives way too."""
+    from loadkit.stats.aggregate import FLUSH_RECORDS, GroupStats
+
+    group = GroupStats()
+    for i in range(FLUSH_RECORDS - 1):
+        group.add(record(ttft_ms=10 + i % 37, gaps_ms=(5.0,) * 7))
+    last = record(ttft_ms=12, gaps_ms=(5.0,) * 7)
+
+    def work() -> float:
+        group.add(last)  # the 2048th record: the batch flush
+        return time.perf_counter()
+
+    read_at, done_at = _read_during(work)
+    assert read_at < done_at, (read_at, done_at)
+    assert not any(group.pending.values()) and group.hists["ttft_ms"].count == FLUSH_RECORDS
