@@ -158,3 +158,18 @@ def test_install_freezes_while_users_run_and_a_next_test_unfreezes_first(unfroze
     assert ref() is not None  # frozen while alive: kept until the next test starts
     env.events.test_start.fns[0]()
     assert ref() is None
+
+
+def test_no_freeze_happens_after_stop_even_when_the_tick_was_already_due(unfrozen, monkeypatch):
+    """stop() kills without blocking; a tick whose wake-up was already queued must not freeze
+    once more after stop() returned (it did, once, in CI)."""
+    import gevent
+
+    monkeypatch.delenv("LOADKIT_GC_FREEZE", raising=False)
+    freezer = stalls.HeapFreezer(interval_s=0)  # every wake-up is queued the moment it sleeps
+    freezer.start()
+    gevent.sleep(0.01)
+    freezer.stop()
+    frozen_at_stop = freezer.freezes
+    gevent.sleep(0.01)
+    assert frozen_at_stop >= 1 and freezer.freezes == frozen_at_stop

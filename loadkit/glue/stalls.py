@@ -95,16 +95,20 @@ class HeapFreezer:
     def _run(self) -> None:
         import gevent
 
+        me = gevent.getcurrent()
         while True:
             gevent.sleep(self.interval_s)
+            if self._greenlet is not me:  # stopped: kill(block=False) may land after this wake-up
+                return
             gc.freeze()  # O(1): the generations' lists are spliced onto the permanent one
             self.freezes += 1
 
     def stop(self) -> None:
-        """Stop freezing (what is frozen stays frozen; see the module notes)."""
+        """Stop freezing (what is frozen stays frozen; see the module notes); no freeze
+        happens after this returns."""
         if self._greenlet is not None:
-            self._greenlet.kill(block=False)
-            self._greenlet = None
+            greenlet, self._greenlet = self._greenlet, None
+            greenlet.kill(block=False)
 
 
 def warm_inspect() -> float:
