@@ -81,9 +81,11 @@ class StatsCollector:
             group = self.groups.get(key)
             if group is None:
                 group = self.groups[key] = GroupStats(self.wall_offset_ns, self.slos)
-            group.add(record)
+            # The raw line first: group.add may give way (a batch flush, turns.py), and a
+            # worker's snapshot taken meanwhile must not count a request its log lacks.
             if self.raw_log is not None:
                 self.raw_log.write(record)
+            group.add(record)
             self._feed(self._feeds, record)
         except Exception as exc:  # the user's greenlet must live on; the report says invalid
             self.fail(f"stats path failed on request {getattr(record, 'request_id', '?')}", exc)

@@ -196,6 +196,10 @@ class LocustStats:
                 # itself is then taken at once, so that it is consistent (turns.py).
                 with cooperative():
                     self.collector.flush_pending()
+            if self.collector.raw_log is not None:
+                # Every request this snapshot counts has its line with the OS before the
+                # snapshot leaves: a worker killed after it loses nothing the master shows.
+                self.collector.raw_log.flush_pending()
             data[PAYLOAD_KEY] = self.collector.snapshot_payload(final=self.stopped)
         except Exception as exc:
             self.collector.fail("building the stats snapshot failed", exc)

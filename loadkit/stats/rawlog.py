@@ -2,7 +2,9 @@
 
 Lines are buffered (a flush per line would cost a syscall per request) and flushed when the
 oldest unflushed line is a second old on a write, and by ``flush_pending``, which the Locust
-glue calls every second; so a crash loses at most about the last second of requests.
+glue calls every second; so a crash loses at most about the last second of requests. A worker
+also flushes right before each snapshot it sends, so the lines lost are never of requests the
+master already counts.
 """
 
 from __future__ import annotations

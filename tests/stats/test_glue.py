@@ -81,6 +81,26 @@ def test_report_to_master_payload_is_added_by_a_worker_glue(tmp_path):
     )
 
 
+def test_a_worker_snapshot_never_counts_a_request_its_raw_log_lacks(tmp_path):
+    """A worker killed right after a snapshot: the master keeps that snapshot, and the file it
+    leaves behind must hold every request the snapshot counts (its lines are flushed first)."""
+    from loadkit.stats.locust_glue import LocustStats
+    from loadkit.stats.rawlog import RawLog
+
+    env = _env(tmp_path)
+    glue = LocustStats(env)
+    glue.runner = type("FakeWorkerRunner", (), {"worker_index": 1})()
+    path = tmp_path / "requests.worker1.jsonl"
+    glue.collector.raw_log = RawLog(str(path), truncate=True)
+    for _ in range(3):
+        glue.collector.add(record())
+    assert path.read_bytes() == b""  # buffered: a kill now would lose these lines
+    data: dict = {}
+    glue._on_report_to_master("client", data)
+    counted = sum(sum(g["outcomes"].values()) for *_, g in data[PAYLOAD_KEY]["groups"])
+    assert counted == 3 and len(path.read_text().splitlines()) == 3
+
+
 def _master(tmp_path):
     from loadkit.stats.locust_glue import LocustStats
 
