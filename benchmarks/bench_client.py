@@ -394,16 +394,9 @@ def _run_point_in(pt: Point, args: argparse.Namespace, tmp: str, sim_argv: list[
 
 
 def truth_of(sim: Any, rows: list[dict[str, Any]], timeout_s: float = 5.0) -> dict[str, dict[str, Any]]:
-    """The simulator's truth for every measured request: waits until each one's line is there
-    (a count is not enough: the log also holds requests cancelled at stop, so the last ok
-    request's line could still be on its way, and it was scored "unmatched")."""
-    want = {r["rid"] for r in rows}
-    deadline = time.monotonic() + timeout_s
-    while True:
-        truth = {r["request_id"]: r for r in sim.truth_records()}
-        if want <= truth.keys() or time.monotonic() > deadline:
-            return truth
-        time.sleep(0.05)
+    """The simulator's truth for every measured request (waiting for each one's line: by count,
+    the last ok request's was once still on its way and scored "unmatched")."""
+    return sim.wait_truth_for({r["rid"] for r in rows}, timeout_s)
 
 
 def show(pt: Point) -> None:

@@ -73,6 +73,17 @@ class SimHandle:
                 return records
             time.sleep(0.05)
 
+    def wait_truth_for(self, request_ids: set[str], timeout_s: float = 5.0) -> dict[str, dict[str, Any]]:
+        """The truth records by request id, once each of ``request_ids`` has its line (or the
+        timeout passes). A count is not enough: the log also holds requests cancelled at stop,
+        so the last measured request's line can still be on its way when the count is reached."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            truth = {r["request_id"]: r for r in self.truth_records()}
+            if request_ids <= truth.keys() or time.monotonic() > deadline:
+                return truth
+            time.sleep(0.05)
+
 
 @contextmanager
 def sim_process(*args: str, truth_log: str | bool = True, ready_timeout_s: float = 15.0,

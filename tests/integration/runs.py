@@ -87,12 +87,5 @@ def check_percentiles_match_raw(report: dict[str, Any], rows: list[dict[str, Any
 def truth_for(sim: Any, report_dir: Path, timeout_s: float = 10.0) -> dict[str, dict[str, Any]]:
     """The simulator's truth records by request id, once every request of the raw log that
     reached the server is in it (the simulator flushes its truth log every 0.5 s)."""
-    import time
-
     wanted = {r["request_id"] for r in raw_records(report_dir) if r["outcome"] != "connect_error"}
-    deadline = time.monotonic() + timeout_s
-    while True:
-        truth = {t["request_id"]: t for t in sim.truth_records()}
-        if wanted <= truth.keys() or time.monotonic() > deadline:
-            return truth
-        time.sleep(0.1)
+    return sim.wait_truth_for(wanted, timeout_s)
