@@ -83,7 +83,7 @@ class SaturationMonitor:
                  wait_s: float | None = None, pressure_s: float | None = None,
                  full_gcs: int | None = None) -> str | None:  # fmt: skip
         """Close an evaluation step with the process's CPU time and its cumulative counters:
-        reads (``window.ReadCounts``, in order; ``client.stamps.READS.counts()``), run-queue wait and machine CPU pressure seconds, full
+        reads (``client.stamps.READS.counts()``, or its fields in order), run-queue wait and machine CPU pressure seconds, full
         collections (``sources``; None where not offered). Returns a warning the first time
         the window makes figures suspect, and again if more figures become suspect."""
         sample = Sample(self.mono_ns(), cpu_s, ReadCounts(*reads), wait_s=wait_s, pressure_s=pressure_s, full_gcs=full_gcs)

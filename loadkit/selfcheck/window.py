@@ -95,8 +95,9 @@ def measure(first: Sample, last: Sample, lags_ns: list[int], run: Sample | None 
         return getattr(last.counts, name) - getattr(since.counts, name)
 
     over_run = run is not None and d("firsts") < MIN_FIRSTS
-    since = run if run is not None and over_run else first
-    firsts = d("firsts", since)
+    since = run if over_run and run is not None else first  # (run is not None: for the type checker)
+    firsts, first_coalesced = d("firsts", since), d("first_coalesced", since)
+    first_late = d("first_late_coalesced", since)
     least = 1 if over_run else MIN_FIRSTS
 
     reads, late, coalesced, events = d("reads"), d("late"), d("coalesced"), d("events")
@@ -105,13 +106,13 @@ def measure(first: Sample, last: Sample, lags_ns: list[int], run: Sample | None 
     return Window(span_s=span_s, cpu_pct=100.0 * (last.cpu_s - first.cpu_s) / span_s,
                   lag_p99_ms=p99(lags_ns) / 1e6, lag_max_ms=max(lags_ns) / 1e6,
                   reads=reads, kernel_reads=kernel, late=late, coalesced=coalesced,
-                  first_coalesced=d("first_coalesced", since), late_pct=_pct(late, kernel, MIN_READS),
+                  first_coalesced=first_coalesced, late_pct=_pct(late, kernel, MIN_READS),
                   coalesced_pct=_pct(coalesced, reads, MIN_READS),
-                  first_coalesced_pct=_pct(d("first_coalesced", since), firsts, least),
+                  first_coalesced_pct=_pct(first_coalesced, firsts, least),
                   events=events, late_coalesced=d("late_coalesced"),
-                  first_late_coalesced=d("first_late_coalesced", since), firsts_over_run=over_run,
+                  first_late_coalesced=first_late, firsts_over_run=over_run,
                   coalesced_event_pct=_pct(d("coalesced_events"), events, MIN_EVENTS),
                   late_coalesced_event_pct=_pct(d("late_coalesced_events"), events, MIN_EVENTS),
-                  first_late_coalesced_pct=_pct(d("first_late_coalesced", since), firsts, least),
+                  first_late_coalesced_pct=_pct(first_late, firsts, least),
                   wait_pct=_rate_pct(first.wait_s, last.wait_s, span_s),
                   pressure_pct=_rate_pct(first.pressure_s, last.pressure_s, span_s), full_gcs=gcs)  # fmt: skip
