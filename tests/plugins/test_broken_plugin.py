@@ -16,7 +16,6 @@ from pathlib import Path
 import orjson
 import pytest
 
-from loadkit.plugins import PluginError, engine_registry, get_engine, load_failures, new_plugin_manager
 from loadkit.sim.testing import sim_process
 from tests.integration.runs import SCENARIOS, check_conservation, run_locust
 
@@ -103,6 +102,8 @@ def test_sim_unknown_family_names_the_plugins_that_failed(broken):
 
 
 def test_in_process_registry_skips_it_and_get_engine_names_it(tmp_path, monkeypatch):
+    from loadkit.plugins import PluginError, engine_registry, get_engine, load_failures, new_plugin_manager
+
     install_broken(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))  # importlib.metadata finds the .dist-info on sys.path
     pm = new_plugin_manager()
@@ -119,6 +120,8 @@ def test_in_process_registry_skips_it_and_get_engine_names_it(tmp_path, monkeypa
 def test_a_plugin_that_fails_to_register_is_unregistered(tmp_path, monkeypatch):
     """Importing works but pluggy refuses the hook implementation (an argument the spec does not
     have): the half-registered plugin is removed, so none of its hooks run."""
+    from loadkit.plugins import engine_registry, load_failures, new_plugin_manager
+
     body = ("from loadkit import hookimpl\n\n@hookimpl\ndef loadkit_register_engines(register):\n"
             "    raise AssertionError('never called')\n\n@hookimpl\ndef loadkit_configure(nosuch):\n    pass\n")
     install_broken(tmp_path, body=body)
