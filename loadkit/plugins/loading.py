@@ -57,12 +57,23 @@ def load_entry_points(pm: pluggy.PluginManager, group: str, allowed: set[str] | 
                 continue
             try:
                 pm.load_setuptools_entrypoints(group, name=ep.name)
-            except Exception as exc:  # any failure of a third-party import or registration
+                _check_hooks(pm, ep.name)
+            except Exception as exc:  # any failure of a third-party import, registration or hook check
                 if pm.get_plugin(ep.name) is not None:  # registration failed half-way: undo it
                     pm.unregister(name=ep.name)
                 failures.append(LoadFailure(dist.name or "(unnamed distribution)", dist.version or "unknown",
                                             ep.name, ep.value, f"{type(exc).__name__}: {exc}"))
     return failures
+
+
+def _check_hooks(pm: pluggy.PluginManager, name: str) -> None:
+    """pluggy's ``check_pending`` for one plugin: a hook this loadkit has no specification of
+    (a plugin written for a newer loadkit) fails that plugin here, not every command later."""
+    plugin = pm.get_plugin(name)
+    for caller in pm.get_hookcallers(plugin) or []:
+        if not caller.has_spec() and any(i.plugin is plugin and not i.optionalhook for i in caller.get_hookimpls()):
+            raise pluggy.PluginValidationError(
+                plugin, f"unknown hook {caller.name!r}: this loadkit has no such hook specification")
 
 
 def warn_once(failures: list[LoadFailure]) -> None:

@@ -133,6 +133,20 @@ def test_a_plugin_that_fails_to_register_is_unregistered(tmp_path, monkeypatch):
     assert "openai" in engine_registry(pm)  # its loadkit_register_engines did not run
 
 
+def test_a_plugin_with_a_hook_this_loadkit_lacks_is_skipped(tmp_path):
+    """A plugin written for a newer loadkit (a hook with no specification here) is skipped like
+    one that fails at import, instead of pluggy's check_pending failing every command."""
+    body = ("from loadkit import hookimpl\n\n@hookimpl\ndef loadkit_from_the_future(record):\n    pass\n\n"
+            "@hookimpl(optionalhook=True)\ndef loadkit_optional_future(record):\n    pass\n")
+    env = install_broken(tmp_path, body=body)
+    proc = loadkit("plugins", env=env)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    (failed,) = orjson.loads(proc.stdout)["failed"]
+    assert failed["error"] == ("PluginValidationError: unknown hook 'loadkit_from_the_future': "
+                               "this loadkit has no such hook specification")
+    assert loadkit("options", env=env).returncode == 0
+
+
 def test_allow_list_leaves_the_broken_plugin_alone(broken):
     proc = loadkit("plugins", env={**broken, "LOADKIT_LOAD_PLUGINS": "anthropic"})
     assert proc.returncode == 0 and not warning_lines(proc.stderr)
