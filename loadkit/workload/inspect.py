@@ -17,7 +17,7 @@ import numpy as np
 import orjson
 
 from loadkit.workload.arrival import realised_stats
-from loadkit.workload.tracereader import DEFAULT_COLUMNS, TraceReadError, read_trace
+from loadkit.workload.tracereader import BAD_ROW_POLICIES, DEFAULT_COLUMNS, TraceReadError, read_trace
 from loadkit.workload.traces import FORMATS, block_sharing, leading_cached_blocks
 
 
@@ -30,13 +30,27 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timestamp-column", help="CSV: the timestamp column (lengths format: none by default)")
     p.add_argument("--input-column", help="CSV: the input-token column")
     p.add_argument("--output-column", help="CSV: the output-token column")
-    p.add_argument("--on-bad-row", choices=("refuse", "skip"), default="refuse")
+    p.add_argument("--on-bad-row", choices=BAD_ROW_POLICIES, default="refuse",
+                   help="rows that cannot be replayed as written: refuse (default), skip and count, or "
+                        "(Mooncake rows with too few hash_ids) pad with blocks of their own; as the scenario's "
+                        "trace.on_bad_row")
     p.add_argument("--start-s", type=float, help="window start, in the trace's seconds")
     p.add_argument("--end-s", type=float, help="window end, in the trace's seconds")
     p.add_argument("--seed", type=int, default=0, help="ServeGen: the synthesis seed (default 0)")
-    p.add_argument("--block-tokens", type=int, default=512, help="Mooncake: tokens per hash id (default 512)")
+    p.add_argument("--block-tokens", type=_positive, default=512,
+                   help="Mooncake: tokens per hash id (default 512; as the scenario's trace.block_tokens)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     return parser
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
 
 
 def main(argv: list[str]) -> int:
@@ -77,7 +91,8 @@ def inspect(args: argparse.Namespace) -> dict[str, Any]:
         return out
     t_def, in_def, out_def = DEFAULT_COLUMNS[fmt]
     columns = (args.timestamp_column or t_def, args.input_column or in_def, args.output_column or out_def)
-    rows = read_trace(args.file, fmt, None if fmt == "mooncake" else columns, on_bad_row=args.on_bad_row)
+    rows = read_trace(args.file, fmt, None if fmt == "mooncake" else columns, on_bad_row=args.on_bad_row,
+                      block_tokens=args.block_tokens)
     keep = _window(rows.t_s, len(rows), args.start_s, args.end_s)
     out["load"] = rows.load_summary()
     out["notes"] = rows.notes()

@@ -55,10 +55,10 @@ class Trace:
 
 
 def load_trace(ctx: Ctx, path: Path, fmt: str, columns: tuple[str | None, str, str], *,
-               on_bad_row: str = "refuse", order: str = "time") -> Trace:
+               on_bad_row: str = "refuse", order: str = "time", block_tokens: int = 512) -> Trace:
     """The trace through the shared reader (tracereader.py); its errors become ScenarioErrors."""
     try:
-        return _load(str(path), _stamp(path), fmt, columns, on_bad_row, order)
+        return _load(str(path), _stamp(path), fmt, columns, on_bad_row, order, block_tokens)
     except TraceReadError as exc:
         raise ctx.error(str(exc)) from None
 
@@ -87,8 +87,10 @@ def _stamp(path: Path) -> tuple[int, int]:
 
 
 @functools.lru_cache(maxsize=8)
-def _load(path: str, stamp: tuple[int, int], fmt: str, columns: tuple[str | None, str, str], on_bad_row: str, order: str) -> Trace:
-    rows = read_trace(path, fmt, None if fmt == "mooncake" else columns, on_bad_row=on_bad_row, order=order)
+def _load(path: str, stamp: tuple[int, int], fmt: str, columns: tuple[str | None, str, str], on_bad_row: str, order: str,
+          block_tokens: int) -> Trace:
+    rows = read_trace(path, fmt, None if fmt == "mooncake" else columns, on_bad_row=on_bad_row, order=order,
+                      block_tokens=block_tokens)
     t_s = None if rows.t_s is None else rows.t_s - rows.t_s.min()
     for note in rows.notes():  # once per process (cached); the run's report repeats it
         logging.getLogger("loadkit").warning("loadkit: %s", note)
