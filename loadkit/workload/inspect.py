@@ -17,7 +17,13 @@ import numpy as np
 import orjson
 
 from loadkit.workload.arrival import realised_stats
-from loadkit.workload.tracereader import BAD_ROW_POLICIES, DEFAULT_COLUMNS, TraceReadError, read_trace
+from loadkit.workload.tracereader import (
+    BAD_ROW_POLICIES,
+    DEFAULT_COLUMNS,
+    TraceReadError,
+    in_window,
+    read_trace,
+)
 from loadkit.workload.traces import FORMATS, block_sharing, leading_cached_blocks
 
 
@@ -110,9 +116,7 @@ def _window(t: np.ndarray | None, n: int, start: float | None, end: float | None
     """Row indices in [start, end) seconds from the first row (all rows without a window or clock)."""
     if t is None or (start is None and end is None):
         return np.arange(n)
-    rel = t - t.min()
-    lo, hi = start or 0.0, np.inf if end is None else end
-    return np.flatnonzero((rel >= lo) & (rel < hi))
+    return in_window(t - t.min(), start, end)  # as replay's Trace.window, on the same rows
 
 
 def _figures(t: np.ndarray | None, n_in: np.ndarray, n_out: np.ndarray) -> dict[str, Any]:

@@ -201,6 +201,24 @@ def read_trace(path: str | Path, fmt: str, columns: tuple[str | None, str, str] 
 # --- token counts and timestamps -------------------------------------------------------------
 
 
+def micros(t: np.ndarray | float) -> np.ndarray:
+    """Seconds as integer microseconds: windows [start_s, end_s) are compared on this grid, so
+    a time that float arithmetic puts a hair off a bound is still on the side it was made for."""
+    return np.rint(np.asarray(t, dtype=float) * 1e6).astype(np.int64)
+
+
+def in_window(t: np.ndarray, start_s: float | None, end_s: float | None) -> np.ndarray:
+    """Indices of times with start_s <= t < end_s (either bound may be open), in microseconds."""
+    us = micros(t)
+    keep = np.ones(len(us), dtype=bool)
+    if start_s is not None:
+        keep &= us >= int(micros(start_s))
+    if end_s is not None:
+        keep &= us < int(micros(end_s))
+    return np.flatnonzero(keep)
+
+
+
 def parse_count(value: Any, name: str) -> int:
     """A non-negative integer token count (integral floats such as ``12.0`` are accepted)."""
     if isinstance(value, bool):

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from loadkit.workload.errors import Ctx
-from loadkit.workload.tracereader import DEFAULT_COLUMNS, TraceReadError, read_trace
+from loadkit.workload.tracereader import DEFAULT_COLUMNS, TraceReadError, in_window, read_trace
 from loadkit.workload.tracereader import FORMATS as READER_FORMATS
 
 FORMATS = (*READER_FORMATS, "servegen")  # servegen is synthesised from statistics (servegen.py)
@@ -47,8 +47,7 @@ class Trace:
         if self.t_s is None or (start_s is None and end_s is None):
             return self
         lo = 0.0 if start_s is None else start_s
-        hi = np.inf if end_s is None else end_s
-        keep = np.flatnonzero((self.t_s >= lo) & (self.t_s < hi))
+        keep = in_window(self.t_s, start_s, end_s)
         hashes = [self.hash_ids[i] for i in keep] if self.hash_ids is not None else None
         return Trace(self.path, self.n_in[keep], self.n_out[keep], self.t_s[keep] - lo, hashes,
                      self.notes, self.load)
