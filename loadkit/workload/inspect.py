@@ -88,10 +88,11 @@ def inspect(args: argparse.Namespace) -> dict[str, Any]:
     fmt = args.format or guess_format(args.file)
     out: dict[str, Any] = {"path": str(args.file), "format": fmt}
     if fmt == "servegen":
-        from loadkit.workload.servegen import synthesise
+        from loadkit.workload.servegen import notes_for, synthesise
 
         t, n_in, n_out = synthesise(args.file, args.seed, args.start_s, args.end_s)
         out["synthesised"] = {"seed": args.seed, "note": "requests synthesised from the per-window statistics"}
+        out["notes"] = list(notes_for(args.file))
         out.update(_figures(t, n_in, n_out))
         out["prefix_sharing"] = None
         return out

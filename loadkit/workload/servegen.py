@@ -21,6 +21,12 @@ arithmetic used to put exactly on ``end_s`` is neither dropped by the replay nor
 ``traces inspect`` alone. A chunk has a row every 600 s (idle windows have rate 0), so a jump
 of more than a day between rows, in either file, is refused as a broken file, as is a request
 time no dataset window covers.
+
+ServeGen's reasoning clients (``reason/deepseek-r1``) add ``reason_ratio`` to each dataset
+window: the share of the output spent reasoning. A request cannot ask a server to think for
+a given number of tokens (nor the simulator: it draws reasoning lengths from its profile's
+``reasoning_mean_tokens``), so the field is not used; ``output_tokens`` is sent as the whole
+output, and a warning says so at load, in the run's report and in ``traces inspect``.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from __future__ import annotations
 import ast
 import csv
 import functools
+import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +47,7 @@ from loadkit.workload.tracereader import BadRow, TraceReadError, micros, parse_c
 FAMILIES = ("Gamma", "Weibull")
 _SEED_KEY = 0x5E4E
 MAX_GAP_S = 86_400.0  # rows further apart than this are a broken file, not an idle stretch
+_READ_FIELDS = ("input_tokens", "output_tokens")
 
 
 @dataclass(slots=True)
@@ -63,6 +71,7 @@ class LengthTables:
     inputs: list[tuple[np.ndarray, np.ndarray] | None]
     outputs: list[tuple[np.ndarray, np.ndarray] | None]
     width_s: float = math.inf  # how long after its start a dataset window holds (median step)
+    notes: tuple[str, ...] = ()  # fields read but not used (reason_ratio), for the user to see
 
     def at(self, t: float) -> int:
         """Index of the dataset window holding time t (the last one starting at or before it)."""
@@ -157,7 +166,34 @@ def read_lengths(path: str) -> LengthTables:
     outs = [_pmf(p, k, doc[k], "output_tokens") for _, k in items]
     starts = np.asarray([s for s, _ in items])
     width = float(np.median(np.diff(starts))) if len(starts) > 1 else math.inf
-    return LengthTables(p, starts, ins, outs, width)
+    notes = _unused_fields(p, doc)
+    for note in notes:  # once per process (cached); the run's report and inspect repeat it
+        logging.getLogger("loadkit").warning("loadkit: %s", note)
+    return LengthTables(p, starts, ins, outs, width, notes)
+
+
+def _unused_fields(path: Path, doc: dict[str, object]) -> tuple[str, ...]:
+    """Warnings for the fields of the dataset windows that synthesis does not use."""
+    windows: dict[str, int] = {}
+    for entry in doc.values():
+        if isinstance(entry, dict):
+            for key, value in entry.items():
+                if key not in _READ_FIELDS and value not in ("{}", {}, None, ""):
+                    windows[key] = windows.get(key, 0) + 1
+    notes = []
+    if "reason_ratio" in windows:
+        notes.append(f"{path}: reason_ratio ignored: {windows.pop('reason_ratio')} dataset windows give the "
+                     "reasoning share of the output, but a request cannot set how long a server reasons (the "
+                     "simulator draws it from --reasoning-mean-tokens); output_tokens is sent as the whole output")
+    if windows:
+        notes.append(f"{path}: fields ignored: {', '.join(sorted(windows))} (only input_tokens and output_tokens "
+                     "are synthesised)")
+    return tuple(notes)
+
+
+def notes_for(trace_path: Path) -> tuple[str, ...]:
+    """The dataset's load warnings for a trace CSV (read once, cached)."""
+    return read_lengths(str(dataset_for(trace_path))).notes
 
 
 def _days(gap_s: float) -> str:

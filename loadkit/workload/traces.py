@@ -71,9 +71,10 @@ def load_servegen(ctx: Ctx, path: Path, seed: int, start_s: float | None, end_s:
         t, n_in, n_out = servegen.synthesise(path, seed, start_s, end_s)
     except TraceReadError as exc:
         raise ctx.error(str(exc)) from None
+    notes = servegen.notes_for(path)
     load = {"path": str(path), "format": "servegen", "rows": len(t), "order": "time", "out_of_order": 0,
             "skipped_bad_rows": {}, "skipped_examples": [], "synthesised": True}
-    return Trace(path, n_in, n_out, t, None, (), load)
+    return Trace(path, n_in, n_out, t, None, notes, load)
 
 
 def _stamp(path: Path) -> tuple[int, int]:

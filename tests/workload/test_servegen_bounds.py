@@ -90,3 +90,20 @@ def test_a_window_past_the_file_is_named(tmp_path, write_scenario):
     path = write_chunk(tmp_path, "0,0.1,1.0,Gamma,1,1\n600,0.1,1.0,Gamma,1,1\n")
     with pytest.raises(ScenarioError, match=r"start_s 5000 is past the file's last window \(600-1200 s\)"):
         replay_times(write_scenario, path, 1, 5000, 6000)
+
+
+def test_reason_ratio_is_said_to_be_ignored_at_load_in_the_report_and_in_inspect(tmp_path, write_scenario, capsys,
+                                                                                  caplog):
+    reasoning = '{"input_tokens": "{10: 1.0}", "output_tokens": "{300: 1.0}", "reason_ratio": "{0.8: 0.5, 0.9: 0.5}"}'
+    path = write_chunk(tmp_path, "0,0.1,1.0,Gamma,1,1\n600,0.1,1.0,Gamma,1,1\n", {"0": reasoning}, n=3)
+    with caplog.at_level("WARNING", logger="loadkit"):
+        src = load_scenario(write_scenario(f'[arrival]\nmodel = "trace"\n[trace]\nformat = "servegen"\n'
+                                           f'path = "{path}"\n')).request_source()
+    said = [n for n in src.load_notes() if "reason_ratio ignored: 1 dataset windows give the reasoning share" in n]
+    assert said and "chunk-3-dataset.json" in said[0] and "output_tokens is sent as the whole output" in said[0]
+    assert any("reason_ratio ignored" in r.getMessage() for r in caplog.records)
+    assert loadkit_main(["traces", "inspect", str(path)]) == 0
+    assert "warning: " in (text := capsys.readouterr().out) and "reason_ratio ignored" in text
+    plain = write_chunk(tmp_path, "0,0.1,1.0,Gamma,1,1\n", n=4)  # a language client: nothing to say
+    assert load_scenario(write_scenario(f'[arrival]\nmodel = "trace"\n[trace]\nformat = "servegen"\n'
+                                        f'path = "{plain}"\n', name="p.toml")).request_source().load_notes() == []
