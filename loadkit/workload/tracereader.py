@@ -31,6 +31,7 @@ DEFAULT_COLUMNS: dict[str, tuple[str | None, str, str]] = {
     "mooncake": ("timestamp", "input_length", "output_length"),
 }
 _SHOWN_SKIPS = 5  # line numbers kept per read, so a report can point at examples
+LONG_GAP_S = 86_400.0  # a silence longer than a day between rows is worth a word (a typo'd year?)
 
 
 class TraceReadError(ValueError):
@@ -68,8 +69,14 @@ class TraceRows:
         return len(self.n_in)
 
     def notes(self) -> list[str]:
-        """Warnings a user must see: rows out of order, rows skipped."""
+        """Warnings a user must see: rows out of order, rows skipped or padded, a day-long silence."""
         out = []
+        gap = self.longest_gap()
+        if gap is not None:
+            i, seconds = gap
+            out.append(f"{self.path}: line {int(self.lines[i + 1])}: {seconds / 86_400:,.1f} days after the row "
+                       f"before it (line {int(self.lines[i])}); a replay of the whole file sits idle that long "
+                       "(start_s / end_s pick a window)")
         if self.out_of_order:
             done = ("replayed sorted by timestamp (trace.order = \"file\" keeps the file's order)"
                     if self.order == "time" else
@@ -85,6 +92,15 @@ class TraceRows:
                        f"padded with blocks of their own, shared with no other row (on_bad_row = \"pad\"; "
                        f"e.g. {'; '.join(self.padded_examples[:3])})")
         return out
+
+    def longest_gap(self) -> tuple[int, float] | None:
+        """(index before it, seconds) of the longest silence between rows in send order, if over
+        LONG_GAP_S."""
+        if self.t_s is None or len(self.t_s) < 2:
+            return None
+        gaps = np.diff(self.t_s)
+        i = int(np.argmax(gaps))
+        return (i, float(gaps[i])) if gaps[i] > LONG_GAP_S else None
 
     def load_summary(self) -> dict[str, Any]:
         """JSON-ready account of the load, for the report."""

@@ -105,3 +105,13 @@ def test_pad_is_for_mooncake_only(tmp_path, write_scenario):
         load_scenario(write_scenario(body))
     with pytest.raises(TraceReadError, match=r"t\.csv: on_bad_row = \"pad\" is for Mooncake rows"):
         read_trace(tmp_path / "t.csv", "lengths", ("ts", "inp", "out"), on_bad_row="pad")
+
+
+def test_a_day_long_silence_between_rows_is_named(tmp_path, write_scenario, capsys):
+    day_ms = 86_400_000
+    path = write_trace(tmp_path, [(0, 10, 1, [0]), (1000, 10, 1, [0]), (400 * day_ms + 1000, 10, 1, [0])])
+    src = load_scenario(write_scenario(scenario_text(path))).request_source()
+    assert any("m.jsonl: line 3: 400.0 days after the row before it (line 2)" in n for n in src.load_notes())
+    assert loadkit_main(["traces", "inspect", str(path)]) == 0
+    assert "warning: " in (text := capsys.readouterr().out) and "400.0 days after the row before it" in text
+    assert read_trace(write_trace(tmp_path, ROWS[:1] + ROWS[2:], "ok.jsonl"), "mooncake").notes() == []
