@@ -5,9 +5,10 @@ not a non-negative integer, a timestamp that does not parse, a Mooncake line who
 cover fewer blocks than its input_length needs) is refused by default; with
 ``on_bad_row="skip"`` it is dropped and counted by reason, so the caller can report it. A
 short Mooncake row can instead be padded (``on_bad_row="pad"``, Mooncake only): its missing
-blocks get ids of their own, shared with no other row, so the prompt has its input_length. Rows come back sorted by timestamp (stable) unless ``order="file"``;
-how many were out of order is always counted, because a replay in file order of an unsorted
-trace sends rows at times they do not belong to.
+blocks get ids of their own, shared with no other row, so the prompt has its input_length.
+Rows come back sorted by timestamp (stable) unless ``order="file"``; how many were out of
+order is always counted, because a replay in file order of an unsorted trace sends rows at
+times they do not belong to.
 """
 
 from __future__ import annotations
