@@ -115,3 +115,17 @@ def test_a_day_long_silence_between_rows_is_named(tmp_path, write_scenario, caps
     assert loadkit_main(["traces", "inspect", str(path)]) == 0
     assert "warning: " in (text := capsys.readouterr().out) and "400.0 days after the row before it" in text
     assert read_trace(write_trace(tmp_path, ROWS[:1] + ROWS[2:], "ok.jsonl"), "mooncake").notes() == []
+
+
+def test_capacity_reads_the_rows_under_the_same_rule(tmp_path, capsys):
+    from loadkit.capacity.lengths import CapacityError, read_lengths
+
+    path = write_trace(tmp_path, ROWS)
+    with pytest.raises(CapacityError, match=r"m\.jsonl: line 2: input_length 56397 needs 111 hash_ids"):
+        read_lengths(path)
+    assert read_lengths(path, on_bad_row="skip").skipped == {"too few hash_ids": 1}
+    padded = read_lengths(path, on_bad_row="pad")
+    assert sorted(padded.lengths.tolist()) == [704, 904, 56_401]  # input + output, the short row whole
+    assert padded.prefix is not None and padded.prefix.unique_tokens == (3 + 110) * 512  # ids 0, 1, 2 and 110 pads
+    code = loadkit_main(["capacity", "--model", "llama-3-8b", "--lengths-from", str(path), "--on-bad-row", "pad"])
+    assert code == 0, capsys.readouterr().err
