@@ -52,4 +52,4 @@ def task_errors_section(report: dict[str, Any]) -> str:
                         "them. The requests a task would have sent after raising were never sent, so they are "
                         "in no other table; a session it broke ends as task_error. Locust makes the process "
                         "exit with --exit-code-on-error (1) when any was raised."),
-                   table(HEAD, rows, "taskerrors"), *tracebacks)  # fmt: skip
+                   table(HEAD, rows, "task-kinds"), *tracebacks)  # fmt: skip
