@@ -96,13 +96,13 @@ def run_against_sim(report_dir: str | Path, engine: str, *, requests: int = 40, 
                "--exit-code-on-error", "0", *run_args]  # fmt: skip
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
         rows = _raw_rows(report_dir)
-        truth = truth_of_rows(sim, rows, timeout_s=10)
+        truth = _truth_of_rows(sim, rows, timeout_s=10)
     report_path = report_dir / "report.json"
     report = orjson.loads(report_path.read_bytes()) if report_path.exists() else {"conservation": {}}
     return SimRun(proc, report, rows, truth)
 
 
-def truth_of_rows(sim: SimHandle, rows: Sequence[dict[str, Any]], timeout_s: float) -> dict[str, dict[str, Any]]:
+def _truth_of_rows(sim: SimHandle, rows: Sequence[dict[str, Any]], timeout_s: float) -> dict[str, dict[str, Any]]:
     """The truth records by request id, once every measured request that reached the server has
     its line. Not a count of lines: the log also holds the pre-flight request (and any request
     cut at stop), so a count can be reached while a measured request's line is still unwritten
