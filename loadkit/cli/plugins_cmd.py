@@ -1,4 +1,5 @@
-"""`loadkit plugins`: every registered engine with the plugin and version providing it, as JSON
+"""`loadkit plugins`: every registered engine, and every protocol ``loadkit sim`` can serve (its
+built-in families and those plugins add), with the plugin and version providing it, as JSON
 (and, under ``failed``, any installed plugin that could not be loaded, with its error)."""
 
 from __future__ import annotations
@@ -8,16 +9,19 @@ import sys
 import orjson
 
 from loadkit.plugins import PluginError, engine_registry, load_failures, new_plugin_manager
+from loadkit.sim.protocols import ProtocolError, listing
 
 
 def main(argv: list[str]) -> int:
     if argv and argv[0] in ("-h", "--help"):
-        print("usage: loadkit plugins\n\nPrint every registered engine as JSON (honours LOADKIT_LOAD_PLUGINS).")
+        print("usage: loadkit plugins\n\nPrint every registered engine and simulator protocol as JSON "
+              "(honours LOADKIT_LOAD_PLUGINS).")
         return 0
     try:
         pm = new_plugin_manager()
         registry = engine_registry(pm)
-    except PluginError as exc:
+        protocols = listing(pm)
+    except (PluginError, ProtocolError) as exc:
         print(f"loadkit plugins: error: {exc}", file=sys.stderr)
         return 2
     engines = [
@@ -25,8 +29,8 @@ def main(argv: list[str]) -> int:
          "apis": list(info.adapter.apis), "framing": info.adapter.framing}
         for info in sorted(registry.values(), key=lambda i: i.name)
     ]
-    listing: dict[str, object] = {"engines": engines}
+    out: dict[str, object] = {"engines": engines, "simulator_protocols": protocols}
     if failed := load_failures(pm):
-        listing["failed"] = [f.as_dict() for f in failed]
-    sys.stdout.write(orjson.dumps(listing, option=orjson.OPT_INDENT_2).decode() + "\n")
+        out["failed"] = [f.as_dict() for f in failed]
+    sys.stdout.write(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode() + "\n")
     return 0
