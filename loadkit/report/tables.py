@@ -156,8 +156,9 @@ def _message_rows(engine: str, messages: dict[str, Any]) -> list[list[str]]:
     rows = []
     for outcome, entry in sorted(messages.items(), key=lambda kv: (-kv[1].get("total", 0), kv[0])):
         for item in entry.get("top") or []:
-            rows.append([engine, outcome, num(item.get("count")),
-                         macro("code", str(item.get("message")))])  # fmt: skip
+            # A row whose texts differed in numbers or ids only: its example, said to be one.
+            example = macro("code", str(item.get("message")))
+            rows.append([engine, outcome, num(item.get("count")), "e.g. " + example if item.get("varied") else example])
         if entry.get("other"):
             rows.append([engine, outcome, num(entry["other"]), macro("italic", "other messages")])
     return rows
@@ -172,7 +173,9 @@ def errors_section(report: dict[str, Any]) -> str:
         return section("errors", "Why requests failed", not_measured("errors", why))
     return section("errors", "Why requests failed",
                    note("The server's own words, most frequent first, per engine and outcome: HTTP status "
-                        "and the first 300 characters of the body, the in-band error, or the connect error."),
+                        "and the first 300 characters of the body, the in-band error, or the connect error. "
+                        "Messages that differ only in numbers and ids count as one row, shown by an example "
+                        "(e.g.)."),
                    table(("engine", "outcome", "requests", "message"), rows, "messages"))  # fmt: skip
 
 

@@ -157,6 +157,18 @@ def test_an_invalid_run_says_why_at_the_top_and_lists_the_servers_words():
     assert "run INVALID: circuit breaker" in html  # in the warnings list too
 
 
+def test_a_row_of_messages_differing_in_numbers_is_shown_by_its_example():
+    report = report_from_rows({"a": make_rows("a", 50, 1)})
+    example = "maximum context length is 8192 tokens. However, you requested 10914 tokens"
+    report["engines"]["a"]["error_messages"] = {"http_error:400": {"total": 37, "other": 0, "top": [
+        {"message": example, "count": 37, "varied": True, "template": "… <n> tokens. However, you requested <n> tokens"},
+        {"message": "exactly this", "count": 2, "varied": False, "template": "exactly this"}]}}  # fmt: skip
+    html = build_html(report, None)
+    errors = html[html.index('<section id="errors">') :]
+    errors = errors[: errors.index("</section>")]
+    assert f"<td>e.g. <code>{example}</code></td>" in errors and "<td><code>exactly this</code></td>" in errors
+
+
 def test_failed_leaves_cancelled_out_old_reports_included():
     report = report_from_rows({"a": make_rows("a", 50, 1)})
     section = report["engines"]["a"]
