@@ -1,5 +1,5 @@
-"""The built-in sections (stages, sessions, lengths, user classes, delivered load, tenants) and
-the one place they subscribe to the records: ``BuiltinSections.install``.
+"""The built-in sections (stages, sessions, lengths, user classes, delivered load, tenants,
+adapter errors) and the one place they subscribe to the records: ``BuiltinSections.install``.
 
 Each is a section of the node's StatsCollector (stats/sections.py), so it travels to the master
 in the main snapshot protocol (cumulative, versioned, epochs, final handshake, lost workers
@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from loadkit.records import RequestRecord
+from loadkit.stats.adaptererrors import AdapterErrors
 from loadkit.stats.classstats import ClassStats
 from loadkit.stats.collector import StatsCollector
 from loadkit.stats.delivered import SCHEDULED, DeliveredLoad
@@ -67,6 +68,8 @@ class BuiltinSections:
                     report=self._delivered_report),
             Section("tenants", TenantStats, TenantStats.from_wire, lambda s, r: s.add(r, c.compiled_slos, self._tenant_slos()),
                     report=self._tenants_report),
+            Section("adapter_errors", AdapterErrors, AdapterErrors.from_wire, AdapterErrors.add,
+                    report=AdapterErrors.report),
         ):  # fmt: skip
             c.register_section(section)
 
