@@ -176,7 +176,18 @@ def errors_section(report: dict[str, Any]) -> str:
                         "and the first 300 characters of the body, the in-band error, or the connect error. "
                         "Messages that differ only in numbers and ids count as one row, shown by an example "
                         "(e.g.)."),
-                   table(("engine", "outcome", "requests", "message"), rows, "messages"))  # fmt: skip
+                   table(("engine", "outcome", "requests", "message"), rows, "messages"),
+                   *_adapter_tracebacks(report))  # fmt: skip
+
+
+def _adapter_tracebacks(report: dict[str, Any]) -> list[Any]:
+    """The first traceback of each kind of adapter_error (report.json ``adapter_errors``), folded."""
+    out = []
+    for kind in (report.get("adapter_errors") or {}).get("kinds") or []:
+        if kind.get("traceback"):
+            summary = f"adapter_error ×{kind.get('count')} on {kind.get('engine')}: the first one's traceback"
+            out.append(macro("details", summary, macro("pre", str(kind["traceback"]))))
+    return out
 
 
 def outcome_color(outcome: str, index: int) -> str:
