@@ -1,4 +1,5 @@
-"""`loadkit plugins`: every registered engine with the plugin and version providing it, as JSON."""
+"""`loadkit plugins`: every registered engine with the plugin and version providing it, as JSON
+(and, under ``failed``, any installed plugin that could not be loaded, with its error)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import sys
 
 import orjson
 
-from loadkit.plugins import PluginError, engine_registry, new_plugin_manager
+from loadkit.plugins import PluginError, engine_registry, load_failures, new_plugin_manager
 
 
 def main(argv: list[str]) -> int:
@@ -14,7 +15,8 @@ def main(argv: list[str]) -> int:
         print("usage: loadkit plugins\n\nPrint every registered engine as JSON (honours LOADKIT_LOAD_PLUGINS).")
         return 0
     try:
-        registry = engine_registry(new_plugin_manager())
+        pm = new_plugin_manager()
+        registry = engine_registry(pm)
     except PluginError as exc:
         print(f"loadkit plugins: error: {exc}", file=sys.stderr)
         return 2
@@ -23,5 +25,8 @@ def main(argv: list[str]) -> int:
          "apis": list(info.adapter.apis), "framing": info.adapter.framing}
         for info in sorted(registry.values(), key=lambda i: i.name)
     ]
-    sys.stdout.write(orjson.dumps({"engines": engines}, option=orjson.OPT_INDENT_2).decode() + "\n")
+    listing: dict[str, object] = {"engines": engines}
+    if failed := load_failures(pm):
+        listing["failed"] = [f.as_dict() for f in failed]
+    sys.stdout.write(orjson.dumps(listing, option=orjson.OPT_INDENT_2).decode() + "\n")
     return 0

@@ -7,6 +7,7 @@ from typing import Any
 import orjson
 
 from loadkit.report.htmlutil import NOT_MEASURED, macro, not_measured, note, num, pct, section, table
+from loadkit.report.redact import redact
 from loadkit.report.svg import Bars, bar_plot, color
 
 SUMMARY_HEAD = ("engine", "label", "requests", "ok", "failed", "cancelled", "ended by close", "req/s", "output tok/s",
@@ -186,7 +187,7 @@ def _adapter_tracebacks(report: dict[str, Any]) -> list[Any]:
     for kind in (report.get("adapter_errors") or {}).get("kinds") or []:
         if kind.get("traceback"):
             summary = f"adapter_error ×{kind.get('count')} on {kind.get('engine')}: the first one's traceback"
-            out.append(macro("details", summary, macro("pre", str(kind["traceback"]))))
+            out.append(macro("details", summary, macro("pre", str(redact(str(kind["traceback"]))))))
     return out
 
 

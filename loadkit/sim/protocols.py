@@ -46,8 +46,9 @@ if TYPE_CHECKING:
 Reply = tuple[int, bytes, str]
 InfoRoutes = Callable[["SimEngine"], Mapping[tuple[str, str], Callable[[bytes], Reply]]]
 
-__all__ = ["GenRoute", "InfoRoutes", "Outcome", "Parser", "Reply", "RequestSpec", "SimProtocol", "StreamFormat",
-           "WireError", "as_int", "dumps", "json_str", "messages_prompt", "parse_json_object", "sse"]
+__all__ = ["GenRoute", "InfoRoutes", "Outcome", "Parser", "ProtocolError", "Reply", "RequestSpec", "SimProtocol",
+           "StreamFormat", "WireError", "all_families", "as_int", "dumps", "json_str", "messages_prompt",
+           "parse_json_object", "plugin_protocols", "sse"]
 
 
 @dataclass(frozen=True)

@@ -181,7 +181,7 @@ def test_the_first_traceback_of_an_adapter_error_is_on_the_page_escaped():
     errors = errors[errors.index('<section id="errors">') :]
     errors = errors[: errors.index("</section>")]
     assert "<summary>adapter_error ×3 on a: the first one&#39;s traceback</summary>" in errors
-    assert '<pre>Traceback (most recent call last):\n  File &#34;flaky_plugin.py&#34;, line 29' in errors
+    assert '<pre class="block">Traceback (most recent call last):\n  File &#34;flaky_plugin.py&#34;, line 29' in errors
     assert "ValueError: &lt;x&gt;" in errors and "<x>" not in errors
 
 
