@@ -35,7 +35,10 @@ CHAT_KEYWORDS = ("role", "max_tokens", "label", "exact_output")
 
 
 class Conversation:
-    """See the module docstring. ``send`` streams one request; ``ended`` is told once, at close."""
+    """A multi-turn session a task drives turn by turn, as ``self.session()`` returns it: the
+    history (system prompt, messages, replies verbatim), one session id, turn labels
+    (``turn1`` / ``turnN``), counted once when it closes (the module docstring has the rules).
+    ``send`` streams one request; ``ended`` is told once, at close."""
 
     def __init__(self, send: Send, ended: Callable[[Conversation], None], session_id: str,
                  name: str | None = None, system: str | None = None) -> None:  # fmt: skip
@@ -61,13 +64,13 @@ class Conversation:
         """Append ``content`` (as ``role``) when given, send the history, return the turn's record.
 
         :param content: the next message's text (a str), or None to send the history as it
-            stands (e.g. after :meth:`answer_tools` or :meth:`add`).
+            stands (e.g. after ``answer_tools`` or ``add``).
         :param role: the role of ``content``'s message.
         :param max_tokens: the output tokens asked for (an int >= 1).
         :param label: the stats' label (default ``turn1`` / ``turnN``, prefixed with the name).
         :param exact_output: ask the engine for exactly ``max_tokens`` where it can.
         :param extra_body: further request-body fields, merged in as given.
-        :param fields: the standard body fields (:class:`loadkit.requestargs.BodyFields`:
+        :param fields: the standard body fields (``BodyFields``:
             ``temperature``, ``tools``, ...); any other keyword is refused."""
         if self.status != RUNNING:
             raise RuntimeError(f"conversation {self.session_id} is closed")

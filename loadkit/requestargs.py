@@ -1,10 +1,10 @@
 """What the user API's request calls accept: ``LLMUser.chat`` / ``complete`` and ``Conversation.chat``.
 
 A call that cannot mean what it says is refused before anything is sent, with a
-:class:`UserAPIError` naming the argument and what was given: a single message dict where a
+``UserAPIError`` naming the argument and what was given: a single message dict where a
 list is expected, a list of strings, a keyword nobody defines. Keywords are checked because a
 typo (``max_token=8``) used to go into the request body unseen and the run measured 128-token
-replies; the standard OpenAI sampling and tool fields (:class:`BodyFields`) are keywords, and
+replies; the standard OpenAI sampling and tool fields (``BodyFields``) are keywords, and
 anything else a server takes goes in ``extra_body={...}``, said as such. The checks run once
 per request, at the call, never per stream event. Nothing here imports Locust.
 """

@@ -73,7 +73,7 @@ class LLMCalls:
         :param exact_output: ask the engine for exactly ``max_tokens`` where it can.
         :param extra_body: further request-body fields, merged in as given (engine-specific
             ones: ``{"top_k": 20}``, ``{"chat_template_kwargs": {...}}``).
-        :param fields: the standard body fields (:class:`loadkit.requestargs.BodyFields`:
+        :param fields: the standard body fields (``BodyFields``:
             ``temperature``, ``top_p``, ``stop``, ``seed``, ``tools``, ...); any other keyword
             is refused with the accepted ones listed."""
         call = "chat"
@@ -88,7 +88,7 @@ class LLMCalls:
     def complete(self, prompt: str, *, max_tokens: int = 128, label: str = "completion", exact_output: bool = True,
                  extra_body: dict[str, Any] | None = None, **fields: Unpack[BodyFields]) -> RequestRecord:  # fmt: skip
         """Stream one completion request for ``prompt`` (a str; a chat target gets it as one
-        user message) and return its record. Keywords as :meth:`chat`'s."""
+        user message) and return its record. Keywords as ``chat``'s."""
         call = "complete"
         self._stop_if_halted()
         text_argument(call, "prompt", prompt, hint="chat messages go to self.chat")
