@@ -78,3 +78,17 @@ def test_without_sim_or_target_the_scenario_s_simulator_is_started(monkeypatch):
     assert plan([], ["--scenario", "mooncake_replay"]) == ([], [])
     # A scenario that does not load: Locust's start says why; no simulator is guessed for it.
     assert plan([], ["--scenario", "no/such.toml"]) == ([], [])
+
+
+def test_a_host_in_a_locust_config_file_is_a_target_too(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.locust.conf of the machine's
+    assert profiles(plan([], ["--scenario", "uneven_chat"])[0]) == [("sim", "default", 0)]
+    (tmp_path / "locust.conf").write_text("headless = true\nhost = http://127.0.0.1:8000\n")
+    assert plan([], ["--scenario", "uneven_chat"]) == ([], [])
+    (tmp_path / "locust.conf").unlink()
+    (tmp_path / "pyproject.toml").write_text('[tool.locust]\ntarget = ["a=http://127.0.0.1:8000"]\n')
+    assert plan([], ["--scenario", "uneven_chat"]) == ([], [])
+    (tmp_path / "pyproject.toml").unlink()
+    (tmp_path / "mine.conf").write_text("host = http://h:1\n")
+    assert plan([], ["--config", "mine.conf", "--scenario", "uneven_chat"]) == ([], [])

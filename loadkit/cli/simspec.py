@@ -4,6 +4,8 @@
     --sim NAME[,port=PORT]           profile NAME if it is one (`--sim fast`), else the scenario's
                                      `[sim] profile`, else `default`
     (no --sim, and no target)        one simulator named `sim` with the scenario's profile
+                                     (a target: --host, --target(s), LOCUST_HOST, LOADKIT_TARGET(S),
+                                     the scenario's [[targets]], or a Locust config file's host)
 
 Port 0 (the default) is any free port; the ready line says which. A scenario names the
 profile whose context fits it (`[sim] profile = "long"` for the long-context ones), so
@@ -15,7 +17,9 @@ engine's 400).
 from __future__ import annotations
 
 import os
+import tomllib
 from dataclasses import dataclass
+from pathlib import Path
 
 from loadkit.errors import UserError
 
@@ -70,9 +74,29 @@ def _option(rest: list[str], *flags: str) -> str | None:
     return found
 
 
+def _config_names_target(rest: list[str]) -> bool:
+    """Whether a Locust config file this run reads (Locust's defaults, ``--config``) sets a
+    host or targets: then it is the user's target, not a simulator's to replace."""
+    keys = {"host", "target", "targets"}
+    files = [Path("~/.locust.conf").expanduser(), Path("locust.conf"), *map(Path, filter(None, [_option(rest, "--config")]))]
+    for path in files:
+        try:
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+        if any(line.split("=", 1)[0].strip() in keys for line in lines if "=" in line):
+            return True
+    try:
+        with open("pyproject.toml", "rb") as f:
+            table = tomllib.load(f).get("tool", {}).get("locust", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        return False
+    return bool(keys & set(table))
+
+
 def _targets_given(rest: list[str]) -> bool:
     flagged = any(a in TARGET_FLAGS or a.startswith(tuple(f + "=" for f in TARGET_FLAGS)) for a in rest)
-    return flagged or any(os.environ.get(v) for v in TARGET_ENV)
+    return flagged or any(os.environ.get(v) for v in TARGET_ENV) or _config_names_target(rest)
 
 
 def _scenario(rest: list[str]) -> tuple[str, str | None, bool] | None:
