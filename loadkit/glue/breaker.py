@@ -167,16 +167,17 @@ def error_key(record: RequestRecord) -> str:
 # -- glue (Locust is imported only here, and lazily) ----------------------------------------
 
 
-def trip(environment: Any, runtime: Any, reason: str) -> None:
-    """Stop the run: here (local), or by telling the master (worker)."""
+def trip(environment: Any, runtime: Any, reason: str, why: str = "circuit breaker tripped") -> None:
+    """Stop the run: here (local), or by telling the master (worker). ``why`` is the log's
+    word for the stop (a refused user-API call stops a run this way too)."""
     if runtime.halted:
         return
     runtime.halted = True  # this node's users send nothing more
     runner = getattr(environment, "runner", None)
     if runner is not None and _is_worker(runner):
-        runner.send_message(BREAKER_MESSAGE, {"worker": runner.worker_index, "reason": reason})
+        runner.send_message(BREAKER_MESSAGE, {"worker": runner.worker_index, "reason": reason, "why": why})
         return
-    stop_run(environment, runtime, reason)
+    stop_run(environment, runtime, reason, why)
 
 
 def _is_worker(runner: Any) -> bool:
@@ -185,7 +186,7 @@ def _is_worker(runner: Any) -> bool:
     return isinstance(runner, WorkerRunner)
 
 
-def stop_run(environment: Any, runtime: Any, reason: str) -> None:
+def stop_run(environment: Any, runtime: Any, reason: str, why: str = "circuit breaker tripped") -> None:
     """The one console line (stats.mark_invalid logs it), the report's reason, the end."""
     from loadkit.report.redact import redact_text
 
@@ -197,7 +198,7 @@ def stop_run(environment: Any, runtime: Any, reason: str) -> None:
     if environment is not None and getattr(environment, "runner", None) is not None:
         from loadkit.glue.runtime import end_run
 
-        end_run(environment, "circuit breaker tripped")
+        end_run(environment, why)
 
 
 def install(environment: Any, runtime: Any) -> None:
@@ -208,6 +209,7 @@ def install(environment: Any, runtime: Any) -> None:
             return
         runtime.halted = True
         data = msg.data or {}
-        stop_run(environment, runtime, f"{data.get('reason')} (seen by worker {data.get('worker')})")
+        stop_run(environment, runtime, f"{data.get('reason')} (seen by worker {data.get('worker')})",
+                 str(data.get("why") or "circuit breaker tripped"))
 
     environment.runner.register_message(BREAKER_MESSAGE, handler)

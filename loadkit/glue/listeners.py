@@ -19,6 +19,7 @@ from loadkit.glue.shape import StageShape
 from loadkit.glue.shapesteps import install_worker as install_shape_steps
 from loadkit.glue.shapesteps import watch_shape
 from loadkit.plugins import PluginError
+from loadkit.requestargs import UserAPIError
 from loadkit.stats.builtin import BuiltinSections
 
 log = logging.getLogger("loadkit")
@@ -357,6 +358,20 @@ def on_test_stop(environment: Any, **_: Any) -> None:
             runtime.stats.warn(warning)
 
 
+def on_user_error(user_instance: Any, exception: BaseException, **_: Any) -> None:
+    """A user-API call that can never be sent (UserAPIError: the task makes the same bad call
+    every time) stops the run with its one line, after Locust's one traceback showing where;
+    left alone, a task loop at wait_time 0 logs thousands of tracebacks a second."""
+    if not isinstance(exception, UserAPIError):
+        return
+    user = getattr(user_instance, "user", user_instance)  # Locust passes the user's TaskSet
+    runtime = getattr(getattr(user, "environment", None), "loadkit", None)
+    if runtime is None or runtime.halted:
+        return
+    reason = f"user class {type(user).__name__}: {exception}"
+    breaker.trip(user.environment, runtime, reason, why="a user-API call was refused")
+
+
 def register(events: Any) -> None:
     """Add loadkit's listeners to a Locust ``Events`` (``locust.events`` for a locustfile); once
     per Events object, however often it is called (each loadkit user class calls it)."""
@@ -367,3 +382,4 @@ def register(events: Any) -> None:
     events.init.add_listener(on_init)
     events.test_start.add_listener(on_test_start)
     events.test_stop.add_listener(on_test_stop)
+    events.user_error.add_listener(on_user_error)

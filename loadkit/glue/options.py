@@ -320,3 +320,6 @@ def add_arguments(parser: Any) -> None:
         add_stats_arguments(group)
     group.section = "plugins"
     get_plugin_manager().hook.loadkit_add_arguments(group=group)
+    from loadkit.glue.masterport import default_master_port
+
+    default_master_port(parser)  # --processes alone: not Locust's fixed 5557 (glue/masterport.py)

@@ -81,9 +81,9 @@ def test_stats_requests_carries_the_llm_rows(live):
     by_engine = {(r["engine"], r["label"]): r for r in ext["data"]}
     assert set(by_engine) == {("vllm-a", "*"), ("sglang-b", "*")}
     row = by_engine[("vllm-a", "*")]
-    assert row["requests"] == 21 and row["failures"] == 1 and row["outcomes"] == "http_error:500 ×1"
+    assert row["requests"] == 21 and row["failures"] == 1 and row["failed_outcomes"] == "http_error:500 ×1"
     p50 = live.collector.report()["engines"]["vllm-a"]["ttft_ms"]["p50"]
-    assert row["ttft"].split(" / ")[0] == f"{p50:.1f}"
+    assert row["ttft_ms"].split(" / ")[0] == f"{p50:.1f}"
 
 
 def test_stats_json_rows_and_windowed_series(live):
