@@ -93,6 +93,27 @@ def test_unknown_model_is_refused_at_preflight_with_the_served_list(tmp_path):
     assert not (tmp_path / "r" / "report.json").exists()
 
 
+def test_refusal_without_model_lists_the_served_models(tmp_path):
+    server = StrictOpenAI(models=("served-a", "served-b"), check_model=True)
+    with ScriptedServer(server) as srv:
+        proc = run_locust(*headless(srv.url, tmp_path / "r"), timeout=60)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("loadkit: error:")]
+    assert len(errors) == 1, proc.stderr[-3000:]
+    assert "does not exist" in errors[0] and "it serves: served-a, served-b (give --model)" in errors[0]
+    assert not (tmp_path / "r" / "report.json").exists()
+
+
+def test_dead_port_with_skipped_check_says_unreachable(tmp_path):
+    proc = run_locust(*headless(dead_url(), tmp_path / "r", "--skip-reachability-check", "--model", "m",
+                                "--max-requests", "3"), timeout=60)  # fmt: skip
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    check_conservation(tmp_path / "r")
+    lines = [line for line in proc.stderr.splitlines() if "pre-flight" in line]
+    assert len(lines) == 1 and "is unreachable" in lines[0] and "Connection refused" in lines[0], proc.stderr[-3000:]
+    assert "lists no models" not in proc.stderr
+
+
 def test_extra_body_and_headers_reach_the_server_and_secrets_no_output(tmp_path):
     secret = "tok-" + "5e" * 12
     server = StrictOpenAI()
