@@ -203,7 +203,7 @@ def _worker_done_handler(runtime: Runtime):
 
 
 def on_test_start(environment: Any, **_: Any) -> None:
-    from locust.runners import MasterRunner, WorkerRunner
+    from locust.runners import WorkerRunner
 
     runner = environment.runner
     options = environment.parsed_options
@@ -225,6 +225,16 @@ def on_test_start(environment: Any, **_: Any) -> None:
     if isinstance(runner, WorkerRunner) and starts.ask_for_config(environment, runtime, on_test_start):
         runtime.ready.clear()  # its users wait until the config has come and this start is done
         return
+    runtime.starts_begun += 1
+    try:
+        _start(environment, runtime, runner, options)
+    finally:
+        runtime.starts_done += 1  # a web UI start's reply waits for this (webui/startform.py)
+
+
+def _start(environment: Any, runtime: Runtime, runner: Any, options: Any) -> None:
+    from locust.runners import MasterRunner, WorkerRunner
+
     try:
         if isinstance(runner, MasterRunner):
             _prepare_master(environment, runtime)

@@ -111,6 +111,8 @@ class Runtime(Schedules):
         self.detections = Detections()
         # Why the last start from the web UI failed (shown there); None once a start succeeds.
         self.start_error: str | None = None
+        # Test starts (loadkit's part) begun and done here: a web UI start waits for its own.
+        self.starts_begun = self.starts_done = 0
         if stats is not None and hasattr(stats, "add_invalid_source"):
             stats.add_invalid_source(self.start_problems)
 

@@ -260,6 +260,41 @@ def test_manifest_says_what_preflight_saw(tmp_path):
     assert json.dumps(report["manifest"]["request_options"])  # plain data
 
 
+def swarm(base: str, form: dict[str, str]) -> dict:
+    """POST the start form as Locust's web UI does; its JSON reply."""
+    data = urllib.parse.urlencode(form).encode()
+    with urllib.request.urlopen(urllib.request.Request(base + "/swarm", data=data), timeout=60) as resp:
+        return json.loads(resp.read())  # type: ignore[no-any-return]
+
+
+def test_web_ui_start_refused_at_preflight_answers_success_false(tmp_path):
+    """Locust's /swarm answers before the test start runs; loadkit's reply waits for it, so a
+    start pre-flight refuses is a failed start in the form, with the server's text."""
+    server = StrictOpenAI(models=("served-a", "served-b"), check_model=True)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    with ScriptedServer(server) as srv, open(tmp_path / "log", "wb") as log:
+        proc = subprocess.Popen(locust_cmd("--web-host", "127.0.0.1", "--web-port", str(port), "--host", srv.url,
+                                           "--model", "wrong-model", "--scenario", TINY,
+                                           "--report-dir", str(tmp_path / "r"), "--no-console-table"),  # fmt: skip
+                                stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+        try:
+            wait_for("the web UI", web_ready(base), 30)
+            form = {"user_count": "2", "spawn_rate": "2", "max_requests": "4"}
+            refused = swarm(base, form)
+            assert refused["success"] is False, refused
+            assert "The model `wrong-model` does not exist" in refused["message"], refused
+            assert "served-a, served-b" in refused["message"] and refused["message"].startswith("loadkit: ")
+            wait_for("the refused run to stop", lambda: get_json(base + "/stats/requests")["state"] == "stopped", 30)
+            assert len(server.posts()) == 1  # the pre-flight request only
+            accepted = swarm(base, {**form, "model": "served-a"})
+            assert accepted["success"] is True, accepted
+            wait_for("the second run's requests", lambda: len(server.posts()) >= 1 + 1 + 4, 60)
+        finally:
+            stop_process(proc)
+    assert "Traceback" not in (tmp_path / "log").read_text()
+
+
 def test_web_ui_form_options_reach_the_server_and_preflight_runs_per_start(tmp_path):
     """Started from the web UI's form (no early check): pre-flight runs at every start with
     that start's options, and a decision of an earlier start does not carry over."""
@@ -267,10 +302,8 @@ def test_web_ui_form_options_reach_the_server_and_preflight_runs_per_start(tmp_p
     port = free_port()
     base = f"http://127.0.0.1:{port}"
 
-    def start(**form: str) -> None:
-        data = urllib.parse.urlencode({"user_count": "2", "spawn_rate": "2", **form}).encode()
-        with urllib.request.urlopen(urllib.request.Request(base + "/swarm", data=data), timeout=10) as resp:
-            assert json.loads(resp.read())["success"]
+    def start(**form: str) -> dict:
+        return swarm(base, {"user_count": "2", "spawn_rate": "2", **form})
 
     def stopped() -> bool:
         return get_json(base + "/stats/requests")["state"] == "stopped"
@@ -286,10 +319,13 @@ def test_web_ui_form_options_reach_the_server_and_preflight_runs_per_start(tmp_p
                 page = resp.read().decode()
             for name in ("extra_body", "header", "strict_request", "exact_output", "backoff", "breaker"):
                 assert f'"{name}"' in page, name  # in the start form
-            start(max_requests="8", extra_body='{"temperature": 0.5}', header="X-Route: green")
+            assert start(max_requests="8", extra_body='{"temperature": 0.5}', header="X-Route: green")["success"]
             wait_for("the first run to end", lambda: stopped() and len(server.posts()) >= 10, 30)
             first_run = server.posts()
-            start(max_requests="8", strict_request="true")
+            # Refused at pre-flight: the form's reply says so (issue 32: it was success: true).
+            refused = start(max_requests="8", strict_request="true")
+            assert refused["success"] is False and "Unexpected fields in the request" in refused["message"], refused
+            assert "--strict-request: stopped" in refused["message"]
             wait_for("the second start to be refused", lambda: stopped() and len(server.posts()) > len(first_run), 30)
             time.sleep(0.5)
         finally:
