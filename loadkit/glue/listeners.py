@@ -9,7 +9,7 @@ from typing import Any
 
 from loadkit.engines.targets import TargetError
 from loadkit.errors import UserError
-from loadkit.glue import breaker, preflight, starts
+from loadkit.glue import breaker, preflight, reachability, starts
 from loadkit.glue.manifest import run_manifest
 from loadkit.glue.openloop import behind_warning
 from loadkit.glue.options import add_arguments
@@ -77,6 +77,7 @@ def on_init(environment: Any, **_: Any) -> None:
         runner.register_message(NOTE_MESSAGE, _master_notes_handler(runtime))
         runner.register_message(REFUSED_MESSAGE, _master_notes_handler(runtime))
         breaker.install(environment, runtime)
+        reachability.install(environment, runtime)
     if not isinstance(runner, WorkerRunner):
         _watch_shapes(environment)
         _check_options_early(environment)
@@ -346,6 +347,8 @@ def on_test_stop(environment: Any, **_: Any) -> None:
         return
     runtime.close_schedule()
     runtime.snapshot_realised()
+    if runtime.stats is not None:
+        runtime.stats.set_manifest_fields(runtime.reachability_record.manifest())
     if runtime.shape_steps is not None and runtime.stats is not None:
         runtime.shape_steps.finish()
         runtime.stats.set_manifest_fields({"shape": runtime.shape_steps.manifest()})
