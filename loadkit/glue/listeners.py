@@ -247,6 +247,12 @@ def _start(environment: Any, runtime: Runtime, runner: Any, options: Any) -> Non
             preflight.at_test_start(runtime, options)
         if isinstance(runner, MasterRunner):
             starts.send_to_workers(environment, runtime)  # before Locust's spawn messages
+    except starts.StartRefused as exc:  # worker: a spawn of a start the master refused
+        log.info("loadkit: the master refused this start (%s); sending nothing", exc)
+        runtime.halted = True
+        runtime.ready.set()
+        runtime.watch.trigger()  # "done" once its users stopped: the master ends the run
+        return
     except USER_ERRORS as exc:
         log.error("loadkit: error: %s", exc)
         runtime.start_error = str(exc)  # the web UI shows it; the report says why it is invalid
@@ -255,6 +261,8 @@ def _start(environment: Any, runtime: Runtime, runner: Any, options: Any) -> Non
         if isinstance(runner, WorkerRunner):
             _refuse_worker(environment, str(exc))
         else:
+            if isinstance(runner, MasterRunner):
+                starts.refuse_workers(environment, str(exc))
             end_run(environment, "configuration error")
         runtime.ready.set()
         return

@@ -267,29 +267,48 @@ def swarm(base: str, form: dict[str, str]) -> dict:
         return json.loads(resp.read())  # type: ignore[no-any-return]
 
 
-def test_web_ui_start_refused_at_preflight_answers_success_false(tmp_path):
+@pytest.mark.parametrize("processes", [1, 2])
+def test_web_ui_start_refused_at_preflight_answers_success_false(tmp_path, processes):
     """Locust's /swarm answers before the test start runs; loadkit's reply waits for it, so a
-    start pre-flight refuses is a failed start in the form, with the server's text."""
+    start pre-flight refuses is a failed start in the form, with the server's text. Distributed,
+    no worker sends anything for a refused start (Locust may deliver its spawn message after
+    the stop: the worker then asks the master, which says the start was refused), neither
+    before nor after an accepted one."""
     server = StrictOpenAI(models=("served-a", "served-b"), check_model=True)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
+    extra = two_processes() if processes > 1 else []
+
+    def state() -> str:
+        return get_json(base + "/stats/requests")["state"]  # type: ignore[no-any-return]
+
+    def refused_start(posts_before: int) -> None:
+        refused = swarm(base, {**form, "model": "wrong-model"})  # the form's value stays in the options
+        assert refused["success"] is False, refused
+        assert "The model `wrong-model` does not exist" in refused["message"], refused
+        assert "served-a, served-b" in refused["message"] and refused["message"].startswith("loadkit: ")
+        wait_for("the refused run to stop", lambda: state() == "stopped", 30)
+        # Locust may deliver the refused start's spawn to a worker seconds after the stop (seen:
+        # 3.5 s); that worker's users send nothing, and its "done" ends the run it started again.
+        time.sleep(5)
+        wait_for("the refused run to stay stopped", lambda: state() == "stopped", 30)
+        assert len(server.posts()) == posts_before + 1  # the pre-flight request only
+
+    form = {"user_count": "2", "spawn_rate": "2", "max_requests": "4"}
     with ScriptedServer(server) as srv, open(tmp_path / "log", "wb") as log:
         proc = subprocess.Popen(locust_cmd("--web-host", "127.0.0.1", "--web-port", str(port), "--host", srv.url,
-                                           "--model", "wrong-model", "--scenario", TINY,
+                                           "--model", "wrong-model", "--scenario", TINY, *extra,
                                            "--report-dir", str(tmp_path / "r"), "--no-console-table"),  # fmt: skip
                                 stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
         try:
             wait_for("the web UI", web_ready(base), 30)
-            form = {"user_count": "2", "spawn_rate": "2", "max_requests": "4"}
-            refused = swarm(base, form)
-            assert refused["success"] is False, refused
-            assert "The model `wrong-model` does not exist" in refused["message"], refused
-            assert "served-a, served-b" in refused["message"] and refused["message"].startswith("loadkit: ")
-            wait_for("the refused run to stop", lambda: get_json(base + "/stats/requests")["state"] == "stopped", 30)
-            assert len(server.posts()) == 1  # the pre-flight request only
+            if processes > 1:
+                wait_for("two workers", lambda: get_json(base + "/stats/requests").get("worker_count") == 2, 60)
+            refused_start(0)
             accepted = swarm(base, {**form, "model": "served-a"})
             assert accepted["success"] is True, accepted
-            wait_for("the second run's requests", lambda: len(server.posts()) >= 1 + 1 + 4, 60)
+            wait_for("the accepted run's end", lambda: len(server.posts()) == 1 + 1 + 4 and state() == "stopped", 60)
+            refused_start(1 + 1 + 4)  # after a run: no worker sends under that run's configuration
         finally:
             stop_process(proc)
     assert "Traceback" not in (tmp_path / "log").read_text()
