@@ -336,7 +336,7 @@ def test_web_ui_form_options_reach_the_server_and_preflight_runs_per_start(tmp_p
             wait_for("the web UI", web_ready(base), 30)
             with urllib.request.urlopen(base + "/", timeout=5) as resp:
                 page = resp.read().decode()
-            for name in ("extra_body", "header", "strict_request", "exact_output", "backoff", "breaker"):
+            for name in ("extra_body", "header", "strict_request", "exact_output", "backoff", "breaker", "breaker_dead_after"):
                 assert f'"{name}"' in page, name  # in the start form
             assert start(max_requests="8", extra_body='{"temperature": 0.5}', header="X-Route: green")["success"]
             wait_for("the first run to end", lambda: stopped() and len(server.posts()) >= 10, 30)
