@@ -1,10 +1,15 @@
 """loadkit: a Locust-based load generator for LLM inference servers.
 
+``__all__`` is the top-level public API; docs/api/public.md lists every public module and name
+and the stability promise (a test imports each one).
+
 ``LLMUser``, ``ScenarioUser`` and ``register_listeners`` (docs/locustfiles.md) are imported on
 first use: they import Locust, whose gevent monkey-patching must not come with ``import
 loadkit`` (the library, the simulator and the report tools run without it).
 """
 
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _dist_version
 from typing import TYPE_CHECKING, Any
 
 from loadkit.engines.base import AdapterOptions, EngineAdapter, StreamParser
@@ -17,7 +22,12 @@ if TYPE_CHECKING:
     from loadkit.glue.scenario_user import ScenarioUser
     from loadkit.glue.user import LLMUser
 
-__version__ = "0.1.0"
+# One version, pyproject.toml's, read from the installed distribution's metadata.
+try:
+    __version__ = _dist_version("loadkit")
+except PackageNotFoundError:  # a source tree imported without being installed
+    __version__ = "0+unknown"
+del PackageNotFoundError
 
 _LOCUST_NAMES = {
     "LLMUser": "loadkit.glue.user",

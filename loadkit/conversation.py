@@ -15,8 +15,11 @@ the cold first turn and the warm later turns are reported apart; a later turn ex
 prompt and reply (as the server counted them) to be cached.
 
 When the conversation closes (the ``with`` block ends, or ``close()``) it is counted once:
-completed, or broken by its first failed turn's outcome (``cancelled`` when the block ended
-by an exception, e.g. the test stopping). Nothing here imports Locust.
+completed, or broken by its first failed turn's outcome, at that turn. A block left by an
+exception breaks it at the turn it did not finish (the next one, when every turn sent had
+ended): ``cancelled`` when the run stopped the task (the exceptions in ``stops``: Locust's
+StopUser, GreenletExit ...), ``task_error`` when the task itself raised (the exception is
+counted in the report's ``task_errors`` too). Nothing here imports Locust.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any
 
 from loadkit.records import RequestRecord
 from loadkit.types import CANCELLED, GenerationRequest
-from loadkit.workload.sessions import BROKEN, COMPLETED, RUNNING, tool_call_message
+from loadkit.workload.sessions import BROKEN, COMPLETED, RUNNING, TASK_ERROR, tool_call_message
 
 Send = Callable[[GenerationRequest], RequestRecord]
 
@@ -36,13 +39,18 @@ class Conversation:
     """See the module docstring. ``send`` streams one request; ``ended`` is told once, at close."""
 
     def __init__(self, send: Send, ended: Callable[[Conversation], None], session_id: str,
-                 name: str | None = None, system: str | None = None) -> None:  # fmt: skip
+                 name: str | None = None, system: str | None = None,
+                 stops: tuple[type[BaseException], ...] = ()) -> None:  # fmt: skip
         self.session_id = session_id
         self.name = name
         self.history: list[dict[str, Any]] = []
         self.turns_sent = 0
+        self.turns_ended = 0  # turns whose record came back
         self.status = RUNNING
-        self.broken_reason: str | None = None  # the first failed turn's outcome
+        # The first failed turn's outcome, or cancelled / task_error for a block left by an exception.
+        self.broken_reason: str | None = None
+        self.broken_at_turn: int | None = None  # the turn it did not get past
+        self._stops = stops
         self.end_reason: str | None = None
         self.last: RequestRecord | None = None
         self._send, self._ended = send, ended
@@ -68,11 +76,12 @@ class Conversation:
                                     extra_body=dict(extra))  # fmt: skip
         self.turns_sent += 1
         record = self._send(request)
+        self.turns_ended += 1
         self.last = record
         if record.ok:
             self.history.append(self._reply_message(record))
         elif self.broken_reason is None:
-            self.broken_reason = record.outcome
+            self.broken_reason, self.broken_at_turn = record.outcome, self.turns_sent
         return record
 
     def _reply_message(self, record: RequestRecord) -> dict[str, Any]:
@@ -119,6 +128,17 @@ class Conversation:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:  # fmt: skip
-        if exc_type is not None and self.broken_reason is None and self.status == RUNNING:
-            self.broken_reason = CANCELLED  # stopped (test stop, budget spent) or the task raised
+        if exc is not None and self.broken_reason is None and self.status == RUNNING:
+            self.broken_reason = break_reason(exc, self._stops)
+            # Every turn sent had ended: the task raised (or was stopped) on its way to the next.
+            self.broken_at_turn = self.turns_ended + 1
         self.close()
+
+
+def break_reason(exc: BaseException, stops: tuple[type[BaseException], ...]) -> str:
+    """Why a session left by ``exc`` broke: ``cancelled`` when the run stopped the task (an
+    exception of ``stops``, or one that is not an ``Exception``: GreenletExit,
+    KeyboardInterrupt), else ``task_error`` (the task's own code raised)."""
+    if isinstance(exc, stops) or not isinstance(exc, Exception):
+        return CANCELLED
+    return TASK_ERROR

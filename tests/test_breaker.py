@@ -74,11 +74,27 @@ def test_targets_are_judged_apart():
     assert "target 'dead'" in (b.reason or "")
 
 
+def words(i: int) -> str:
+    return "".join(chr(ord("a") + int(d)) for d in str(i))  # distinct texts with no digits in them
+
+
 def test_error_kinds_are_bounded():
     b = Breaker(BreakerRules(first=0, window=0))
     for i in range(1000):
-        b.observe(rec("http_error:400", error=f"request {i} is bad"))
+        b.observe(rec("http_error:400", error=f"request {words(i)} is bad"))
     assert len(b.targets["a"].errors) == 32 and b.targets["a"].failures == 1000
+
+
+def test_top_error_is_the_most_frequent_kind_not_one_text():
+    """Texts that differ only in numbers are one kind (the issue: each was counted ×1); the
+    status of an http_error is part of the kind."""
+    b = Breaker(BreakerRules(first=12, window=0))
+    for _ in range(5):
+        b.observe(rec("http_error:503", error="overloaded"))
+    for i in range(7):
+        b.observe(rec("http_error:400", error=f"you requested {10000 + i} tokens, the limit is 8192"))
+    assert "(top error: 7 × e.g. http_error:400: you requested 10000 tokens, the limit is 8192)" in (b.reason or "")
+    assert len(b.targets["a"].errors) == 2
 
 
 def test_workers_judge_their_share_of_the_first_n():

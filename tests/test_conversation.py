@@ -63,15 +63,46 @@ def test_a_failed_turn_appends_nothing_and_breaks_the_session_by_its_outcome():
         conv.chat("again")
 
 
-def test_leaving_the_block_by_an_exception_is_a_cancelled_session_and_an_unused_one_is_not_counted():
+class Stopped(Exception):
+    """Stands for Locust's StopUser: the run stopping the task on purpose."""
+
+
+def test_a_block_left_by_the_tasks_own_exception_is_a_task_error_at_the_turn_never_sent():
     server, ended = FakeServer(["ok"]), []
-    with pytest.raises(KeyError), conversation(server, ended) as conv:
+    with pytest.raises(KeyError), conversation(server, ended, stops=(Stopped,)) as conv:
         conv.chat("a")
-        raise KeyError("stopped")
-    assert conv.status == "broken" and conv.broken_reason == "cancelled"
+        raise KeyError("tool")  # the task's own code, after an ok turn 1
+    assert conv.status == "broken" and conv.broken_reason == "task_error" and conv.broken_at_turn == 2
     with conversation(server, ended):
         pass
-    assert ended == [conv]
+    assert ended == [conv]  # an unused conversation is not counted
+
+
+def test_a_block_left_by_a_stop_is_cancelled_and_a_failed_turn_keeps_its_own_outcome_and_turn():
+    import gevent
+
+    server, ended = FakeServer(["ok", "ok", "http_error:503"]), []
+    with pytest.raises(Stopped), conversation(server, ended, stops=(Stopped,)) as stopped:
+        stopped.chat("a")
+        raise Stopped()
+    with pytest.raises(gevent.GreenletExit), conversation(server, ended) as killed:
+        killed.chat("a")
+        raise gevent.GreenletExit()  # not an Exception: the greenlet was killed (test stop)
+    with pytest.raises(ValueError), conversation(server, ended) as failed:
+        assert not failed.chat("a").ok
+        raise ValueError("gave up")  # after a failed turn: the turn's outcome is the session's
+    assert [(c.broken_reason, c.broken_at_turn) for c in ended] == [("cancelled", 2), ("cancelled", 2),
+                                                                    ("http_error:503", 1)]  # fmt: skip
+
+
+def test_an_exception_from_the_send_itself_breaks_the_session_at_that_turn():
+    def send(request):
+        raise RuntimeError("the request could not be built")
+
+    ended: list[Conversation] = []
+    with pytest.raises(RuntimeError), Conversation(send, ended.append, "S-2") as conv:
+        conv.chat("a")
+    assert (conv.broken_reason, conv.broken_at_turn, conv.turns_sent) == ("task_error", 1, 1) and ended == [conv]
 
 
 def test_tool_calls_go_back_as_the_protocol_expects_against_the_simulator():

@@ -1,4 +1,6 @@
-"""`loadkit plugins`: every registered engine with the plugin and version providing it, as JSON."""
+"""`loadkit plugins`: every registered engine, and every protocol ``loadkit sim`` can serve (its
+built-in families and those plugins add), with the plugin and version providing it, as JSON
+(and, under ``failed``, any installed plugin that could not be loaded, with its error)."""
 
 from __future__ import annotations
 
@@ -6,16 +8,20 @@ import sys
 
 import orjson
 
-from loadkit.plugins import PluginError, engine_registry, new_plugin_manager
+from loadkit.plugins import PluginError, engine_registry, load_failures, new_plugin_manager
+from loadkit.sim.protocols import ProtocolError, listing
 
 
 def main(argv: list[str]) -> int:
     if argv and argv[0] in ("-h", "--help"):
-        print("usage: loadkit plugins\n\nPrint every registered engine as JSON (honours LOADKIT_LOAD_PLUGINS).")
+        print("usage: loadkit plugins\n\nPrint every registered engine and simulator protocol as JSON "
+              "(honours LOADKIT_LOAD_PLUGINS).")
         return 0
     try:
-        registry = engine_registry(new_plugin_manager())
-    except PluginError as exc:
+        pm = new_plugin_manager()
+        registry = engine_registry(pm)
+        protocols = listing(pm)
+    except (PluginError, ProtocolError) as exc:
         print(f"loadkit plugins: error: {exc}", file=sys.stderr)
         return 2
     engines = [
@@ -23,5 +29,8 @@ def main(argv: list[str]) -> int:
          "apis": list(info.adapter.apis), "framing": info.adapter.framing}
         for info in sorted(registry.values(), key=lambda i: i.name)
     ]
-    sys.stdout.write(orjson.dumps({"engines": engines}, option=orjson.OPT_INDENT_2).decode() + "\n")
+    out: dict[str, object] = {"engines": engines, "simulator_protocols": protocols}
+    if failed := load_failures(pm):
+        out["failed"] = [f.as_dict() for f in failed]
+    sys.stdout.write(orjson.dumps(out, option=orjson.OPT_INDENT_2).decode() + "\n")
     return 0

@@ -69,8 +69,10 @@ class LLMCalls:
 
     def session(self, name: str | None = None, *, system: str | None = None) -> Conversation:
         """A multi-turn conversation with its own session id (see loadkit.conversation)."""
+        from loadkit.glue.taskerrors import STOPS
+
         session_id = f"{type(self).__name__}-{uuid.uuid4().hex[:12]}"
-        return Conversation(self.send, self._conversation_ended, session_id, name=name, system=system)
+        return Conversation(self.send, self._conversation_ended, session_id, name=name, system=system, stops=STOPS)
 
     def _conversation_ended(self, conversation: Conversation) -> None:
         sessions = getattr(self.runtime, "sessions", None)

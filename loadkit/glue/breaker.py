@@ -23,18 +23,19 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter, deque
+from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any
 
 from loadkit.records import RequestRecord
+from loadkit.stats.msgtemplate import template_of
 from loadkit.types import CANCELLED, OK
 
 log = logging.getLogger("loadkit")
 
 DEFAULT_SPEC = "first=20,window=200,failed=90%,min=50"
 BREAKER_MESSAGE = "loadkit_breaker"
-MAX_ERROR_KINDS = 32  # distinct error texts kept per target for the "top error" in the reason
+MAX_ERROR_KINDS = 32  # distinct error templates kept per target for the "top error" in the reason
 ERROR_CHARS = 200
 FLOOR_SHARE = 5  # a worker's share of the first-N rule never goes below this
 DEFAULT_DEAD_AFTER_S = 10.0
@@ -114,13 +115,15 @@ class TargetState:
         self.failures = 0
         self.window: deque[bool] = deque(maxlen=max(window, 1))
         self.failed_in_window = 0
-        self.errors: Counter[str] = Counter()
+        # Error kinds by template (numbers and ids masked: stats/msgtemplate.py), so the top
+        # error is the most frequent kind, not one of its texts: [count, first text, texts varied].
+        self.errors: dict[str, list[Any]] = {}
         # Failures since the last ok: how many, when the first ended (perf_counter ns), its error.
         self.streak = 0
         self.streak_since_ns = 0
         self.streak_error = ""
 
-    def add(self, failed: bool, error: str | None, t_end_ns: int = 0) -> None:
+    def add(self, failed: bool, error: str | None, outcome: str = "", t_end_ns: int = 0) -> None:
         if len(self.window) == self.window.maxlen and self.window[0]:
             self.failed_in_window -= 1  # the oldest falls out as the new one comes in
         self.window.append(failed)
@@ -133,14 +136,21 @@ class TargetState:
         self.streak += 1
         self.failures += 1
         self.failed_in_window += 1
-        if error is not None and (error in self.errors or len(self.errors) < MAX_ERROR_KINDS):
-            self.errors[error] += 1
+        if error is None:
+            return
+        kind = outcome + template_of(error[len(outcome):])  # the outcome's own status is kept
+        seen = self.errors.get(kind)
+        if seen is not None:
+            seen[0] += 1
+            seen[2] = seen[2] or error != seen[1]
+        elif len(self.errors) < MAX_ERROR_KINDS:
+            self.errors[kind] = [1, error, False]
 
     def top_error(self) -> str:
         if not self.errors:
             return "no error text"
-        text, count = self.errors.most_common(1)[0]
-        return f"{count} × {text}"
+        count, text, varied = max(self.errors.values(), key=lambda seen: seen[0])
+        return f"{count} × {'e.g. ' if varied else ''}{text}"
 
 
 class Breaker:
@@ -160,7 +170,7 @@ class Breaker:
             state = self.targets[record.engine] = TargetState(self.rules.window)
         failed = record.outcome != OK
         t_end_ns = record.t_end_ns or time.perf_counter_ns()
-        state.add(failed, error_key(record) if failed else None, t_end_ns)
+        state.add(failed, error_key(record) if failed else None, record.outcome, t_end_ns)
         if not failed:
             return None
         why = self._rule(state, t_end_ns)

@@ -49,6 +49,9 @@ def on_init(environment: Any, **_: Any) -> None:
     if runtime.stats is not None:
         runtime.sessions = BuiltinSections(runtime.stats, environment)
         runtime.sessions.install()  # every built-in section subscribes here, once
+        from loadkit.glue.taskerrors import install as install_task_errors
+
+        install_task_errors(environment, runtime)  # exceptions in the users' own tasks
     from loadkit.selfcheck import install as install_selfcheck
 
     # Every node that sends traffic watches its own event-loop lag and CPU (skips the master).

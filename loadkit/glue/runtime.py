@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from itertools import count
 from typing import Any
 
+from loadkit.client.adaptererr import forget_kinds
 from loadkit.client.timer import Timeouts
 from loadkit.client.tls import TlsSettings
 from loadkit.engines.targets import Target, build_target, check_unique_names
@@ -218,6 +219,7 @@ class Runtime(Schedules):
         """A test start begins: counters and clocks of the run start over (cheap; no probing)."""
         self.sent = 0
         self._assign = {}
+        forget_kinds()  # the run's first adapter error of each kind keeps its traceback again
         self.t_start_ns = time.perf_counter_ns()
         self.schedule_end_ns = None
 

@@ -18,11 +18,13 @@ from typing import Any
 import gevent
 from locust.exception import StopUser
 
+from loadkit.conversation import break_reason
 from loadkit.glue.openloop import Dispatcher
+from loadkit.glue.taskerrors import STOPS
 from loadkit.glue.user import LLMUser
 from loadkit.glue.workloads import class_dir
 from loadkit.records import RequestRecord
-from loadkit.types import CANCELLED, OK, GenerationRequest
+from loadkit.types import OK, GenerationRequest
 from loadkit.workload.shipped import scenario_tags
 
 TASK_MARK = "loadkit_scenario_task"
@@ -165,9 +167,10 @@ class ScenarioUser(LLMUser):
                 )
                 if request is not None:
                     gevent.sleep(session.think_time_s())
-        except BaseException:
-            # Stopped mid-session (test stop, budget spent): the session did not complete.
-            session.next_request(None, False, CANCELLED)
+        except BaseException as exc:
+            # Stopped mid-session (test stop, budget spent: cancelled), or this task's own code
+            # raised (task_error, counted in task_errors too): the session did not complete.
+            session.next_request(None, False, break_reason(exc, STOPS))
             raise
         finally:
             self._session_ended(session)

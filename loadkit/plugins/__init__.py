@@ -1,7 +1,8 @@
 """The plugin manager factory and the engine registry built from it.
 
 Nothing is loaded at import time: callers ask `get_plugin_manager()` (cached per process)
-and the registry it yields.
+and the registry it yields. A third-party plugin that fails to load is skipped with a warning
+and kept in ``pm.load_failures`` (plugins/loading.py); only asking for its engine fails.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import pluggy
 
 from loadkit import hookspecs
 from loadkit.engines.base import EngineAdapter
+from loadkit.plugins import loading
 from loadkit.plugins.guard import GuardedPluginManager
+from loadkit.plugins.loading import LoadFailure, unavailable_note
 
 ENTRY_POINT_GROUP = "loadkit"
 # Registration order matters where pluggy's order does: among implementations of equal
@@ -44,16 +47,6 @@ def _allowed_plugins() -> set[str] | None:
     return {name.strip() for name in raw.split(",") if name.strip()}
 
 
-def _load_entry_points(pm: pluggy.PluginManager) -> None:
-    allowed = _allowed_plugins()
-    names: list[str | None] = [None] if allowed is None else list(sorted(allowed))
-    for name in names:
-        try:
-            pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP, name=name)
-        except Exception as exc:  # a broken third-party plugin must say who it is
-            raise PluginError(f"plugin {name or '(entry point group loadkit)'} failed to load: {exc}") from exc
-
-
 def new_plugin_manager(load_entry_points: bool = True) -> GuardedPluginManager:
     """A fresh plugin manager with the built-ins and (optionally) installed plugins."""
     pm = GuardedPluginManager("loadkit", plugin_name, trusted=BUILTIN_PLUGINS)
@@ -62,9 +55,16 @@ def new_plugin_manager(load_entry_points: bool = True) -> GuardedPluginManager:
         module = __import__(modname, fromlist=["_"])
         pm.register(module, name=modname)
     if load_entry_points:
-        _load_entry_points(pm)
+        pm.load_failures = loading.load_entry_points(pm, ENTRY_POINT_GROUP, _allowed_plugins())
+        loading.warn_once(pm.load_failures)
     pm.check_pending()
     return pm
+
+
+def load_failures(pm: pluggy.PluginManager | None = None) -> list[LoadFailure]:
+    """The installed plugins that failed to load (and were skipped) in ``pm``."""
+    pm = pm or get_plugin_manager()
+    return list(getattr(pm, "load_failures", ()))
 
 
 @lru_cache(maxsize=1)
@@ -134,5 +134,6 @@ def get_engine(name: str, pm: pluggy.PluginManager | None = None) -> EngineInfo:
     registry = engine_registry(pm)
     if name not in registry:
         known = ", ".join(sorted(registry)) or "none"
-        raise PluginError(f"unknown engine {name!r}; registered engines: {known} (see `loadkit plugins`)")
+        note = unavailable_note(name, load_failures(pm))
+        raise PluginError(f"unknown engine {name!r}; registered engines: {known} (see `loadkit plugins`){note}")
     return registry[name]

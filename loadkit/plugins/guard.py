@@ -23,6 +23,8 @@ from typing import Any
 
 import pluggy
 
+from loadkit.plugins.loading import LoadFailure
+
 CONTAINED = frozenset({"loadkit_request_finished", "loadkit_write_report", "loadkit_report_written"})
 # Registration hooks hand every implementation the same ``register`` callback; it reads
 # ``pm.calling`` to know which plugin is registering (for its error messages and the registry).
@@ -57,6 +59,7 @@ class GuardedPluginManager(pluggy.PluginManager):
         # propagates from any hook, as it would without plugins.
         self._trusted = frozenset(trusted)
         self.failures: dict[str, list[HookFailure]] = {}
+        self.load_failures: list[LoadFailure] = []  # entry points skipped (plugins/loading.py)
         self.calling: Any = None  # the plugin whose registration hook is running
         self.cache: dict[str, Any] = {}
         # Hooks with at least one implementation: a per-request call site skips a hook nobody

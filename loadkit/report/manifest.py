@@ -180,7 +180,7 @@ DEFINITIONS = (
     ("output tok/s", "Σ n_out of ok requests / measured window (first send to last end)"),
     ("goodput", "requests/s that meet every SLO given (TTFT, TPOT, E2E), DistServe-style"),
     ("outcomes", "every request ends in exactly one: ok, http_error:<status>, connect_error, tls_error, timeout_first_token, "
-                 "timeout_total, disconnected, incomplete, in_band_error, malformed_stream, cancelled; "
+                 "timeout_total, disconnected, incomplete, in_band_error, malformed_stream, adapter_error, cancelled; "
                  "latency percentiles use ok requests; everything is counted"),
     ("not measured", f"shown as {NOT_MEASURED}: the value was not measured (never 0)"),
 )  # fmt: skip

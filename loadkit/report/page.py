@@ -22,12 +22,13 @@ from loadkit.report.htmlutil import macro, not_measured, render, section
 from loadkit.report.manifest import definitions_section, manifest_section, warnings_section
 from loadkit.report.rawdata import RawData, load_raw
 from loadkit.report.redact import redact
+from loadkit.report.taskerrors import header_line, task_errors_section
 from loadkit.report.tenants import tenants_section
 
 log = logging.getLogger("loadkit")
 
 NAV = (("summary", "Summary"), ("classes", "User classes"), ("slo", "SLOs"), ("cdfs", "CDFs"), ("breakdown", "Where the time goes"), ("timeseries", "Over time"), ("stages", "Stages"),
-       ("delivered", "Delivered load"), ("buckets", "Input lengths"), ("turns", "Turns"), ("outcomes", "Outcomes"), ("errors", "Errors"), ("server", "Server metrics"),
+       ("delivered", "Delivered load"), ("buckets", "Input lengths"), ("turns", "Turns"), ("outcomes", "Outcomes"), ("errors", "Errors"), ("task-errors", "Task errors"), ("server", "Server metrics"),
        ("capacity", "KV capacity"), ("warnings", "Warnings"), ("manifest", "Manifest"), ("definitions", "Definitions"))  # fmt: skip
 
 
@@ -61,6 +62,7 @@ def _header(report: dict[str, Any], raw: RawData | None) -> dict[str, Any]:
     return {
         "valid": report.get("valid"),
         "invalid_reasons": [str(redact(r)) for r in reasons],
+        "task_errors": str(redact(header_line(report))),
         "engines": ", ".join(tables.engines_of(report)) or "none",
         "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(generated)) if generated else "unknown time",
         "schema": str(report.get("schema", "unknown")),
@@ -92,6 +94,7 @@ def build_html(report: dict[str, Any], raw: RawData | None = None, report_dir: s
         _safe("turns", lambda: plots.turns_section(report, raw), errors),
         _safe("outcomes", lambda: tables.outcomes_section(report), errors),
         _safe("errors", lambda: tables.errors_section(report), errors),
+        _safe("task-errors", lambda: task_errors_section(report), errors),
         _safe("server", lambda: plots.server_metrics_section(report), errors),
         _safe("capacity", lambda: capacity_section(report, Path(report_dir)), errors),
     ]  # fmt: skip

@@ -18,6 +18,8 @@ import sys
 from typing import Any
 
 from loadkit.errors import UserError
+from loadkit.plugins import load_failures
+from loadkit.plugins.loading import unavailable_note
 from loadkit.sim.config import (
     PROFILE_HELP,
     PROFILES,
@@ -37,7 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="loadkit sim", description="Embedded LLM engine simulator (loopback).")
     p.add_argument("--port", type=int, default=None, help="port of the single engine (0 = any free port; default 8000)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--engine", default="openai", choices=all_families(),
+    # Checked in engine_specs, not by argparse's choices: an unknown family's error names a
+    # plugin that failed to load (argparse's "invalid choice" could not).
+    p.add_argument("--engine", default="openai", metavar="{" + ",".join(all_families()) + "}",
                    help="wire protocol family of --port (built-in, or added by an installed plugin)")
     p.add_argument("--profile", default="default", help=f"named profile: {', '.join(PROFILES)}")
     p.add_argument("--serve", action="append", default=[], metavar="FAMILY:PORT[:KEY=VAL,...]",
@@ -84,7 +88,9 @@ def parse_serve(spec: str, base_overrides: dict[str, Any], default_profile: str)
     parts = spec.split(":", 2)
     families = all_families()
     if len(parts) < 2 or parts[0] not in families:
-        raise ConfigError(f"--serve {spec!r}: expected FAMILY:PORT[:KEY=VAL,...] with FAMILY in {', '.join(families)}")
+        note = unavailable_note(parts[0], load_failures()) if len(parts) >= 2 else ""
+        raise ConfigError(f"--serve {spec!r}: expected FAMILY:PORT[:KEY=VAL,...] with FAMILY in {', '.join(families)}"
+                          f"{note}")
     port = _port(parts[1], f"--serve {spec!r}")
     kv = _pairs(parts[2], spec) if len(parts) == 3 else {}
     profile = get_profile(str(kv.pop("profile", default_profile)))
@@ -141,6 +147,9 @@ def engine_specs(args: argparse.Namespace) -> list[EngineSpec]:
     if args.serve:
         specs = [parse_serve(s, overrides, args.profile) for s in args.serve]
     else:
+        if args.engine not in all_families():
+            raise ConfigError(f"--engine {args.engine!r}: unknown engine family; known: {', '.join(all_families())}"
+                              f"{unavailable_note(args.engine, load_failures())}")
         port = 8000 if args.port is None else _port(str(args.port), "--port")
         specs = [EngineSpec(args.engine, port, _apply(get_profile(args.profile), overrides, "options"))]
     ports = [s.port for s in specs if s.port]

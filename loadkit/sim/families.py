@@ -76,6 +76,15 @@ ROUTES: dict[str, dict[str, GenRoute]] = {
     },
 }
 FAMILIES = tuple(ROUTES)
+# What `loadkit plugins` says of each built-in family (docs/simulator.md has the routes in full).
+DESCRIPTIONS = {
+    "openai": "vLLM: the OpenAI completions and chat routes, with vLLM's extras",
+    "sglang": "SGLang: native /generate (cumulative text) and the OpenAI routes",
+    "tgi": "Text Generation Inference: /generate_stream, /generate and the OpenAI routes",
+    "triton": "TensorRT-LLM: Triton's generate extension and trtllm-serve's OpenAI routes",
+    "llamacpp": "llama.cpp server: native /completion and the OpenAI routes",
+    "ollama": "Ollama: /api/generate, /api/chat (NDJSON) and the OpenAI routes",
+}
 
 SERVER_HEADER = {"openai": b"uvicorn", "sglang": b"uvicorn", "llamacpp": b"llama.cpp"}
 

@@ -46,8 +46,9 @@ if TYPE_CHECKING:
 Reply = tuple[int, bytes, str]
 InfoRoutes = Callable[["SimEngine"], Mapping[tuple[str, str], Callable[[bytes], Reply]]]
 
-__all__ = ["GenRoute", "InfoRoutes", "Outcome", "Parser", "Reply", "RequestSpec", "SimProtocol", "StreamFormat",
-           "WireError", "as_int", "dumps", "json_str", "messages_prompt", "parse_json_object", "sse"]
+__all__ = ["GenRoute", "InfoRoutes", "Outcome", "Parser", "ProtocolError", "Reply", "RequestSpec", "SimProtocol",
+           "StreamFormat", "WireError", "all_families", "as_int", "dumps", "json_str", "messages_prompt",
+           "parse_json_object", "plugin_protocols", "sse"]
 
 
 @dataclass(frozen=True)
@@ -74,8 +75,9 @@ class ProtocolError(ValueError):
     """A plugin registered an unusable protocol; the message names the plugin."""
 
 
-def collect(pm: pluggy.PluginManager) -> dict[str, SimProtocol]:
-    """Every plugin protocol by name; a name taken by a built-in family or twice is an error."""
+def collect(pm: pluggy.PluginManager, providers: dict[str, str] | None = None) -> dict[str, SimProtocol]:
+    """Every plugin protocol by name; a name taken by a built-in family or twice is an error.
+    ``providers``, when given, receives each protocol's distribution name."""
     from loadkit.plugins import plugin_name
 
     found: dict[str, SimProtocol] = {}
@@ -88,6 +90,8 @@ def collect(pm: pluggy.PluginManager) -> dict[str, SimProtocol]:
         if protocol.name in FAMILIES or protocol.name in found:
             raise ProtocolError(f"plugin {who!r}: simulator protocol {protocol.name!r} already exists")
         found[protocol.name] = protocol
+        if providers is not None:
+            providers[protocol.name] = who
 
     pm.hook.loadkit_register_sim_protocols(register=register)
     return found
@@ -99,6 +103,32 @@ def plugin_protocols() -> dict[str, SimProtocol]:
     from loadkit.plugins import get_plugin_manager
 
     return collect(get_plugin_manager())
+
+
+def listing(pm: pluggy.PluginManager) -> list[dict[str, object]]:
+    """What ``loadkit sim --engine`` can serve with ``pm``'s plugins, for ``loadkit plugins``:
+    the built-in families, then the plugins' protocols, each with who provides it."""
+    from loadkit import __version__
+    from loadkit.sim.families import DESCRIPTIONS, ROUTES
+
+    providers: dict[str, str] = {}
+    found = collect(pm, providers)
+    versions = {dist.project_name: dist.version for _, dist in pm.list_plugin_distinfo()}
+    rows: list[dict[str, object]] = [
+        {"protocol": name, "plugin": "loadkit", "version": __version__, "description": DESCRIPTIONS.get(name, ""),
+         "routes": [_route_path(name, path) for path in routes]}
+        for name, routes in ROUTES.items()
+    ]
+    for name in sorted(found):
+        who = providers[name]
+        rows.append({"protocol": name, "plugin": who, "version": versions.get(who, "unknown"),
+                     "description": found[name].description, "routes": list(found[name].routes)})
+    return rows
+
+
+def _route_path(family: str, path: str) -> str:
+    # Triton's routes carry the model name (loadkit.sim.families.find_route).
+    return f"/v2/models/<model>/{path}" if family == "triton" and not path.startswith("/") else path
 
 
 def get_protocol(name: str) -> SimProtocol | None:

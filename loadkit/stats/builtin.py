@@ -1,5 +1,5 @@
-"""The built-in sections (stages, sessions, lengths, user classes, delivered load, tenants) and
-the one place they subscribe to the records: ``BuiltinSections.install``.
+"""The built-in sections (stages, sessions, lengths, user classes, delivered load, tenants, task
+errors, adapter errors) and the one place they subscribe to the records: ``BuiltinSections.install``.
 
 Each is a section of the node's StatsCollector (stats/sections.py), so it travels to the master
 in the main snapshot protocol (cumulative, versioned, epochs, final handshake, lost workers
@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from loadkit.records import RequestRecord
+from loadkit.stats.adaptererrors import AdapterErrors
 from loadkit.stats.classstats import ClassStats
 from loadkit.stats.collector import StatsCollector
 from loadkit.stats.delivered import SCHEDULED, DeliveredLoad
@@ -21,6 +22,7 @@ from loadkit.stats.metrics import compile_slos
 from loadkit.stats.sections import Section
 from loadkit.stats.sessionstats import SessionStats
 from loadkit.stats.stagestats import StageStats
+from loadkit.stats.taskerrors import TaskErrors
 from loadkit.stats.tenantstats import TenantStats
 
 
@@ -67,6 +69,10 @@ class BuiltinSections:
                     report=self._delivered_report),
             Section("tenants", TenantStats, TenantStats.from_wire, lambda s, r: s.add(r, c.compiled_slos, self._tenant_slos()),
                     report=self._tenants_report),
+            # Fed by Locust's user_error event (glue/taskerrors.py), not by the records.
+            Section("task_errors", TaskErrors, TaskErrors.from_wire, report=TaskErrors.report),
+            Section("adapter_errors", AdapterErrors, AdapterErrors.from_wire, AdapterErrors.add,
+                    report=AdapterErrors.report),
         ):  # fmt: skip
             c.register_section(section)
 
@@ -87,10 +93,16 @@ class BuiltinSections:
         self.collector.section_states["realised"] = NodeNotes([summaries])
 
     def add_session(self, engine: str, session: Any) -> None:
-        """A session (scenario or Conversation) ended on this node."""
+        """A session (scenario or Conversation) ended on this node. A Conversation says at
+        which turn it broke (``broken_at_turn``); a scenario session broke at its last turn made."""
+        at_turn = getattr(session, "broken_at_turn", None) or session.turns_sent
         self.collector.section("sessions").add_session(
-            engine, session.status, session.turns_sent, session.broken_reason, getattr(session, "end_reason", None)
+            engine, session.status, at_turn, session.broken_reason, getattr(session, "end_reason", None)
         )
+
+    def add_task_error(self, user_class: str, exc: BaseException, tb: Any, wall_unix: float) -> None:
+        """A task (or on_start) of a user of ``user_class`` raised ``exc`` on this node."""
+        self.collector.section("task_errors").add(user_class, exc, tb, wall_unix)
 
     # -- feeds ----------------------------------------------------------------------------
 

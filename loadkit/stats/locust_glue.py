@@ -28,10 +28,10 @@ from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, MasterR
 from loadkit.stats.collector import StatsCollector
 from loadkit.stats.distributed import PAYLOAD_KEY, WorkerState
 from loadkit.stats.options import StatsOptions
-from loadkit.stats.output import console_table, final_summary, invalid_lines
+from loadkit.stats.output import console_table, final_summary, invalid_lines, task_error_lines
 from loadkit.stats.rawlog import RawLog, raw_log_name
 from loadkit.stats.turns import cooperative
-from loadkit.stats.validity import EXIT_CONFIG_ERROR, EXIT_INVALID
+from loadkit.stats.validity import EXIT_CONFIG_ERROR, EXIT_INVALID, EXIT_ON_ERROR, exit_summary
 
 log = logging.getLogger("loadkit.stats")
 
@@ -309,16 +309,33 @@ class LocustStats:
             return
         if final:
             self.final_written = True
+            exit_line = self._exit_line(report)
             if self.options.console_table:
-                sys.stdout.write(final_summary(report) + "\n")
+                sys.stdout.write(final_summary(report, exit_line) + "\n")
                 sys.stdout.flush()
-            elif not report["valid"]:  # said even without the table: the exit code needs a why
-                log.error("loadkit: %s", "\n".join(invalid_lines(report)))
+            else:  # said even without the table: the exit code needs a why
+                if not report["valid"]:
+                    log.error("loadkit: %s", "\n".join(invalid_lines(report)))
+                if task_error_lines(report):
+                    log.warning("loadkit: %s", "\n".join(task_error_lines(report)))
+                if exit_line:
+                    log.warning("loadkit: %s", exit_line)
             log.info("loadkit reports written to %s (valid: %s)", self.options.report_dir, report["valid"])
         if not report["valid"]:
             self._exit_invalid()
         elif self.env.process_exit_code == EXIT_INVALID:
             self.env.process_exit_code = None  # a later run (web UI) was valid: Locust decides
+
+    def _exit_line(self, report: dict[str, Any]) -> str | None:
+        """The exit code the process is about to end with, and why (None: a start error set 2,
+        said already). Only the final write calls it: Locust exits once ``quitting`` is done."""
+        options = self.env.parsed_options
+        if self.env.process_exit_code == EXIT_CONFIG_ERROR:
+            return None
+        errors = getattr(self.runner, "errors", None) or {}
+        other = sum(e.occurrences for e in errors.values() if getattr(e, "method", "LLM") != "LLM")
+        code = getattr(options, "exit_code_on_error", EXIT_ON_ERROR)
+        return exit_summary(report, code, other)
 
     def _exit_invalid(self) -> None:
         """Exit code 3, unless a configuration error already set 2 (the run never started)."""

@@ -14,6 +14,7 @@ from loadkit.stats.breakdown import console_line
 from loadkit.stats.messages import format_message, top_messages
 from loadkit.stats.metrics import METRICS
 from loadkit.stats.report import QUANTILES
+from loadkit.stats.taskerrors import console_lines as task_error_lines
 
 STAT_FIELDS = ("count", "mean", "min", "max") + tuple(name for name, _ in QUANTILES)
 ROW_FIELDS = ("engine", "label", "requests", "ok", "failures", "cancelled", "output_tokens", "input_tokens",
@@ -157,6 +158,8 @@ def message_lines(report: dict[str, Any], per_outcome: int = 3, width: int = 200
     return ["failed requests, top messages per target and outcome:", *lines] if lines else []
 
 
-def final_summary(report: dict[str, Any]) -> str:
-    """The console's last word on a run: the table, why it is invalid, what the server said."""
-    return "\n".join([console_table(report, "loadkit final"), *stream_end_lines(report), *message_lines(report)])
+def final_summary(report: dict[str, Any], exit_line: str | None = None) -> str:
+    """The console's last word on a run: the table, why it is invalid, what the server said,
+    the exceptions the locustfile's tasks raised, and (``exit_line``) the exit code and why."""
+    return "\n".join([console_table(report, "loadkit final"), *stream_end_lines(report), *message_lines(report),
+                      *task_error_lines(report), *([exit_line] if exit_line else [])])  # fmt: skip

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from loadkit.stats import taskerrors
 from loadkit.stats.messages import format_message, top_messages
 
 DEFAULT_MAX_FAILED_SHARE = 0.5
 
 # Process exit codes (docs/reports.md): 0 valid and nothing failed; 1 valid but some requests
-# failed (Locust's --exit-code-on-error); 2 the run could not start (bad option, scenario,
-# target); 3 the run is invalid (invalid_reasons says why).
+# failed or a task raised (Locust's --exit-code-on-error); 2 the run could not start (bad
+# option, scenario, target); 3 the run is invalid (invalid_reasons says why).
+EXIT_ON_ERROR = 1  # Locust's default --exit-code-on-error
 EXIT_CONFIG_ERROR = 2
 EXIT_INVALID = 3
 
@@ -66,3 +68,28 @@ def invalid_reasons(*, marked: list[str], errors: list[str], conservation: dict[
     if stopped and not engines:
         reasons.append("no request was sent")
     return reasons
+
+
+def exit_summary(report: dict[str, Any], code_on_error: int = EXIT_ON_ERROR, other_failed: int = 0) -> str:
+    """The exit code a headless run ends with for ``report``, and why, in one line. Locust's own
+    rule gives ``code_on_error`` for any failed request in its table or any exception in a task;
+    loadkit names which: ``other_failed`` counts the failed requests in Locust's table that are
+    not loadkit's (a locustfile's own HTTP calls)."""
+    if not report.get("valid", True):
+        n = len(report.get("invalid_reasons") or [])
+        return f"exit code {EXIT_INVALID}: the run is invalid ({n} reason{'s' if n != 1 else ''}: see invalid_reasons)"
+    failed = sum(s["failures"] for s in report["engines"].values())
+    raised = taskerrors.total(report)
+    why = []
+    if failed:
+        why.append(f"{failed} request{'s' if failed != 1 else ''} failed")
+    if other_failed:
+        why.append(f"{other_failed} of the locustfile's own (non-LLM) requests failed in Locust's table")
+    if raised:
+        why.append(f"{raised} exception{'s were' if raised != 1 else ' was'} raised in the locustfile's tasks "
+                   f"({taskerrors.summary_text(report)})")  # fmt: skip
+    if not why:
+        return "exit code 0: the run is valid and nothing failed"
+    only_tasks = raised and not failed and not other_failed
+    return (f"exit code {code_on_error} (Locust's --exit-code-on-error): the run is valid, but "
+            f"{' and '.join(why)}{'; no request failed' if only_tasks else ''}")  # fmt: skip

@@ -28,8 +28,12 @@ stream timer's own decoders and outcome rules:
 * cancellation mid-stream (a ``BaseException`` such as ``GreenletExit`` at test stop):
   ``cancelled``, the partial record delivered, the exception propagated.
 
-Plus: each string in ``garbage`` makes the parser raise ``MalformedEvent``. Override
-:meth:`AdapterContract.make_adapter` to build the adapter with other options.
+Plus: each string in ``garbage`` makes the parser raise ``MalformedEvent``, fed as an unnamed
+SSE event (``message``) and under every event name the adapter's recorded streams use (SSE
+``event:`` names such as Anthropic's ``content_block_delta``), so a parser that skips what it
+cannot read in a named event fails too (under a named event, an in-band error carrying it
+also passes: an ``error`` event is an error whatever its data). Override :meth:`AdapterContract.make_adapter` to
+build the adapter with other options.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ import pytest
 
 from loadkit import types as t
 from loadkit.client import timer
+from loadkit.client.sse import FastSSEDecoder, NDJSONDecoder
 from loadkit.engines.base import AdapterOptions, EngineAdapter, StreamParser
 from loadkit.records import RequestRecord
 from loadkit.testing.replay import Replay, fixture_body, replay, replay_pieces, split_events, token_sources
@@ -105,6 +110,10 @@ class AdapterContract:
     fixtures: ClassVar[Path]
     cases: ClassVar[Sequence[StreamCase]] = ()
     garbage: ClassVar[Sequence[str]] = GARBAGE
+    # Event names each garbage string is fed under, besides "message". None: every name the
+    # recorded streams of the endpoint family use (as the timer's decoder reads them), and
+    # those of ``keepalives``. Set it to leave out a name whose data your protocol ignores.
+    garbage_events: ClassVar[Sequence[str] | None] = None
     # Extra keep-alives of the adapter's protocol (e.g. b"event: ping\ndata: {...}\n\n").
     keepalives: ClassVar[Sequence[bytes]] = ()
     # Above this many bytes, "every byte" becomes this many evenly spread split points.
@@ -119,10 +128,30 @@ class AdapterContract:
             cases = [c for c in self.cases if self._applies(metafunc.function.__name__, c)]
             metafunc.parametrize("case", cases, ids=[c.id for c in cases])
         if "garbage_message" in metafunc.fixturenames:
-            named = sorted({c.api for c in self.cases if c.api})
-            apis: list[str | None] = [*named] if named else [None]
-            pairs = [(a, g) for a in apis for g in self.garbage]
-            metafunc.parametrize(("api", "garbage_message"), pairs, ids=[f"{a}-{g[:16]}" for a, g in pairs])
+            triples = self.garbage_cases()
+            metafunc.parametrize(("api", "event_name", "garbage_message"), triples,
+                                 ids=[f"{a}-{e}-{g[:16]}" for a, e, g in triples])
+
+    def garbage_cases(self) -> list[tuple[str | None, str, str]]:
+        """(endpoint family, event name, garbage) for every garbage check."""
+        named = sorted({c.api for c in self.cases if c.api})
+        apis: list[str | None] = [*named] if named else [None]
+        return [(a, e, g) for a in apis for e in self.event_names(a) for g in self.garbage]
+
+    def event_names(self, api: str | None) -> list[str]:
+        """``message`` and the event names garbage is fed under for endpoint family ``api``."""
+        if self.garbage_events is not None:
+            return sorted({"message", *self.garbage_events})
+        adapter = self.make_adapter(StreamCase("", api=api))
+        bodies = [self.body(c) for c in self.cases if c.api == api or api is None]
+        names = {"message"}
+        for body in [*bodies, *self.keepalives]:
+            decoder = FastSSEDecoder() if adapter.framing == "sse" else NDJSONDecoder()
+            try:
+                names.update(m.event for m in [*decoder.feed(body), *decoder.close()])
+            except UnicodeDecodeError:
+                continue  # a fixture with broken bytes on purpose: its names come from the others
+        return sorted(names)
 
     # ---- helpers a subclass may override ------------------------------------------------
 
@@ -217,10 +246,18 @@ class AdapterContract:
         r = replay_pieces(adapter, [*events[:first], bad, *events[first + 1 :]])
         assert r.outcome == t.MALFORMED_STREAM, f"{case.id}: {bad!r} gave {r.outcome}"
 
-    def test_garbage_is_malformed(self, api: str | None, garbage_message: str) -> None:
+    def test_garbage_is_malformed(self, api: str | None, event_name: str, garbage_message: str) -> None:
         parser = self.make_adapter(StreamCase("", api=api)).new_parser()
-        with pytest.raises(t.MalformedEvent):
-            parser.parse(garbage_message, "message")
+        try:
+            got = parser.parse(garbage_message, event_name)
+        except t.MalformedEvent:
+            return
+        # A named event may say by its name that it is an error whatever its data (llama.cpp's
+        # `error:` line arrives as event "error"): reported as an in-band error, it is not lost.
+        if event_name != "message" and got is not None and got.error is not None:
+            return
+        pytest.fail(f"{garbage_message!r} as event {event_name!r} ({api or 'default'} API) gave {got!r}, "
+                    "not MalformedEvent: the stream would go on as if nothing was wrong")
 
     def test_through_the_stream_timer(self, case: StreamCase) -> None:
         adapter, body = self.make_adapter(case), self.body(case)

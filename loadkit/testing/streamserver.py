@@ -105,10 +105,19 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class StreamServer(ThreadingHTTPServer):
+    """Serves ``routes`` on 127.0.0.1:``port`` (0, the default: a free port the kernel picks;
+    ``url`` says which). A fixed port is for a client that must be told the address before
+    the server exists (a config file, another process); a port in use raises ``OSError``."""
+
     daemon_threads = True
 
-    def __init__(self, routes: dict[tuple[str, str], Stream]) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
+    def __init__(self, routes: dict[tuple[str, str], Stream], port: int = 0) -> None:
+        if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
+            raise ValueError(f"StreamServer: port must be an integer from 0 to 65535, got {port!r}")
+        try:
+            super().__init__(("127.0.0.1", port), _Handler)
+        except OSError as exc:  # say which port: the bare "Address already in use" does not
+            raise OSError(exc.errno, f"StreamServer: cannot listen on 127.0.0.1:{port}: {exc.strerror}") from exc
         self.routes = routes
         self.seen: list[Seen] = []
         self.sent: list[list[int]] = []  # per streamed answer: perf_counter_ns before each event
@@ -124,9 +133,9 @@ class StreamServer(ThreadingHTTPServer):
 
 
 @contextmanager
-def stream_server(routes: dict[tuple[str, str], Stream]) -> Iterator[StreamServer]:
-    """Serve ``routes`` ((method, path) -> Stream) on a free loopback port in a thread."""
-    server = StreamServer(routes)
+def stream_server(routes: dict[tuple[str, str], Stream], port: int = 0) -> Iterator[StreamServer]:
+    """Serve ``routes`` ((method, path) -> Stream) on loopback ``port`` (0: a free one) in a thread."""
+    server = StreamServer(routes, port)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:

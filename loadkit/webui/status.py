@@ -1,5 +1,5 @@
 """The run's status on Locust's own page: validity, why not, warnings, SLOs, server messages,
-and why the last start failed.
+the exceptions the locustfile's tasks raised, and why the last start failed.
 
 Locust's extended tab is a plain-text table, so the status is a small panel of its own: a
 script tag added to Locust's index page loads STATUS_SCRIPT, which polls ``stats.json`` and
@@ -66,6 +66,9 @@ STATUS_SCRIPT = r"""
         "loadkit-slos", "margin-top:3px");
     list(box, "loadkit-messages", "Failed requests, top server messages:",
          (doc.messages || []).map(m => m.engine + " · " + m.outcome + " ×" + m.count + ": " + m.message));
+    list(box, "loadkit-task-errors", "Exceptions in the locustfile's tasks (what they would have sent next was not sent):",
+         (doc.task_errors || []).map(e => e.user_class + " · " + e.type + " ×" + e.count + ": " + e.message +
+                                         (e.where ? " (at " + e.where + ")" : "")));
     box.style.borderColor = doc.valid && !doc.start_error ? "#bbb" : "#c62828";
     box.style.display = onLlmTab() || doc.start_error ? "block" : "none";
   }
@@ -91,11 +94,15 @@ def status_fields(report: dict[str, Any], start_error: str | None) -> dict[str, 
     for engine, section in report["engines"].items():
         messages += [{"engine": engine, "outcome": o, "count": n, "message": m}
                      for o, n, m in top_messages(section, 3)]  # fmt: skip
+    task_errors = [{"user_class": c, "type": e["type"], "count": e["count"], "message": e["message"],
+                    "where": e.get("where", "")}
+                   for c, s in (report.get("task_errors") or {}).items() for e in s.get("errors", [])[:3]]  # fmt: skip
     return {
         "invalid_reasons": report.get("invalid_reasons") or [],
         "start_error": start_error,
         "requests": sum(s["requests"] for s in report["engines"].values()),
         "messages": messages,
+        "task_errors": task_errors,
     }
 
 

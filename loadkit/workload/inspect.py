@@ -17,7 +17,13 @@ import numpy as np
 import orjson
 
 from loadkit.workload.arrival import realised_stats
-from loadkit.workload.tracereader import DEFAULT_COLUMNS, TraceReadError, read_trace
+from loadkit.workload.tracereader import (
+    BAD_ROW_POLICIES,
+    DEFAULT_COLUMNS,
+    TraceReadError,
+    in_window,
+    read_trace,
+)
 from loadkit.workload.traces import FORMATS, block_sharing, leading_cached_blocks
 
 
@@ -30,13 +36,27 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timestamp-column", help="CSV: the timestamp column (lengths format: none by default)")
     p.add_argument("--input-column", help="CSV: the input-token column")
     p.add_argument("--output-column", help="CSV: the output-token column")
-    p.add_argument("--on-bad-row", choices=("refuse", "skip"), default="refuse")
+    p.add_argument("--on-bad-row", choices=BAD_ROW_POLICIES, default="refuse",
+                   help="rows that cannot be replayed as written: refuse (default), skip and count, or "
+                        "(Mooncake rows with too few hash_ids) pad with blocks of their own; as the scenario's "
+                        "trace.on_bad_row")
     p.add_argument("--start-s", type=float, help="window start, in the trace's seconds")
     p.add_argument("--end-s", type=float, help="window end, in the trace's seconds")
     p.add_argument("--seed", type=int, default=0, help="ServeGen: the synthesis seed (default 0)")
-    p.add_argument("--block-tokens", type=int, default=512, help="Mooncake: tokens per hash id (default 512)")
+    p.add_argument("--block-tokens", type=_positive, default=512,
+                   help="Mooncake: tokens per hash id (default 512; as the scenario's trace.block_tokens)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     return parser
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
 
 
 def main(argv: list[str]) -> int:
@@ -68,16 +88,18 @@ def inspect(args: argparse.Namespace) -> dict[str, Any]:
     fmt = args.format or guess_format(args.file)
     out: dict[str, Any] = {"path": str(args.file), "format": fmt}
     if fmt == "servegen":
-        from loadkit.workload.servegen import synthesise
+        from loadkit.workload.servegen import notes_for, synthesise
 
         t, n_in, n_out = synthesise(args.file, args.seed, args.start_s, args.end_s)
         out["synthesised"] = {"seed": args.seed, "note": "requests synthesised from the per-window statistics"}
+        out["notes"] = list(notes_for(args.file))
         out.update(_figures(t, n_in, n_out))
         out["prefix_sharing"] = None
         return out
     t_def, in_def, out_def = DEFAULT_COLUMNS[fmt]
     columns = (args.timestamp_column or t_def, args.input_column or in_def, args.output_column or out_def)
-    rows = read_trace(args.file, fmt, None if fmt == "mooncake" else columns, on_bad_row=args.on_bad_row)
+    rows = read_trace(args.file, fmt, None if fmt == "mooncake" else columns, on_bad_row=args.on_bad_row,
+                      block_tokens=args.block_tokens)
     keep = _window(rows.t_s, len(rows), args.start_s, args.end_s)
     out["load"] = rows.load_summary()
     out["notes"] = rows.notes()
@@ -95,9 +117,7 @@ def _window(t: np.ndarray | None, n: int, start: float | None, end: float | None
     """Row indices in [start, end) seconds from the first row (all rows without a window or clock)."""
     if t is None or (start is None and end is None):
         return np.arange(n)
-    rel = t - t.min()
-    lo, hi = start or 0.0, np.inf if end is None else end
-    return np.flatnonzero((rel >= lo) & (rel < hi))
+    return in_window(t - t.min(), start, end)  # as replay's Trace.window, on the same rows
 
 
 def _figures(t: np.ndarray | None, n_in: np.ndarray, n_out: np.ndarray) -> dict[str, Any]:

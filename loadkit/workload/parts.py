@@ -104,6 +104,9 @@ def parse_trace(ctx: Ctx, raw: Any, base: Path) -> TraceSpec:
             setattr(spec, key, get_int(ctx.at(key), table[key], low=1))
     spec.label = get_str(ctx.at("label"), table.get("label", fmt))
     spec.on_bad_row = get_str(ctx.at("on_bad_row"), table.get("on_bad_row", "refuse"), BAD_ROW_POLICIES)
+    if spec.on_bad_row == "pad" and fmt != "mooncake":
+        raise ctx.at("on_bad_row").error("expected \"pad\" only with format 'mooncake' (it pads rows whose "
+                                         "hash_ids are too few); use \"refuse\" or \"skip\"")
     spec.order = get_str(ctx.at("order"), table.get("order", "time"), ORDERS)
     _parse_warm_cache(ctx, table, spec)
     _load_check(ctx, spec)
@@ -147,7 +150,7 @@ def _load_check(ctx: Ctx, spec: TraceSpec) -> None:
         trace = load_servegen(ctx.at("path"), spec.path, 0, spec.start_s, spec.end_s)
     else:
         trace = load_trace(ctx.at("path"), spec.path, spec.format, spec.columns, on_bad_row=spec.on_bad_row,
-                           order=spec.order)
+                           order=spec.order, block_tokens=spec.block_tokens)
     if trace.t_s is None and (spec.start_s is not None or spec.end_s is not None):
         raise ctx.at("start_s").error("expected a trace with timestamps for a time window")
     if len(trace.window(spec.start_s, spec.end_s)) == 0:

@@ -14,6 +14,19 @@ the shape whose CV is the window's), rescaled to fill the window. Lengths are dr
 from the distributions of the dataset window the request falls in. The sample gives input and
 output as separate marginals, so they are drawn independently: no input–output relation is
 invented. Everything is a pure function of (file, seed, window).
+
+Arrivals are made on a grid of integer microseconds, each window's inside [start, end): the
+replay's window cut (``Trace.window``) compares on that grid too, so an arrival that float
+arithmetic used to put exactly on ``end_s`` is neither dropped by the replay nor counted by
+``traces inspect`` alone. A chunk has a row every 600 s (idle windows have rate 0), so a jump
+of more than a day between rows, in either file, is refused as a broken file, as is a request
+time no dataset window covers.
+
+ServeGen's reasoning clients (``reason/deepseek-r1``) add ``reason_ratio`` to each dataset
+window: the share of the output spent reasoning. A request cannot ask a server to think for
+a given number of tokens (nor the simulator: it draws reasoning lengths from its profile's
+``reasoning_mean_tokens``), so the field is not used; ``output_tokens`` is sent as the whole
+output, and a warning says so at load, in the run's report and in ``traces inspect``.
 """
 
 from __future__ import annotations
@@ -21,6 +34,7 @@ from __future__ import annotations
 import ast
 import csv
 import functools
+import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,10 +42,12 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from loadkit.workload.tracereader import BadRow, TraceReadError, parse_count
+from loadkit.workload.tracereader import BadRow, TraceReadError, micros, parse_count
 
 FAMILIES = ("Gamma", "Weibull")
 _SEED_KEY = 0x5E4E
+MAX_GAP_S = 86_400.0  # rows further apart than this are a broken file, not an idle stretch
+_READ_FIELDS = ("input_tokens", "output_tokens")
 
 
 @dataclass(slots=True)
@@ -54,6 +70,8 @@ class LengthTables:
     starts: np.ndarray
     inputs: list[tuple[np.ndarray, np.ndarray] | None]
     outputs: list[tuple[np.ndarray, np.ndarray] | None]
+    width_s: float = math.inf  # how long after its start a dataset window holds (median step)
+    notes: tuple[str, ...] = ()  # fields read but not used (reason_ratio), for the user to see
 
     def at(self, t: float) -> int:
         """Index of the dataset window holding time t (the last one starting at or before it)."""
@@ -89,6 +107,10 @@ def read_windows(path: str) -> Windows:
                 if starts and start <= starts[-1]:
                     raise TraceReadError(f"{p}: line {reader.line_num}: expected window starts in increasing "
                                          f"order, got {start:g} after {starts[-1]:g}")
+                if starts and start - starts[-1] > MAX_GAP_S:
+                    raise TraceReadError(f"{p}: line {reader.line_num}: window start {_secs(start)} s is "
+                                         f"{_days(start - starts[-1])} after the row before ({_secs(starts[-1])} s); "
+                                         "expected a row every window (idle ones with rate 0): a broken file?")
                 starts.append(start)
                 rates.append(rate)
                 cvs.append(cv)
@@ -136,9 +158,51 @@ def read_lengths(path: str) -> LengthTables:
     if not isinstance(doc, dict) or not doc:
         raise TraceReadError(f"{p}: expected an object of window start → length distributions")
     items = sorted(((_start(p, k), k) for k in doc), key=lambda kv: kv[0])
+    for (s0, k0), (s1, k1) in zip(items, items[1:], strict=False):
+        if s1 - s0 > MAX_GAP_S:
+            raise TraceReadError(f"{p}: key {k1!r}: window start {_secs(s1)} s is {_days(s1 - s0)} after the one "
+                                 f"before ({k0!r}); expected a window every few hours: a broken file?")
     ins = [_pmf(p, k, doc[k], "input_tokens") for _, k in items]
     outs = [_pmf(p, k, doc[k], "output_tokens") for _, k in items]
-    return LengthTables(p, np.asarray([s for s, _ in items]), ins, outs)
+    starts = np.asarray([s for s, _ in items])
+    width = float(np.median(np.diff(starts))) if len(starts) > 1 else math.inf
+    notes = _unused_fields(p, doc)
+    for note in notes:  # once per process (cached); the run's report and inspect repeat it
+        logging.getLogger("loadkit").warning("loadkit: %s", note)
+    return LengthTables(p, starts, ins, outs, width, notes)
+
+
+def _unused_fields(path: Path, doc: dict[str, object]) -> tuple[str, ...]:
+    """Warnings for the fields of the dataset windows that synthesis does not use."""
+    windows: dict[str, int] = {}
+    for entry in doc.values():
+        if isinstance(entry, dict):
+            for key, value in entry.items():
+                if key not in _READ_FIELDS and value not in ("{}", {}, None, ""):
+                    windows[key] = windows.get(key, 0) + 1
+    notes = []
+    if "reason_ratio" in windows:
+        notes.append(f"{path}: reason_ratio ignored: {windows.pop('reason_ratio')} dataset windows give the "
+                     "reasoning share of the output, but a request cannot set how long a server reasons (the "
+                     "simulator draws it from --reasoning-mean-tokens); output_tokens is sent as the whole output")
+    if windows:
+        notes.append(f"{path}: fields ignored: {', '.join(sorted(windows))} (only input_tokens and output_tokens "
+                     "are synthesised)")
+    return tuple(notes)
+
+
+def notes_for(trace_path: Path) -> tuple[str, ...]:
+    """The dataset's load warnings for a trace CSV (read once, cached)."""
+    return read_lengths(str(dataset_for(trace_path))).notes
+
+
+def _days(gap_s: float) -> str:
+    return f"{gap_s / 86_400:,.1f} days"
+
+
+def _secs(t: float) -> str:
+    """Seconds as written in a chunk (1209000, 0.5), never 1.209e+06."""
+    return f"{t:.6f}".rstrip("0").rstrip(".")
 
 
 def _start(path: Path, key: str) -> float:
@@ -200,33 +264,46 @@ def synthesise(trace_path: Path, seed: int, start_s: float | None, end_s: float 
     two-week chunk holds millions of requests, a run replays a window of it."""
     win = read_windows(str(trace_path))
     lengths = read_lengths(str(dataset_for(trace_path)))
-    lo = float(win.start[0]) if start_s is None else start_s
-    hi = float(win.start[-1]) + win.width_s if end_s is None else end_s
+    file_end = float(win.start[-1]) + win.width_s
+    if start_s is not None and start_s >= file_end:
+        raise TraceReadError(f"{trace_path}: start_s {_secs(start_s)} is past the file's last window "
+                             f"({_secs(float(win.start[-1]))}-{_secs(file_end)} s)")
+    lo = int(micros(float(win.start[0]) if start_s is None else start_s))
+    hi = int(micros(file_end if end_s is None else end_s))
     times: list[np.ndarray] = []
     for i, w0 in enumerate(win.start):
-        a, b = max(float(w0), lo), min(float(w0) + win.width_s, hi)
+        a, b = max(int(micros(float(w0))), lo), min(int(micros(float(w0) + win.width_s)), hi)
         if b <= a or win.rate[i] <= 0:
             continue
         rng = np.random.default_rng([seed & 0xFFFFFFFF, _SEED_KEY, i])
-        times.append(a + _window_times(win.family[i], float(win.rate[i]), float(win.cv[i]), b - a, rng))
-    t = np.concatenate(times) if times else np.zeros(0)
+        times.append(a + _window_us(win.family[i], float(win.rate[i]), float(win.cv[i]), b - a, rng))
+    t = (np.concatenate(times) if times else np.zeros(0, dtype=np.int64)) / 1e6
     n_in, n_out = _draw_lengths(lengths, t, seed)
     return t, n_in, n_out
 
 
-def _window_times(family: str, rate: float, cv: float, span: float, rng: np.random.Generator) -> np.ndarray:
-    """round(rate·span) arrivals whose gaps follow the family, scaled so the last gap ends the span."""
-    n = int(round(rate * span))
+def _window_us(family: str, rate: float, cv: float, span_us: int, rng: np.random.Generator) -> np.ndarray:
+    """round(rate·span) arrivals whose gaps follow the family, scaled so the last gap ends the
+    span: offsets in whole microseconds inside [0, span_us), whatever float rounding does to a
+    last gap too small to see (a high-CV Gamma draws gaps of 1e-300 s)."""
+    n = int(round(rate * span_us / 1e6))
     if n == 0:
-        return np.zeros(0)
+        return np.zeros(0, dtype=np.int64)
     gaps = _gaps(family, rate, cv, n + 1, rng)
-    return np.cumsum(gaps)[:n] * (span / gaps.sum())
+    offsets = np.floor(np.cumsum(gaps)[:n] * (span_us / gaps.sum()))
+    return np.minimum(offsets, span_us - 1).astype(np.int64)
 
 
 def _draw_lengths(tables: LengthTables, t: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
     n_in = np.zeros(len(t), dtype=np.int64)
     n_out = np.zeros(len(t), dtype=np.int64)
     which = np.maximum(np.searchsorted(tables.starts, t, side="right") - 1, 0)
+    outside = (t < tables.starts[0]) | (t >= tables.starts[-1] + tables.width_s)
+    if outside.any():
+        first = float(t[np.argmax(outside)])
+        raise TraceReadError(f"{tables.path}: expected length distributions for the {int(outside.sum())} requests "
+                             f"at {_secs(first)} s and on, the dataset's windows cover "
+                             f"{_secs(tables.starts[0])}-{_secs(tables.starts[-1] + tables.width_s)} s")
     for j in np.unique(which):
         rows = np.flatnonzero(which == j)
         pin, pout = tables.inputs[j], tables.outputs[j]

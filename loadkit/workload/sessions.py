@@ -26,6 +26,9 @@ from loadkit.workload.spec import SessionSpec
 from loadkit.workload.text import TextBuilder
 
 RUNNING, COMPLETED, BROKEN = "running", "completed", "broken"
+# A broken session's reason when the code driving it raised (a locustfile's task, or loadkit's
+# own scenario task), as opposed to a failed turn's outcome or ``cancelled`` (the run stopped it).
+TASK_ERROR = "task_error"
 _USER, _TOOL_CALL, _TOOL_RESULT = 1, 2, 3  # text-stream keys inside a session
 
 

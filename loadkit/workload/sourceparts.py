@@ -84,4 +84,4 @@ def load_trace_for(scenario: Scenario) -> Trace:
     if spec.format == "servegen":
         return load_servegen(Ctx(str(scenario.path), "trace.path"), spec.path, scenario.seed, spec.start_s, spec.end_s)
     return load_trace(Ctx(str(scenario.path), "trace.path"), spec.path, spec.format, spec.columns,
-                      on_bad_row=spec.on_bad_row, order=spec.order)
+                      on_bad_row=spec.on_bad_row, order=spec.order, block_tokens=spec.block_tokens)

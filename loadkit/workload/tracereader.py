@@ -1,11 +1,14 @@
 """One reader per trace format, shared by replay, ``loadkit capacity`` and ``loadkit traces inspect``.
 
 Every problem names the file, the line and what was expected. A bad row (a token count that is
-not a non-negative integer, a timestamp that does not parse, a Mooncake line without hash ids)
-is refused by default; with ``on_bad_row="skip"`` it is dropped and counted by reason, so the
-caller can report it. Rows come back sorted by timestamp (stable) unless ``order="file"``;
-how many were out of order is always counted, because a replay in file order of an unsorted
-trace sends rows at times they do not belong to.
+not a non-negative integer, a timestamp that does not parse, a Mooncake line whose hash ids
+cover fewer blocks than its input_length needs) is refused by default; with
+``on_bad_row="skip"`` it is dropped and counted by reason, so the caller can report it. A
+short Mooncake row can instead be padded (``on_bad_row="pad"``, Mooncake only): its missing
+blocks get ids of their own, shared with no other row, so the prompt has its input_length.
+Rows come back sorted by timestamp (stable) unless ``order="file"``; how many were out of
+order is always counted, because a replay in file order of an unsorted trace sends rows at
+times they do not belong to.
 """
 
 from __future__ import annotations
@@ -19,10 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 
 FORMATS = ("azure", "mooncake", "lengths")
-BAD_ROW_POLICIES = ("refuse", "skip")
+BAD_ROW_POLICIES = ("refuse", "skip", "pad")  # "pad": Mooncake's short rows only (others refused)
 ORDERS = ("time", "file")
 DEFAULT_COLUMNS: dict[str, tuple[str | None, str, str]] = {
     "azure": ("TIMESTAMP", "ContextTokens", "GeneratedTokens"),
@@ -30,6 +32,7 @@ DEFAULT_COLUMNS: dict[str, tuple[str | None, str, str]] = {
     "mooncake": ("timestamp", "input_length", "output_length"),
 }
 _SHOWN_SKIPS = 5  # line numbers kept per read, so a report can point at examples
+LONG_GAP_S = 86_400.0  # a silence longer than a day between rows is worth a word (a typo'd year?)
 
 
 class TraceReadError(ValueError):
@@ -37,11 +40,12 @@ class TraceReadError(ValueError):
 
 
 class BadRow(Exception):
-    """One row cannot be used: ``reason`` is the short key it is counted under."""
+    """One row cannot be used: ``reason`` is the short key it is counted under; ``hint`` what
+    the policies do with such a row (the refusal says it)."""
 
-    def __init__(self, reason: str, detail: str) -> None:
+    def __init__(self, reason: str, detail: str, hint: str = "on_bad_row = \"skip\" drops such rows and counts them") -> None:
         super().__init__(detail)
-        self.reason, self.detail = reason, detail
+        self.reason, self.detail, self.hint = reason, detail, hint
 
 
 @dataclass(slots=True)
@@ -59,13 +63,21 @@ class TraceRows:
     out_of_order: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
     skipped_examples: list[str] = field(default_factory=list)
+    padded: int = 0  # Mooncake rows given blocks of their own (on_bad_row = "pad")
+    padded_examples: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.n_in)
 
     def notes(self) -> list[str]:
-        """Warnings a user must see: rows out of order, rows skipped."""
+        """Warnings a user must see: rows out of order, rows skipped or padded, a day-long silence."""
         out = []
+        gap = self.longest_gap()
+        if gap is not None:
+            i, seconds = gap
+            out.append(f"{self.path}: line {int(self.lines[i + 1])}: {seconds / 86_400:,.1f} days after the row "
+                       f"before it (line {int(self.lines[i])}); a replay of the whole file sits idle that long "
+                       "(start_s / end_s pick a window)")
         if self.out_of_order:
             done = ("replayed sorted by timestamp (trace.order = \"file\" keeps the file's order)"
                     if self.order == "time" else
@@ -76,16 +88,30 @@ class TraceRows:
             reasons = ", ".join(f"{k}: {v}" for k, v in sorted(self.skipped.items()))
             out.append(f"{self.path}: {sum(self.skipped.values())} bad rows skipped (on_bad_row = \"skip\"; "
                        f"{reasons}; e.g. {'; '.join(self.skipped_examples[:3])})")
+        if self.padded:
+            out.append(f"{self.path}: {self.padded} rows have fewer hash_ids than their input_length needs; "
+                       f"padded with blocks of their own, shared with no other row (on_bad_row = \"pad\"; "
+                       f"e.g. {'; '.join(self.padded_examples[:3])})")
         return out
+
+    def longest_gap(self) -> tuple[int, float] | None:
+        """(index before it, seconds) of the longest silence between rows in send order, if over
+        LONG_GAP_S."""
+        if self.t_s is None or len(self.t_s) < 2:
+            return None
+        gaps = np.diff(self.t_s)
+        i = int(np.argmax(gaps))
+        return (i, float(gaps[i])) if gaps[i] > LONG_GAP_S else None
 
     def load_summary(self) -> dict[str, Any]:
         """JSON-ready account of the load, for the report."""
         return {"path": str(self.path), "format": self.fmt, "rows": len(self), "order": self.order,
                 "out_of_order": self.out_of_order, "skipped_bad_rows": dict(self.skipped),
-                "skipped_examples": list(self.skipped_examples)}
+                "skipped_examples": list(self.skipped_examples), "padded_short_rows": self.padded,
+                "padded_examples": list(self.padded_examples)}
 
 
-class _Collector:
+class RowCollector:
     """Good rows in file order, and the bad ones counted (or refused) under one policy."""
 
     def __init__(self, path: Path, on_bad_row: str, timed: bool, hashed: bool) -> None:
@@ -97,6 +123,7 @@ class _Collector:
         self.lines: list[int] = []
         self.skipped: Counter[str] = Counter()
         self.examples: list[str] = []
+        self.padded: list[tuple[int, int, str]] = []  # (row, blocks needed, detail) for on_bad_row = "pad"
 
     def add(self, line: int, n_in: int, n_out: int, t: float | None, ids: list[int] | None) -> None:
         self.n_in.append(n_in)
@@ -108,21 +135,39 @@ class _Collector:
             self.hashes.append(ids or [])
 
     def bad(self, line: int, row: BadRow) -> None:
-        if self.on_bad_row == "refuse":
-            raise TraceReadError(f"{self.path}: line {line}: {row.detail} "
-                                 "(on_bad_row = \"skip\" drops such rows and counts them)")
+        if self.on_bad_row != "skip":  # "pad" mends short Mooncake rows only (see pad)
+            raise TraceReadError(f"{self.path}: line {line}: {row.detail} ({row.hint})")
         self.skipped[row.reason] += 1
         if len(self.examples) < _SHOWN_SKIPS:
             self.examples.append(f"line {line}: {row.detail}")
 
+    def pad(self, line: int, needed: int, row: BadRow, n_in: int, n_out: int, t: float, ids: list[int]) -> None:
+        """A short row kept whole: its missing block ids are given out in finish()."""
+        self.padded.append((len(self.n_in), needed, f"line {line}: {row.detail}"))
+        self.add(line, n_in, n_out, t, ids)
+
+    def _give_pad_ids(self) -> None:
+        """Ids below every id in the file, one per missing block: text no other row shares."""
+        assert self.hashes is not None
+        next_id = min((min(ids) for ids in self.hashes if ids), default=0)
+        next_id = min(next_id, 0) - 1
+        for index, needed, _ in self.padded:
+            ids = self.hashes[index] = list(self.hashes[index])
+            while len(ids) < needed:
+                ids.append(next_id)
+                next_id -= 1
+
     def finish(self, fmt: str, order: str, what: str) -> TraceRows:
+        if self.padded:
+            self._give_pad_ids()
         if not self.n_in:
             extra = f" ({sum(self.skipped.values())} bad rows skipped)" if self.skipped else ""
             raise TraceReadError(f"{self.path}: expected at least one {what}, found none{extra}")
         rows = TraceRows(self.path, fmt, np.asarray(self.n_in, dtype=np.int64),
                          np.asarray(self.n_out, dtype=np.int64),
                          None if self.t is None else np.asarray(self.t, dtype=float), self.hashes,
-                         np.asarray(self.lines, dtype=np.int64), order, 0, dict(self.skipped), self.examples)
+                         np.asarray(self.lines, dtype=np.int64), order, 0, dict(self.skipped), self.examples,
+                         len(self.padded), [d for _, _, d in self.padded[:_SHOWN_SKIPS]])
         return _ordered(rows)
 
 
@@ -146,16 +191,23 @@ def _ordered(rows: TraceRows) -> TraceRows:
 
 
 def read_trace(path: str | Path, fmt: str, columns: tuple[str | None, str, str] | None = None, *,
-               on_bad_row: str = "refuse", order: str = "time") -> TraceRows:
-    """Read a trace of format ``fmt`` (see FORMATS); TraceReadError on anything unusable."""
+               on_bad_row: str = "refuse", order: str = "time", block_tokens: int = 512) -> TraceRows:
+    """Read a trace of format ``fmt`` (see FORMATS); TraceReadError on anything unusable.
+
+    ``block_tokens``: Mooncake's tokens per hash id, which decides how many ids a row needs."""
     if fmt not in FORMATS:
         raise TraceReadError(f"{path}: unknown trace format {fmt!r}; expected one of {', '.join(FORMATS)}")
-    if on_bad_row not in BAD_ROW_POLICIES or order not in ORDERS:
-        raise ValueError(f"on_bad_row {on_bad_row!r} / order {order!r}")
+    if on_bad_row not in BAD_ROW_POLICIES or order not in ORDERS or block_tokens < 1:
+        raise ValueError(f"on_bad_row {on_bad_row!r} / order {order!r} / block_tokens {block_tokens!r}")
+    if on_bad_row == "pad" and fmt != "mooncake":
+        raise TraceReadError(f"{path}: on_bad_row = \"pad\" is for Mooncake rows with too few hash_ids; "
+                             f"format {fmt!r} has no blocks to pad (use \"refuse\" or \"skip\")")
     p = Path(path)
     try:
         if fmt == "mooncake":
-            return _read_mooncake(p, on_bad_row, order)
+            from loadkit.workload.mooncakerows import read_mooncake  # it builds on this module's collector
+
+            return read_mooncake(p, on_bad_row, order, block_tokens)
         return _read_csv(p, fmt, columns or DEFAULT_COLUMNS[fmt], on_bad_row, order)
     except OSError as exc:
         raise TraceReadError(f"{p}: cannot read: {exc.strerror or exc}") from None
@@ -164,6 +216,24 @@ def read_trace(path: str | Path, fmt: str, columns: tuple[str | None, str, str] 
 
 
 # --- token counts and timestamps -------------------------------------------------------------
+
+
+def micros(t: np.ndarray | float) -> np.ndarray:
+    """Seconds as integer microseconds: windows [start_s, end_s) are compared on this grid, so
+    a time that float arithmetic puts a hair off a bound is still on the side it was made for."""
+    return np.rint(np.asarray(t, dtype=float) * 1e6).astype(np.int64)
+
+
+def in_window(t: np.ndarray, start_s: float | None, end_s: float | None) -> np.ndarray:
+    """Indices of times with start_s <= t < end_s (either bound may be open), in microseconds."""
+    us = micros(t)
+    keep = np.ones(len(us), dtype=bool)
+    if start_s is not None:
+        keep &= us >= int(micros(start_s))
+    if end_s is not None:
+        keep &= us < int(micros(end_s))
+    return np.flatnonzero(keep)
+
 
 
 def parse_count(value: Any, name: str) -> int:
@@ -229,7 +299,7 @@ def _read_csv(path: Path, fmt: str, columns: tuple[str | None, str, str], on_bad
         if header is None:
             raise TraceReadError(f"{path}: expected a header row naming {_names(columns)}, the file is empty")
         where = _column_indices(path, header, columns)
-        out = _Collector(path, on_bad_row, t_col is not None, False)
+        out = RowCollector(path, on_bad_row, t_col is not None, False)
         clock = _Clock(t_col or "")
         try:
             for cells in reader:
@@ -241,7 +311,7 @@ def _read_csv(path: Path, fmt: str, columns: tuple[str | None, str, str], on_bad
     return out.finish(fmt, order, "data row after the header")
 
 
-def _csv_row(out: _Collector, line: int, cells: list[str], where: tuple[int | None, int, int],
+def _csv_row(out: RowCollector, line: int, cells: list[str], where: tuple[int | None, int, int],
              names: tuple[str | None, str, str], clock: _Clock) -> None:
     t_i, in_i, out_i = where
     try:
@@ -282,42 +352,3 @@ def _is_datetime(text: str) -> bool:
 
 def _names(columns: tuple[str | None, ...]) -> str:
     return ", ".join(repr(c) for c in columns if c is not None)
-
-
-# --- Mooncake JSONL --------------------------------------------------------------------------
-
-
-def _read_mooncake(path: Path, on_bad_row: str, order: str) -> TraceRows:
-    out = _Collector(path, on_bad_row, True, True)
-    with path.open("rb") as fh:
-        for line_no, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                t, n_in, n_out, ids = _mooncake_row(line)
-            except BadRow as row:
-                out.bad(line_no, row)
-                continue
-            out.add(line_no, n_in, n_out, t, ids)
-    return out.finish("mooncake", order, "JSON line")
-
-
-def _mooncake_row(line: bytes) -> tuple[float, int, int, list[int]]:
-    try:
-        obj = orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
-        # orjson's own "line N" counts within this one line; the file line is the caller's.
-        raise BadRow("not JSON", f"expected a JSON object, column {exc.colno}: {exc.msg}") from None
-    if not isinstance(obj, dict):
-        raise BadRow("not an object", f"expected a JSON object, got {type(obj).__name__}")
-    for key in ("timestamp", "input_length", "output_length", "hash_ids"):
-        if key not in obj:
-            raise BadRow(f"missing {key}", f"expected the key {key!r} (keys: {', '.join(sorted(obj))[:80]})")
-    stamp = obj["timestamp"]
-    if isinstance(stamp, bool) or not isinstance(stamp, int | float) or not math.isfinite(stamp):
-        raise BadRow("bad timestamp", f"expected timestamp as a number of milliseconds, got {stamp!r}")
-    ids = obj["hash_ids"]
-    if not isinstance(ids, list) or not all(isinstance(h, int) and not isinstance(h, bool) for h in ids):
-        raise BadRow("bad hash_ids", f"expected hash_ids as a list of integers, got {str(ids)[:40]}")
-    return (float(stamp) / 1000.0, parse_count(obj["input_length"], "input_length"),
-            parse_count(obj["output_length"], "output_length"), ids)

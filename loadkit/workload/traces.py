@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from loadkit.workload.errors import Ctx
-from loadkit.workload.tracereader import DEFAULT_COLUMNS, TraceReadError, read_trace
+from loadkit.workload.tracereader import DEFAULT_COLUMNS, TraceReadError, in_window, read_trace
 from loadkit.workload.tracereader import FORMATS as READER_FORMATS
 
 FORMATS = (*READER_FORMATS, "servegen")  # servegen is synthesised from statistics (servegen.py)
@@ -47,18 +47,17 @@ class Trace:
         if self.t_s is None or (start_s is None and end_s is None):
             return self
         lo = 0.0 if start_s is None else start_s
-        hi = np.inf if end_s is None else end_s
-        keep = np.flatnonzero((self.t_s >= lo) & (self.t_s < hi))
+        keep = in_window(self.t_s, start_s, end_s)
         hashes = [self.hash_ids[i] for i in keep] if self.hash_ids is not None else None
         return Trace(self.path, self.n_in[keep], self.n_out[keep], self.t_s[keep] - lo, hashes,
                      self.notes, self.load)
 
 
 def load_trace(ctx: Ctx, path: Path, fmt: str, columns: tuple[str | None, str, str], *,
-               on_bad_row: str = "refuse", order: str = "time") -> Trace:
+               on_bad_row: str = "refuse", order: str = "time", block_tokens: int = 512) -> Trace:
     """The trace through the shared reader (tracereader.py); its errors become ScenarioErrors."""
     try:
-        return _load(str(path), _stamp(path), fmt, columns, on_bad_row, order)
+        return _load(str(path), _stamp(path), fmt, columns, on_bad_row, order, block_tokens)
     except TraceReadError as exc:
         raise ctx.error(str(exc)) from None
 
@@ -72,9 +71,10 @@ def load_servegen(ctx: Ctx, path: Path, seed: int, start_s: float | None, end_s:
         t, n_in, n_out = servegen.synthesise(path, seed, start_s, end_s)
     except TraceReadError as exc:
         raise ctx.error(str(exc)) from None
+    notes = servegen.notes_for(path)
     load = {"path": str(path), "format": "servegen", "rows": len(t), "order": "time", "out_of_order": 0,
             "skipped_bad_rows": {}, "skipped_examples": [], "synthesised": True}
-    return Trace(path, n_in, n_out, t, None, (), load)
+    return Trace(path, n_in, n_out, t, None, notes, load)
 
 
 def _stamp(path: Path) -> tuple[int, int]:
@@ -87,8 +87,10 @@ def _stamp(path: Path) -> tuple[int, int]:
 
 
 @functools.lru_cache(maxsize=8)
-def _load(path: str, stamp: tuple[int, int], fmt: str, columns: tuple[str | None, str, str], on_bad_row: str, order: str) -> Trace:
-    rows = read_trace(path, fmt, None if fmt == "mooncake" else columns, on_bad_row=on_bad_row, order=order)
+def _load(path: str, stamp: tuple[int, int], fmt: str, columns: tuple[str | None, str, str], on_bad_row: str, order: str,
+          block_tokens: int) -> Trace:
+    rows = read_trace(path, fmt, None if fmt == "mooncake" else columns, on_bad_row=on_bad_row, order=order,
+                      block_tokens=block_tokens)
     t_s = None if rows.t_s is None else rows.t_s - rows.t_s.min()
     for note in rows.notes():  # once per process (cached); the run's report repeats it
         logging.getLogger("loadkit").warning("loadkit: %s", note)

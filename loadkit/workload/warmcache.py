@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from loadkit.workload.tracereader import micros
 from loadkit.workload.traces import Trace, leading_cached_blocks
 
 WARMUP_STAGE = "warmup"  # the stage name loadkit.glue.runtime.WARMUP excludes from the stats
@@ -31,7 +32,7 @@ def history_blocks(full: Trace, start_s: float | None) -> set[int]:
     """Every block of the rows before the window."""
     if full.hash_ids is None or full.t_s is None or not start_s:
         return set()
-    before = np.flatnonzero(full.t_s < start_s)
+    before = np.flatnonzero(micros(full.t_s) < micros(start_s))  # the grid Trace.window cuts on
     return {h for i in before for h in full.hash_ids[int(i)]}
 
 

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import pytest
 from locust import FastHttpUser, LoadTestShape, task
 from locust.event import Events
+from locust.exception import StopUser
 from locust.user.task import filter_tasks_by_tags
 
 from loadkit import LLMUser, ScenarioUser
@@ -244,3 +245,30 @@ def test_a_scenario_option_no_class_uses_is_said(caplog):
     with caplog.at_level("WARNING", logger="loadkit"):
         runtime_for(DefaultScenario, scenario=OPEN)
     assert "is not used" not in caplog.text
+
+
+@pytest.mark.parametrize(("raised", "reason"), [(ValueError("parse failed"), "task_error"),
+                                                (StopUser(), "cancelled")])  # fmt: skip
+def test_a_scenario_session_left_by_an_exception_says_whether_the_task_raised_or_was_stopped(raised, reason):
+    from loadkit.records import RequestRecord
+    from loadkit.types import GenerationRequest
+    from loadkit.workload.sessions import TraceSession
+
+    class Sender:
+        """ScenarioUser.run_session's only needs: turn 1 ok, then the exception at turn 2's send."""
+
+        ended: list = []
+
+        def _send_counted(self, request, budgeted):
+            if request.turn == 2:
+                raise raised
+            return RequestRecord(request_id="r1", engine="fast", adapter="openai", outcome="ok", text="reply")
+
+        def _session_ended(self, session):
+            self.ended.append(session)
+
+    session = TraceSession("S-1", lambda i: GenerationRequest(prompt="p", turn=i + 1, session_id="S-1"), [0.0, 0.0])
+    sender = Sender()
+    with pytest.raises(type(raised)):
+        ScenarioUser.run_session(sender, session)  # type: ignore[arg-type]
+    assert sender.ended == [session] and (session.status, session.broken_reason) == ("broken", reason)

@@ -1,5 +1,6 @@
 """The example third-party distribution is laid out as the design asks, and, when installed,
-is loaded through its entry point (and not loaded when LOADKIT_LOAD_PLUGINS excludes it)."""
+is loaded through its entry point (and not loaded when LOADKIT_LOAD_PLUGINS excludes it); `loadkit
+plugins` lists its engine and its simulator protocol beside the built-in families."""
 
 import importlib.metadata
 import os
@@ -10,6 +11,9 @@ from pathlib import Path
 
 import orjson
 import pytest
+
+from loadkit import __version__
+from loadkit.sim.families import FAMILIES
 
 PLUGIN = Path(__file__).resolve().parents[2] / "plugins" / "loadkit-anthropic"
 
@@ -44,6 +48,26 @@ def test_installed_plugin_is_loaded_only_when_allowed():
     assert "anthropic" in engines({})
     assert "anthropic" in engines({"LOADKIT_LOAD_PLUGINS": "anthropic"})
     assert "anthropic" not in engines({"LOADKIT_LOAD_PLUGINS": "none"})
+
+
+def protocols(env: dict[str, str]) -> dict[str, dict]:
+    out = subprocess.run([sys.executable, "-m", "loadkit.cli", "plugins"], capture_output=True, timeout=60,
+                         env={**os.environ, **env}, check=True)
+    return {p["protocol"]: p for p in orjson.loads(out.stdout)["simulator_protocols"]}
+
+
+@installed
+def test_builtin_families_and_the_plugin_protocol_are_listed():
+    found = protocols({})
+    assert list(found)[: len(FAMILIES)] == list(FAMILIES)
+    for name in FAMILIES:
+        assert (found[name]["plugin"], found[name]["version"]) == ("loadkit", __version__), found[name]
+        assert found[name]["description"] and "/v1/chat/completions" in found[name]["routes"], found[name]
+    assert "/v2/models/<model>/generate_stream" in found["triton"]["routes"]
+    anthropic = found["anthropic"]
+    assert (anthropic["plugin"], anthropic["version"], anthropic["routes"]) == ("loadkit-anthropic", "0.1.0",
+                                                                                ["/v1/messages"])
+    assert list(protocols({"LOADKIT_LOAD_PLUGINS": "none"})) == list(FAMILIES)
 
 
 @installed

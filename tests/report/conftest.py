@@ -59,7 +59,7 @@ def report_from_rows(rows_by_engine: dict[str, list[dict[str, Any]]], **extra: A
                            "targets": [{"name": e, "engine": "vllm", "api": "chat", "url": "http://127.0.0.1:1",
                                         "server": {"model": "m", "engine_version": "0.11"}} for e in rows_by_engine]},
               "conservation": {"scheduled": None, "sent": 0, "dropped": 0, "outcomes_total": 0, "holds": True},
-              "workers": {"count": 0, "lost": 0, "nodes": []}, "engines": engines}  # fmt: skip
+              "workers": {"count": 0, "lost": 0, "nodes": []}, "engines": engines, "task_errors": {}}  # fmt: skip
     report.update(extra)
     return report
 

@@ -7,9 +7,12 @@ test-artifacts/."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,16 +20,19 @@ from typing import Any
 
 import pytest
 
+from loadkit.sim.testing import sim_process
 from tests.helpers import variants
 from tests.helpers.scripted_server import ScriptedServer
 from tests.webui.browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
+    REPO,
     SCENARIO,
     free_port,
     get_json,
     locust_process,
     shot,
+    stop_process,
     sync_playwright_or_skip,
     table_rows,
     totals,
@@ -68,7 +74,8 @@ def panel(page: Any) -> dict[str, str]:
             const text = id => { const e = document.getElementById(id); return e ? e.textContent : ""; };
             return {shown: box && box.style.display !== "none" ? "yes" : "", validity: text("loadkit-validity"),
                     reasons: text("loadkit-reasons"), warnings: text("loadkit-warnings"), slos: text("loadkit-slos"),
-                    messages: text("loadkit-messages"), start_error: text("loadkit-start-error")};
+                    messages: text("loadkit-messages"), start_error: text("loadkit-start-error"),
+                    task_errors: text("loadkit-task-errors")};
         }"""
     )
 
@@ -181,3 +188,45 @@ def test_a_lost_worker_is_a_warning_and_makes_the_run_invalid(tmp_path):
     assert shown["validity"] == "INVALID so far"
     assert "lost" in shown["reasons"] and "its data up to snapshot" in shown["warnings"]
     assert shown["slos"] == "SLOs in force: none (goodput not computed)"
+
+
+def test_exceptions_in_the_tasks_are_listed_in_the_panel(tmp_path):
+    """A locustfile whose task raises after each ok turn 1 (tests/integration/locustfiles/
+    task_raises.py): no request fails, the run stays valid, and the panel lists the exceptions
+    per class and kind with where they were raised, as report.json counts them."""
+    web = free_port()
+    base = f"http://127.0.0.1:{web}"
+    report_dir = tmp_path / "report"
+    locustfile = REPO / "tests" / "integration" / "locustfiles" / "task_raises.py"
+    with sim_process("--profile", "fast", truth_log=False) as sim, open(tmp_path / "locust.log", "wb") as log:
+        cmd = [sys.executable, "-m", "locust", "-f", str(locustfile), "--no-console-table", "--web-host", "127.0.0.1",
+               "--web-port", str(web), "--report-dir", str(report_dir), "--stop-timeout", "5"]  # fmt: skip
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+        try:
+            wait_for("Locust's web UI", web_ready(base), 30)
+            with browser_page() as page:
+                page.goto(base + "/", timeout=15_000)
+                page.wait_for_selector("input[name=userCount]", timeout=15_000)
+                page.fill("input[name=userCount]", "2")
+                page.fill("input[name=spawnRate]", "2")
+                page.fill("input[name=host]", sim.url)
+                page.get_by_role("button", name="Start").click()
+                page.get_by_role("tab", name="LLM").click()
+                live = wait_for("the panel's task errors", lambda: "KeyError" in (p := panel(page))["task_errors"]
+                                and "ValueError" in p["task_errors"] and p, 45)  # fmt: skip
+                assert live["shown"] and live["validity"] == "valid so far" and not live["messages"]
+                shot(page, "status-task-errors.png")
+                page.get_by_role("button", name="Stop").click()
+                wait_for("the run to stop", lambda: get_json(base + "/loadkit/stats.json")["state"] == "stopped", 30)
+                doc = get_json(base + "/loadkit/stats.json")
+                final = wait_for("the panel to settle", lambda: (p := panel(page))["validity"] == "valid" and all(
+                    f"×{e['count']}:" in p["task_errors"] for e in doc["task_errors"]) and p, 20)  # fmt: skip
+        finally:
+            stop_process(proc)
+    report = json.loads((report_dir / "report.json").read_text())
+    breaks = report["task_errors"]["Breaks"]
+    assert {(e["type"], e["count"]) for e in breaks["errors"]} == {(e["type"], e["count"]) for e in doc["task_errors"]}
+    assert report["sessions"]["openai"]["broken_by"]["task_error"] == breaks["count"] > 0
+    assert "Exceptions in the locustfile's tasks" in final["task_errors"]
+    assert "Breaks · ValueError ×" in final["task_errors"] and ": the reply named no tool (at task_raises.py:" in final["task_errors"]
+    assert "Breaks · KeyError ×" in final["task_errors"] and ": 'tool' (at task_raises.py:" in final["task_errors"]

@@ -31,8 +31,11 @@ def plugins_json(env_extra: dict[str, str]) -> dict:
 
 @installed
 def test_listed_by_loadkit_plugins():
-    engines = {e["engine"]: e for e in plugins_json({})["engines"]}
+    listing = plugins_json({})
+    engines = {e["engine"]: e for e in listing["engines"]}
     assert engines["anthropic"]["plugin"] == "loadkit-anthropic" and engines["anthropic"]["version"] == "0.1.0"
+    protocols = {p["protocol"]: p for p in listing["simulator_protocols"]}  # what `loadkit sim --engine` takes
+    assert protocols["anthropic"]["plugin"] == "loadkit-anthropic" and protocols["anthropic"]["routes"] == ["/v1/messages"]
 
 
 @installed

@@ -1,0 +1,17 @@
+"""Deprecated: this module moved to ``loadkit.engines.detect`` in loadkit 0.2.0. Kept here, re-exporting its
+public names with a ``DeprecationWarning``, until 0.3.0 (docs/api/public.md)."""
+
+from loadkit._moved import warn_moved
+from loadkit.engines.detect import (
+    MAX_TEXT,
+    Detection,
+    detect_engine,
+    explain,
+    probe_paths,
+    probe_server,
+    probe_summary,
+)
+
+__all__ = ["Detection", "MAX_TEXT", "detect_engine", "explain", "probe_paths", "probe_server", "probe_summary"]
+
+warn_moved(__name__, "loadkit.engines.detect", removed_in="0.3.0")
