@@ -195,10 +195,20 @@ class Breaker:
         return None
 
 
+def wall(t_ns: int | None) -> float:
+    """A perf_counter timestamp (None: now) as Unix seconds."""
+    if t_ns is None:
+        return time.time()
+    return time.time() - (time.perf_counter_ns() - t_ns) / 1e9
+
+
+def clock(t: float) -> str:
+    """Unix seconds as the local wall-clock time HH:MM:SS."""
+    return time.strftime("%H:%M:%S", time.localtime(t))
+
+
 def wall_clock(t_ns: int) -> str:
-    """A perf_counter timestamp as the local wall-clock time HH:MM:SS."""
-    wall = time.time() - (time.perf_counter_ns() - t_ns) / 1e9
-    return time.strftime("%H:%M:%S", time.localtime(wall))
+    return clock(wall(t_ns))
 
 
 def error_key(record: RequestRecord) -> str:

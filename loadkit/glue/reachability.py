@@ -17,11 +17,10 @@ it so, reachable again when the first node reaches it again.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from typing import Any
 
-from loadkit.glue.breaker import error_key
+from loadkit.glue.breaker import clock, error_key, wall
 from loadkit.records import RequestRecord
 from loadkit.types import CONNECT_ERROR, OK
 
@@ -58,17 +57,6 @@ class Reachability:
             return None  # no answer from the server: not back yet
         del self.down[record.engine]
         return {"target": record.engine, "event": REACHABLE, "t": wall(record.t_end_ns)}
-
-
-def wall(t_ns: int | None) -> float:
-    """A perf_counter timestamp (None: now) as Unix seconds."""
-    if t_ns is None:
-        return time.time()
-    return time.time() - (time.perf_counter_ns() - t_ns) / 1e9
-
-
-def clock(t: float) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(t))
 
 
 class Record:
