@@ -9,7 +9,7 @@ from typing import Any
 
 from loadkit.engines.targets import TargetError
 from loadkit.errors import UserError
-from loadkit.glue import breaker, preflight, starts
+from loadkit.glue import breaker, preflight, reachability, starts
 from loadkit.glue.manifest import run_manifest
 from loadkit.glue.openloop import behind_warning
 from loadkit.glue.options import add_arguments
@@ -81,6 +81,7 @@ def on_init(environment: Any, **_: Any) -> None:
         runner.register_message(NOTE_MESSAGE, _master_notes_handler(runtime))
         runner.register_message(REFUSED_MESSAGE, _master_notes_handler(runtime))
         breaker.install(environment, runtime)
+        reachability.install(environment, runtime)
     if not isinstance(runner, WorkerRunner):
         _watch_shapes(environment)
         _check_options_early(environment)
@@ -207,7 +208,7 @@ def _worker_done_handler(runtime: Runtime):
 
 
 def on_test_start(environment: Any, **_: Any) -> None:
-    from locust.runners import MasterRunner, WorkerRunner
+    from locust.runners import WorkerRunner
 
     runner = environment.runner
     options = environment.parsed_options
@@ -229,6 +230,16 @@ def on_test_start(environment: Any, **_: Any) -> None:
     if isinstance(runner, WorkerRunner) and starts.ask_for_config(environment, runtime, on_test_start):
         runtime.ready.clear()  # its users wait until the config has come and this start is done
         return
+    runtime.starts_begun += 1
+    try:
+        _start(environment, runtime, runner, options)
+    finally:
+        runtime.starts_done += 1  # a web UI start's reply waits for this (webui/startform.py)
+
+
+def _start(environment: Any, runtime: Runtime, runner: Any, options: Any) -> None:
+    from locust.runners import MasterRunner, WorkerRunner
+
     try:
         if isinstance(runner, MasterRunner):
             _prepare_master(environment, runtime)
@@ -240,6 +251,12 @@ def on_test_start(environment: Any, **_: Any) -> None:
             preflight.at_test_start(runtime, options)
         if isinstance(runner, MasterRunner):
             starts.send_to_workers(environment, runtime)  # before Locust's spawn messages
+    except starts.StartRefused as exc:  # worker: a spawn of a start the master refused
+        log.info("loadkit: the master refused this start (%s); sending nothing", exc)
+        runtime.halted = True
+        runtime.ready.set()
+        runtime.watch.trigger()  # "done" once its users stopped: the master ends the run
+        return
     except USER_ERRORS as exc:
         log.error("loadkit: error: %s", exc)
         runtime.start_error = str(exc)  # the web UI shows it; the report says why it is invalid
@@ -248,6 +265,8 @@ def on_test_start(environment: Any, **_: Any) -> None:
         if isinstance(runner, WorkerRunner):
             _refuse_worker(environment, str(exc))
         else:
+            if isinstance(runner, MasterRunner):
+                starts.refuse_workers(environment, str(exc))
             end_run(environment, "configuration error")
         runtime.ready.set()
         return
@@ -340,6 +359,8 @@ def on_test_stop(environment: Any, **_: Any) -> None:
         return
     runtime.close_schedule()
     runtime.snapshot_realised()
+    if runtime.stats is not None:
+        runtime.stats.set_manifest_fields(runtime.reachability_record.manifest())
     if runtime.shape_steps is not None and runtime.stats is not None:
         runtime.shape_steps.finish()
         runtime.stats.set_manifest_fields({"shape": runtime.shape_steps.manifest()})

@@ -264,6 +264,15 @@ def add_server_strictness_arguments(group: OptionGroup) -> None:
         help="Circuit breaker, per target: stop the run (marked invalid) when the first N requests all failed, "
         "or more than PCT percent of the last WINDOW failed (once MIN are in it); 'off' disables it",
     )
+    group.add_argument(
+        "--breaker-dead-after",
+        type=float,
+        default=10.0,
+        env_var="LOADKIT_BREAKER_DEAD_AFTER",
+        metavar="SECONDS",
+        help="Circuit breaker's time rule, per target: stop the run when no request succeeded for this many "
+        "seconds and every one that ended in that time failed (a target that died, even with few users); 0 disables it",
+    )
 
 
 def add_tls_arguments(group: OptionGroup) -> None:

@@ -17,6 +17,7 @@ from loadkit.client.adaptererr import forget_kinds
 from loadkit.client.timer import Timeouts
 from loadkit.client.tls import TlsSettings
 from loadkit.engines.targets import Target, build_target, check_unique_names
+from loadkit.glue import reachability
 from loadkit.glue.backoff import Backoff, BackoffRules
 from loadkit.glue.breaker import Breaker, BreakerRules, trip
 from loadkit.glue.detection import Detections
@@ -109,9 +110,14 @@ class Runtime(Schedules):
         self.backoff_rules: BackoffRules | None = None
         # The run was stopped (circuit breaker, a start that failed): users send nothing more.
         self.halted = False
+        # Targets that went away and came back: this node's view, and (local, master) the run's record.
+        self.reachability = reachability.Reachability()
+        self.reachability_record = reachability.Record()
         self.detections = Detections()
         # Why the last start from the web UI failed (shown there); None once a start succeeds.
         self.start_error: str | None = None
+        # Test starts (loadkit's part) begun and done here: a web UI start waits for its own.
+        self.starts_begun = self.starts_done = 0
         if stats is not None and hasattr(stats, "add_invalid_source"):
             stats.add_invalid_source(self.start_problems)
 
@@ -270,12 +276,14 @@ class Runtime(Schedules):
     def configure_failures(self, options: Any, shard: tuple[int, int]) -> None:
         """The circuit breaker and the closed-loop backoff of this run (see breaker.py, backoff.py)."""
         try:
-            rules = BreakerRules.parse(getattr(options, "breaker", None))
+            rules = BreakerRules.from_options(options)
             self.backoff_rules = BackoffRules.from_options(options)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         self.breaker = Breaker(rules.for_share(*shard)) if rules is not None else None
         self.halted = False
+        self.reachability = reachability.Reachability()
+        self.reachability_record = reachability.Record()
 
     def new_backoff(self) -> Backoff | None:
         """A user's backoff state; None in open loop (the schedule is kept) or with --no-backoff."""
@@ -334,6 +342,9 @@ class Runtime(Schedules):
             reason = self.breaker.observe(rec)
             if reason is not None:
                 trip(self.environment, self, reason)
+        change = self.reachability.observe(rec)
+        if change is not None:
+            reachability.changed(self.environment, self, change)
         rec.worker = self.shard[0] if self.shard[1] > 1 else None
         if rec.stage == WARMUP:
             if self.stats is not None:

@@ -73,6 +73,18 @@ def send_to_workers(environment: Any, runtime: Any) -> None:
         runner.send_message(CONFIG_MESSAGE, runtime.config.to_wire(shard), client_id)
 
 
+class StartRefused(Exception):
+    """Worker: the master refused this start (pre-flight, a bad option); send nothing."""
+
+
+def refuse_workers(environment: Any, reason: str) -> None:
+    """Master, at a refused test start: each worker hears it before Locust's spawn message,
+    so none sends under the configuration of an earlier start."""
+    runner = environment.runner
+    for client_id in list(runner.clients.keys()):
+        runner.send_message(CONFIG_MESSAGE, {"refused": reason}, client_id)
+
+
 def install_master(environment: Any, runtime: Any) -> None:
     """A worker that connects while a run is going gets the run's configuration, as late."""
     from locust.runners import STATE_RUNNING, STATE_SPAWNING
@@ -86,6 +98,11 @@ def install_master(environment: Any, runtime: Any) -> None:
     def on_request(msg: Any, **_: Any) -> None:
         if runtime.config is None:
             return  # no run configured yet: the test start sends it
+        if runtime.start_error is not None:
+            # The start was refused and stopped; Locust can still deliver its spawn message to a
+            # worker after the stop, whose users must then send nothing (issue 32).
+            environment.runner.send_message(CONFIG_MESSAGE, {"refused": runtime.start_error}, msg.node_id)
+            return
         shard = (runtime.config.shards or {}).get(msg.node_id)
         environment.runner.send_message(CONFIG_MESSAGE, runtime.config.to_wire(shard), msg.node_id)
 
@@ -127,6 +144,10 @@ def worker_config(runtime: Any) -> RunConfig:
     if runtime.from_master is None:
         raise ConfigError("no run configuration came from the master before its spawn message: "
                           "run the same loadkit on every node")  # fmt: skip
+    if isinstance(runtime.from_master, dict) and "refused" in runtime.from_master:
+        reason = runtime.from_master["refused"]
+        runtime.from_master = None  # the next start's configuration comes before its spawn
+        raise StartRefused(reason)
     config = RunConfig.from_wire(runtime.from_master)
     mine = runtime.fingerprint()
     if config.plugins != mine:
