@@ -12,7 +12,7 @@ line's own values are kept from ``init`` (:func:`snapshot`), which is how a valu
 come from the form.
 
 On a distributed run the master sends each worker its RunConfig as one versioned message
-(``CONFIG_MESSAGE``, ``{"v": 1, ...}``) at test start, before Locust's spawn message; a worker
+(``CONFIG_MESSAGE``, ``{"v": WIRE_VERSION, ...}``) at test start, before Locust's spawn message; a worker
 that gets another version refuses to run, naming both versions.
 """
 
@@ -26,7 +26,9 @@ from typing import Any
 from loadkit.glue.errors import ConfigError
 
 CONFIG_MESSAGE = "loadkit_run_config"
-WIRE_VERSION = 1
+# 2: the run's report directory and prompt salt (a worker of version 1 would write its raw log
+# elsewhere and send unsalted prompts: it must refuse, not run).
+WIRE_VERSION = 2
 FORM, COMMAND_LINE, SCENARIO = "web form", "command line", "scenario"
 
 
@@ -48,6 +50,9 @@ class RunConfig:
     preflight: dict[str, Any] | None = None  # {target: verdict.to_wire()}; None: not run
     extra_body: dict[str, Any] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
+    report_dir: str | None = None  # this run's directory, as the master chose it (stats/rundir.py)
+    salt: int = 0  # mixed into every prompt text of the run (workload/text.py salted_seed); 0: none
+    salt_source: str | None = None  # "--seed" (FORM / COMMAND_LINE wording kept) or "random"
 
     def slo_limits(self) -> dict[str, float]:
         """{metric: limit ms}; the last value given for a key wins."""
@@ -79,7 +84,8 @@ class RunConfig:
                 "max_requests": self.max_requests, "run_time_s": self.run_time_s,
                 "run_time_source": self.run_time_source, "warmup_s": self.warmup_s,
                 "shard": list(shard) if shard is not None else None, "plugins": dict(self.plugins),
-                "detections": dict(self.detections), "preflight": self.preflight}  # fmt: skip
+                "detections": dict(self.detections), "preflight": self.preflight,
+                "report_dir": self.report_dir, "salt": self.salt, "salt_source": self.salt_source}  # fmt: skip
 
     @classmethod
     def from_wire(cls, data: Any) -> RunConfig:
@@ -94,7 +100,8 @@ class RunConfig:
                    run_time_source=data.get("run_time_source"), warmup_s=float(data.get("warmup_s") or 0),
                    shard=(int(shard[0]), int(shard[1])) if shard else (0, 1), late=shard is None,
                    plugins=dict(data.get("plugins") or {}), detections=dict(data.get("detections") or {}),
-                   preflight=data.get("preflight"))  # fmt: skip
+                   preflight=data.get("preflight"), report_dir=data.get("report_dir"),
+                   salt=int(data.get("salt") or 0), salt_source=data.get("salt_source"))  # fmt: skip
 
 
 def snapshot(options: Any) -> dict[str, Any]:

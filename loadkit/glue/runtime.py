@@ -83,6 +83,10 @@ class Runtime(Schedules):
         # spawns before then (a worker whose config came after its spawn message) wait for it.
         self.ready = _new_event()
         self.run_timer: Any = None  # a scenario's duration_s ending a headless run (starts.py)
+        # This run's report directory (local / master: claimed at test start, starts.py; a
+        # worker: the master's), and every one this process's runs took (never used again).
+        self.report_dir: str | None = None
+        self.report_dirs_used: list[str] = []
         self.targets: list[Target] = []
         self.workloads: dict[str, Workload] = {}
         self.scenario: Any = None  # the main workload's scenario (see workloads.main_workload)

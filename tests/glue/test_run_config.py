@@ -110,14 +110,16 @@ def test_a_warm_up_with_no_stages_is_followed_by_the_measured_rest_of_the_run_ti
 def test_the_worker_wire_form_is_versioned_and_round_trips():
     config = RunConfig(slos=("ttft_ms=500",), slo_source=FORM, max_requests=40, run_time_s=12.0,
                        run_time_source=COMMAND_LINE, warmup_s=2.0, plugins={"loadkit": "1"},
-                       detections={"http://x": {"engine": "vllm"}}, preflight={"t": {"drop": ["ignore_eos"]}})  # fmt: skip
+                       detections={"http://x": {"engine": "vllm"}}, preflight={"t": {"drop": ["ignore_eos"]}},
+                       report_dir="reports/run-2", salt=12345, salt_source="random")  # fmt: skip
     wire = config.to_wire((1, 3))
-    assert wire["v"] == 1
+    assert wire["v"] == 2
     back = RunConfig.from_wire(wire)
     assert back == config.with_(shard=(1, 3))
     assert RunConfig.from_wire(config.to_wire(None)).late
-    with pytest.raises(ConfigError, match=r"version 2; this worker understands version 1"):
-        RunConfig.from_wire({**wire, "v": 2})
+    # A version-1 master (no report directory, no salt) is refused, not half understood.
+    with pytest.raises(ConfigError, match=r"version 1; this worker understands version 2"):
+        RunConfig.from_wire({**wire, "v": 1})
     with pytest.raises(ConfigError, match=r"version None"):
         RunConfig.from_wire({"slos": []})
     with pytest.raises(dataclasses.FrozenInstanceError):
