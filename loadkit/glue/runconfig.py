@@ -148,6 +148,36 @@ def resolve_run_time(options: Any, command_line: dict[str, Any], scenario_durati
     return None, None
 
 
+SALT_RANDOM = "random"
+SALT_BITS = 32  # short enough to type back as --seed
+
+
+def parse_seed(value: Any) -> int | None:
+    """--seed as given (an int from the command line, text from the web form; "" or None: not
+    given); ConfigError naming the option when it is not a whole number >= 0."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        seed = int(str(value).strip())
+    except ValueError:
+        raise ConfigError(f"--seed: {value!r} is not a whole number (the prompt salt of a run to repeat)") from None
+    if not 0 <= seed < 2**63:
+        raise ConfigError(f"--seed: {seed} is out of range (0 to 2**63-1)")
+    return seed
+
+
+def resolve_salt(options: Any, command_line: dict[str, Any]) -> tuple[int, str]:
+    """The run's prompt salt and where it came from: --seed (form or command line; 0 sends the
+    scenario's own prompts, unsalted), else a fresh random one, so a rerun is not answered from
+    the server's prefix cache (issue 32)."""
+    seed = parse_seed(getattr(options, "seed", None))
+    if seed is not None:
+        return seed, f"--seed ({source_of('seed', options, command_line)})"
+    import secrets
+
+    return 1 + secrets.randbelow(2**SALT_BITS - 1), SALT_RANDOM
+
+
 def open_loop_spawn_rate(spawn_rate: float | None, users: int | None, open_loop: bool) -> float | None:
     """Open loop: users are a pool of senders and the schedule waits until all exist; spawning
     them one a second (Locust's default) would only delay the run, so they come at once."""

@@ -21,7 +21,7 @@ from loadkit.glue.breaker import Breaker, BreakerRules, trip
 from loadkit.glue.detection import Detections
 from loadkit.glue.ending import ExhaustionWatch, end_run
 from loadkit.glue.errors import ConfigError
-from loadkit.glue.runconfig import RunConfig, resolve_run_time, resolve_slos, snapshot
+from loadkit.glue.runconfig import RunConfig, resolve_run_time, resolve_salt, resolve_slos, snapshot
 from loadkit.glue.runoptions import configure_plugins, run_options
 from loadkit.glue.schedules import Schedules
 from loadkit.glue.setup import (
@@ -205,10 +205,12 @@ class Runtime(Schedules):
         warmup = float(getattr(options, "warmup", 0) or 0)
         if warmup and run_time_source == "scenario":
             run_time, run_time_source = None, None  # the warm-up's stage plan bounds the run (see _configure_stages)
+        salt, salt_source = resolve_salt(options, self.command_line)
         config = RunConfig(slos=slos, slo_source=slo_source, max_requests=options.max_requests or None,
                            run_time_s=run_time, run_time_source=run_time_source, warmup_s=warmup, shard=shard,
                            plugins=self.fingerprint(), detections=self.detections.to_option(),
-                           extra_body=shape.extra_body, headers=shape.headers)  # fmt: skip
+                           extra_body=shape.extra_body, headers=shape.headers, salt=salt,
+                           salt_source=salt_source)  # fmt: skip
         config.slo_objects()  # a bad SLO is a ConfigError now, not in the stats layer
         return config
 
@@ -260,6 +262,7 @@ class Runtime(Schedules):
     def _configure_workload(self, workload: Workload, options: Any) -> None:
         """Its sources (one per target its classes send to), its budget, its schedules."""
         workload.sent = 0
+        workload.salt = self.config.salt
         workload.dispatchers = {}
         workload.plan_deal(workload.target_names([t.name for t in self.targets]), options, self.warmup_s)
         workload.deal(self.shard)
