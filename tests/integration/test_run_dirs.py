@@ -77,6 +77,7 @@ def test_web_ui_starts_each_write_a_directory_of_their_own_and_a_refused_one_des
     text = (tmp_path / "log").read_text()
     first, second = _complete(given), _complete(tmp_path / "r-2")
     assert first["valid"] and second["valid"], text[-3000:]
+    assert first["manifest"]["prompts"]["salt"] != second["manifest"]["prompts"]["salt"]  # each Start salts anew
     # Two runs, two sets of requests: nothing of the first in the second's files.
     assert not {r["request_id"] for r in raw_records(given)} & {r["request_id"] for r in raw_records(tmp_path / "r-2")}
     # The refused start (and the exit) rewrote neither earlier report; its own says why it is invalid.
