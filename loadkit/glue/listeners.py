@@ -293,6 +293,9 @@ def _start_reporting(environment: Any, runtime: Runtime) -> None:
 def _prepare_master(environment: Any, runtime: Runtime) -> None:
     """Validate on the master too (its config goes to the workers); it sends nothing itself."""
     starts.begin(runtime, environment.parsed_options, environment.host, (0, 1))
+    # At once, not only in send_to_workers: pre-flight yields, and a worker asking for the
+    # config meanwhile (CONFIG_REQUEST) must get this run's directory.
+    runtime.config = runtime.config.with_(report_dir=runtime.report_dir)
     runtime.send_no_schedule()
 
 
