@@ -208,3 +208,13 @@ def test_compare_warns_when_two_runs_sent_the_same_prompts(tmp_path, capsys):
     assert compare_runs([a, _with_prompts(runs["C"], 41, seed=4)])["warnings"] == []  # another scenario seed
     assert cli_main(["compare", a, same, "--no-raw-log"]) == 0
     assert f"\nwarning: {same} sent the same prompts as {a}" in capsys.readouterr().out
+
+
+def test_the_report_shows_the_prompt_salt_to_repeat_and_compare_does_not_count_it_a_difference(tmp_path):
+    from loadkit.report.manifest import condition_rows
+
+    a = _with_prompts(write_run(tmp_path / "A", {"e": make_rows("e", 30, 1)}, raw=False), 41)
+    b = _with_prompts(write_run(tmp_path / "B", {"e": make_rows("e", 30, 2)}, raw=False), 42)
+    rows = dict(condition_rows(orjson.loads((tmp_path / "A" / "report.json").read_bytes())))
+    assert rows["prompt salt (--seed to repeat the prompts)"] == "41"
+    assert compare_runs([a, b])["conditions_differ"][b] == {}  # a fresh salt per run is the point
