@@ -227,6 +227,8 @@ def on_test_start(environment: Any, **_: Any) -> None:
     if not isinstance(runner, WorkerRunner):
         runtime.shape_steps = watch_shape(environment)
     runtime.start_error = None
+    if isinstance(runner, WorkerRunner):
+        runtime.report_dir = None  # until this start's config from the master names it
     if isinstance(runner, WorkerRunner) and starts.ask_for_config(environment, runtime, on_test_start):
         runtime.ready.clear()  # its users wait until the config has come and this start is done
         return
@@ -241,6 +243,8 @@ def _start(environment: Any, runtime: Runtime, runner: Any, options: Any) -> Non
     from locust.runners import MasterRunner, WorkerRunner
 
     try:
+        if not isinstance(runner, WorkerRunner):
+            starts.claim_report_dir(runtime, options)
         if isinstance(runner, MasterRunner):
             _prepare_master(environment, runtime)
         elif isinstance(runner, WorkerRunner):
@@ -312,6 +316,9 @@ def _start_reporting(environment: Any, runtime: Runtime) -> None:
 def _prepare_master(environment: Any, runtime: Runtime) -> None:
     """Validate on the master too (its config goes to the workers); it sends nothing itself."""
     starts.begin(runtime, environment.parsed_options, environment.host, (0, 1))
+    # At once, not only in send_to_workers: pre-flight yields, and a worker asking for the
+    # config meanwhile (CONFIG_REQUEST) must get this run's directory.
+    runtime.config = runtime.config.with_(report_dir=runtime.report_dir)
     runtime.send_no_schedule()
 
 
@@ -325,6 +332,7 @@ def _prepare_worker(environment: Any, runtime: Runtime) -> None:
         runner.send_message(NOTE_MESSAGE, {"warning": f"worker {runner.worker_index} joined after the start: "
                                            "its requests are not a disjoint share of the workload"})  # fmt: skip
     shard = (runner.worker_index, runner.worker_index + 1) if given.late else given.shard
+    runtime.report_dir = given.report_dir  # the master's choice for this run: raw logs go there
     starts.begin(runtime, environment.parsed_options, environment.host, shard, given)
     if given.late:
         runtime.silence_schedules()

@@ -78,6 +78,16 @@ def add_core_arguments(group: OptionGroup) -> None:
         help="Scenario describing the traffic: a shipped one by name (see `loadkit scenarios list`) or a TOML file "
         "(default: uneven_chat)",
     )
+    # Text, not type=int: the web form hands back "" for "not given" (parsed in runconfig.parse_seed).
+    group.add_argument(
+        "--seed",
+        default="",
+        metavar="N",
+        env_var="LOADKIT_SEED",
+        help="Prompt salt of the run: repeat a run's exact prompts with the value its report.json records "
+        "(manifest.prompts.salt); 0: the scenario's own, unsalted prompts (default: a random salt per run, "
+        "so a rerun is not answered from the server's prefix cache; lengths and arrivals are the scenario's either way)",
+    )
 
 
 def add_target_arguments(group: OptionGroup) -> None:

@@ -23,7 +23,7 @@ from loadkit.glue.breaker import Breaker, BreakerRules, trip
 from loadkit.glue.detection import Detections
 from loadkit.glue.ending import ExhaustionWatch, end_run
 from loadkit.glue.errors import ConfigError
-from loadkit.glue.runconfig import RunConfig, resolve_run_time, resolve_slos, snapshot
+from loadkit.glue.runconfig import RunConfig, resolve_run_time, resolve_salt, resolve_slos, snapshot
 from loadkit.glue.runoptions import configure_plugins, run_options
 from loadkit.glue.schedules import Schedules
 from loadkit.glue.setup import (
@@ -85,6 +85,10 @@ class Runtime(Schedules):
         # spawns before then (a worker whose config came after its spawn message) wait for it.
         self.ready = _new_event()
         self.run_timer: Any = None  # a scenario's duration_s ending a headless run (starts.py)
+        # This run's report directory (local / master: claimed at test start, starts.py; a
+        # worker: the master's), and every one this process's runs took (never used again).
+        self.report_dir: str | None = None
+        self.report_dirs_used: list[str] = []
         self.targets: list[Target] = []
         self.workloads: dict[str, Workload] = {}
         self.scenario: Any = None  # the main workload's scenario (see workloads.main_workload)
@@ -208,10 +212,12 @@ class Runtime(Schedules):
         warmup = float(getattr(options, "warmup", 0) or 0)
         if warmup and run_time_source == "scenario":
             run_time, run_time_source = None, None  # the warm-up's stage plan bounds the run (see _configure_stages)
+        salt, salt_source = resolve_salt(options, self.command_line)
         config = RunConfig(slos=slos, slo_source=slo_source, max_requests=options.max_requests or None,
                            run_time_s=run_time, run_time_source=run_time_source, warmup_s=warmup, shard=shard,
                            plugins=self.fingerprint(), detections=self.detections.to_option(),
-                           extra_body=shape.extra_body, headers=shape.headers)  # fmt: skip
+                           extra_body=shape.extra_body, headers=shape.headers, salt=salt,
+                           salt_source=salt_source)  # fmt: skip
         config.slo_objects()  # a bad SLO is a ConfigError now, not in the stats layer
         return config
 
@@ -264,6 +270,7 @@ class Runtime(Schedules):
     def _configure_workload(self, workload: Workload, options: Any) -> None:
         """Its sources (one per target its classes send to), its budget, its schedules."""
         workload.sent = 0
+        workload.salt = self.config.salt
         workload.dispatchers = {}
         workload.plan_deal(workload.target_names([t.name for t in self.targets]), options, self.warmup_s)
         workload.deal(self.shard)

@@ -20,6 +20,7 @@ start when the answer comes; its users wait for that (``Runtime.ready``).
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -51,6 +52,30 @@ def prepare(runtime: Any, options: Any, host: str | None, shard: tuple[int, int]
     return runtime.config  # type: ignore[no-any-return]
 
 
+def claim_report_dir(runtime: Any, options: Any) -> str:
+    """Local / master, first thing at test start: this run's own report directory (created;
+    stats/rundir.py), so even a start refused below writes nowhere but there. ConfigError
+    naming --report-dir when it cannot be created."""
+    import logging
+
+    from loadkit.stats.rundir import claim_report_dir as claim
+
+    runtime.report_dir = None  # never the last run's, whatever fails below
+    given = str(getattr(options, "report_dir", "") or "")
+    try:
+        chosen = claim(given, runtime.report_dirs_used)
+    except OSError as exc:
+        raise ConfigError(f"--report-dir {given or '(default)'}: cannot create the run's directory: {exc}") from None
+    runtime.report_dir = chosen
+    runtime.report_dirs_used.append(os.path.abspath(chosen))
+    log = logging.getLogger("loadkit")
+    if given and chosen != given.rstrip("/\\"):
+        log.warning("loadkit: --report-dir %s holds an earlier run: this run's reports go to %s", given, chosen)
+    else:
+        log.info("loadkit: this run's reports go to %s", chosen)
+    return chosen
+
+
 def begin(runtime: Any, options: Any, host: str | None, shard: tuple[int, int],
           given: RunConfig | None = None) -> RunConfig:  # fmt: skip
     """Test start: prepare, then use the configuration up (the next start makes its own)."""
@@ -68,7 +93,7 @@ def send_to_workers(environment: Any, runtime: Any) -> None:
     runner = environment.runner
     workers = sorted(runner.clients.keys(), key=runner.get_worker_index)
     shards = {client_id: (i, len(workers)) for i, client_id in enumerate(workers)}
-    runtime.config = runtime.config.with_(shards=shards)
+    runtime.config = runtime.config.with_(shards=shards, report_dir=runtime.report_dir)
     for client_id, shard in shards.items():
         runner.send_message(CONFIG_MESSAGE, runtime.config.to_wire(shard), client_id)
 

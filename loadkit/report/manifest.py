@@ -14,6 +14,8 @@ CONDITIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("scenario file", ("scenario.path", "scenario_file", "scenario.name")),
     ("scenario hash (sha256)", ("scenario.sha256", "scenario_sha256", "scenario_hash")),
     ("seed", ("scenario.seed", "seed")),
+    # Per run (issue 32): shown so a reader can repeat the prompts (--seed), never compared.
+    ("prompt salt (--seed to repeat the prompts)", ("prompts.salt",)),
     ("lengths asked", ("scenario.lengths_asked", "lengths_asked", "lengths.asked", "scenario.lengths")),
     (
         "lengths realised",

@@ -85,10 +85,10 @@ class Scenario:
         return {"parts": {p["name"]: {k: v for k, v in p.items() if k != "name"} for p in self.raw["parts"]}}
 
     def request_source(self, worker_index: int = 0, worker_count: int = 1, *,
-                       server_url: str | None = None) -> RequestSource:
+                       server_url: str | None = None, salt: int = 0) -> RequestSource:
         from loadkit.workload.source import RequestSource
 
-        return RequestSource(self, worker_index, worker_count, server_url=server_url)
+        return RequestSource(self, worker_index, worker_count, server_url=server_url, salt=salt)
 
 
 def load_scenario(path: str | Path) -> Scenario:

@@ -248,7 +248,8 @@ def closed_port() -> int:
     [("scenario", "/nonexistent/scenario.toml", "cannot read file"),
      ("host", "http://127.0.0.1:{closed}", "is unreachable"),
      ("engine", "no-such-engine", "no-such-engine"),
-     ("max_failed_share", "150", "--max-failed-share: must be between 0 and 100")],
+     ("max_failed_share", "150", "--max-failed-share: must be between 0 and 100"),
+     ("seed", "abc", "--seed: 'abc' is not a whole number")],
 )  # fmt: skip
 def test_a_start_that_cannot_work_is_refused_in_the_form_with_the_reason(tmp_path, field, value, wanted):
     env, _ = loadkit_env(tmp_path)
