@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from loadkit import formulas
 from loadkit.engines.servertimings import join
 from loadkit.types import OK
 
@@ -175,100 +176,80 @@ def _ms(ns: int) -> float:
     return ns / NS_PER_MS
 
 
+def _to_ms(ns: int | None) -> float | None:
+    return None if ns is None else ns / NS_PER_MS
+
+
+# The metrics in ms: loadkit.formulas' integer ns divided by 10^6, so the raw log, the API and
+# every stats view (which records the integers) agree exactly. Formulas in loadkit.formulas.
+
+
 def ttft_ms(r: RequestRecord) -> float | None:
-    """TTFT = t_first − t_send, in ms."""
-    first = r.t_first_ns
-    return None if first is None else _ms(first - r.t_send_ns)
+    """TTFT = t_first − t_send, in ms (the first token of any channel, reasoning included)."""
+    return _to_ms(formulas.ttft_ns(r))
 
 
 def ttft_with_connect_ms(r: RequestRecord) -> float | None:
     """TTFT with connection set-up = t_first − t_start, in ms: what TTFT was before set-up was
     taken out (equals TTFT, within microseconds, on a reused connection)."""
-    first = r.t_first_ns
-    return None if first is None else _ms(first - (r.t_start_ns or r.t_send_ns))
+    return _to_ms(formulas.ttft_with_connect_ns(r))
 
 
 def connect_ms(r: RequestRecord) -> float | None:
     """TCP connect time of the connection this request opened; None when it reused one."""
-    if r.t_connect_ns is None or r.t_connected_ns is None:
-        return None
-    return _ms(r.t_connected_ns - r.t_connect_ns)
+    return _to_ms(formulas.connect_ns(r))
 
 
 def tls_ms(r: RequestRecord) -> float | None:
     """TLS handshake time of the connection this request opened; None on reuse or plain HTTP."""
-    if r.t_tls_ns is None or r.t_connected_ns is None:
-        return None
-    return _ms(r.t_tls_ns - r.t_connected_ns)
+    return _to_ms(formulas.tls_ns(r))
 
 
 def ttft_from_schedule_ms(r: RequestRecord) -> float | None:
     """TTFT from schedule = t_first − t_sched, in ms; free of coordinated omission."""
-    first = r.t_first_ns
-    if first is None:
-        return None
-    sched = r.t_sched_ns if r.t_sched_ns is not None else r.t_send_ns
-    return _ms(first - sched)
+    return _to_ms(formulas.ttft_sched_ns(r))
 
 
 def tpot_ms(r: RequestRecord) -> float | None:
-    """TPOT = (t_last − t_first) / (n_out − 1), in ms; only when n_out ≥ 2."""
-    first, last = r.t_first_ns, r.t_last_ns
-    if first is None or last is None or r.n_out is None or r.n_out < 2:
-        return None
-    return _ms(last - first) / (r.n_out - 1)
-
-
-def _since_send_ms(r: RequestRecord, t_ns: int | None) -> float | None:
-    return None if t_ns is None else _ms(t_ns - r.t_send_ns)
+    """TPOT = (t_last − t_first) / (n_out − 1), in ms (rounded to the ns); only when n_out ≥ 2."""
+    return _to_ms(formulas.tpot_ns(r))
 
 
 def ttfrt_ms(r: RequestRecord) -> float | None:
     """Time to first reasoning token = t_first_reasoning − t_send; None for a reply without reasoning."""
-    return _since_send_ms(r, r.t_first_reasoning_ns)
+    return _to_ms(formulas.ttfrt_ns(r))
 
 
 def ttfat_ms(r: RequestRecord) -> float | None:
     """Time to first answer token = t_first_answer − t_send: what the user waits for."""
-    return _since_send_ms(r, r.t_first_answer_ns)
+    return _to_ms(formulas.ttfat_ns(r))
 
 
 def ttftc_ms(r: RequestRecord) -> float | None:
     """Time to first tool-call token = t_first_tool − t_send."""
-    return _since_send_ms(r, r.t_first_tool_ns)
+    return _to_ms(formulas.ttftc_ns(r))
 
 
 def reasoning_ms(r: RequestRecord) -> float | None:
     """Reasoning duration = t_reasoning_end − t_first_reasoning (the thinking phase as seen)."""
-    if r.t_first_reasoning_ns is None or r.t_reasoning_end_ns is None:
-        return None
-    return _ms(r.t_reasoning_end_ns - r.t_first_reasoning_ns)
+    return _to_ms(formulas.reasoning_ns(r))
 
 
 def answer_tpot_ms(r: RequestRecord) -> float | None:
     """Answer TPOT = (t_last_answer − t_first_answer) / (n_answer − 1); only when n_answer ≥ 2."""
-    first, last, n = r.t_first_answer_ns, r.t_last_answer_ns, r.n_answer
-    if first is None or last is None or n is None or n < 2:
-        return None
-    return _ms(last - first) / (n - 1)
+    return _to_ms(formulas.answer_tpot_ns(r))
 
 
 def e2e_ms(r: RequestRecord) -> float | None:
     """E2E = t_end − t_send, in ms."""
-    return None if r.t_end_ns is None else _ms(r.t_end_ns - r.t_send_ns)
+    return _to_ms(formulas.e2e_ns(r))
 
 
 def itl_chunk_ms(r: RequestRecord) -> list[float]:
     """ITL per chunk: t_i − t_{i−1} between consecutive token-bearing events, in ms."""
-    t = r.event_t_ns
-    return [_ms(t[i] - t[i - 1]) for i in range(1, len(t))]
+    return [_ms(gap) for gap in formulas.itl_chunk_ns(r.event_t_ns)]
 
 
 def itl_token_ms(r: RequestRecord) -> list[tuple[float, int]]:
     """ITL per token: (t_i − t_{i−1}) / k_i, to be recorded k_i times; as (value ms, weight k_i)."""
-    t, k = r.event_t_ns, r.event_tokens
-    out = []
-    for i in range(1, len(t)):
-        ki = k[i] if k[i] > 0 else 1
-        out.append((_ms(t[i] - t[i - 1]) / ki, ki))
-    return out
+    return [(_ms(v), k) for v, k in formulas.itl_token_ns(r.event_t_ns, r.event_tokens)]

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 from markupsafe import Markup
 
-from loadkit.report import plots, tables
+from loadkit.report import grouped, plots, tables
 from loadkit.report.breakdown import breakdown_section
 from loadkit.report.channels import channels_section
 from loadkit.report.classes import classes_section
@@ -87,11 +87,11 @@ def build_html(report: dict[str, Any], raw: RawData | None = None, report_dir: s
         _safe("cdfs", lambda: plots.cdf_section(report, raw), errors),
         _safe("breakdown", lambda: breakdown_section(report), errors),
         _safe("timeseries", lambda: plots.timeseries_section(report, raw), errors),
-        _safe("stages", lambda: plots.stages_section(report, raw), errors),
+        _safe("stages", lambda: grouped.stages_section(report), errors),
         _safe("delivered", lambda: delivered_section(report), errors),
         _safe("tenants", lambda: tenants_section(report), errors),
-        _safe("buckets", lambda: plots.buckets_section(report, raw), errors),
-        _safe("turns", lambda: plots.turns_section(report, raw), errors),
+        _safe("buckets", lambda: grouped.buckets_section(report), errors),
+        _safe("turns", lambda: grouped.turns_section(report), errors),
         _safe("outcomes", lambda: tables.outcomes_section(report), errors),
         _safe("errors", lambda: tables.errors_section(report), errors),
         _safe("task-errors", lambda: task_errors_section(report), errors),

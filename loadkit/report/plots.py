@@ -1,4 +1,5 @@
-"""Report sections built around plots: CDFs, time series, stages, length buckets, turns, server metrics."""
+"""Report sections built around plots: CDFs, time series, server metrics (stages, length buckets
+and turns: grouped.py)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,9 @@ import re
 from typing import Any
 
 from loadkit.report import analysis
-from loadkit.report.htmlutil import macro, not_measured, note, num, pct, section, table
+from loadkit.report.htmlutil import macro, not_measured, note, section
 from loadkit.report.rawdata import RawData
-from loadkit.report.svg import Bars, Series, bar_plot, color, line_plot
+from loadkit.report.svg import Series, line_plot
 from loadkit.report.tables import engines_of
 
 # (plot id, report/raw-log metric, title); ITL is not in the raw log, so always from percentiles.
@@ -84,160 +85,6 @@ def _ttft_ts(report: dict[str, Any], raw: RawData | None) -> str:
     return (line_plot("ttft-ts", "TTFT percentiles over time (by first-token arrival)", series,
                       "seconds since the first request", "TTFT ms", y_lo=0.0)
             + note("Time axis: each raw-log file's monotonic clock from its own first send."))  # fmt: skip
-
-
-def stages_section(report: dict[str, Any], raw: RawData | None) -> str:
-    title = "Latency–throughput over sweep stages"
-    if raw is None:
-        return section("stages", title, not_measured("latency-throughput", "needs the raw log (--raw-log)"))
-    per_engine = {e: analysis.stages(raw, e) for e in engines_of(report)}
-    per_engine = {e: rows for e, rows in per_engine.items() if rows}
-    if not per_engine:
-        return section(
-            "stages",
-            title,
-            not_measured("latency-throughput", "the raw log names no stages (open-loop arrival stages)"),
-        )
-    series, rows = [], []
-    for i, (engine, stage_rows) in enumerate(per_engine.items()):
-        pts = [r for r in stage_rows if r.output_tokens_per_s is not None and r.ttft_p99 is not None]
-        series += [Series(f"{engine} TTFT p50", [r.output_tokens_per_s for r in pts], [r.ttft_p50 for r in pts], i, markers=True),
-                   Series(f"{engine} TTFT p99", [r.output_tokens_per_s for r in pts], [r.ttft_p99 for r in pts], i, True, True)]  # fmt: skip
-        rows += [[engine, r.stage, num(r.sent), num(r.ok), num(r.window_s), num(r.requests_per_s, 2),
-                  num(r.output_tokens_per_s), num(r.ttft_p50), num(r.ttft_p99), num(r.tpot_p50)] for r in stage_rows]  # fmt: skip
-    plot = line_plot("latency-throughput", "TTFT vs achieved output tokens/s, one point per stage", series,
-                     "output tokens/s achieved in the stage", "TTFT ms", y_lo=0.0)  # fmt: skip
-    head = (
-        "engine",
-        "stage",
-        "sent",
-        "ok",
-        "window s",
-        "req/s",
-        "output tok/s",
-        "TTFT p50",
-        "TTFT p99",
-        "TPOT p50",
-    )
-    single = (
-        note("Only one stage: a single point; sweep stages draw the curve.")
-        if all(len(r) == 1 for r in per_engine.values())
-        else ""
-    )
-    return section("stages", title, plot, single, table(head, rows))
-
-
-def buckets_section(report: dict[str, Any], raw: RawData | None) -> str:
-    title = "Percentiles per input-length bucket"
-    if raw is None:
-        return section("buckets", title, not_measured("length-buckets", "needs the raw log (--raw-log)"))
-    per_engine = {e: analysis.length_buckets(raw, e) for e in engines_of(report)}
-    labels = [
-        b
-        for _, b in analysis.LENGTH_BUCKETS
-        if any(r.bucket == b for rows in per_engine.values() for r in rows)
-    ]
-    if not labels:
-        return section(
-            "buckets", title, not_measured("length-buckets", "no ok request with a known input length")
-        )
-    groups, rows = [], []
-    for i, (engine, brows) in enumerate(per_engine.items()):
-        by = {r.bucket: r for r in brows}
-        groups += [Bars(f"{engine} TTFT p50", [_get(by, b, "ttft_p50") for b in labels], color(i)),
-                   Bars(f"{engine} TTFT p99", [_get(by, b, "ttft_p99") for b in labels], color(i), 0.45)]  # fmt: skip
-        rows += [[engine, r.bucket, num(r.count), num(r.ttft_p50), num(r.ttft_p99), num(r.tpot_p50),
-                  num(r.tpot_p99), num(r.e2e_p50)] for r in brows]  # fmt: skip
-    plot = bar_plot("length-buckets", "TTFT by input length (tokens)", labels, groups, "TTFT ms")
-    head = (
-        "engine",
-        "input tokens",
-        "ok requests",
-        "TTFT p50",
-        "TTFT p99",
-        "TPOT p50",
-        "TPOT p99",
-        "E2E p50",
-    )
-    return section("buckets", title, plot, table(head, rows))
-
-
-def _get(by: dict[str, Any], bucket: str, attr: str) -> float | None:
-    row = by.get(bucket)
-    return None if row is None else getattr(row, attr)
-
-
-def turns_section(report: dict[str, Any], raw: RawData | None) -> str:
-    title = "TTFT per session turn"
-    per_engine = _turn_rows(report, raw)
-    sessions = _sessions_table(report)
-    if not per_engine:
-        why = (
-            "the run had no multi-turn sessions"
-            if raw is not None or report.get("sessions")
-            else "needs the raw log (--raw-log) or the report's sessions section"
-        )
-        return section("turns", title, not_measured("ttft-turn", why), sessions)
-    series, rows = [], []
-    for i, (engine, trows) in enumerate(per_engine.items()):
-        series += [Series(f"{engine} p50", [t[0] for t in trows], [t[2] for t in trows], i, markers=True),
-                   Series(f"{engine} p90", [t[0] for t in trows], [t[3] for t in trows], i, True, True)]  # fmt: skip
-        rows += [[engine, num(t[0]), num(t[1]), num(t[2]), num(t[3]), num(t[4])] for t in trows]
-    plot = line_plot("ttft-turn", "TTFT by turn index (later turns should hit the prefix cache)", series,
-                     "turn", "TTFT ms", y_lo=0.0, x_integer=True)  # fmt: skip
-    source = note("From the raw log." if raw is not None else "From the report's sessions section.")
-    return section("turns", title, plot, source,
-                   table(("engine", "turn", "ok requests", "TTFT p50", "TTFT p90", "TTFT p99"), rows), sessions)  # fmt: skip
-
-
-TurnRow = tuple[int, int, float | None, float | None, float | None]
-
-
-def _turn_rows(report: dict[str, Any], raw: RawData | None) -> dict[str, list[TurnRow]]:
-    if raw is not None:
-        found = {e: analysis.per_turn(raw, e) for e in engines_of(report)}
-        return {e: rows for e, rows in found.items() if rows}
-    out: dict[str, list[TurnRow]] = {}
-    for engine, sec in _sessions(report).items():
-        turns = _turns(sec)
-        rows: list[TurnRow] = [(int(t), int(v.get("ok") or 0), _ttft(v, "p50"), _ttft(v, "p90"), _ttft(v, "p99"))
-                               for t, v in sorted(turns.items(), key=lambda kv: int(kv[0]))]  # fmt: skip
-        if rows:
-            out[engine] = rows
-    return out
-
-
-def _turns(sec: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    turns = sec.get("turns")
-    if not isinstance(turns, dict):
-        return {}
-    return {str(t): v for t, v in turns.items() if str(t).isdigit() and isinstance(v, dict)}
-
-
-def _ttft(turn: dict[str, Any], q: str) -> float | None:
-    summary = turn.get("ttft_ms")
-    return summary.get(q) if isinstance(summary, dict) else None
-
-
-def _sessions(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    found = report.get("sessions")
-    return {e: v for e, v in found.items() if isinstance(v, dict)} if isinstance(found, dict) else {}
-
-
-def _sessions_table(report: dict[str, Any]) -> str:
-    """Session outcomes and prefix-cache ratios per turn, from the report's sessions section."""
-    rows = []
-    for engine, sec in _sessions(report).items():
-        for t, v in sorted(_turns(sec).items(), key=lambda kv: int(kv[0])):
-            rows.append([engine, str(t), num(v.get("requests")), num(v.get("ok")),
-                         pct(v.get("prefix_expected_ratio")), pct(v.get("prefix_reported_ratio"))])  # fmt: skip
-    if not rows:
-        return ""
-    summary = "; ".join(f"{e}: {v.get('sessions')} sessions, {v.get('completed')} completed, {v.get('broken')} broken"
-                        for e, v in _sessions(report).items())  # fmt: skip
-    return note(summary) + table(
-        ("engine", "turn", "requests", "ok", "prefix expected", "prefix reported (cached)"), rows
-    )
 
 
 def server_metrics_of(report: dict[str, Any]) -> dict[str, Any] | None:

@@ -1,8 +1,8 @@
 """GroupStats: everything kept about the requests of one (engine, label), mergeable exactly.
 
 The hot path (``GroupStats.add``) computes the metrics of DESIGN.md §1 straight from the
-record's integer nanosecond timestamps: the same formulas as ``loadkit.records`` (a test
-holds the two to each other) without a float round trip. Values are appended to small
+record's integer nanosecond timestamps with ``loadkit.formulas``, whose values divided by
+10^6 are ``loadkit.records``' milliseconds (a test holds the two exactly equal). Values are appended to small
 pending lists and recorded into the histograms a few thousand at a time with numpy
 (``flush``), which costs a fraction of per-value Python work; every reader flushes first, so
 nothing observable depends on the batching. Latency histograms take `ok` requests only;
@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from loadkit import formulas
 from loadkit.records import RequestRecord
 from loadkit.stats.breakdown import BreakdownStats
 from loadkit.stats.histogram import Histogram
@@ -28,7 +29,6 @@ from loadkit.stats.metrics import (
     judge,
     slo_values_ns,
 )
-from loadkit.stats.metrics import div_round as _div_round
 from loadkit.stats.series import Series
 from loadkit.stats.turns import cooperative, give_way
 from loadkit.types import CANCELLED, OK
@@ -56,6 +56,10 @@ _PLAIN = (
     "n_answer",
     "n_tool",
 )
+
+# Channel figures not among the SLO values (those come with metrics.slo_values_ns).
+_CHANNEL_FORMULAS = (("ttfrt_ms", formulas.ttfrt_ns), ("reasoning_ms", formulas.reasoning_ns),
+                     ("ttftc_ms", formulas.ttftc_ns))  # fmt: skip
 
 
 class GroupStats:
@@ -111,11 +115,13 @@ class GroupStats:
         n_out = r.n_out
         if n_out is not None:
             self.output_tokens_all += n_out
-        if r.t_connect_ns is not None and r.t_connected_ns is not None:
+        connect = formulas.connect_ns(r)
+        if connect is not None:
             # Connection set-up is the connection's, whatever became of the request on it.
-            pending["connect_ms"].append(r.t_connected_ns - r.t_connect_ns)
-            if r.t_tls_ns is not None:
-                pending["tls_ms"].append(r.t_tls_ns - r.t_connected_ns)
+            pending["connect_ms"].append(connect)
+            tls = formulas.tls_ns(r)
+            if tls is not None:
+                pending["tls_ms"].append(tls)
         events = r.event_t_ns
         start = r.t_start_ns or r.t_send_ns
         end = r.t_end_ns if r.t_end_ns is not None else (events[-1] if events else start)
@@ -153,7 +159,7 @@ class GroupStats:
         if ttft is not None:
             pending["ttft_ms"].append(ttft)
             pending["ttft_sched_ms"].append(sched)  # type: ignore[arg-type]
-            pending["ttft_with_connect_ms"].append(events[0] - (r.t_start_ns or r.t_send_ns))
+            pending["ttft_with_connect_ms"].append(formulas.ttft_with_connect_ns(r))  # type: ignore[arg-type]
         if tpot is not None:
             pending["tpot_ms"].append(tpot)
         self._add_channels(r, values)
@@ -163,7 +169,7 @@ class GroupStats:
     def _add_channels(self, r: RequestRecord, values: tuple[int | None, ...]) -> None:
         """Queue the per-channel figures that were measured (metrics.slo_values_ns has the
         time to first answer token and the answer TPOT already)."""
-        pending, send = self.pending, r.t_send_ns
+        pending = self.pending
         for name, value in (("n_reasoning", r.n_reasoning), ("n_answer", r.n_answer), ("n_tool", r.n_tool)):
             if value is not None:
                 pending[name].append(value)
@@ -172,16 +178,15 @@ class GroupStats:
             pending["ttfat_ms"].append(ttfat)
         if answer_tpot is not None:
             pending["answer_tpot_ms"].append(answer_tpot)
-        if r.t_first_reasoning_ns is not None:
-            pending["ttfrt_ms"].append(r.t_first_reasoning_ns - send)
-            if r.t_reasoning_end_ns is not None:
-                pending["reasoning_ms"].append(r.t_reasoning_end_ns - r.t_first_reasoning_ns)
-        if r.t_first_tool_ns is not None:
-            pending["ttftc_ms"].append(r.t_first_tool_ns - send)
+        for name, formula in _CHANNEL_FORMULAS:
+            value = formula(r)
+            if value is not None:
+                pending[name].append(value)
 
     def _add_itl(self, events: list[int], tokens: list[int]) -> int:
-        """Queue ITL per chunk and per token (weighted by k_i); return the largest chunk gap."""
-        gaps = [b - a for a, b in zip(events, events[1:], strict=False)]
+        """Queue ITL per chunk and per token (weighted by k_i); return the largest chunk gap.
+        formulas.itl_token_ns, with a fast path for streams of one token per event."""
+        gaps = formulas.itl_chunk_ns(events)
         self.pending["itl_chunk_ms"].extend(gaps)
         ks = tokens[1 : len(events)]
         if len(ks) < len(gaps) or max(ks) <= 1:  # token counts missing: one token per event
@@ -190,7 +195,7 @@ class GroupStats:
             values, weights = self.pending_w
             for gap, k in zip(gaps, ks, strict=True):
                 k = k if k > 1 else 1
-                values.append(_div_round(gap, k))
+                values.append(formulas.div_round(gap, k))
                 weights.append(k)
         return max(gaps)
 

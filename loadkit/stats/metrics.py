@@ -21,8 +21,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from operator import sub
 
+from loadkit.formulas import (
+    answer_tpot_ns,
+    e2e_ns,
+    max_gap_ns,
+    tpot_ns,
+    ttfat_ns,
+    ttft_ns,
+    ttft_sched_ns,
+)
 from loadkit.records import RequestRecord
 from loadkit.types import CANCELLED, OK
 
@@ -78,44 +86,23 @@ def compile_slos(slos: SloLike | None) -> Compiled:
     return tuple((SLO_SLOT[s.key], s.key, s.limit_ns) for s in as_slos(slos))
 
 
-def div_round(numerator: int, denominator: int) -> int:
-    """numerator / denominator rounded half up, in integers (no float error at any size)."""
-    return (2 * numerator + denominator) // (2 * denominator)
-
-
 def slo_values_ns(r: RequestRecord, worst_gap_ns: int | None = None) -> tuple[int | None, ...]:
-    """An ok request's SLO values in ns, in ``SLO_KEYS`` order; None where not measured.
+    """An ok request's SLO values in ns, in ``SLO_KEYS`` order; None where not measured
+    (the formulas of loadkit.formulas, which every view and the raw log use).
 
     ``worst_gap_ns``: the largest inter-event gap when the caller already has the gaps (the
     engine stats do), so no view walks the events twice."""
-    events, send = r.event_t_ns, r.t_send_ns
-    e2e = r.t_end_ns - send if r.t_end_ns is not None else None
-    answer = answer_values_ns(r)
-    if not events:
-        return (None, None, None, e2e, None) + answer
-    first = events[0]
-    sched = first - (r.t_sched_ns if r.t_sched_ns is not None else send)
-    n_out = r.n_out
-    tpot = div_round(events[-1] - first, n_out - 1) if n_out is not None and n_out >= 2 else None
+    events = r.event_t_ns
     if len(events) > 1 and worst_gap_ns is None:
         worst_gap_ns = max_gap_ns(events)
-    return (first - send, sched, tpot, e2e, worst_gap_ns if len(events) > 1 else None) + answer
+    return (ttft_ns(r), ttft_sched_ns(r), tpot_ns(r), e2e_ns(r), worst_gap_ns if len(events) > 1 else None,
+            *answer_values_ns(r))  # fmt: skip
 
 
 def answer_values_ns(r: RequestRecord) -> tuple[int | None, int | None]:
     """(time to first answer token, answer TPOT) in ns; None where the reply had no answer
     text, or fewer than two answer tokens (reasoning models: what the user waits for)."""
-    first = r.t_first_answer_ns
-    if first is None:
-        return None, None
-    n, last = r.n_answer, r.t_last_answer_ns
-    tpot = div_round(last - first, n - 1) if n is not None and n >= 2 and last is not None else None
-    return first - r.t_send_ns, tpot
-
-
-def max_gap_ns(events: list[int]) -> int:
-    """The largest gap between consecutive stream events (≥ 2 events); a C-level loop."""
-    return max(map(sub, events[1:], events))
+    return ttfat_ns(r), answer_tpot_ns(r)
 
 
 def judge(values: tuple[int | None, ...], slos: Compiled, counts: dict[str, list[int]] | None = None) -> bool:

@@ -104,19 +104,39 @@ def _fmt(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def saw_reasoning(report: dict[str, Any]) -> bool:
+    """Whether any target's replies had a reasoning channel (time to first answer token measured
+    apart from TTFT): then the console shows TTFAT beside TTFT."""
+    # A reasoning token seen, or counted by the server (n_reasoning 0 from usage is no reasoning).
+    return any(((s.get("ttfrt_ms") or {}).get("count") or 0) > 0 or ((s.get("n_reasoning") or {}).get("max") or 0) > 0
+               for s in report["engines"].values())  # fmt: skip
+
+
+def _triple(s: dict[str, Any], metric: str) -> str:
+    return "/".join(_fmt((s.get(metric) or {}).get(p)) for p in ("p50", "p90", "p99"))
+
+
 def console_table(report: dict[str, Any], title: str = "loadkit") -> str:
-    """Per engine: requests, failures, TTFT/TPOT/ITL p50/p90/p99 (ms), output tok/s."""
+    """Per engine: requests, failures, TTFT/TPOT/ITL p50/p90/p99 (ms), output tok/s; TTFAT
+    (first answer token) beside TTFT when the run saw reasoning, whose first token TTFT is."""
+    metrics = ["ttft_ms", "tpot_ms", "itl_ms"]
+    names = ["TTFT", "TPOT", "ITL"]
+    reasoning = saw_reasoning(report)
+    if reasoning:
+        metrics.insert(1, "ttfat_ms")
+        names.insert(1, "TTFAT")
     # Requests the test stopped (`cancelled`) are shown apart: the server did not fail them.
-    head = (f"{'engine':<16} {'reqs':>7} {'fails':>6} {'cancel':>6} {'TTFT p50/p90/p99 ms':>22} "
-            f"{'TPOT p50/p90/p99 ms':>22} {'ITL p50/p90/p99 ms':>22} {'tok/s':>9}")  # fmt: skip
+    head = f"{'engine':<16} {'reqs':>7} {'fails':>6} {'cancel':>6} " + " ".join(
+        f"{name + ' p50/p90/p99 ms':>22}" for name in names) + f" {'tok/s':>9}"  # fmt: skip
     lines = [f"{title}{'' if report['valid'] else '  [INVALID]'}", head, "-" * len(head)]
     for engine, s in report["engines"].items():
-        triples = [
-            "/".join(_fmt(s[m][p]) for p in ("p50", "p90", "p99")) for m in ("ttft_ms", "tpot_ms", "itl_ms")
-        ]
         cancelled = s["outcomes"].get("cancelled", 0)
-        lines.append(f"{engine[:16]:<16} {s['requests']:>7} {s['failures']:>6} {cancelled:>6} {triples[0]:>22} "
-                     f"{triples[1]:>22} {triples[2]:>22} {_fmt(s['output_tokens_per_s']):>9}")  # fmt: skip
+        cells = " ".join(f"{_triple(s, m):>22}" for m in metrics)
+        lines.append(f"{engine[:16]:<16} {s['requests']:>7} {s['failures']:>6} {cancelled:>6} {cells} "
+                     f"{_fmt(s['output_tokens_per_s']):>9}")  # fmt: skip
+    if reasoning:
+        lines.append("TTFT: first token of any kind, reasoning included; TTFAT: first answer token (what the user "
+                     "waits for); - where no reply had answer text")  # fmt: skip
     lost = report["workers"]["lost"]
     if lost:
         lines.append(f"workers lost: {lost} (see report.json workers.nodes)")

@@ -17,23 +17,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadkit.records import RequestRecord, e2e_ms, tpot_ms, ttft_from_schedule_ms, ttft_ms
+from loadkit.records import RequestRecord
 from loadkit.stats.histogram import Histogram
-from loadkit.stats.metrics import STAGE_METRICS, Compiled, SloLike, compile_slos, meets
+from loadkit.stats.metrics import (
+    STAGE_METRICS,
+    Compiled,
+    SloLike,
+    _is_compiled,
+    compile_slos,
+    judge,
+    meets,
+    slo_values_ns,
+)
 from loadkit.types import OK
 
-WIRE_VERSION = 1
-METRICS = STAGE_METRICS  # stats/metrics.py
+# 2: the histograms hold ns (the engine sections' resolution), no longer µs.
+WIRE_VERSION = 2
+METRICS = STAGE_METRICS  # stats/metrics.py; the first four of metrics.SLO_KEYS, in that order
 COUNTERS = ("requests", "ok", "output_tokens", "judged", "good")
-
-
-def _metric_values(r: RequestRecord) -> dict[str, float | None]:
-    return {
-        "ttft_ms": ttft_ms(r),
-        "ttft_sched_ms": ttft_from_schedule_ms(r),
-        "tpot_ms": tpot_ms(r),
-        "e2e_ms": e2e_ms(r),
-    }
 
 
 @dataclass
@@ -48,17 +49,23 @@ class StageCell:
     def add(self, r: RequestRecord, slos: SloLike | Compiled | None) -> None:
         """Count ``r``; with SLOs, judge it as every view does (metrics.meets)."""
         self.requests += 1
-        if slos:
-            verdict = meets(r, slos)
-            self.judged += verdict is not None
-            self.good += verdict is True
         if r.outcome != OK:
+            if slos:
+                verdict = meets(r, slos)
+                self.judged += verdict is not None
+                self.good += verdict is True
             return
+        # The engine sections' values (metrics.slo_values_ns, in ns), so a stage's percentiles
+        # are those of the same requests in report.json's engine section, to the bucket.
+        values = slo_values_ns(r)
+        if slos:
+            self.judged += 1
+            self.good += judge(values, slos if _is_compiled(slos) else compile_slos(slos))  # type: ignore[arg-type]
         self.ok += 1
         self.output_tokens += r.n_out or 0
-        for name, value in _metric_values(r).items():
+        for name, value in zip(METRICS, values, strict=False):
             if value is not None:
-                self.hists[name].record(round(value * 1000))  # µs: sub-ms resolution
+                self.hists[name].record(value)
 
     def merge(self, other: StageCell) -> None:
         for name in METRICS:
@@ -68,12 +75,16 @@ class StageCell:
 
     def to_wire(self) -> dict[str, Any]:
         return {
+            "v": WIRE_VERSION,
             "hists": {m: h.to_wire() for m, h in self.hists.items()},
             **{c: getattr(self, c) for c in COUNTERS},
         }
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> StageCell:
+        # A cell of an older worker holds µs: merged with ns it would be off 1000-fold.
+        if data.get("v") != WIRE_VERSION:
+            raise ValueError(f"stage/tenant cell payload version {data.get('v')!r}, expected {WIRE_VERSION}")
         cell = cls({m: Histogram.from_wire(data["hists"][m]) for m in METRICS})
         for c in COUNTERS:
             setattr(cell, c, int(data[c]))
@@ -84,7 +95,7 @@ class StageCell:
         for name, hist in self.hists.items():
             q = hist.percentiles([0.5, 0.9, 0.99]) if hist.count else [None] * 3
             out[name] = {
-                k: (None if v is None else v / 1000) for k, v in zip(("p50", "p90", "p99"), q, strict=True)
+                k: (None if v is None else v / 1e6) for k, v in zip(("p50", "p90", "p99"), q, strict=True)
             }
         rate = duration_s if duration_s and duration_s > 0 else None
         out["requests_per_s"] = self.ok / rate if rate else None

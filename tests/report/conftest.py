@@ -45,6 +45,40 @@ def make_rows(engine: str, n: int, seed: int, ttft_scale: float = 20.0, tpot: fl
     return rows
 
 
+def record_of(row: dict[str, Any]) -> Any:
+    """A raw-log row as the RequestRecord it was written from (first and last event, end)."""
+    from loadkit.records import RequestRecord
+
+    ok = row["outcome"] == "ok"
+    events = [row["t_first_ns"], row["t_end_ns"]] if ok and row["t_first_ns"] is not None else []
+    return RequestRecord(request_id=row["request_id"], engine=row["engine"], adapter="openai", label=row["label"],
+                         outcome=row["outcome"], t_sched_ns=row["t_sched_ns"], t_send_ns=row["t_send_ns"],
+                         t_end_ns=row["t_end_ns"], event_t_ns=events, n_in=row["n_in"], n_out=row["n_out"],
+                         turn=row["turn"], stage=row["stage"])  # fmt: skip
+
+
+def grouped_sections(rows_by_engine: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """report.json's stages, sessions and lengths sections for these rows, through the stats
+    code a live run uses (what report.html's stage, bucket and turn tables read)."""
+    from loadkit.stats.lengthstats import LengthStats
+    from loadkit.stats.sessionstats import SessionStats
+    from loadkit.stats.stagestats import StageStats
+
+    stages, sessions, lengths = StageStats(), SessionStats(), LengthStats()
+    names = []
+    for rows in rows_by_engine.values():
+        for row in rows:
+            r = record_of(row)
+            stages.add(r)
+            sessions.add_turn(r)
+            lengths.add(r)
+            if r.stage is not None and r.stage not in names:
+                names.append(r.stage)
+    plan = [{"name": n, "level": i + 1, "level_kind": "rate", "duration_s": 5.0} for i, n in enumerate(names)]
+    return {"stages": stages.report(plan), "sessions": sessions.report(),
+            "lengths": {"asked": None, "by_target": lengths.report(), "workload_sources": []}}
+
+
 def report_from_rows(rows_by_engine: dict[str, list[dict[str, Any]]], **extra: Any) -> dict[str, Any]:
     engines = {}
     for engine, rows in rows_by_engine.items():
@@ -59,7 +93,8 @@ def report_from_rows(rows_by_engine: dict[str, list[dict[str, Any]]], **extra: A
                            "targets": [{"name": e, "engine": "vllm", "api": "chat", "url": "http://127.0.0.1:1",
                                         "server": {"model": "m", "engine_version": "0.11"}} for e in rows_by_engine]},
               "conservation": {"scheduled": None, "sent": 0, "dropped": 0, "outcomes_total": 0, "holds": True},
-              "workers": {"count": 0, "lost": 0, "nodes": []}, "engines": engines, "task_errors": {}}  # fmt: skip
+              "workers": {"count": 0, "lost": 0, "nodes": []}, "engines": engines, "task_errors": {},
+              **grouped_sections(rows_by_engine)}  # fmt: skip
     report.update(extra)
     return report
 

@@ -10,6 +10,7 @@ from loadkit.report import analysis
 from loadkit.report.rawdata import read_raw_logs
 from loadkit.report.redact import MASK, is_secret_key, redact, redact_argv
 from loadkit.report.svg import Bars, Scale, Series, bar_plot, line_plot, log_ticks, nice_ticks
+from loadkit.stats.histogram import MAX_RELATIVE_ERROR
 
 
 def write_rows(path, rows):
@@ -55,45 +56,53 @@ def test_cdf_from_summary_uses_the_reported_points():
     assert analysis.cdf_from_summary({"count": 0}) == ([], [])
 
 
-def rows_for_buckets():
-    rows = []
+def test_length_buckets_are_report_json_histograms_by_hand():
+    """Buckets by the server's prompt count, from the lengths section (nearest rank), not the raw log."""
+    from loadkit.report.grouped import bucket_rows
+    from loadkit.stats.lengthstats import LengthStats
+    from tests.stats.records import record
+
+    stats = LengthStats()
     for n_in, ttft in ((100, 10.0), (200, 20.0), (300, 30.0), (5000, 500.0), (20000, 900.0)):
-        rows.append(
-            {"engine": "a", "outcome": "ok", "n_in": n_in, "ttft_ms": ttft, "tpot_ms": 5.0, "e2e_ms": 99.0}
-        )
-    rows.append({"engine": "a", "outcome": "timeout_total", "n_in": 100, "ttft_ms": 9999.0})
-    return rows
-
-
-def test_length_buckets_by_hand(tmp_path):
-    raw = read_raw_logs([write_rows(tmp_path / "r.jsonl", rows_for_buckets())])
-    got = {r.bucket: r for r in analysis.length_buckets(raw, "a")}
+        stats.add(record(engine="a", n_in=n_in, ttft_ms=ttft))
+    stats.add(record(engine="a", outcome="timeout_total", n_in=100, ttft_ms=9999.0))
+    stats.add(record(engine="a", n_in=None))  # no prompt count: in no bucket
+    wire = LengthStats.from_wire(stats.to_wire())  # as a worker's share reaches the master
+    got = {r["bucket"]: r for r in bucket_rows({"lengths": {"by_target": wire.report()}})["a"]}
     assert list(got) == ["<256", "256–1k", "4k–16k", "≥16k"]
-    assert got["<256"].count == 2 and got["<256"].ttft_p50 == 15.0  # the timeout is not a latency
-    assert got["≥16k"].ttft_p99 == 900.0 and got["256–1k"].tpot_p50 == 5.0
+    assert (got["<256"]["requests"], got["<256"]["ok"]) == (3, 2)  # the timeout is not a latency
+    # Nearest rank of {10, 20}: 10, as its bucket's midpoint (interpolation said 15).
+    assert got["<256"]["ttft_ms"]["p50"] == pytest.approx(10.0, rel=MAX_RELATIVE_ERROR)
+    assert got["≥16k"]["ttft_ms"]["p99"] == pytest.approx(900.0, rel=MAX_RELATIVE_ERROR)
+    assert got["256–1k"]["tpot_ms"]["p50"] == pytest.approx(10.0, rel=MAX_RELATIVE_ERROR)
 
 
-def test_stages_in_start_order_with_achieved_rates(tmp_path):
+def test_stage_and_turn_tables_quote_report_json():
+    from loadkit.report.grouped import stage_rows, stages_section, turn_rows, turns_section
+
+    stats = {"requests": 3, "ok": 2, "output_tokens": 20, "requests_per_s": 0.5, "output_tokens_per_s": 5.0,
+             "ttft_ms": {"p50": 12.5, "p90": 40.25, "p99": 41.0}, "tpot_ms": {"p50": 3.0, "p90": 3.0, "p99": 3.0}}
+    report = {"stages": {"a": {"stages": [{"name": "s1", "level": 2, "duration_s": 4.0, "stats": stats},
+                                          {"name": "s2", "level": 4, "duration_s": 4.0, "stats": None}]}},
+              "sessions": {"a": {"sessions": 1, "completed": 1, "broken": 0,
+                                 "turns": {"1": {"requests": 1, "ok": 1, "ttft_ms": {"count": 1, "p50": 100.0,
+                                                 "p90": 100.0, "p99": 100.0}},
+                                           "32+": {"requests": 1, "ok": 1, "ttft_ms": {"count": 1, "p50": 1.0}}}}}}  # fmt: skip
+    assert [r["name"] for r in stage_rows(report)["a"]] == ["s1"]  # a stage without requests is no row
+    assert "40.2" in stages_section(report) and "needs the raw log" not in stages_section(report)
+    assert turn_rows(report) == {"a": [(1, 1, 100.0, 100.0, 100.0)]}
+    assert "From report.json" in turns_section(report)
+
+
+def test_ttft_over_time_is_nearest_rank(tmp_path):
     s = 1_000_000_000
-    rows = [{"engine": "a", "outcome": "ok", "stage": "high", "t_send_ns": 10 * s + i * s // 10, "t_end_ns": 12 * s,
-             "n_out": 100, "ttft_ms": 50.0, "tpot_ms": 9.0} for i in range(10)]  # fmt: skip
-    rows += [{"engine": "a", "outcome": "ok", "stage": "low", "t_send_ns": 0, "t_end_ns": 4 * s, "n_out": 10,
-              "ttft_ms": 5.0, "tpot_ms": 3.0}, {"engine": "a", "outcome": "cancelled", "stage": "low", "t_send_ns": s}]  # fmt: skip
-    raw = read_raw_logs([write_rows(tmp_path / "r.jsonl", rows)])
-    low, high = analysis.stages(raw, "a")
-    assert (low.stage, low.sent, low.ok, low.window_s) == ("low", 2, 1, 4.0)
-    assert low.requests_per_s == 0.5 and low.output_tokens_per_s == 2.5
-    assert high.window_s == 2.0 and high.output_tokens_per_s == 500.0 and high.ttft_p99 == 50.0
-
-
-def test_per_turn_and_ttft_over_time(tmp_path):
-    s = 1_000_000_000
-    rows = [{"engine": "a", "outcome": "ok", "turn": 1 + i % 2, "ttft_ms": 100.0 if i % 2 == 0 else 10.0,
+    rows = [{"engine": "a", "outcome": "ok", "turn": 1, "ttft_ms": 100.0 if i % 2 == 0 else 10.0,
              "t_send_ns": i * s, "t_first_ns": i * s + s // 2} for i in range(6)]  # fmt: skip
+    rows += [{"engine": "a", "outcome": "ok", "ttft_ms": 30.0, "t_send_ns": 0, "t_first_ns": s // 2}]
     raw = read_raw_logs([write_rows(tmp_path / "r.jsonl", rows)])
-    assert analysis.per_turn(raw, "a") == [(1, 3, 100.0, 100.0, 100.0), (2, 3, 10.0, 10.0, 10.0)]
     ts = analysis.ttft_over_time(raw, "a")
-    assert ts["t"] == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0] and ts["p50"][0] == 100.0 and ts["p50"][1] == 10.0
+    assert ts["t"] == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0] and ts["p50"][1] == 10.0
+    assert ts["p50"][0] == pytest.approx(30.0, rel=1e-3)  # nearest rank of {100, 30}: 30 (interpolated: 65)
 
 
 def test_ticks_are_round_and_cover_the_data():

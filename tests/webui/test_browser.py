@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from loadkit.sim.testing import sim_process
+from loadkit.webui import view
 from tests.webui.browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -76,7 +77,7 @@ def check_rows_agree(rows: list[dict[str, str]], doc: dict[str, Any], exact: boo
             assert shown == actual and int(row["Failures"]) == data["failures"]
         else:
             assert 0 < shown <= actual <= shown + max(20, actual // 2), (row, actual)
-        for title, metric in (("TTFT ms p50 / p90 / p99", "ttft_ms"), ("TPOT ms p50 / p90 / p99", "tpot_ms"),
+        for title, metric in ((view.TTFT_TITLE, "ttft_ms"), ("TPOT ms p50 / p90 / p99", "tpot_ms"),
                               ("E2E ms p50 / p90 / p99", "e2e_ms")):  # fmt: skip
             p50 = triple(row[title])[0]
             want = data[f"{metric}_p50"]

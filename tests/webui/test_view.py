@@ -110,3 +110,12 @@ def test_rows_per_user_class_follow_the_engine_rows():
     assert view.display_row(by_key[("Chat", "a", "short")])["user_class"] == "Chat"
     parsed = list(csv.DictReader(io.StringIO(view.rows_csv(rows))))
     assert [p["user_class"] for p in parsed][-1] == "Chat"
+
+
+def test_the_header_says_what_ttft_is_and_shows_ttfat_beside_it():
+    """Against a reasoning model TTFT is the first reasoning token: the column says so, and
+    the time to first answer token is the next column (issue 31)."""
+    keys = [c["key"] for c in view.TABLE_STRUCTURE]
+    assert keys.index("ttfat_ms") == keys.index("ttft_ms") + 1
+    titles = {c["key"]: c["title"] for c in view.TABLE_STRUCTURE}
+    assert "reasoning included" in titles["ttft_ms"] and "first answer token" in titles["ttfat_ms"]

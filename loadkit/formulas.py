@@ -1,0 +1,119 @@
+"""The per-request metric formulas of DESIGN.md §1, once, in integer nanoseconds.
+
+Every figure loadkit shows of one request comes from here: the stats histograms (engine,
+label, stage, tenant, user class, turn, length bucket) record these integers, and the raw
+log's and the API's milliseconds (``loadkit.records``' ``*_ms``) are these divided by 10^6,
+so a view cannot disagree with another by a rounding. A metric that was not measured is
+None, never 0. This module depends on nothing of loadkit's (records and stats both import it).
+"""
+
+from __future__ import annotations
+
+from operator import sub
+from typing import Any
+
+# Duck-typed: a RequestRecord (loadkit.records) or anything with its fields.
+Record = Any
+
+
+def div_round(numerator: int, denominator: int) -> int:
+    """numerator / denominator rounded half up, in integers (no float error at any size)."""
+    return (2 * numerator + denominator) // (2 * denominator)
+
+
+def ttft_ns(r: Record) -> int | None:
+    """TTFT = t_first − t_send: the first token-bearing event of any channel (reasoning too)."""
+    events = r.event_t_ns
+    return events[0] - r.t_send_ns if events else None
+
+
+def ttft_sched_ns(r: Record) -> int | None:
+    """TTFT from schedule = t_first − t_sched (t_send when unscheduled); free of coordinated omission."""
+    events = r.event_t_ns
+    if not events:
+        return None
+    return events[0] - (r.t_sched_ns if r.t_sched_ns is not None else r.t_send_ns)
+
+
+def ttft_with_connect_ns(r: Record) -> int | None:
+    """TTFT with connection set-up = t_first − t_start."""
+    events = r.event_t_ns
+    return events[0] - (r.t_start_ns or r.t_send_ns) if events else None
+
+
+def tpot_ns(r: Record) -> int | None:
+    """TPOT = (t_last − t_first) / (n_out − 1), rounded to the ns; only when n_out ≥ 2."""
+    events, n_out = r.event_t_ns, r.n_out
+    if not events or n_out is None or n_out < 2:
+        return None
+    return div_round(events[-1] - events[0], n_out - 1)
+
+
+def e2e_ns(r: Record) -> int | None:
+    """E2E = t_end − t_send."""
+    return None if r.t_end_ns is None else r.t_end_ns - r.t_send_ns
+
+
+def connect_ns(r: Record) -> int | None:
+    """TCP connect time of the connection this request opened; None when it reused one."""
+    if r.t_connect_ns is None or r.t_connected_ns is None:
+        return None
+    return r.t_connected_ns - r.t_connect_ns
+
+
+def tls_ns(r: Record) -> int | None:
+    """TLS handshake time of the connection this request opened; None on reuse or plain HTTP."""
+    if r.t_tls_ns is None or r.t_connected_ns is None:
+        return None
+    return r.t_tls_ns - r.t_connected_ns
+
+
+def ttfrt_ns(r: Record) -> int | None:
+    """Time to first reasoning token = t_first_reasoning − t_send."""
+    return None if r.t_first_reasoning_ns is None else r.t_first_reasoning_ns - r.t_send_ns
+
+
+def ttfat_ns(r: Record) -> int | None:
+    """Time to first answer token = t_first_answer − t_send: what the user waits for."""
+    return None if r.t_first_answer_ns is None else r.t_first_answer_ns - r.t_send_ns
+
+
+def ttftc_ns(r: Record) -> int | None:
+    """Time to first tool-call token = t_first_tool − t_send."""
+    return None if r.t_first_tool_ns is None else r.t_first_tool_ns - r.t_send_ns
+
+
+def reasoning_ns(r: Record) -> int | None:
+    """Reasoning duration = t_reasoning_end − t_first_reasoning (the thinking phase as seen)."""
+    if r.t_first_reasoning_ns is None or r.t_reasoning_end_ns is None:
+        return None
+    return r.t_reasoning_end_ns - r.t_first_reasoning_ns
+
+
+def answer_tpot_ns(r: Record) -> int | None:
+    """Answer TPOT = (t_last_answer − t_first_answer) / (n_answer − 1); only when n_answer ≥ 2."""
+    first, last, n = r.t_first_answer_ns, r.t_last_answer_ns, r.n_answer
+    if first is None or last is None or n is None or n < 2:
+        return None
+    return div_round(last - first, n - 1)
+
+
+def max_gap_ns(events: list[int]) -> int:
+    """The largest gap between consecutive stream events (≥ 2 events); a C-level loop."""
+    return max(map(sub, events[1:], events))
+
+
+def itl_chunk_ns(events: list[int]) -> list[int]:
+    """ITL per chunk: t_i − t_{i−1} between consecutive token-bearing events."""
+    return list(map(sub, events[1:], events))
+
+
+def itl_token_ns(events: list[int], tokens: list[int]) -> list[tuple[int, int]]:
+    """ITL per token: (t_i − t_{i−1}) / k_i rounded to the ns, as (value, weight k_i).
+
+    Without a token count for every event, one token per event (weight 1)."""
+    gaps = itl_chunk_ns(events)
+    ks = tokens[1 : len(events)]
+    if len(ks) < len(gaps):
+        return [(gap, 1) for gap in gaps]
+    return [(div_round(gap, k), k) if k > 1 else (gap, 1) for gap, k in zip(gaps, ks, strict=True)]
