@@ -85,15 +85,18 @@ def test_a_replay_cut_by_run_time_is_judged_by_the_part_of_the_trace_it_reached(
     report = check_conservation(report_dir)
     row = _stage_rows(report, next(iter(report["delivered"]["by_target"])))["trace"]
     offsets = load_scenario(resolve_scenario("azure_conversation_replay")).request_source().trace_arrival_times_s()
+    whole_rate = (len(offsets) - 1) / (offsets[-1] - offsets[0])
+    assert row["rate_error"] == pytest.approx(0.0, abs=0.2), row  # not −70 % against the whole window
     covered = row["asked"]["covered_s"]
     assert 6.0 < covered < 8.5, row["asked"]
     reached = [t for t in offsets if t <= covered]
-    whole_rate = (len(offsets) - 1) / (offsets[-1] - offsets[0])
     asked_rate = (len(reached) - 1) / (reached[-1] - reached[0])
     assert row["asked"]["rate"] == pytest.approx(asked_rate, rel=1e-9) and abs(asked_rate / whole_rate - 1) > 0.3
     assert f"of the trace's {offsets[-1]:.1f} s" in row["asked"]["note"]
-    assert row["rate_error"] == pytest.approx(0.0, abs=0.2), row
     assert row["arrivals"] == len(raw_records(report_dir)) == report["conservation"]["sent"]
+
+
+N_BURSTY = 360  # half the gaps under 0.2 ms: pairs of rows, 0.1 s apart on average
 
 
 def test_a_faithful_replay_of_sub_ms_gaps_reads_as_asked(tmp_path):
@@ -106,8 +109,8 @@ def test_a_faithful_replay_of_sub_ms_gaps_reads_as_asked(tmp_path):
     rng = np.random.default_rng(5)
     t, rows = 0.0, []
     start = datetime.datetime(2023, 11, 16, 18, 0, 0)
-    for i in range(120):
-        t += rng.exponential(0.15) if i % 3 == 0 else rng.uniform(0.0, 0.0009)
+    for i in range(N_BURSTY):
+        t += rng.exponential(0.1) if i % 2 == 0 else rng.uniform(0.0, 0.0002)
         stamp = (start + datetime.timedelta(seconds=t)).strftime("%Y-%m-%d %H:%M:%S.%f")
         rows.append(f"{stamp}0,{200 + i % 7},4")
     trace = tmp_path / "bursts.csv"
@@ -123,11 +126,11 @@ def test_a_faithful_replay_of_sub_ms_gaps_reads_as_asked(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = check_conservation(report_dir)
     rows_sent = raw_records(report_dir)
-    assert len(rows_sent) == 120 and report["conservation"]["dropped"] == 0
+    assert len(rows_sent) == N_BURSTY and report["conservation"]["dropped"] == 0
     row = _stage_rows(report, rows_sent[0]["engine"])["trace"]
     lag_p99 = np.quantile([(r["t_send_ns"] - r["t_sched_ns"]) / 1e6 for r in rows_sent], 0.99)
-    assert row["fit"]["resolution_ms"] == max(1.0, float(np.ceil(lag_p99))), row["fit"]
     assert row["fit"]["consistent"], row["fit"]
+    assert row["fit"]["resolution_ms"] == max(1.0, float(np.ceil(lag_p99))), row["fit"]
     assert "NOT as asked" not in proc.stdout + proc.stderr
 
 
