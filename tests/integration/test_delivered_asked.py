@@ -25,20 +25,23 @@ def _stage_rows(report: dict, target: str) -> dict:
     return report["delivered"]["by_target"][target]["stages"]
 
 
-def _two_targets(locustfile: Path, tmp_path: Path, *args: str) -> tuple[dict, str]:
+def _two_targets(locustfile: Path, tmp_path: Path, *args: str, processes: bool = False) -> tuple[dict, str]:
     report_dir = tmp_path / "r"
     with sim_process("--serve", "openai:0:profile=fast", "--serve", "openai:0:profile=fast") as sim:
         agent, chat = sim.urls
         proc = run_file(locustfile, *args, "--stop-timeout", "5", "--target", f"agent={agent}",
                         "--target", f"chat={chat}", "--slo", "ttft_ms=1000", "--slo", "tpot_ms=60",
-                        "--report-dir", str(report_dir), "--raw-log")  # fmt: skip
+                        "--report-dir", str(report_dir), "--raw-log", processes=processes)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = check_conservation(report_dir)
     return report, "\n".join(delivered_lines(report))  # the console summary's delivered lines
 
 
-def test_two_classes_on_two_targets_are_each_judged_by_their_own_arrivals(tmp_path):
-    report, out = _two_targets(HERE / "delivered_mixed.py", tmp_path, "-u", "6", "-r", "6", "-t", "10s")
+@pytest.mark.parametrize("processes", [False, True], ids=["local", "processes2"])
+def test_two_classes_on_two_targets_are_each_judged_by_their_own_arrivals(tmp_path, processes):
+    """Locally and over two workers (the master judges the merged sends by the classes' own scenarios)."""
+    report, out = _two_targets(HERE / "delivered_mixed.py", tmp_path, "-u", "6", "-r", "6", "-t", "10s",
+                               processes=processes)  # fmt: skip
     (agent,) = _stage_rows(report, "agent").values()
     (chat,) = _stage_rows(report, "chat").values()
     # The closed-loop class is not judged against the other class's Poisson 4/s.
