@@ -118,3 +118,25 @@ def test_one_or_two_late_sends_are_a_hiccup_not_a_fallen_behind_schedule():
     assert behind_warning("big", s, late_threshold_ms=10) is None
     s["late"] = 3
     assert behind_warning("big", s, late_threshold_ms=10).startswith("client was the bottleneck for target big")
+
+
+def test_warm_up_slots_are_counted_apart_from_the_schedule():
+    """A Mooncake window's cache warm-up (stage "warmup") is outside the measured run: its slots
+    are neither scheduled nor in the lag, even when sent very late; they are counted apart."""
+    slots = [(0.0, "warmup"), (0.0, "warmup"), (0.0, "warmup"), (1.0, "trace"), (1.1, "trace"), (1.2, "warmup")]
+    d = Dispatcher(iter(slots), max_lag_s=0.5, late_s=0.01, t0_ns=0)
+    for _ in range(2):
+        t, stage = d.next_slot(now_ns=0)
+        assert stage == "warmup"
+        assert d.admit(t, t + 400 * MS, stage)  # 400 ms late: sent, but not a late send of the run
+    t, stage = d.next_slot(now_ns=900 * MS)  # taken when overdue: not "no free user" of the run
+    assert not d.allow(t, t + 900 * MS, stage)  # too late: a warm-up dropped
+    t, stage = d.next_slot(now_ns=1000 * MS)
+    assert d.admit(t, t + 2 * MS, stage)
+    t, stage = d.next_slot(now_ns=1100 * MS)
+    d.give_back(stage)  # stopped before it was due: never scheduled
+    assert d.drop_overdue(1300 * MS) == 0  # the overdue 1.2 s slot is a warm-up: counted apart
+    s = d.summary()
+    assert (s["scheduled"], s["sent"], s["dropped"], s["late"], s["no_free_user"]) == (1, 1, 0, 0, 0), s
+    assert s["lag_max_ms"] == 2.0
+    assert s["warmup"] == {"scheduled": 4, "sent": 2, "dropped": 2}

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 from loadkit.stats.histogram import Histogram
+from loadkit.workload.warmcache import WARMUP_STAGE
 
 NS = 1_000_000_000
 
@@ -49,6 +51,9 @@ class Dispatcher:
         self.no_free_user = 0  # slots overdue when a user took them, or never taken: all users busy
         self.exhausted = False
         self._peek: tuple[int, str] | None = None
+        # Warm-up slots (--warmup, a Mooncake window's warm_cache) are outside the measured
+        # run: counted apart, not in the schedule's figures nor its lag (issue 31).
+        self.warmup = {"scheduled": 0, "sent": 0, "dropped": 0}
 
     @property
     def started(self) -> bool:
@@ -78,37 +83,49 @@ class Dispatcher:
                 self.exhausted = True
                 return None
             slot = (self.t0_ns + int(offset_s * NS), stage)
+        if slot[1] == WARMUP_STAGE:
+            self.warmup["scheduled"] += 1
+            return slot
         self.taken += 1
         now = time.perf_counter_ns() if now_ns is None else now_ns
         if now - slot[0] > self.late_ns:
             self.no_free_user += 1  # it came due while no user was free to take it
         return slot
 
-    def admit(self, t_sched_ns: int, now_ns: int) -> bool:
+    def admit(self, t_sched_ns: int, now_ns: int, stage: str | None = None) -> bool:
         """``allow`` then ``sent``, for a request sent at ``now_ns``."""
-        if not self.allow(t_sched_ns, now_ns):
+        if not self.allow(t_sched_ns, now_ns, stage):
             return False
-        self.sent(t_sched_ns, now_ns)
+        self.sent(t_sched_ns, now_ns, stage)
         return True
 
-    def allow(self, t_sched_ns: int, now_ns: int) -> bool:
+    def allow(self, t_sched_ns: int, now_ns: int, stage: str | None = None) -> bool:
         """Just before send, prompt built: False (and counted dropped) when too late to be honest."""
         if self.max_lag_ns is not None and now_ns - t_sched_ns > self.max_lag_ns:
-            self.dropped += 1
+            if stage == WARMUP_STAGE:
+                self.warmup["dropped"] += 1
+            else:
+                self.dropped += 1
             return False
         return True
 
-    def sent(self, t_sched_ns: int, t_send_ns: int) -> None:
+    def sent(self, t_sched_ns: int, t_send_ns: int, stage: str | None = None) -> None:
         """A request of this schedule went out: its lag is t_send − t_sched, the raw log's
         definition (t_send taken at the write, after the prompt was built; docs/metrics.md)."""
+        if stage == WARMUP_STAGE:
+            self.warmup["sent"] += 1
+            return
         late = t_send_ns - t_sched_ns
         if late > self.late_ns:
             self.late += 1
         self.lag.record(max(0, late))
 
-    def give_back(self) -> None:
+    def give_back(self, stage: str | None = None) -> None:
         """A user stopped while waiting for a slot that was not yet due: it was never scheduled."""
-        self.taken -= 1
+        if stage == WARMUP_STAGE:
+            self.warmup["scheduled"] -= 1
+        else:
+            self.taken -= 1
 
     def drop_overdue(self, now_ns: int) -> int:
         """At test stop: slots whose time came but no user was free to take are dropped."""
@@ -124,13 +141,17 @@ class Dispatcher:
                 self._peek = (self.t0_ns + int(offset_s * NS), stage)
             if self._peek[0] > now_ns:
                 return n
-            self._peek = None
+            stage, self._peek = self._peek[1], None
+            if stage == WARMUP_STAGE:
+                self.warmup["scheduled"] += 1
+                self.warmup["dropped"] += 1
+                continue
             self.taken += 1
             self.dropped += 1
             self.no_free_user += 1
             n += 1
 
-    def summary(self) -> dict[str, float | int | None]:
+    def summary(self) -> dict[str, Any]:
         q = self.lag.percentiles([0.5, 0.9, 0.99]) if self.lag.count else [None, None, None]
         to_ms = [None if v is None else v / 1e6 for v in q]
         return {
@@ -143,6 +164,7 @@ class Dispatcher:
             "lag_p90_ms": to_ms[1],
             "lag_p99_ms": to_ms[2],
             "lag_max_ms": None if self.lag.max is None else self.lag.max / 1e6,
+            **({"warmup": dict(self.warmup)} if self.warmup["scheduled"] else {}),
         }
 
 

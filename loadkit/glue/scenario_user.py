@@ -91,7 +91,7 @@ class ScenarioUser(LLMUser):
 
     def _allowed(self, dispatcher: Dispatcher, slot: tuple[int, str]) -> bool:
         """The prompt is built: send, unless it is now later than --max-lag (then dropped)."""
-        if dispatcher.allow(slot[0], time.perf_counter_ns()):
+        if dispatcher.allow(slot[0], time.perf_counter_ns(), slot[1]):
             return True
         self._give_back_budgets()
         self.runtime.count_dropped(slot[1])
@@ -105,7 +105,7 @@ class ScenarioUser(LLMUser):
         if record.t_sched_ns is not None:
             dispatcher = self.workload.dispatchers.get(self.target.name)
             if dispatcher is not None:
-                dispatcher.sent(record.t_sched_ns, record.t_send_ns)
+                dispatcher.sent(record.t_sched_ns, record.t_send_ns, record.stage)
         super()._finished(record)
 
     def _take_budgets(self) -> bool:
@@ -142,7 +142,7 @@ class ScenarioUser(LLMUser):
             if self.runtime.schedule_end_ns is not None:
                 raise StopUser()  # the run is over: no new request may start
         except BaseException:
-            dispatcher.give_back()  # stopped before the slot was due: never scheduled
+            dispatcher.give_back(slot[1])  # stopped before the slot was due: never scheduled
             self._give_back_budgets()
             raise
         return slot

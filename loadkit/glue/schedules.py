@@ -90,6 +90,18 @@ class Schedules:
         for dispatcher in self.dispatchers.values():
             dispatcher.start(now)
 
+    def schedule_span_s(self) -> float | None:
+        """How long the open-loop schedule ran: from its start to the run's stop (a trace cut
+        by -t asks only the part it reached: stats/asked.py). A node holding no schedule (a
+        distributed master) has the run time -t instead; None when neither is known."""
+        starts = [d.t0_ns for d in self.dispatchers.values() if d.t0_ns is not None]
+        if starts and self.schedule_end_ns is not None:
+            return (self.schedule_end_ns - min(starts)) / 1e9
+        if starts:
+            return None  # still running, or ended by the schedule itself: nothing was cut
+        config = getattr(self, "config", None)
+        return getattr(config, "run_time_s", None)
+
     def schedule_summary(self) -> dict[str, Any] | None:
         dispatchers = self.dispatchers
         if not dispatchers:

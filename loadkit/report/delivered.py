@@ -8,7 +8,8 @@ from loadkit.report.htmlutil import NOT_MEASURED, macro, not_measured, note, num
 
 TITLE = "Delivered load (asked vs realised)"
 HEAD = ("target", "stage", "arrivals", "model", "rate asked /s", "rate realised /s", "rate error",
-        "CV asked", "CV realised", "fit test", "D", "p", "as asked?", "in flight peak", "in flight mean")
+        "CV asked", "CV realised", "fit test", "resolution ms", "D", "p", "as asked?", "in flight peak",
+        "in flight mean", "note")
 
 
 def delivered_section(report: dict[str, Any]) -> str:
@@ -22,8 +23,10 @@ def delivered_section(report: dict[str, Any]) -> str:
     alpha = data.get("alpha", 0.01)
     parts = [table(HEAD, rows),
              note(f"Realised rate and CV from the merged send times of scheduled requests; the fit test "
-                  f"(Kolmogorov–Smirnov) compares the realised gaps with the asked distribution; "
-                  f"\"as asked?\" is no when p < {alpha}.")]
+                  f"(Kolmogorov–Smirnov) compares the realised gaps with the asked distribution, both "
+                  f"floored to the client's scheduling resolution (1 ms, or the schedule-lag p99 if larger); "
+                  f"\"as asked?\" is no when p < {alpha}. Each target is judged by the arrival process of "
+                  f"the user classes that sent to it; \"not asked\" where loadkit does not know their pacing.")]
     if length_rows:
         parts.append(table(("target", "tokens", "asked mean", "realised mean", "asked p50", "realised p50"),
                            length_rows))
@@ -35,10 +38,22 @@ def _row(engine: str, stage: str, r: dict[str, Any]) -> list[str]:
     verdict = NOT_MEASURED if fit.get("test") is None else (
         macro("verdict", fit["consistent"], "yes" if fit["consistent"] else "no"))
     test = fit["test"] if fit.get("test") else fit.get("reason", "")
-    return [engine, stage, num(r.get("arrivals")), str(asked.get("model")),
+    return [engine, stage, num(r.get("arrivals")), _model(asked),
             num(asked.get("rate"), 2), num(got.get("rate"), 2), pct(r.get("rate_error")), num(asked.get("cv"), 2),
-            num(got.get("cv"), 2), test, num(fit.get("statistic"), 3), num(fit.get("p_value"), 3), verdict,
-            num(conc.get("peak")), num(conc.get("mean"), 1)]
+            num(got.get("cv"), 2), test, num(fit.get("resolution_ms"), 0), num(fit.get("statistic"), 3),
+            num(fit.get("p_value"), 3), verdict, num(conc.get("peak")), num(conc.get("mean"), 1),
+            str(asked.get("note") or asked.get("reason") or "")]
+
+
+def _model(asked: dict[str, Any]) -> str:
+    """The asked process in words: a closed loop's (or a shape step's) users, a ramp's ends."""
+    model = str(asked.get("model"))
+    if model == "closed" and asked.get("users") is not None:
+        kind = "constant users" if asked.get("stage_kind") else "closed loop"
+        return f"{kind}: {asked['users']}"
+    if asked.get("ramp"):
+        return f"{model} ramp {asked['ramp'][0]:g}→{asked['ramp'][1]:g}/s"
+    return model
 
 
 def _length_rows(engine: str, lengths: dict[str, Any] | None) -> list[list[str]]:

@@ -14,9 +14,10 @@ from typing import Any
 
 from loadkit.records import RequestRecord
 from loadkit.stats.adaptererrors import AdapterErrors
+from loadkit.stats.askedcontext import asked_context
 from loadkit.stats.classstats import ClassStats
 from loadkit.stats.collector import StatsCollector
-from loadkit.stats.delivered import SCHEDULED, DeliveredLoad
+from loadkit.stats.delivered import DeliveredLoad
 from loadkit.stats.lengthstats import LengthStats
 from loadkit.stats.metrics import compile_slos
 from loadkit.stats.sections import Section
@@ -118,14 +119,15 @@ class BuiltinSections:
         return {"asked": self.asked, "by_target": lengths.report(), "workload_sources": realised}
 
     def _delivered_report(self, delivered: DeliveredLoad) -> dict[str, Any]:
-        """Asked vs realised arrivals per target and stage (delivered.py), all nodes merged."""
+        """Asked vs realised arrivals per target and stage (delivered.py), all nodes merged;
+        each target judged by the arrival process of the classes that sent to it (asked.py)."""
         runtime = getattr(self.environment, "loadkit", None)
-        arrival = getattr(getattr(runtime, "scenario", None), "arrival", None)
-        offsets = None
-        if arrival and arrival.get("model") in SCHEDULED and runtime is not None and runtime.sources:
-            offsets = next(iter(runtime.sources.values())).trace_arrival_times_s()
         by_target = self.collector.merged_section("lengths").report()
-        return delivered.report(arrival, offsets, by_target)
+        stage_users = None
+        if runtime is not None and getattr(runtime, "shaped", False):
+            stage_users = {str(s["name"]): int(s["level"]) for s in self.plan if s.get("level_kind") == "users"}
+        return delivered.report(lambda target, classes: asked_context(runtime, target, classes), by_target,
+                                stage_users)
 
     def _tenants_report(self, tenants: TenantStats) -> dict[str, Any] | None:
         """Per-tenant goodput, SLO attainment and fairness (tenantstats.py); None without tenants."""

@@ -1,12 +1,13 @@
 """Delivered load: what the run actually sent, per target and stage, beside what was asked.
 
-Every node keeps its requests' send and end times (Unix ns, so nodes' clocks line up); the
-master merges them and reports, per (target, stage): the asked and realised rate and
-inter-arrival CV (``arrival.realised_stats`` on the merged send times), a Kolmogorov–Smirnov
-test of the realised gaps against the asked distribution (exponential for poisson, gamma for
-gamma, the trace's own gaps for trace; none for constant or ramps, whose gaps are not one
-distribution), and the concurrency reached (peak and time-averaged in-flight requests).
-Lengths asked vs realised per target come from the ``lengths`` section (lengthstats.py).
+Every node keeps its requests' send and end times (Unix ns, so nodes' clocks line up), their
+schedule lag and the user classes that sent them; the master merges them and reports, per
+(target, stage): the asked and realised rate and inter-arrival CV (``arrival.realised_stats``
+on the merged send times), a Kolmogorov–Smirnov test of the realised gaps against the asked
+distribution at the client's scheduling resolution (stats/asked.py: what "asked" is per user
+class, load shape step, trace cut and unknown pacing), and the concurrency reached (peak and
+time-averaged in-flight requests). Lengths asked vs realised per target come from the
+``lengths`` section (lengthstats.py).
 
 Per key at most ``CAP`` requests are kept (the first ones), so a long run's snapshots stay
 small; the section says when it is a prefix of the run.
@@ -15,19 +16,25 @@ small; the section says when it is a prefix of the run.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from loadkit.stats.goodness import MIN_GAPS, exponential_cdf, gamma_cdf, ks_one_sample, ks_two_sample
-from loadkit.workload.arrival import Stage, realised_stats, stages_from_spec
+from loadkit.stats.asked import ALPHA, SCHEDULED, asked_for, fit_test, resolution_ms
+from loadkit.workload.arrival import realised_stats
 
-# Models whose asked arrivals are the source's own schedule (a trace's offsets, or the tenants'
-# own processes superposed: tenantplan.py): realised gaps are tested against that schedule's.
-SCHEDULED = ("trace", "tenants")
+__all__ = ["ALPHA", "CAP", "SCHEDULED", "DeliveredLoad", "console_lines", "one_context"]
 CAP = 20_000
-ALPHA = 0.01  # the test's verdict: "consistent" unless p < ALPHA
 NS = 1_000_000_000
+# The asked context of one target given the classes that sent to it (stats/asked.py).
+Contexts = Callable[[str, list[str]], dict[str, Any]]
+
+
+def one_context(arrival: dict[str, Any] | None, offsets: list[float] | None = None) -> Contexts:
+    """Every target asked one arrival process (and, for a trace, its offsets)."""
+    context = {"arrival": dict(arrival or {"model": "closed"}), "offsets": offsets}
+    return lambda _target, _classes: context
 
 
 class DeliveredLoad:
@@ -41,6 +48,8 @@ class DeliveredLoad:
         # session's later turns follow its think time, not the arrival process).
         self.scheduled: dict[tuple[str, str], list[bool]] = {}
         self.truncated: dict[tuple[str, str], int] = {}
+        self.lags: dict[tuple[str, str], list[int]] = {}  # t_send − t_sched (ns) of scheduled sends
+        self.classes: dict[tuple[str, str], set[str]] = {}  # the user classes that sent them
 
     def add(self, record: Any) -> None:
         key = (record.engine, record.stage or "run")
@@ -53,12 +62,18 @@ class DeliveredLoad:
         end = record.t_end_ns
         self.ends.setdefault(key, []).append(send if end is None else end + self.wall_offset_ns)
         self.scheduled.setdefault(key, []).append(record.t_sched_ns is not None)
+        if record.t_sched_ns is not None:
+            self.lags.setdefault(key, []).append(record.t_send_ns - record.t_sched_ns)
+        if getattr(record, "user_class", None):
+            self.classes.setdefault(key, set()).add(record.user_class)
 
     def merge(self, other: DeliveredLoad) -> None:
         for key, sends in other.sends.items():
             self.sends.setdefault(key, []).extend(sends)
             self.ends.setdefault(key, []).extend(other.ends[key])
             self.scheduled.setdefault(key, []).extend(other.scheduled[key])
+            self.lags.setdefault(key, []).extend(other.lags.get(key, []))
+            self.classes.setdefault(key, set()).update(other.classes.get(key, set()))
         for key, n in other.truncated.items():
             self.truncated[key] = self.truncated.get(key, 0) + n
 
@@ -70,6 +85,8 @@ class DeliveredLoad:
                         "send_us": [(s - base) // 1000 for s in sends],
                         "end_us": [(e - base) // 1000 for e in self.ends[(engine, stage)]],
                         "scheduled": [int(b) for b in self.scheduled[(engine, stage)]],
+                        "lag_us": [lag // 1000 for lag in self.lags.get((engine, stage), [])],
+                        "classes": sorted(self.classes.get((engine, stage), ())),
                         "truncated": self.truncated.get((engine, stage), 0)})  # fmt: skip
         return out
 
@@ -81,91 +98,50 @@ class DeliveredLoad:
             out.sends[key] = [base + int(u) * 1000 for u in item["send_us"]]
             out.ends[key] = [base + int(u) * 1000 for u in item["end_us"]]
             out.scheduled[key] = [bool(b) for b in item["scheduled"]]
+            out.lags[key] = [int(u) * 1000 for u in item.get("lag_us", [])]
+            out.classes[key] = {str(c) for c in item.get("classes", [])}
             if item.get("truncated"):
                 out.truncated[key] = int(item["truncated"])
         return out
 
-    def report(self, arrival: dict[str, Any] | None, trace_offsets: list[float] | None,
-               lengths: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The ``delivered`` section: asked vs realised per target and stage (docs/reports.md)."""
-        arrival = dict(arrival or {"model": "closed"})
+    def report(self, contexts: Contexts, lengths: dict[str, Any] | None = None,
+               stage_users: dict[str, int] | None = None) -> dict[str, Any]:
+        """The ``delivered`` section: asked vs realised per target and stage (docs/reports.md).
+        ``contexts(target, classes)`` says what the classes sending to a target asked of it;
+        ``stage_users`` a load shape's users per step."""
         by_target: dict[str, Any] = {}
+        models = set()
         for (engine, stage), sends in sorted(self.sends.items()):
-            row = stage_row(arrival, trace_offsets, stage, np.asarray(sends, dtype=np.int64),
+            context = dict(contexts(engine, sorted(self.classes.get((engine, stage), ()))))
+            if stage_users and stage in stage_users:
+                context["users"] = stage_users[stage]
+            row = stage_row(context, stage, np.asarray(sends, dtype=np.int64),
                             np.asarray(self.ends[(engine, stage)], dtype=np.int64),
-                            np.asarray(self.scheduled[(engine, stage)], dtype=bool))
+                            np.asarray(self.scheduled[(engine, stage)], dtype=bool),
+                            np.asarray(self.lags.get((engine, stage), []), dtype=np.int64))
             row["truncated_requests"] = self.truncated.get((engine, stage), 0)
+            row["user_classes"] = sorted(self.classes.get((engine, stage), ()))
+            models.add(row["asked"]["model"])
             by_target.setdefault(engine, {"stages": {}})["stages"][stage] = row
         for engine, section in by_target.items():
             section["lengths"] = _lengths_pair((lengths or {}).get(engine))
-        return {"arrival_model": arrival.get("model"), "alpha": ALPHA, "by_target": by_target}
+        model = next(iter(models)) if len(models) == 1 else ("mixed" if models else None)
+        return {"arrival_model": model, "alpha": ALPHA, "by_target": by_target}
 
 
-def stage_row(arrival: dict[str, Any], trace_offsets: list[float] | None, stage: str, sends: np.ndarray,
-              ends: np.ndarray, scheduled: np.ndarray) -> dict[str, Any]:
+def stage_row(context: dict[str, Any], stage: str, sends: np.ndarray, ends: np.ndarray,
+              scheduled: np.ndarray, lags: np.ndarray) -> dict[str, Any]:
     """One (target, stage): asked, realised, the fit test and the concurrency reached."""
     arrivals = np.sort(sends[scheduled] if scheduled.any() else sends)
     offsets = ((arrivals - arrivals[0]) / NS).tolist() if len(arrivals) else []
     realised = realised_stats(offsets)
-    asked = asked_for(arrival, trace_offsets, stage)
+    asked = asked_for(context, stage)
     gaps = np.diff(np.asarray(offsets))
     return {"requests": int(len(sends)), "arrivals": len(offsets), "asked": asked,
             "realised": {"rate": realised["rate"], "cv": realised["cv"]},
             "rate_error": _rel(realised["rate"], asked.get("rate")),
-            "fit": fit_test(arrival.get("model", "closed"), asked, gaps, trace_offsets),
+            "fit": fit_test(context, asked, gaps, resolution_ms(lags)),
             "concurrency": concurrency(sends, ends)}  # fmt: skip
-
-
-def asked_for(arrival: dict[str, Any], trace_offsets: list[float] | None, stage: str) -> dict[str, Any]:
-    """What the scenario asked of this stage: model, rate (req/s) and inter-arrival CV."""
-    model = arrival.get("model", "closed")
-    if model == "closed":
-        return {"model": "closed", "rate": None, "cv": None, "users": arrival.get("users")}
-    if model in SCHEDULED:
-        stats = realised_stats(list(trace_offsets or []))
-        return {"model": model, "rate": stats["rate"], "cv": stats["cv"]}
-    found = _stage(stages_from_spec(arrival), stage)
-    if found is None:
-        return {"model": model, "rate": None, "cv": None, "note": f"no stage {stage!r} in the scenario"}
-    cv = {"constant": 0.0, "poisson": 1.0}.get(model, found.cv)
-    out: dict[str, Any] = {"model": model, "rate": found.rate, "cv": cv}
-    if found.ramp_to is not None:
-        out.update(rate=None, ramp=[found.rate, found.ramp_to])
-    return out
-
-
-def _stage(stages: list[Stage], name: str) -> Stage | None:
-    if len(stages) == 1 and name in ("run", stages[0].name):
-        return stages[0]
-    return next((s for s in stages if s.name == name), None)
-
-
-def fit_test(model: str, asked: dict[str, Any], gaps: np.ndarray,
-             trace_offsets: list[float] | None) -> dict[str, Any]:
-    """KS of the realised gaps against the asked gap distribution, or why there is none."""
-    rate = asked.get("rate")
-    if model not in ("poisson", "gamma", *SCHEDULED) or (model not in SCHEDULED and not rate):
-        reason = ("constant gaps: compare the CV (asked 0)" if model == "constant" else
-                  "closed loop: no asked arrival process" if model == "closed" else
-                  "a ramp's gaps are not one distribution")
-        return {"test": None, "reason": reason}
-    if len(gaps) < MIN_GAPS:
-        return {"test": None, "reason": f"fewer than {MIN_GAPS} inter-arrival gaps"}
-    if model in SCHEDULED:
-        what = "the trace" if model == "trace" else "the tenants' schedule"
-        asked_gaps = np.diff(np.sort(np.asarray(trace_offsets or [], dtype=float)))
-        if len(asked_gaps) < MIN_GAPS:
-            return {"test": None, "reason": f"{what} has fewer than {MIN_GAPS} gaps"}
-        d, p = ks_two_sample(gaps, asked_gaps)
-        return _verdict(f"ks-2sample vs {what}'s gaps", d, p, len(gaps))
-    rate = float(asked["rate"])
-    cdf = exponential_cdf(rate) if model == "poisson" else gamma_cdf(rate, float(asked["cv"]))
-    d, p = ks_one_sample(gaps, cdf)
-    return _verdict(f"ks vs {'exponential' if model == 'poisson' else 'gamma'}", d, p, len(gaps))
-
-
-def _verdict(test: str, d: float, p: float, n: int) -> dict[str, Any]:
-    return {"test": test, "statistic": d, "p_value": p, "gaps": n, "consistent": p >= ALPHA}
 
 
 def concurrency(sends: np.ndarray, ends: np.ndarray) -> dict[str, Any]:
@@ -207,11 +183,26 @@ def console_lines(report: dict[str, Any]) -> list[str]:
         for stage, row in target["stages"].items():
             asked, got, fit = row["asked"], row["realised"], row["fit"]
             test = ("" if fit.get("test") is None else
-                    f", {fit['test']} p={fit['p_value']:.3f}{'' if fit['consistent'] else ' (NOT as asked)'}")
-            lines.append(f"delivered {engine}/{stage}: rate {_f(got['rate'])}/s (asked {_f(asked.get('rate'))}), "
+                    f", {fit['test']} at {fit['resolution_ms']:g} ms p={fit['p_value']:.3f}"
+                    f"{'' if fit['consistent'] else ' (NOT as asked)'}")
+            note = f" ({asked['note']})" if asked.get("note") else ""
+            lines.append(f"delivered {engine}/{stage}: rate {_f(got['rate'])}/s ({_asked_rate(asked)}), "
                          f"CV {_f(got['cv'])} (asked {_f(asked.get('cv'))}){test}, "
-                         f"in flight peak {row['concurrency']['peak']}")
+                         f"in flight peak {row['concurrency']['peak']}{note}")
     return lines
+
+
+def _asked_rate(asked: dict[str, Any]) -> str:
+    """What was asked, in words where it is not a rate (closed loop, unknown pacing, a ramp)."""
+    model = asked.get("model")
+    if model == "not asked":
+        return f"not asked: {asked.get('reason')}"
+    if model == "closed":
+        users = asked.get("users")
+        return "asked closed loop" + (f" at {users} users" if users is not None else "")
+    if asked.get("ramp"):
+        return f"asked a ramp {_f(asked['ramp'][0])}→{_f(asked['ramp'][1])}/s"
+    return f"asked {model} {_f(asked.get('rate'))}"
 
 
 def _f(value: float | None) -> str:

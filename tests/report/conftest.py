@@ -165,10 +165,10 @@ def delivered_from_rows(rows_by_engine: dict[str, list[dict[str, Any]]], arrival
     """The run's delivered section, through the code a live run uses (loadkit.stats.delivered)."""
     from types import SimpleNamespace
 
-    from loadkit.stats.delivered import DeliveredLoad
+    from loadkit.stats.delivered import DeliveredLoad, one_context
 
     load = DeliveredLoad()
     for rows in rows_by_engine.values():
         for r in rows:
             load.add(SimpleNamespace(**r))
-    return load.report(arrival, None)
+    return load.report(one_context(arrival))

@@ -9,7 +9,7 @@ import pytest
 import scipy.stats as st
 
 from loadkit.report.delivered import delivered_section
-from loadkit.stats.delivered import DeliveredLoad, concurrency
+from loadkit.stats.delivered import DeliveredLoad, concurrency, one_context
 from loadkit.stats.goodness import gamma_cdf, ks_one_sample, ks_two_sample, regularized_gamma_p
 from loadkit.stats.output import delivered_lines
 
@@ -54,14 +54,14 @@ def test_ks_matches_scipy(n):
 def test_poisson_as_asked_passes_and_a_burstier_process_fails():
     rng = np.random.default_rng(7)
     arrival = {"model": "poisson", "rate": 20.0}
-    good = load_from(np.cumsum(rng.exponential(1 / 20, 2000))).report(arrival, None)
+    good = load_from(np.cumsum(rng.exponential(1 / 20, 2000))).report(one_context(arrival))
     row = good["by_target"]["sim"]["stages"]["main"]
     assert row["asked"] == {"model": "poisson", "rate": 20.0, "cv": 1.0}
     assert row["realised"]["rate"] == pytest.approx(20.0, rel=0.06) and row["realised"]["cv"] == pytest.approx(1, abs=0.08)
     assert row["fit"]["test"] == "ks vs exponential" and row["fit"]["consistent"]
     # Same mean rate, CV 2: the rate matches, the test says it is not what was asked.
     bursty = np.cumsum(rng.gamma(0.25, 1 / (20 * 0.25), 2000))
-    bad = load_from(bursty).report(arrival, None)["by_target"]["sim"]["stages"]["main"]
+    bad = load_from(bursty).report(one_context(arrival))["by_target"]["sim"]["stages"]["main"]
     assert bad["realised"]["cv"] > 1.6 and not bad["fit"]["consistent"] and bad["fit"]["p_value"] < 1e-6
 
 
@@ -70,10 +70,10 @@ def test_gamma_stage_and_trace_asked_sides():
     arrival = {"model": "gamma", "rate": 5.0, "cv": 2.0,
                "stages": [{"duration_s": 100, "rate": 5.0, "cv": 2.0}]}
     sends = np.cumsum(rng.gamma(0.25, 1 / (5 * 0.25), 400))
-    row = load_from(sends, stage="stage1").report(arrival, None)["by_target"]["sim"]["stages"]["stage1"]
+    row = load_from(sends, stage="stage1").report(one_context(arrival))["by_target"]["sim"]["stages"]["stage1"]
     assert row["asked"]["cv"] == 2.0 and row["fit"]["test"] == "ks vs gamma" and row["fit"]["consistent"]
     trace = np.cumsum(rng.exponential(0.1, 300)).tolist()
-    row = load_from(trace, stage="trace").report({"model": "trace"}, trace)["by_target"]["sim"]["stages"]["trace"]
+    row = load_from(trace, stage="trace").report(one_context({"model": "trace"}, trace))["by_target"]["sim"]["stages"]["trace"]
     assert row["fit"]["test"].startswith("ks-2sample") and row["fit"]["statistic"] < 0.01
     assert row["rate_error"] == pytest.approx(0.0, abs=1e-6)
 
@@ -82,7 +82,7 @@ def test_only_scheduled_requests_are_arrivals():
     d = load_from([0.0, 1.0, 2.0, 3.0])
     extra = load_from([0.5, 1.5], scheduled=False)  # a session's later turns
     d.merge(extra)
-    row = d.report({"model": "constant", "rate": 1.0}, None)["by_target"]["sim"]["stages"]["main"]
+    row = d.report(one_context({"model": "constant", "rate": 1.0}))["by_target"]["sim"]["stages"]["main"]
     assert row["requests"] == 6 and row["arrivals"] == 4 and row["realised"]["rate"] == pytest.approx(1.0)
     assert row["fit"]["test"] is None and "constant" in row["fit"]["reason"]
 
@@ -98,11 +98,11 @@ def test_concurrency_peak_and_mean():
 def test_wire_round_trip_merges_to_the_whole():
     rng = np.random.default_rng(1)
     times = np.cumsum(rng.exponential(0.05, 600))
-    whole = load_from(times).report({"model": "poisson", "rate": 20.0}, None)
+    whole = load_from(times).report(one_context({"model": "poisson", "rate": 20.0}))
     a, b = load_from(times[0::2]), load_from(times[1::2])
     merged = DeliveredLoad.from_wire(a.to_wire())
     merged.merge(DeliveredLoad.from_wire(b.to_wire()))
-    got = merged.report({"model": "poisson", "rate": 20.0}, None)
+    got = merged.report(one_context({"model": "poisson", "rate": 20.0}))
     w, g = whole["by_target"]["sim"]["stages"]["main"], got["by_target"]["sim"]["stages"]["main"]
     assert g["realised"]["rate"] == pytest.approx(w["realised"]["rate"], rel=1e-5)  # µs on the wire
     assert g["fit"]["p_value"] == pytest.approx(w["fit"]["p_value"], abs=1e-3)
@@ -112,10 +112,72 @@ def test_wire_round_trip_merges_to_the_whole():
 
 def test_html_and_console_show_the_figures():
     rng = np.random.default_rng(2)
-    section = load_from(np.cumsum(rng.exponential(0.05, 300))).report({"model": "poisson", "rate": 20.0}, None)
+    section = load_from(np.cumsum(rng.exponential(0.05, 300))).report(one_context({"model": "poisson", "rate": 20.0}))
     report = {"delivered": section}
     page = delivered_section(report)
     assert 'id="delivered"' in page and "ks vs exponential" in page and "20.00" in page
     lines = delivered_lines(report)
-    assert len(lines) == 1 and lines[0].startswith("delivered sim/main: rate ") and "(asked 20)" in lines[0]
+    assert len(lines) == 1 and lines[0].startswith("delivered sim/main: rate ") and "(asked poisson 20)" in lines[0]
     assert "not measured" in delivered_section({}).lower()
+
+
+def _lagged(asked_s, lags_s, engine="sim", stage="trace") -> DeliveredLoad:
+    """Sends ``lags_s`` after their scheduled times ``asked_s``."""
+    d = DeliveredLoad()
+    d.wall_offset_ns = 0
+    for t, lag in zip(asked_s, lags_s, strict=True):
+        sched = int(t * 1e9)
+        d.add(Rec(engine, stage, sched + int(lag * 1e9), sched + 50_000_000, sched))
+    return d
+
+
+def _bursty_trace(rng, n=900):
+    """A third of the rows open a burst; the rest follow within 1 ms (60 % of gaps sub-ms)."""
+    gaps = [rng.exponential(0.3) if i % 3 == 0 else rng.uniform(0.0, 0.0009) for i in range(n)]
+    return np.cumsum(gaps)
+
+
+def test_a_faithful_replay_of_sub_ms_gaps_is_as_asked_at_the_clients_resolution():
+    rng = np.random.default_rng(11)
+    trace = _bursty_trace(rng)
+    lags = rng.uniform(0.0, 0.004, len(trace))  # every send ≤ 4 ms late
+    row = _lagged(trace, lags).report(one_context({"model": "trace"}, trace.tolist()))["by_target"]["sim"]["stages"]["trace"]
+    assert row["fit"]["resolution_ms"] == 4.0  # the lag p99, whole ms
+    assert row["fit"]["consistent"], row["fit"]
+    # The same trace's rate sent as Poisson arrivals is still not what it asked.
+    poisson = np.cumsum(rng.exponential(trace[-1] / len(trace), len(trace)))
+    row = _lagged(poisson, np.zeros(len(trace))).report(one_context({"model": "trace"}, trace.tolist()))
+    fit = row["by_target"]["sim"]["stages"]["trace"]["fit"]
+    assert fit["resolution_ms"] == 1.0 and not fit["consistent"] and fit["p_value"] < 1e-6, fit
+
+
+def test_poisson_floored_to_the_resolution_stays_as_asked_and_a_bursty_one_does_not():
+    rng = np.random.default_rng(12)
+    arrival = {"model": "poisson", "rate": 200.0}  # mean gap 5 ms: flooring to 3 ms matters
+    asked = np.cumsum(rng.exponential(1 / 200, 3000))
+    lags = rng.uniform(0.0, 0.003, len(asked))
+    fit = _lagged(asked, lags, stage="main").report(one_context(arrival))["by_target"]["sim"]["stages"]["main"]["fit"]
+    assert fit["resolution_ms"] == 3.0 and fit["consistent"], fit
+    bursty = np.cumsum(rng.gamma(0.25, 1 / (200 * 0.25), 3000))
+    fit = _lagged(bursty, lags, stage="main").report(one_context(arrival))["by_target"]["sim"]["stages"]["main"]["fit"]
+    assert not fit["consistent"], fit
+
+
+def test_a_trace_cut_by_the_run_is_asked_only_the_part_it_reached():
+    rng = np.random.default_rng(13)
+    trace = np.concatenate([np.cumsum(rng.exponential(1.0, 30)), 30 + np.cumsum(rng.exponential(0.1, 600))])
+    sent = trace[trace <= 20.0]
+    context = {"arrival": {"model": "trace"}, "offsets": trace.tolist(), "covered_s": 20.0}
+    row = load_from(sent, stage="trace").report(lambda _t, _c: context)["by_target"]["sim"]["stages"]["trace"]
+    assert row["asked"]["rate"] == pytest.approx((len(sent) - 1) / (sent[-1] - sent[0]))
+    assert row["rate_error"] == pytest.approx(0.0, abs=1e-6)
+    assert row["asked"]["covered_s"] == 20.0 and "covered 20.0 s of the trace's" in row["asked"]["note"]
+
+
+def test_unknown_pacing_is_not_asked_and_not_judged():
+    context = {"not_asked": "user class Paced paces its own tasks"}
+    section = load_from(np.arange(50) * 0.1).report(lambda _t, _c: context)
+    row = section["by_target"]["sim"]["stages"]["main"]
+    assert row["asked"]["model"] == "not asked" and row["rate_error"] is None and row["fit"]["test"] is None
+    assert "not asked: user class Paced" in delivered_lines({"delivered": section})[0]
+    assert "not asked" in delivered_section({"delivered": section})
