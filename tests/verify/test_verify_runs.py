@@ -1,0 +1,144 @@
+"""`loadkit verify` over real headless Locust runs against the simulator: it agrees with
+report.json on one target, two targets and two user classes, sessions, and two worker
+processes; and it fails, naming the figure, when report.json is tampered with."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loadkit.sim.testing import sim_process
+from tests.integration.runs import REPO, SCENARIOS, check_conservation, load_report, run_locust
+
+pytestmark = pytest.mark.integration
+
+TWO_SCENARIOS = REPO / "tests" / "integration" / "locustfiles" / "two_scenarios.py"
+
+
+def verify(report_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The shipped command, as a user runs it."""
+    cmd = [sys.executable, "-m", "loadkit", "verify", str(report_dir), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO)
+
+
+def checked(out: str, section: str) -> int:
+    """How many figures `loadkit verify` says it compared in ``section``."""
+    for line in out.splitlines():
+        if line.strip().startswith(f"checked {section}:"):
+            return int(line.split(":")[1].split()[0])
+    return 0
+
+
+def agrees(report_dir: Path) -> str:
+    check_conservation(report_dir)  # the integration suite's own check still holds
+    proc = verify(report_dir)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "DISAGREES" not in proc.stdout and "OK:" in proc.stdout
+    return proc.stdout
+
+
+def test_one_target_with_events_agrees_and_tampering_is_named(tmp_path):
+    report_dir = tmp_path / "r"
+    with sim_process("--profile", "fast", "--seed", "3") as sim:
+        proc = run_locust(
+            "--headless", "-u", "4", "-r", "4", "-t", "5s", "--stop-timeout", "5",
+            "--host", sim.url, "--engine", "openai", "--scenario", str(SCENARIOS / "closed_small.toml"),
+            "--slo", "ttft_ms=15,tpot_ms=5,itl_ms=20", "--report-dir", str(report_dir), "--raw-log", "--raw-log-events",
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = agrees(report_dir)
+    assert "not checked: ITL" not in out  # per-event times in the log: ITL was recomputed
+    assert checked(out, "engines") > 100 and checked(out, "conservation") >= 6
+    report = json.loads((report_dir / "report.json").read_text())
+    engine = next(iter(report["engines"]))
+    assert report["engines"][engine]["slo"]["judged"] > 10
+
+    def tampered(change: Any) -> subprocess.CompletedProcess[str]:
+        copy = tmp_path / f"t{len(list(tmp_path.iterdir()))}"
+        shutil.copytree(report_dir, copy)
+        doc = json.loads((copy / "report.json").read_text())
+        change(doc["engines"][engine])
+        (copy / "report.json").write_text(json.dumps(doc))
+        return verify(copy)
+
+    def one_more_ok(section: dict[str, Any]) -> None:
+        section["ok"] += 1
+
+    proc = tampered(one_more_ok)
+    assert proc.returncode == 1, proc.stdout
+    assert f"engines / {engine} / ok: report {report['engines'][engine]['ok'] + 1}, recomputed" in proc.stdout
+
+    def slower_p99(section: dict[str, Any]) -> None:
+        section["ttft_ms"]["p99"] *= 1.01  # ten times the histogram's resolution
+
+    proc = tampered(slower_p99)
+    assert proc.returncode == 1, proc.stdout
+    assert f"engines / {engine} / ttft_ms.p99: report" in proc.stdout and "(tolerance " in proc.stdout
+
+    def itl_p99(section: dict[str, Any]) -> None:
+        section["itl_ms"]["p99"] *= 1.01
+
+    assert f"engines / {engine} / itl_ms.p99: report" in tampered(itl_p99).stdout
+
+    def one_less_good(section: dict[str, Any]) -> None:
+        section["slo"]["good"] -= 1
+
+    assert f"engines / {engine} / slo.good: report" in tampered(one_less_good).stdout
+
+
+def test_two_targets_two_user_classes_agree(tmp_path):
+    report_dir = tmp_path / "r"
+    with sim_process("--serve", "openai:0:profile=fast", "--serve", "openai:0:profile=fast") as sim:
+        fast, big = sim.urls
+        proc = subprocess.run(
+            [sys.executable, "-m", "locust", "-f", str(TWO_SCENARIOS), "--headless", "--no-console-table",
+             "-u", "5", "-r", "5", "-t", "5s", "--stop-timeout", "5", "--target", f"fast={fast}",
+             "--target", f"big={big}", "--slo", "ttft_ms=20,e2e_ms=300",
+             "--report-dir", str(report_dir), "--raw-log"],
+            capture_output=True, text=True, timeout=150, cwd=REPO,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads((report_dir / "report.json").read_text())
+    assert set(report["engines"]) == {"fast", "big"}
+    assert set(report["user_classes"]) == {"Scheduled", "BackToBack"}
+    out = agrees(report_dir)
+    assert checked(out, "user_classes") > 100
+    assert "not checked: ITL" in out  # no --raw-log-events: said, not silently skipped
+
+
+def test_sessions_agree_per_turn(tmp_path):
+    report_dir = tmp_path / "r"
+    with sim_process("--profile", "fast") as sim:
+        proc = run_locust(
+            "--headless", "-u", "4", "-r", "4", "-t", "6s", "--stop-timeout", "5",
+            "--host", sim.url, "--scenario", "agent-multiturn",
+            "--report-dir", str(report_dir), "--raw-log",
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads((report_dir / "report.json").read_text())
+    turns = next(iter(report["sessions"].values()))["turns"]
+    assert len(turns) >= 2, turns
+    out = agrees(report_dir)
+    assert checked(out, "sessions") >= 5 * len(turns)
+
+
+def test_two_processes_with_stages_and_slos_agree(tmp_path):
+    report_dir = tmp_path / "r"
+    with sim_process("--profile", "fast", "--seed", "4") as sim:
+        proc = run_locust(
+            "--headless", "--processes", "2", "-u", "4", "-r", "4", "-t", "8s", "--stop-timeout", "5",
+            "--host", sim.url, "--scenario", str(Path(__file__).with_name("staged_short.toml")),
+            "--slo", "ttft_ms=10", "--report-dir", str(report_dir), "--raw-log",
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(list(report_dir.glob("requests.worker*.jsonl"))) == 2
+    rows = {row["name"]: row for row in next(iter(load_report(report_dir)["stages"].values()))["stages"]}
+    assert rows["stage1"]["stats"] and rows["stage2"]["stats"], "the run reached both stages"
+    out = agrees(report_dir)
+    assert checked(out, "stages") >= 2 * 14  # two stages: counts, 4 metrics × 3 percentiles, attainment
