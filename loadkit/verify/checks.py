@@ -22,7 +22,7 @@ def verify_run(run: Run) -> Verdict:
     slos = {str(k): float(x) for k, x in (run.manifest.get("slos") or {}).items()}
     events = run.has_events
     if not events:
-        v.notes.append("ITL (itl_ms, itl_chunk_ms) not checked: the raw log has no per-event times "
+        v.notes.append("ITL (itl_ms, itl_chunk_ms): the raw log has no per-event times "
                        "(run with --raw-log-events)")  # fmt: skip
     conservation(run, v)
     engines(run, v, slos, events)
