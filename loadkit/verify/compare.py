@@ -15,8 +15,9 @@ from loadkit.verify.recompute import Figures
 
 COUNT_KEYS = ("requests", "ok", "failures", "cancelled", "outcomes", "output_tokens",
               "output_tokens_all_outcomes", "input_tokens", "cached_tokens", "stream_ends", "n_out_sources")  # fmt: skip
-GROUP_METRICS = ("ttft_ms", "ttft_sched_ms", "ttft_with_connect_ms", "tpot_ms", "e2e_ms", "ttfat_ms",
-                 "connect_ms", "n_in", "n_out", "n_cached")  # fmt: skip
+GROUP_METRICS = ("ttft_ms", "ttft_sched_ms", "ttft_with_connect_ms", "tpot_ms", "e2e_ms", "ttfat_ms", "ttfrt_ms",
+                 "ttftc_ms", "reasoning_ms", "answer_tpot_ms", "connect_ms", "tls_ms", "n_in", "n_out", "n_cached",
+                 "n_reasoning", "n_answer", "n_tool")  # fmt: skip
 NS_UNIT_MS, US_UNIT_MS = 1e-6, 1e-3
 
 

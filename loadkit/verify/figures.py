@@ -54,8 +54,10 @@ def request_times_ns(r: dict[str, Any]) -> dict[str, float | None]:
         if last is not None and n_out is not None and n_out >= 2:
             # In whole ns, rounded half up: the report's histograms hold integers.
             out["tpot_ms"] = (2 * (last - first) + n_out - 1) // (2 * (n_out - 1))
-    answer = r.get("t_first_answer_ns")
-    out["ttfat_ms"] = None if answer is None else answer - send
+    for name, field in (("ttfat_ms", "t_first_answer_ns"), ("ttfrt_ms", "t_first_reasoning_ns"),
+                        ("ttftc_ms", "t_first_tool_ns")):  # fmt: skip
+        t = r.get(field)
+        out[name] = None if t is None else t - send
     return out
 
 

@@ -10,7 +10,12 @@ from typing import Any
 
 from loadkit.verify.figures import NS_PER_MS, gaps_ns, itl_token_pairs, request_times_ns, slo_value_ns
 
-LATENCIES = ("ttft_ms", "ttft_sched_ms", "ttft_with_connect_ms", "tpot_ms", "e2e_ms", "ttfat_ms")
+LATENCIES = ("ttft_ms", "ttft_sched_ms", "ttft_with_connect_ms", "tpot_ms", "e2e_ms", "ttfat_ms", "ttfrt_ms",
+             "ttftc_ms")  # fmt: skip
+# Figures whose raw times are not all in the log (the reasoning's end, the last answer token):
+# taken from the line's own value in ms, put back on the whole-ns grid the report records.
+FROM_LOG_MS = ("reasoning_ms", "answer_tpot_ms")
+CHANNEL_TOKENS = ("n_reasoning", "n_answer", "n_tool")
 
 
 @dataclass
@@ -28,7 +33,8 @@ def figures(rows: list[dict[str, Any]], slos: dict[str, float], with_itl: bool) 
     counts: dict[str, Any] = {"requests": len(rows), "ok": 0, "cancelled": 0, "outcomes": {},
                               "output_tokens": 0, "output_tokens_all_outcomes": 0, "input_tokens": 0,
                               "cached_tokens": 0, "stream_ends": {}, "n_out_sources": {}}  # fmt: skip
-    values: dict[str, list[float]] = {m: [] for m in (*LATENCIES, "connect_ms", "n_in", "n_out", "n_cached")}
+    values: dict[str, list[float]] = {m: [] for m in (*LATENCIES, *FROM_LOG_MS, *CHANNEL_TOKENS, "connect_ms",
+                                                      "tls_ms", "n_in", "n_out", "n_cached")}  # fmt: skip
     chunk: list[float] = []
     per_token: list[tuple[float, int]] = []
     limits = {k: round(float(v) * NS_PER_MS) for k, v in slos.items()}
@@ -48,8 +54,9 @@ def figures(rows: list[dict[str, Any]], slos: dict[str, float], with_itl: bool) 
             counts["output_tokens_all_outcomes"] += r["n_out"]
         if r.get("n_out_source") is not None:
             _bump(counts["n_out_sources"], r["n_out_source"])
-        if r.get("connect_ms") is not None:  # any outcome: the connection's, not the request's
-            values["connect_ms"].append(round(r["connect_ms"] * NS_PER_MS) / NS_PER_MS)
+        for name in ("connect_ms", "tls_ms"):  # any outcome: the connection's, not the request's
+            if r.get(name) is not None:
+                values[name].append(_whole_ns(r[name]))
         if outcome == "cancelled":
             counts["cancelled"] += 1
             continue
@@ -62,6 +69,12 @@ def figures(rows: list[dict[str, Any]], slos: dict[str, float], with_itl: bool) 
             _bump(counts["stream_ends"], r["end"])
         if r["n_out"] is not None:
             values["n_out"].append(r["n_out"])
+        for name in CHANNEL_TOKENS:
+            if r.get(name) is not None:
+                values[name].append(r[name])
+        for name in FROM_LOG_MS:
+            if r.get(name) is not None:
+                values[name].append(_whole_ns(r[name]))
         times = request_times_ns(r)
         for name in LATENCIES:
             if times[name] is not None:
@@ -88,6 +101,10 @@ def figures(rows: list[dict[str, Any]], slos: dict[str, float], with_itl: bool) 
         out.slo = {"good": good, "judged": judged, "attainment": tally}
         out.slo_unknown = sorted(unknown)
     return out
+
+
+def _whole_ns(ms: float) -> float:
+    return round(ms * NS_PER_MS) / NS_PER_MS
 
 
 def _bump(counter: dict[str, int], key: str) -> None:

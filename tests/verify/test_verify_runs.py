@@ -145,3 +145,22 @@ def test_two_processes_with_stages_and_slos_agree(tmp_path):
     out = agrees(report_dir)
     # Per stage reached: 3 counts, 4 metrics × 3 percentiles, SLO attainment (an empty one: 0 requests).
     assert checked(out, "stages") >= 16 * reached
+
+
+def test_reasoning_and_tool_call_channels_agree(tmp_path):
+    """A reasoning simulator whose replies call a tool: the channel figures (time to first
+    reasoning / tool-call token, reasoning time, tokens per channel) are recomputed too."""
+    report_dir = tmp_path / "r"
+    tools = json.dumps({"tools": [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]})
+    with sim_process("--engine", "openai", "--profile", "fast", "--seed", "7", "--reasoning-mean-tokens", "6",
+                     "--reasoning-dist", "uniform", "--reasoning-format", "parser") as sim:  # fmt: skip
+        proc = run_locust(
+            "--headless", "-u", "4", "-r", "4", "-t", "5s", "--stop-timeout", "5",
+            "--host", sim.url, "--engine", "vllm", "--api", "chat", "--model", "sim-fast",
+            "--scenario", str(SCENARIOS / "closed_small.toml"), "--extra-body", tools, "--slo", "ttft_ms=30",
+            "--report-dir", str(report_dir), "--raw-log", "--raw-log-events",
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    section = next(iter(load_report(report_dir)["engines"].values()))
+    assert section["ttfrt_ms"]["count"] > 0 and section["ttftc_ms"]["count"] > 0 and section["n_tool"]["count"] > 0
+    agrees(report_dir)
