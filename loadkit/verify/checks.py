@@ -12,6 +12,7 @@ from loadkit.verify.recompute import figures, group_by
 
 STAGE_METRICS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms")
 THREE = (("p50", 500), ("p90", 900), ("p99", 990))
+TOKEN_UNIT = 0.0  # token histograms hold the integers themselves: only the resolution applies
 MAX_TURN = 32  # docs/sessions.md: turns from 32 on share the report's "32+" row
 
 
@@ -29,6 +30,7 @@ def verify_run(run: Run) -> Verdict:
     user_classes(run, v, slos)
     stages(run, v, slos)
     sessions(run, v)
+    lengths(run, v)
     unknown = sorted({k for k in slos if k == "answer_tpot_ms" or (k == "itl_ms" and not events)})
     if unknown:
         v.notes.append(f"SLO keys {', '.join(unknown)}: per-key counts and 'good' not checked (the raw log "
@@ -143,3 +145,35 @@ def sessions(run: Run, v: Verdict) -> None:
         v.exact("sessions", key, "ok", cell.get("ok"), len(ok))
         ttft = sorted((r["t_first_ns"] - r["t_send_ns"]) / 1e6 for r in ok if r["t_first_ns"] is not None)
         compare_summary(v, "sessions", key, "ttft_ms", cell.get("ttft_ms") or {}, ttft, 1e-6, THREE)
+
+
+# lengths.by_target: report key -> raw-log field, over every request that has the field.
+LENGTH_FIELDS = (("input_target", "n_in_target"), ("input_server", "n_in"), ("output_server", "n_out"))
+
+
+def lengths(run: Run, v: Verdict) -> None:
+    """Asked against realised lengths per target; ``output_asked`` (max_tokens) is not in the
+    raw log and is not checked."""
+    report = (run.report.get("lengths") or {}).get("by_target")
+    if report is None:
+        return
+    s = "lengths"
+    by_engine = group_by(run.rows, "engine")
+    for (engine,), rows in sorted(by_engine.items()):
+        section = report.get(engine)
+        if section is None:
+            v.exact(s, engine, "present", "missing", "present")
+            continue
+        for key, name in LENGTH_FIELDS:
+            values = sorted(r[name] for r in rows if r.get(name) is not None)
+            compare_summary(v, s, engine, key, section.get(key) or {}, values, TOKEN_UNIT, THREE)
+        both = [r for r in rows if r.get("n_in") is not None and r.get("n_in_target") is not None]
+        drift = section.get("prompt_drift") or {}
+        v.exact(s, engine, "prompt_drift.requests", drift.get("requests"), len(both))
+        if both:
+            v.exact(s, engine, "prompt_drift.exact", drift.get("exact"), sum(r["n_in"] == r["n_in_target"] for r in both))
+            gaps = sorted(abs(r["n_in"] - r["n_in_target"]) for r in both)
+            compare_summary(v, s, engine, "prompt_drift.abs_tokens", drift.get("abs_tokens") or {}, gaps, TOKEN_UNIT, THREE)
+            asked = sum(r["n_in_target"] for r in rows if r.get("n_in_target") is not None)
+            if asked:
+                v.close(s, engine, "prompt_drift.mean_relative", drift.get("mean_relative"), sum(gaps) / asked, 0, False)
