@@ -43,6 +43,15 @@ def agrees(report_dir: Path) -> str:
     return proc.stdout
 
 
+def tampered(report_dir: Path, copy: Path, change: Any) -> subprocess.CompletedProcess[str]:
+    """`loadkit verify` on a copy of the run whose report.json ``change(doc)`` edited."""
+    shutil.copytree(report_dir, copy)
+    doc = json.loads((copy / "report.json").read_text())
+    change(doc)
+    (copy / "report.json").write_text(json.dumps(doc))
+    return verify(copy)
+
+
 def test_one_target_with_events_agrees_and_tampering_is_named(tmp_path):
     report_dir = tmp_path / "r"
     with sim_process("--profile", "fast", "--seed", "3") as sim:
@@ -59,37 +68,32 @@ def test_one_target_with_events_agrees_and_tampering_is_named(tmp_path):
     engine = next(iter(report["engines"]))
     assert report["engines"][engine]["slo"]["judged"] > 10
 
-    def tampered(change: Any) -> subprocess.CompletedProcess[str]:
-        copy = tmp_path / f"t{len(list(tmp_path.iterdir()))}"
-        shutil.copytree(report_dir, copy)
-        doc = json.loads((copy / "report.json").read_text())
-        change(doc["engines"][engine])
-        (copy / "report.json").write_text(json.dumps(doc))
-        return verify(copy)
+    section = report["engines"][engine]
 
-    def one_more_ok(section: dict[str, Any]) -> None:
-        section["ok"] += 1
+    def one_more_ok(doc: dict[str, Any]) -> None:
+        doc["engines"][engine]["ok"] += 1
 
-    proc = tampered(one_more_ok)
+    proc = tampered(report_dir, tmp_path / "t1", one_more_ok)
     assert proc.returncode == 1, proc.stdout
-    assert f"engines / {engine} / ok: report {report['engines'][engine]['ok'] + 1}, recomputed" in proc.stdout
+    assert f"DISAGREES engines / {engine} / ok: report {section['ok'] + 1}, recomputed {section['ok']} (tolerance 0)" in proc.stdout
 
-    def slower_p99(section: dict[str, Any]) -> None:
-        section["ttft_ms"]["p99"] *= 1.01  # ten times the histogram's resolution
+    def slower_p99(doc: dict[str, Any]) -> None:
+        doc["engines"][engine]["ttft_ms"]["p99"] *= 1.01  # ten times the histogram's resolution
 
-    proc = tampered(slower_p99)
+    proc = tampered(report_dir, tmp_path / "t2", slower_p99)
     assert proc.returncode == 1, proc.stdout
-    assert f"engines / {engine} / ttft_ms.p99: report" in proc.stdout and "(tolerance " in proc.stdout
+    assert f"engines / {engine} / ttft_ms.p99: report {section['ttft_ms']['p99'] * 1.01}, recomputed" in proc.stdout
+    assert "(tolerance 0.0" in proc.stdout
 
-    def itl_p99(section: dict[str, Any]) -> None:
-        section["itl_ms"]["p99"] *= 1.01
+    def itl_p99(doc: dict[str, Any]) -> None:
+        doc["engines"][engine]["itl_ms"]["p99"] *= 1.01
 
-    assert f"engines / {engine} / itl_ms.p99: report" in tampered(itl_p99).stdout
+    assert f"engines / {engine} / itl_ms.p99: report" in tampered(report_dir, tmp_path / "t3", itl_p99).stdout
 
-    def one_less_good(section: dict[str, Any]) -> None:
-        section["slo"]["good"] -= 1
+    def one_less_good(doc: dict[str, Any]) -> None:
+        doc["engines"][engine]["slo"]["good"] -= 1
 
-    assert f"engines / {engine} / slo.good: report" in tampered(one_less_good).stdout
+    assert f"engines / {engine} / slo.good: report" in tampered(report_dir, tmp_path / "t4", one_less_good).stdout
 
 
 def test_two_targets_two_user_classes_agree(tmp_path):
@@ -109,6 +113,12 @@ def test_two_targets_two_user_classes_agree(tmp_path):
     assert set(report["user_classes"]) == {"Scheduled", "BackToBack"}
     out = agrees(report_dir)
     assert checked(out, "user_classes") > 100
+
+    def class_label_count(doc: dict[str, Any]) -> None:
+        doc["user_classes"]["BackToBack"]["engines"]["big"]["labels"]["short"]["requests"] += 1
+
+    proc = tampered(report_dir, tmp_path / "t", class_label_count)
+    assert proc.returncode == 1 and "user_classes / BackToBack / big / label short / requests: report" in proc.stdout
     assert "not checked: ITL" in out  # no --raw-log-events: said, not silently skipped
 
 
@@ -126,6 +136,12 @@ def test_sessions_agree_per_turn(tmp_path):
     assert len(turns) >= 2, turns
     out = agrees(report_dir)
     assert checked(out, "sessions") >= 5 * len(turns)
+
+    def turn_p99(doc: dict[str, Any]) -> None:
+        next(iter(doc["sessions"].values()))["turns"]["1"]["ttft_ms"]["p99"] *= 1.01
+
+    proc = tampered(report_dir, tmp_path / "t", turn_p99)
+    assert proc.returncode == 1 and "sessions / openai / turn 1 / ttft_ms.p99: report" in proc.stdout
 
 
 def test_two_processes_with_stages_and_slos_agree(tmp_path):
@@ -145,6 +161,25 @@ def test_two_processes_with_stages_and_slos_agree(tmp_path):
     out = agrees(report_dir)
     # Per stage reached: 3 counts, 4 metrics × 3 percentiles, SLO attainment (an empty one: 0 requests).
     assert checked(out, "stages") >= 16 * reached
+    first = next(row["name"] for row in rows if row["stats"])
+
+    def stage_ok(doc: dict[str, Any]) -> None:
+        next(r for r in doc["stages"]["openai"]["stages"] if r["name"] == first)["stats"]["ok"] -= 1
+
+    proc = tampered(report_dir, tmp_path / "t1", stage_ok)
+    assert proc.returncode == 1 and f"stages / openai / stage {first} / ok: report" in proc.stdout
+    # Each request once: a worker's line lost, or written twice, breaks conservation.
+    for name, keep in (("t2", slice(1, None)), ("t3", slice(None))):
+        copy = tmp_path / name
+        shutil.copytree(report_dir, copy)
+        log = next(p for p in sorted(copy.glob("requests.worker*.jsonl")) if p.read_text().strip())
+        lines = log.read_text().splitlines()
+        extra = [] if name == "t2" else lines[:1]
+        log.write_text("\n".join(lines[keep] + extra) + "\n")
+        proc = verify(copy)
+        assert proc.returncode == 1, proc.stdout
+        want = "conservation / raw log / sent: report" if name == "t2" else "conservation / raw log / request ids seen twice"
+        assert want in proc.stdout, proc.stdout
 
 
 def test_reasoning_and_tool_call_channels_agree(tmp_path):
