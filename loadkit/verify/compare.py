@@ -83,6 +83,20 @@ def compare_group(v: Verdict, section: str, key: str, report: dict[str, Any] | N
         compare_summary(v, section, key, "itl_chunk_ms", report["itl_chunk_ms"], fig.values["itl_chunk_ms"], unit, quantiles)
         compare_weighted(v, section, key, "itl_ms", report["itl_ms"], fig.weighted["itl_ms"], unit)
     compare_slo(v, section, key, report.get("slo"), fig)
+    if isinstance(report.get("error_messages"), dict):
+        compare_messages(v, section, key, report["error_messages"], fig.counts["outcomes"])
+
+
+def compare_messages(v: Verdict, section: str, key: str, report: dict[str, Any], outcomes: dict[str, int]) -> None:
+    """Per failed outcome: the total is the outcome's count, and the listed messages plus
+    ``other`` add up to it (the messages' texts themselves are not checked yet)."""
+    failed = {k: n for k, n in outcomes.items() if k not in ("ok", "cancelled")}
+    v.exact(section, key, "error_messages outcomes", sorted(report), sorted(failed))
+    for outcome, n in sorted(failed.items()):
+        cell = report.get(outcome) or {}
+        v.exact(section, key, f"error_messages.{outcome}.total", cell.get("total"), n)
+        listed = sum(m.get("count", 0) for m in cell.get("top") or []) + (cell.get("other") or 0)
+        v.exact(section, key, f"error_messages.{outcome}.top + other", listed, n)
 
 
 def compare_summary(v: Verdict, section: str, key: str, name: str, summary: dict[str, Any], values: list[float],

@@ -199,3 +199,25 @@ def test_reasoning_and_tool_call_channels_agree(tmp_path):
     section = next(iter(load_report(report_dir)["engines"].values()))
     assert section["ttfrt_ms"]["count"] > 0 and section["ttftc_ms"]["count"] > 0 and section["n_tool"]["count"] > 0
     agrees(report_dir)
+
+
+def test_failed_and_timed_out_requests_agree(tmp_path):
+    """Injected faults (dropped streams, HTTP errors, in-band errors, stalls past the timeout):
+    failures per outcome, the failure-message totals and the SLO verdicts of failed requests
+    are recomputed too."""
+    report_dir = tmp_path / "r"
+    sim_args = ["--profile", "fast", "--seed", "9", "--stall-seconds", "30"]
+    for fault in ("drop_mid_stream=0.1", "error_event=0.1", "http_503=0.1", "stall_after=2:0.05"):
+        sim_args += ["--fault", fault]
+    with sim_process(*sim_args) as sim:
+        proc = run_locust(
+            "--headless", "-u", "4", "-r", "4", "-t", "6s", "--stop-timeout", "5",
+            "--host", sim.url, "--engine", "vllm", "--scenario", str(SCENARIOS / "closed_small.toml"),
+            "--request-timeout", "1", "--max-failed-share", "100", "--slo", "e2e_ms=400",
+            "--report-dir", str(report_dir), "--raw-log", "--raw-log-events",
+        )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr[-3000:]  # some requests failed, on purpose
+    section = next(iter(load_report(report_dir)["engines"].values()))
+    assert section["failures"] >= 3 and len(section["outcomes"]) >= 3, section["outcomes"]
+    out = agrees(report_dir)
+    assert checked(out, "engines") > 100
