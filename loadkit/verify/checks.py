@@ -7,6 +7,7 @@ from typing import Any
 
 from loadkit.verify.compare import US_UNIT_MS, Verdict, compare_group, compare_summary
 from loadkit.verify.figures import DEFAULT_RELATIVE_ERROR
+from loadkit.verify.rates import compare_rates, one_process, window_s
 from loadkit.verify.rawlog import Run
 from loadkit.verify.recompute import figures, group_by
 
@@ -63,14 +64,23 @@ def engines(run: Run, v: Verdict, slos: dict[str, float], events: bool) -> None:
     report = run.report["engines"]
     by_engine = group_by(run.rows, "engine")
     v.exact("engines", "*", "names", sorted(report), sorted(k[0] for k in by_engine))
+    timed = one_process(run.rows)
+    if not timed:
+        v.notes.append("windows and rates (window_s, *_per_s): the raw log comes from several processes, "
+                       "whose monotonic clocks the report's wall-clock windows cannot be matched with")  # fmt: skip
     for (engine,), rows in sorted(by_engine.items()):
         section = report.get(engine)
-        compare_group(v, "engines", engine, section, figures(rows, slos, events))
+        fig = figures(rows, slos, events)
+        compare_group(v, "engines", engine, section, fig)
+        seconds = window_s(rows) if timed else None
+        compare_rates(v, "engines", engine, section, fig, seconds)
         labels = (section or {}).get("labels") or {}
         by_label = group_by(rows, "label")
         v.exact("engines", engine, "labels", sorted(labels), sorted(k[0] for k in by_label))
         for (label,), mine in sorted(by_label.items()):
-            compare_group(v, "engines", f"{engine} / label {label}", labels.get(label), figures(mine, slos, events))
+            key, fig = f"{engine} / label {label}", figures(mine, slos, events)
+            compare_group(v, "engines", key, labels.get(label), fig)
+            compare_rates(v, "engines", key, labels.get(label), fig, seconds)  # shares of the engine's window
 
 
 def user_classes(run: Run, v: Verdict, slos: dict[str, float]) -> None:
@@ -83,15 +93,26 @@ def user_classes(run: Run, v: Verdict, slos: dict[str, float]) -> None:
     s = "user_classes"
     by_class = group_by(rows, "user_class")
     v.exact(s, "*", "names", sorted(report), sorted(k[0] for k in by_class))
+    # Rates: a class's totals over the run's window (every class's requests), a class's engine
+    # and labels over that engine's window, so the classes' rates add up.
+    timed = one_process(run.rows)
+    run_s = window_s(rows) if timed else None
+    engine_s = {k[0]: window_s(g) for k, g in group_by(rows, "engine").items()} if timed else {}
     for (cls,), mine in sorted(by_class.items()):
         section = report.get(cls) or {}
-        compare_group(v, s, cls, report.get(cls), figures(mine, slos, False))
+        fig = figures(mine, slos, False)
+        compare_group(v, s, cls, report.get(cls), fig)
+        compare_rates(v, s, cls, report.get(cls), fig, run_s)
         for (engine,), eng_rows in sorted(group_by(mine, "engine").items()):
             eng = (section.get("engines") or {}).get(engine)
-            compare_group(v, s, f"{cls} / {engine}", eng, figures(eng_rows, slos, False))
+            fig = figures(eng_rows, slos, False)
+            compare_group(v, s, f"{cls} / {engine}", eng, fig)
+            compare_rates(v, s, f"{cls} / {engine}", eng, fig, engine_s.get(engine))
             for (label,), lab_rows in sorted(group_by(eng_rows, "label").items()):
                 lab = ((eng or {}).get("labels") or {}).get(label)
-                compare_group(v, s, f"{cls} / {engine} / label {label}", lab, figures(lab_rows, slos, False))
+                key, fig = f"{cls} / {engine} / label {label}", figures(lab_rows, slos, False)
+                compare_group(v, s, key, lab, fig)
+                compare_rates(v, s, key, lab, fig, engine_s.get(engine))
 
 
 def stages(run: Run, v: Verdict, slos: dict[str, float]) -> None:
@@ -111,7 +132,14 @@ def stages(run: Run, v: Verdict, slos: dict[str, float]) -> None:
         compare_group(v, "stages", key, stats, fig, US_UNIT_MS, STAGE_METRICS, THREE, ("requests", "ok", "output_tokens"))
         if stats is None:
             continue
+        duration = rows[stage].get("duration_s")
+        if duration:  # a stage's rates are over its planned duration, not a measured window
+            v.close("stages", key, "requests_per_s", stats.get("requests_per_s"), fig.counts["ok"] / duration, 0, False)
+            v.close("stages", key, "output_tokens_per_s", stats.get("output_tokens_per_s"),
+                    fig.counts["output_tokens"] / duration, 0, False)  # fmt: skip
         if fig.slo is not None and not fig.slo_unknown:
+            if duration and fig.slo["judged"]:
+                v.close("stages", key, "goodput_rps", stats.get("goodput_rps"), fig.slo["good"] / duration, 0, False)
             attained = fig.slo["good"] / fig.slo["judged"] if fig.slo["judged"] else None
             if attained is None:
                 v.exact("stages", key, "slo_attainment", stats.get("slo_attainment"), None)

@@ -95,6 +95,11 @@ def test_one_target_with_events_agrees_and_tampering_is_named(tmp_path):
 
     assert f"engines / {engine} / slo.good: report" in tampered(report_dir, tmp_path / "t4", one_less_good).stdout
 
+    def faster(doc: dict[str, Any]) -> None:
+        doc["engines"][engine]["output_tokens_per_s"] *= 1.001  # one process: its window is exact
+
+    assert f"engines / {engine} / output_tokens_per_s: report" in tampered(report_dir, tmp_path / "t5", faster).stdout
+
 
 def test_two_targets_two_user_classes_agree(tmp_path):
     report_dir = tmp_path / "r"
