@@ -145,11 +145,18 @@ def stages(run: Run, v: Verdict, slos: dict[str, float]) -> None:
                 v.exact("stages", key, "slo_attainment", stats.get("slo_attainment"), None)
             else:
                 v.close("stages", key, "slo_attainment", stats.get("slo_attainment"), attained, 0, False)
+    warmups: set[str] = set()
     for engine, section in sorted(report.items()):
         for row in section.get("stages") or []:
-            if row.get("stats") is not None and (engine, row.get("name")) not in by_stage:
+            if row.get("warmup"):
+                # Warm-up requests stay out of the run's stats and its raw log (the stage
+                # table alone shows them): nothing to recompute this row from.
+                warmups.add(str(row.get("name")))
+            elif row.get("stats") is not None and (engine, row.get("name")) not in by_stage:
                 key = f"{engine} / stage {row.get('name')}"
                 v.exact("stages", key, "requests", row["stats"].get("requests"), 0)
+    if warmups:
+        v.notes.append(f"stages {', '.join(sorted(warmups))}: warm-up, not in the raw log")
     if unplanned:
         v.notes.append(f"stages {', '.join(sorted(unplanned))}: in the raw log, not in the report's stage plan")
 

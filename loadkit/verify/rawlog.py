@@ -14,6 +14,12 @@ from loadkit.errors import UserError
 # Fields every raw-log line must carry for the recomputation (docs/metrics.md, "Raw-log lines").
 REQUIRED = ("request_id", "engine", "label", "outcome", "n_in", "n_out", "t_send_ns", "t_first_ns",
             "t_last_ns", "t_end_ns")  # fmt: skip
+TEXT = ("request_id", "engine", "label", "outcome")
+# Integers when present (None: not measured); a float or a string here would be summed wrongly.
+WHOLE = ("n_in", "n_out", "cached_tokens", "n_in_target", "t_sched_ns", "t_start_ns", "t_send_ns", "t_first_ns",
+         "t_last_ns", "t_end_ns", "t_first_answer_ns", "t_first_reasoning_ns", "t_first_tool_ns", "turn",
+         "n_reasoning", "n_answer", "n_tool")  # fmt: skip
+NUMBER = ("connect_ms", "tls_ms", "reasoning_ms", "answer_tpot_ms")
 
 
 class VerifyInputError(UserError):
@@ -77,6 +83,30 @@ def _read_lines(path: Path) -> list[dict[str, Any]]:
             missing = [k for k in REQUIRED if k not in row]
             if missing:
                 raise VerifyInputError(f"{path}:{number}: raw-log line without {', '.join(map(repr, missing))}")
+            bad = _bad_field(row)
+            if bad:
+                raise VerifyInputError(f"{path}:{number}: {bad}")
             row["_where"] = f"{path.name}:{number}"
             rows.append(row)
     return rows
+
+
+def _bad_field(row: dict[str, Any]) -> str | None:
+    """What is wrong with a line's field types, or None."""
+    for key in TEXT:
+        if not isinstance(row[key], str):
+            return f"{key!r} is {row[key]!r}, not a string"
+    if row["t_send_ns"] is None:
+        return "'t_send_ns' is null"
+    for key in WHOLE:
+        value = row.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            return f"{key!r} is {value!r}, not an integer"
+    for key in NUMBER:
+        value = row.get(key)
+        if value is not None and (not isinstance(value, int | float) or isinstance(value, bool)):
+            return f"{key!r} is {value!r}, not a number"
+    for key in ("event_t_ns", "event_tokens"):
+        if key in row and not (isinstance(row[key], list) and all(isinstance(x, int) for x in row[key])):
+            return f"{key!r} is not a list of integers"
+    return None

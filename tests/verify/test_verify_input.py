@@ -49,3 +49,12 @@ def test_a_bad_raw_log_line_is_named_by_file_and_line(tmp_path):
     (directory / "requests.jsonl").write_text(good + "\n" + json.dumps({"request_id": "x"}) + "\n")
     with pytest.raises(VerifyInputError, match=r"requests\.jsonl:2: raw-log line without 'engine'"):
         load_run(directory)
+
+
+def test_a_field_of_the_wrong_type_is_named_by_file_and_line(tmp_path):
+    line = {k: None for k in ("request_id", "engine", "label", "outcome", "n_in", "n_out", "t_send_ns", "t_first_ns",
+                              "t_last_ns", "t_end_ns")}  # fmt: skip
+    line.update(request_id="a", engine="e", label="l", outcome="ok", t_send_ns=5, n_in="many")
+    directory = _report_dir(tmp_path, [json.dumps(line)])
+    with pytest.raises(VerifyInputError, match=r"requests\.jsonl:1: 'n_in' is 'many', not an integer"):
+        load_run(directory)
