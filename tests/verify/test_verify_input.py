@@ -28,6 +28,13 @@ def _report_dir(tmp_path: Path, lines: list[str] | None) -> Path:
     return tmp_path
 
 
+def _line(**fields: object) -> dict[str, object]:
+    """A raw-log line with the fields verify needs (a failed request: no times but t_send)."""
+    line: dict[str, object] = {"request_id": "a", "engine": "e", "label": "l", "outcome": "connect_error", "n_in": 3,
+                               "n_out": None, "t_send_ns": 5, "t_first_ns": None, "t_last_ns": None, "t_end_ns": 9}  # fmt: skip
+    return {**line, **fields}
+
+
 def test_no_raw_log_names_the_flag(tmp_path, capsys):
     assert main(["verify", str(_report_dir(tmp_path, None))]) == 2
     err = capsys.readouterr().err
@@ -40,8 +47,7 @@ def test_no_report_names_the_file(tmp_path, capsys):
 
 
 def test_a_bad_raw_log_line_is_named_by_file_and_line(tmp_path):
-    good = json.dumps({k: None for k in ("request_id", "engine", "label", "outcome", "n_in", "n_out",
-                                         "t_send_ns", "t_first_ns", "t_last_ns", "t_end_ns")})  # fmt: skip
+    good = json.dumps(_line())
     directory = _report_dir(tmp_path, [good, "{not json"])
     with pytest.raises(VerifyInputError, match="not a JSON line") as exc:
         load_run(directory)
@@ -52,9 +58,6 @@ def test_a_bad_raw_log_line_is_named_by_file_and_line(tmp_path):
 
 
 def test_a_field_of_the_wrong_type_is_named_by_file_and_line(tmp_path):
-    line = {k: None for k in ("request_id", "engine", "label", "outcome", "n_in", "n_out", "t_send_ns", "t_first_ns",
-                              "t_last_ns", "t_end_ns")}  # fmt: skip
-    line.update(request_id="a", engine="e", label="l", outcome="ok", t_send_ns=5, n_in="many")
-    directory = _report_dir(tmp_path, [json.dumps(line)])
+    directory = _report_dir(tmp_path, [json.dumps(_line(n_in="many"))])
     with pytest.raises(VerifyInputError, match=r"requests\.jsonl:1: 'n_in' is 'many', not an integer"):
         load_run(directory)
