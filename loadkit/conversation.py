@@ -26,17 +26,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any
+from typing import Any, Unpack
 
 from loadkit.records import RequestRecord
+from loadkit.requestargs import BodyFields, body_fields, check_common, text_argument
 from loadkit.types import CANCELLED, GenerationRequest
 from loadkit.workload.sessions import BROKEN, COMPLETED, RUNNING, TASK_ERROR, tool_call_message
 
 Send = Callable[[GenerationRequest], RequestRecord]
+CHAT_KEYWORDS = ("role", "max_tokens", "label", "exact_output")
 
 
 class Conversation:
-    """See the module docstring. ``send`` streams one request; ``ended`` is told once, at close."""
+    """A multi-turn session a task drives turn by turn, as ``self.session()`` returns it: the
+    history (system prompt, messages, replies verbatim), one session id, turn labels
+    (``turn1`` / ``turnN``), counted once when it closes (the module docstring has the rules).
+    ``send`` streams one request; ``ended`` is told once, at close."""
 
     def __init__(self, send: Send, ended: Callable[[Conversation], None], session_id: str,
                  name: str | None = None, system: str | None = None,
@@ -62,18 +67,33 @@ class Conversation:
         self.history.append({"role": role, "content": content, **fields})
 
     def chat(self, content: str | None = None, *, role: str = "user", max_tokens: int = 128,
-             label: str | None = None, exact_output: bool = True, **extra: Any) -> RequestRecord:  # fmt: skip
+             label: str | None = None, exact_output: bool = True, extra_body: dict[str, Any] | None = None,
+             **fields: Unpack[BodyFields]) -> RequestRecord:  # fmt: skip
         """Append ``content`` (as ``role``) when given, send the history, return the turn's record.
-        ``extra`` goes into the request body (``temperature=0``, ``tools=[...]``)."""
+
+        :param content: the next message's text (a str), or None to send the history as it
+            stands (e.g. after ``answer_tools`` or ``add``).
+        :param role: the role of ``content``'s message.
+        :param max_tokens: the output tokens asked for (an int >= 1).
+        :param label: the stats' label (default ``turn1`` / ``turnN``, prefixed with the name).
+        :param exact_output: ask the engine for exactly ``max_tokens`` where it can.
+        :param extra_body: further request-body fields, merged in as given.
+        :param fields: the standard body fields (``BodyFields``:
+            ``temperature``, ``tools``, ...); any other keyword is refused."""
         if self.status != RUNNING:
             raise RuntimeError(f"conversation {self.session_id} is closed")
+        call = "conv.chat"
+        text_argument(call, "content", content, optional=True, hint="add messages one by one with conv.add")
+        text_argument(call, "role", role)
+        check_common(call, max_tokens, label, exact_output)
+        body = body_fields(call, CHAT_KEYWORDS, fields, extra_body)
         if content is not None:
             self.add(role, content)
         request = GenerationRequest(messages=[dict(m) for m in self.history], max_tokens=max_tokens,
                                     exact_output=exact_output, label=label or self._turn_label(),
                                     session_id=self.session_id, turn=self.turns_sent + 1,
                                     expected_cached_tokens=self._expected_cached(),
-                                    extra_body=dict(extra))  # fmt: skip
+                                    extra_body=body)  # fmt: skip
         self.turns_sent += 1
         record = self._send(request)
         self.turns_ended += 1
@@ -93,10 +113,17 @@ class Conversation:
 
     def answer_tools(self, *results: str) -> None:
         """Answer every tool call of the last reply, in order: one ``role: "tool"`` message per
-        call with its ``tool_call_id`` (then ``chat()`` with no content sends them)."""
+        call with its ``tool_call_id`` (then ``chat()`` with no content sends them).
+
+        :param results: one str per tool call of the last reply (``conv.last.tool_calls``),
+            in the calls' order: ``conv.answer_tools(weather, time)`` for two calls.
+        :raises ValueError: the last reply made no tool call, or a different number of them.
+        :raises UserAPIError: a result is not a str."""
         calls = self.history[-1].get("tool_calls") if self.history else None
         if not calls or len(results) != len(calls):
             raise ValueError(f"the last reply made {len(calls or [])} tool call(s); got {len(results)} result(s)")
+        for i, result in enumerate(results):
+            text_argument("conv.answer_tools", f"results[{i}]", result)
         for call, result in zip(calls, results, strict=True):
             self.add("tool", result, tool_call_id=call["id"])
 

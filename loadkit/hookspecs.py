@@ -120,7 +120,8 @@ def loadkit_write_report(report: dict[str, Any], report_dir: str, final: bool) -
     report.html are implementations of this hook).
 
     Called on the node that owns the merged stats (local or master) every time loadkit writes
-    its reports: at test stop and once more, with ``final`` True, at the end of the run.
+    its reports: at test stop and once more, with ``final`` True, at the end of the run (a
+    run stopped in the web UI: at its stop, the next Start writing another directory).
     loadkit's writers run first (``tryfirst``), so their files exist when yours runs. An
     exception raised here is logged with the plugin's name, marks the run invalid (the
     reason is in report.json's ``invalid_reasons``) and does not stop the other writers.
@@ -136,9 +137,9 @@ def loadkit_write_report(report: dict[str, Any], report_dir: str, final: bool) -
 def loadkit_report_written(report: dict[str, Any], report_dir: str) -> None:
     """Act on the final report, e.g. to upload it or write another format.
 
-    Called once at the end of a run on the node that owns the merged stats (local or master),
-    after every ``loadkit_write_report`` implementation has run, so ``report.json``,
-    ``report.html`` and the other files exist in ``report_dir``. An exception raised here is
+    Called once at the end of a run (each web-UI run at its Stop) on the node that owns the
+    merged stats (local or master), after every ``loadkit_write_report`` implementation has
+    run, so ``report.json``, ``report.html`` and the other files exist in ``report_dir``. An exception raised here is
     logged with the plugin's name and marks the run invalid (report.json is rewritten with
     the reason); the other implementations still run.
 

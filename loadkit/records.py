@@ -77,6 +77,9 @@ class RequestRecord:
     n_tool: int | None = None  # tool-call tokens, counted from events
     tool_calls: list[dict[str, Any]] | None = None  # [{"id", "name", "arguments"}] as streamed
     text: str = ""
+    # An adapter_error's traceback, on the first of its kind in a process only
+    # (client/adaptererr.py); the report's adapter_errors keeps it, the raw log does not.
+    traceback: str | None = None
 
     @property
     def ok(self) -> bool:

@@ -19,6 +19,9 @@ DISCONNECTED = "disconnected"
 INCOMPLETE = "incomplete"
 IN_BAND_ERROR = "in_band_error"
 MALFORMED_STREAM = "malformed_stream"
+# The adapter's own code raised (anything but MalformedEvent): a bug in the engine's plugin,
+# not the server's doing; a failure all the same (client/adaptererr.py names the plugin).
+ADAPTER_ERROR = "adapter_error"
 CANCELLED = "cancelled"
 HTTP_ERROR_PREFIX = "http_error:"
 
@@ -32,6 +35,7 @@ OUTCOMES = (
     INCOMPLETE,
     IN_BAND_ERROR,
     MALFORMED_STREAM,
+    ADAPTER_ERROR,
     CANCELLED,
 )
 

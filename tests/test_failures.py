@@ -26,7 +26,16 @@ def test_locust_shows_the_outcome_and_what_the_server_said():
 
 def test_distinct_texts_are_bounded():
     texts = FailureTexts(limit=3)
-    shown = {repr(texts.error_for(failed("http_error:500", f"HTTP 500: id {i}", 500))) for i in range(10)}
+    names = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"]
+    shown = {repr(texts.error_for(failed("http_error:500", f"HTTP 500: id {n}", 500))) for n in names}
     assert len(shown) == 4  # three messages, then one pointer to loadkit's report
     assert "http_error:500: (one of many distinct server messages: see loadkit's report)" in shown
-    assert repr(texts.error_for(failed("http_error:500", "HTTP 500: id 1", 500))) == "http_error:500: id 1"
+    assert repr(texts.error_for(failed("http_error:500", "HTTP 500: id beta", 500))) == "http_error:500: id beta"
+
+
+def test_texts_differing_only_in_numbers_are_one_row_shown_as_their_template():
+    texts = FailureTexts(limit=3)
+    shown = {repr(texts.error_for(failed("http_error:400", f"HTTP 400: you requested {n} tokens", 400)))
+             for n in range(9000, 9010)}  # fmt: skip
+    assert shown == {"http_error:400: you requested <n> tokens"}
+    assert len(texts.seen) == 1  # no room taken from other messages

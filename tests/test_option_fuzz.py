@@ -73,6 +73,8 @@ def test_runtime_configure_refuses_bad_values_clearly(first, total, scenario):
         (["--engine", "nosuch"], "unknown engine"),
         (["--scenario", "/nonexistent/x.toml"], "x.toml"),
         (["--max-requests", "many"], "max-requests"),
+        (["--seed", "x"], "--seed: 'x' is not a whole number"),
+        (["--seed", "-3"], "--seed: -3 is out of range"),
     ],
 )
 def test_bad_options_exit_2_with_one_clear_line(args, says, tmp_path):

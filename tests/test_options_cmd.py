@@ -100,7 +100,7 @@ def test_a_plugins_option_is_listed_under_the_plugins_heading():
 def test_loadkit_run_help_lists_the_options_and_its_own():
     out = subprocess.run([sys.executable, "-m", "loadkit.cli", "run", "--help"], capture_output=True, text=True,
                          timeout=60, check=True).stdout
-    assert out.startswith("usage: loadkit run [--sim NAME=PROFILE]... [--ui]")
+    assert out.startswith("usage: loadkit run [--sim NAME[=PROFILE][,port=PORT]]... [--ui]")
     for action in _defined():
         assert f"  {action.option_strings[0]}" in out and action.env_var in out  # type: ignore[attr-defined]
     assert "`locust --help`" in out and "loadkit scenarios list" in out

@@ -130,6 +130,54 @@ def test_dead_target_stops_unless_reachability_check_is_skipped():
     assert verdict.outcome == "connect_error" and "--skip-reachability-check" in verdict.notes[0]
 
 
+def test_a_dead_target_with_model_given_is_unreachable_not_a_server_without_models():
+    """Issue 32: --skip-reachability-check on a dead port said "/v1/models lists no models"."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+    verdict = check(target(url, engine="openai", model="m"), skip=True)
+    assert len(verdict.notes) == 1, verdict.notes
+    note = verdict.notes[0]
+    assert "is unreachable" in note and "Connection refused" in note and "--model 'm' not checked" in note
+    assert "lists no models" not in note
+
+
+def test_a_server_without_a_model_list_is_still_said_so():
+    with ScriptedServer(StrictOpenAI(models=())) as srv:
+        verdict = check(target(srv.url, engine="openai", model="m"))
+    assert verdict.outcome == "ok" and verdict.served_models == []
+    with ScriptedServer(ScriptedNoModels()) as srv:
+        verdict = check(target(srv.url, engine="openai", model="m"))
+    assert any("not checked: /v1/models lists no models (HTTP 404)" in n for n in verdict.notes), verdict.notes
+
+
+class ScriptedNoModels(StrictOpenAI):
+    """A server whose /v1/models is not there (404)."""
+
+    def __call__(self, raw):
+        from tests.helpers.strict_server import json_reply, parse_request
+
+        if parse_request(raw).method == "GET":
+            self.received.append(parse_request(raw))
+            return json_reply(404, {"detail": "Not Found"})
+        return super().__call__(raw)
+
+
+def test_a_refusal_without_model_lists_the_served_models():
+    """Issue 32: without --model nothing read /v1/models, so the refusal could not name them."""
+    server = StrictOpenAI(models=("served-a", "served-b"), check_model=True)
+    with ScriptedServer(server) as srv, pytest.raises(PreflightError) as err:
+        check(target(srv.url, engine="openai"))
+    text = str(err.value)
+    assert "The model `default` does not exist" in text and "it serves: served-a, served-b (give --model)" in text
+    # The list is read only for the refusal (after the retry without loadkit's fields): a start
+    # that is accepted costs no extra request.
+    assert [r.method for r in server.received] == ["POST", "POST", "GET"]
+    with ScriptedServer(StrictOpenAI()) as srv2:
+        ok = check(target(srv2.url, engine="openai"))
+    assert ok.outcome == "ok" and ok.served_models is None
+
+
 def test_the_decision_crosses_in_the_run_config_and_rebuilt_targets_apply_it():
     server = StrictOpenAI(allowed=CHAT_FIELDS | {"temperature"})
 

@@ -2,10 +2,14 @@
 simulators this command starts and stops itself.
 
     loadkit run --sim fast=fast --sim big=big -u 16 -t 30s [any locust/loadkit option...]
+    loadkit run --sim a=fast,port=8001 ...      # on that port (default: any free one)
+    loadkit run --scenario mooncake_replay ...  # no target: the scenario's simulator
 
-Every `--sim NAME=PROFILE` starts `loadkit sim` on a free loopback port and adds
-`--target NAME=URL`. Everything else is passed to `locust` unchanged; `--headless` is added
-unless `--ui` is given. The exit code is Locust's.
+Every `--sim NAME[=PROFILE][,port=PORT]` starts `loadkit sim` on a loopback port and adds
+`--target NAME=URL`; without a profile, NAME if it is one, else the scenario's `[sim]`
+profile, else `default`. With no --sim and no target, one simulator `sim` with the
+scenario's profile is started (loadkit/cli/simspec.py). Everything else is passed to
+`locust` unchanged; `--headless` is added unless `--ui` is given. The exit code is Locust's.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
+from loadkit.cli.simspec import SimSpec, parse_sim, plan
 from loadkit.errors import UserError
 
 LOCUSTFILE = Path(__file__).resolve().parent.parent / "glue" / "locustfile.py"
@@ -32,20 +37,9 @@ DEMO_ARGS = [
 ]  # fmt: skip
 
 
-def start_sim(name: str, profile: str, seed: int) -> tuple[subprocess.Popen[bytes], str]:
+def start_sim(name: str, profile: str, seed: int, port: int = 0) -> tuple[subprocess.Popen[bytes], str]:
     """Start one simulator and wait (bounded) for its ready line."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "loadkit.cli",
-        "sim",
-        "--port",
-        "0",
-        "--profile",
-        profile,
-        "--seed",
-        str(seed),
-    ]
+    cmd = [sys.executable, "-m", "loadkit.cli", "sim", "--port", str(port), "--profile", profile, "--seed", str(seed)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 30
     assert proc.stdout is not None
@@ -61,8 +55,8 @@ def start_sim(name: str, profile: str, seed: int) -> tuple[subprocess.Popen[byte
     raise UserError(f"simulator {name!r} (profile {profile!r}) did not start: {err or 'no ready line'}")
 
 
-def split_sims(argv: list[str]) -> tuple[list[tuple[str, str]], list[str], bool]:
-    sims: list[tuple[str, str]] = []
+def split_sims(argv: list[str]) -> tuple[list[SimSpec], list[str], bool]:
+    sims: list[SimSpec] = []
     rest: list[str] = []
     ui = False
     it = iter(argv)
@@ -71,10 +65,7 @@ def split_sims(argv: list[str]) -> tuple[list[tuple[str, str]], list[str], bool]
             ui = True
         elif arg == "--sim" or arg.startswith("--sim="):
             value = arg.split("=", 1)[1] if arg.startswith("--sim=") else next(it, "")
-            name, _, profile = value.partition("=")
-            if not name:
-                raise UserError(f"--sim {value!r}: expected NAME=PROFILE")
-            sims.append((name, profile or name))
+            sims.append(parse_sim(value))
         else:
             rest.append(arg)
     return sims, rest, ui
@@ -101,10 +92,14 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 def run(argv: list[str]) -> int:
     sims, rest, ui = split_sims(argv)
+    sims, notes = plan(sims, rest)
+    for note in notes:
+        print(f"loadkit run: {note}", flush=True)
     with ExitStack() as stack:
         targets = []
-        for i, (name, profile) in enumerate(sims):
-            proc, url = start_sim(name, profile, seed=1000 + i)
+        for i, spec in enumerate(sims):
+            name, profile = spec.name, str(spec.profile)
+            proc, url = start_sim(name, profile, seed=1000 + i, port=spec.port)
             stack.callback(stop, proc)
             # The simulator speaks vLLM's flavour of the OpenAI API (extras and /metrics names).
             targets.append(f"{name}={url},engine=vllm")
@@ -125,7 +120,7 @@ def main(argv: list[str]) -> int:
     if argv and argv[0] in ("-h", "--help"):
         from loadkit.cli.options_cmd import loadkit_actions, render
 
-        print(f"usage: loadkit run [--sim NAME=PROFILE]... [--ui] [locust and loadkit options]\n{__doc__}")
+        print(f"usage: loadkit run [--sim NAME[=PROFILE][,port=PORT]]... [--ui] [locust and loadkit options]\n{__doc__}")
         print(render(loadkit_actions()))
         return 0
     return run(argv)

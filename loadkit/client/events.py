@@ -7,6 +7,7 @@ every event stamped with the arrival of the read that completed it.
 from __future__ import annotations
 
 from loadkit import types as t
+from loadkit.client.adaptererr import describe
 from loadkit.client.sse import FastSSEDecoder, NDJSONDecoder
 from loadkit.client.stamps import READS
 from loadkit.client.streamend import END_CLOSE, END_MARKER, close_is_normal_end
@@ -16,26 +17,40 @@ from loadkit.records import RequestRecord
 
 
 class StreamDone(Exception):
-    """Internal: the request's outcome is decided."""
+    """Internal: the request's outcome is decided (``traceback``: an adapter_error's first)."""
 
-    def __init__(self, outcome: str, error: str | None = None) -> None:
-        self.outcome, self.error = outcome, error
+    def __init__(self, outcome: str, error: str | None = None, traceback: str | None = None) -> None:
+        self.outcome, self.error, self.traceback = outcome, error, traceback
+
+
+def adapter_failed(adapter: EngineAdapter, call: str, exc: BaseException) -> StreamDone:
+    """The adapter's own code raised (not MalformedEvent): outcome ``adapter_error``."""
+    return StreamDone(t.ADAPTER_ERROR, *describe(adapter, call, exc))
 
 
 class EventDecoder:
     """One request's decoding state; ``feed`` each read's body bytes with its arrival time."""
 
-    __slots__ = ("adapter", "record", "decoder", "parser", "text_parts", "tokens_from_events", "marks")
+    __slots__ = ("adapter", "record", "decoder", "parser", "text_parts", "tokens_from_events", "marks", "failed")
 
     def __init__(self, adapter: EngineAdapter, record: RequestRecord) -> None:
         self.adapter, self.record = adapter, record
         self.decoder: FastSSEDecoder | NDJSONDecoder = FastSSEDecoder() if adapter.framing == "sse" else NDJSONDecoder()
-        self.parser: StreamParser = adapter.new_parser()
-        # The parser's reasoning / answer / tool-call marks (engines/channels.py): it notes the
-        # event index of each channel change; the figures are worked out once, in finish().
-        self.marks: ChannelMarks | None = self.parser.bind_channels(record.event_t_ns, adapter.options)
         self.text_parts: list[str] = []
         self.tokens_from_events = 0
+        # The adapter's set-up raising is the request's outcome (the stream timer raises
+        # ``failed`` before sending), never an exception out of the timer's constructor.
+        self.failed: StreamDone | None = None
+        self.marks: ChannelMarks | None = None
+        call = "new_parser"
+        try:
+            self.parser: StreamParser = adapter.new_parser()
+            call = "bind_channels"
+            # The parser's reasoning / answer / tool-call marks (engines/channels.py): it notes the
+            # event index of each channel change; the figures are worked out once, in finish().
+            self.marks = self.parser.bind_channels(record.event_t_ns, adapter.options)
+        except Exception as exc:
+            self.failed = adapter_failed(adapter, call, exc)
 
     def feed(self, t_read: int, chunk: bytes, late: bool = False) -> bool:
         """Handle the body bytes of one read; True once the engine's normal end arrived.
@@ -55,6 +70,8 @@ class EventDecoder:
                 te = parse(ev.data, ev.event)
             except t.MalformedEvent as exc:
                 raise StreamDone(t.MALFORMED_STREAM, str(exc)) from None
+            except Exception as exc:  # the parser's own bug: no cost unless it raises
+                raise adapter_failed(self.adapter, "parse", exc) from None
             if te is None:
                 continue
             if te.error is not None:
@@ -95,6 +112,8 @@ class EventDecoder:
             te = parser.parse(data, event)
         except t.MalformedEvent as exc:
             raise StreamDone(t.MALFORMED_STREAM, str(exc)) from None
+        except Exception as exc:
+            raise adapter_failed(self.adapter, "parse", exc) from None
         if te is not None and te.error is not None:
             raise StreamDone(t.IN_BAND_ERROR, te.error)
         return te
@@ -144,7 +163,11 @@ class EventDecoder:
                     return
         if not clean:
             raise StreamDone(t.DISCONNECTED, "connection closed mid-stream")
-        if close_is_normal_end(self.adapter, self.parser, rec):
+        try:
+            normal = close_is_normal_end(self.adapter, self.parser, rec)
+        except Exception as exc:  # the parser's end_seen
+            raise adapter_failed(self.adapter, "end_seen", exc) from None
+        if normal:
             rec.end = END_CLOSE
             return
         raise StreamDone(t.INCOMPLETE, "stream closed without the engine's normal end (no end marker, "

@@ -6,7 +6,8 @@ returned, taken before any decoding; every event completed by that read gets tha
 Work done on a read (SSE framing, JSON) is therefore never charged to the events in it.
 Exactly one outcome is set on every path out, including `cancelled` when the greenlet is
 killed at test stop (GreenletExit is a BaseException, so it would otherwise slip past
-`except Exception` and look like a short success).
+`except Exception` and look like a short success), and `adapter_error` when the adapter's own
+code raises (client/adaptererr.py).
 
 Both read paths — the hub-queued one under gevent and the direct one elsewhere — come through
 one ``reads.StampedReader``: the head, the framing, the decoding and the record below are
@@ -22,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from loadkit import types as t
-from loadkit.client.events import EventDecoder, StreamDone
+from loadkit.client.events import EventDecoder, StreamDone, adapter_failed
 from loadkit.client.httpstream import (
     BodyReader,
     ConnectFailed,
@@ -151,24 +152,35 @@ class StreamRun:
         self.pending: Reads = []  # reads taken with the head's, after it
 
     def run(self, request: t.GenerationRequest, extra_headers: dict[str, str] | None) -> None:
-        http = self.adapter.build_request(request)
-        headers = dict(http.headers)
-        headers.update(extra_headers or {})
-        headers["X-Request-ID"] = self.record.request_id
-        payload = encode_request(self.ep, http.method, http.path, headers, http.body)
         rec = self.record
-        # t_send moves to the write (after any connect and handshake); a request that never
-        # gets written keeps the time its attempt started.
-        rec.t_start_ns = rec.t_send_ns = time.perf_counter_ns()
         try:
+            payload = self._payload(request, extra_headers)
+            # t_send moves to the write (after any connect and handshake); a request that never
+            # gets written keeps the time its attempt started.
+            rec.t_start_ns = rec.t_send_ns = time.perf_counter_ns()
             self._exchange(payload)
         except StreamDone as done:
-            rec.outcome, rec.error = done.outcome, done.error
+            rec.outcome, rec.error, rec.traceback = done.outcome, done.error, done.traceback
+            if not rec.t_send_ns:  # the adapter failed before anything was sent
+                rec.t_start_ns = rec.t_send_ns = time.perf_counter_ns()
         except BaseException as exc:
             rec.outcome, rec.error = t.CANCELLED, f"cancelled: {type(exc).__name__}"
             self._finish()
             raise
         self._finish()
+
+    def _payload(self, request: t.GenerationRequest, extra_headers: dict[str, str] | None) -> bytes:
+        """The request's bytes; the adapter's set-up or build_request raising is its outcome."""
+        if self.events.failed is not None:
+            raise self.events.failed
+        try:
+            http = self.adapter.build_request(request)
+        except Exception as exc:
+            raise adapter_failed(self.adapter, "build_request", exc) from None
+        headers = dict(http.headers)
+        headers.update(extra_headers or {})
+        headers["X-Request-ID"] = self.record.request_id
+        return encode_request(self.ep, http.method, http.path, headers, http.body)
 
     def _finish(self) -> None:
         rec = self.record

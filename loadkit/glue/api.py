@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from loadkit.conversation import Conversation
 from loadkit.records import RequestRecord
+from loadkit.requestargs import BodyFields, body_fields, chat_messages, check_common, text_argument
 from loadkit.types import GenerationRequest
 
 if TYPE_CHECKING:
     from loadkit.glue.runtime import Runtime
 
 Messages = str | Iterable[dict[str, Any]]
+CALL_KEYWORDS = ("max_tokens", "label", "exact_output")
 
 
 def register_listeners(events: Any = None) -> None:
@@ -51,24 +53,54 @@ class LLMCalls:
     def send(self, request: GenerationRequest, budgeted: bool = False) -> RequestRecord:
         raise NotImplementedError  # LLMUser.send
 
+    def _stop_if_halted(self) -> None:
+        """Before a call's arguments are checked: a run stopped (by a refused call, the breaker)
+        ends the user here, so a bad call repeated by every task loop is reported once."""
+        runtime = getattr(self, "runtime", None)
+        if runtime is not None and runtime.halted:
+            from locust.exception import StopUser
+
+            raise StopUser()
+
     def chat(self, messages: Messages, *, max_tokens: int = 128, label: str = "chat", exact_output: bool = True,
-             **extra: Any) -> RequestRecord:  # fmt: skip
-        """Stream one chat request (``messages``: a list of {"role", "content"} dicts, or one
-        user message as a string); ``extra`` goes into the body (``temperature=0``, ``tools=[...]``)."""
-        listed = [{"role": "user", "content": messages}] if isinstance(messages, str) else [dict(m) for m in messages]
+             extra_body: dict[str, Any] | None = None, **fields: Unpack[BodyFields]) -> RequestRecord:  # fmt: skip
+        """Stream one chat request and return its record when the stream ends.
+
+        :param messages: a list of message dicts (``{"role": ..., "content": ...}``), or a str:
+            one user message. A single dict or a list of strings is refused (UserAPIError).
+        :param max_tokens: the output tokens asked for (an int >= 1).
+        :param label: the stats' label of the request.
+        :param exact_output: ask the engine for exactly ``max_tokens`` where it can.
+        :param extra_body: further request-body fields, merged in as given (engine-specific
+            ones: ``{"top_k": 20}``, ``{"chat_template_kwargs": {...}}``).
+        :param fields: the standard body fields (``BodyFields``:
+            ``temperature``, ``top_p``, ``stop``, ``seed``, ``tools``, ...); any other keyword
+            is refused with the accepted ones listed."""
+        call = "chat"
+        self._stop_if_halted()
+        listed = chat_messages(call, messages)
+        check_common(call, max_tokens, label, exact_output)
+        body = body_fields(call, CALL_KEYWORDS, fields, extra_body)
         request = GenerationRequest(messages=listed, max_tokens=max_tokens, label=label, exact_output=exact_output,
-                                    extra_body=dict(extra))  # fmt: skip
+                                    extra_body=body)  # fmt: skip
         return self.send(request)
 
     def complete(self, prompt: str, *, max_tokens: int = 128, label: str = "completion", exact_output: bool = True,
-                 **extra: Any) -> RequestRecord:  # fmt: skip
-        """Stream one completion request for ``prompt`` (a chat target gets it as one user message)."""
+                 extra_body: dict[str, Any] | None = None, **fields: Unpack[BodyFields]) -> RequestRecord:  # fmt: skip
+        """Stream one completion request for ``prompt`` (a str; a chat target gets it as one
+        user message) and return its record. Keywords as ``chat``'s."""
+        call = "complete"
+        self._stop_if_halted()
+        text_argument(call, "prompt", prompt, hint="chat messages go to self.chat")
+        check_common(call, max_tokens, label, exact_output)
+        body = body_fields(call, CALL_KEYWORDS, fields, extra_body)
         request = GenerationRequest(prompt=prompt, max_tokens=max_tokens, label=label, exact_output=exact_output,
-                                    extra_body=dict(extra))  # fmt: skip
+                                    extra_body=body)  # fmt: skip
         return self.send(request)
 
     def session(self, name: str | None = None, *, system: str | None = None) -> Conversation:
         """A multi-turn conversation with its own session id (see loadkit.conversation)."""
+        self._stop_if_halted()
         from loadkit.glue.taskerrors import STOPS
 
         session_id = f"{type(self).__name__}-{uuid.uuid4().hex[:12]}"

@@ -9,7 +9,7 @@ from typing import Any
 
 from loadkit.engines.targets import TargetError
 from loadkit.errors import UserError
-from loadkit.glue import breaker, preflight, starts
+from loadkit.glue import breaker, preflight, reachability, starts
 from loadkit.glue.manifest import run_manifest
 from loadkit.glue.openloop import behind_warning
 from loadkit.glue.options import add_arguments
@@ -19,6 +19,7 @@ from loadkit.glue.shape import StageShape
 from loadkit.glue.shapesteps import install_worker as install_shape_steps
 from loadkit.glue.shapesteps import watch_shape
 from loadkit.plugins import PluginError
+from loadkit.requestargs import UserAPIError
 from loadkit.stats.builtin import BuiltinSections
 
 log = logging.getLogger("loadkit")
@@ -80,6 +81,7 @@ def on_init(environment: Any, **_: Any) -> None:
         runner.register_message(NOTE_MESSAGE, _master_notes_handler(runtime))
         runner.register_message(REFUSED_MESSAGE, _master_notes_handler(runtime))
         breaker.install(environment, runtime)
+        reachability.install(environment, runtime)
     if not isinstance(runner, WorkerRunner):
         _watch_shapes(environment)
         _check_options_early(environment)
@@ -206,7 +208,7 @@ def _worker_done_handler(runtime: Runtime):
 
 
 def on_test_start(environment: Any, **_: Any) -> None:
-    from locust.runners import MasterRunner, WorkerRunner
+    from locust.runners import WorkerRunner
 
     runner = environment.runner
     options = environment.parsed_options
@@ -225,10 +227,24 @@ def on_test_start(environment: Any, **_: Any) -> None:
     if not isinstance(runner, WorkerRunner):
         runtime.shape_steps = watch_shape(environment)
     runtime.start_error = None
+    if isinstance(runner, WorkerRunner):
+        runtime.report_dir = None  # until this start's config from the master names it
     if isinstance(runner, WorkerRunner) and starts.ask_for_config(environment, runtime, on_test_start):
         runtime.ready.clear()  # its users wait until the config has come and this start is done
         return
+    runtime.starts_begun += 1
     try:
+        _start(environment, runtime, runner, options)
+    finally:
+        runtime.starts_done += 1  # a web UI start's reply waits for this (webui/startform.py)
+
+
+def _start(environment: Any, runtime: Runtime, runner: Any, options: Any) -> None:
+    from locust.runners import MasterRunner, WorkerRunner
+
+    try:
+        if not isinstance(runner, WorkerRunner):
+            starts.claim_report_dir(runtime, options)
         if isinstance(runner, MasterRunner):
             _prepare_master(environment, runtime)
         elif isinstance(runner, WorkerRunner):
@@ -239,6 +255,12 @@ def on_test_start(environment: Any, **_: Any) -> None:
             preflight.at_test_start(runtime, options)
         if isinstance(runner, MasterRunner):
             starts.send_to_workers(environment, runtime)  # before Locust's spawn messages
+    except starts.StartRefused as exc:  # worker: a spawn of a start the master refused
+        log.info("loadkit: the master refused this start (%s); sending nothing", exc)
+        runtime.halted = True
+        runtime.ready.set()
+        runtime.watch.trigger()  # "done" once its users stopped: the master ends the run
+        return
     except USER_ERRORS as exc:
         log.error("loadkit: error: %s", exc)
         runtime.start_error = str(exc)  # the web UI shows it; the report says why it is invalid
@@ -247,6 +269,8 @@ def on_test_start(environment: Any, **_: Any) -> None:
         if isinstance(runner, WorkerRunner):
             _refuse_worker(environment, str(exc))
         else:
+            if isinstance(runner, MasterRunner):
+                starts.refuse_workers(environment, str(exc))
             end_run(environment, "configuration error")
         runtime.ready.set()
         return
@@ -292,6 +316,9 @@ def _start_reporting(environment: Any, runtime: Runtime) -> None:
 def _prepare_master(environment: Any, runtime: Runtime) -> None:
     """Validate on the master too (its config goes to the workers); it sends nothing itself."""
     starts.begin(runtime, environment.parsed_options, environment.host, (0, 1))
+    # At once, not only in send_to_workers: pre-flight yields, and a worker asking for the
+    # config meanwhile (CONFIG_REQUEST) must get this run's directory.
+    runtime.config = runtime.config.with_(report_dir=runtime.report_dir)
     runtime.send_no_schedule()
 
 
@@ -305,6 +332,7 @@ def _prepare_worker(environment: Any, runtime: Runtime) -> None:
         runner.send_message(NOTE_MESSAGE, {"warning": f"worker {runner.worker_index} joined after the start: "
                                            "its requests are not a disjoint share of the workload"})  # fmt: skip
     shard = (runner.worker_index, runner.worker_index + 1) if given.late else given.shard
+    runtime.report_dir = given.report_dir  # the master's choice for this run: raw logs go there
     starts.begin(runtime, environment.parsed_options, environment.host, shard, given)
     if given.late:
         runtime.silence_schedules()
@@ -339,6 +367,8 @@ def on_test_stop(environment: Any, **_: Any) -> None:
         return
     runtime.close_schedule()
     runtime.snapshot_realised()
+    if runtime.stats is not None:
+        runtime.stats.set_manifest_fields(runtime.reachability_record.manifest())
     if runtime.shape_steps is not None and runtime.stats is not None:
         runtime.shape_steps.finish()
         runtime.stats.set_manifest_fields({"shape": runtime.shape_steps.manifest()})
@@ -357,6 +387,20 @@ def on_test_stop(environment: Any, **_: Any) -> None:
             runtime.stats.warn(warning)
 
 
+def on_user_error(user_instance: Any, exception: BaseException, **_: Any) -> None:
+    """A user-API call that can never be sent (UserAPIError: the task makes the same bad call
+    every time) stops the run with its one line, after Locust's one traceback showing where;
+    left alone, a task loop at wait_time 0 logs thousands of tracebacks a second."""
+    if not isinstance(exception, UserAPIError):
+        return
+    user = getattr(user_instance, "user", user_instance)  # Locust passes the user's TaskSet
+    runtime = getattr(getattr(user, "environment", None), "loadkit", None)
+    if runtime is None or runtime.halted:
+        return
+    reason = f"user class {type(user).__name__}: {exception}"
+    breaker.trip(user.environment, runtime, reason, why="a user-API call was refused")
+
+
 def register(events: Any) -> None:
     """Add loadkit's listeners to a Locust ``Events`` (``locust.events`` for a locustfile); once
     per Events object, however often it is called (each loadkit user class calls it)."""
@@ -367,3 +411,4 @@ def register(events: Any) -> None:
     events.init.add_listener(on_init)
     events.test_start.add_listener(on_test_start)
     events.test_stop.add_listener(on_test_stop)
+    events.user_error.add_listener(on_user_error)

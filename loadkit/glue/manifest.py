@@ -141,6 +141,9 @@ def run_manifest(runtime: Any, options: Any, workers: int, probe_servers: bool =
         "run_time": runtime.config.run_time_s,
         "run_time_from": runtime.config.run_time_source,
         "slos_from": runtime.config.slo_source,
+        # What fixes the prompt texts (issue 32): `loadkit compare` warns when two runs share it.
+        "prompts": {"salt": runtime.config.salt, "salt_from": runtime.config.salt_source,
+                    "repeat_with": f"--seed {runtime.config.salt}"},
         "timeouts": {"first_token_s": runtime.timeouts.first_token_s, "total_s": runtime.timeouts.total_s,
                      "connect_s": runtime.timeouts.connect_s, "tls_handshake_s": runtime.timeouts.handshake_s},
         "tls": runtime.tls.manifest(),

@@ -78,6 +78,16 @@ def add_core_arguments(group: OptionGroup) -> None:
         help="Scenario describing the traffic: a shipped one by name (see `loadkit scenarios list`) or a TOML file "
         "(default: uneven_chat)",
     )
+    # Text, not type=int: the web form hands back "" for "not given" (parsed in runconfig.parse_seed).
+    group.add_argument(
+        "--seed",
+        default="",
+        metavar="N",
+        env_var="LOADKIT_SEED",
+        help="Prompt salt of the run: repeat a run's exact prompts with the value its report.json records "
+        "(manifest.prompts.salt); 0: the scenario's own, unsalted prompts (default: a random salt per run, "
+        "so a rerun is not answered from the server's prefix cache; lengths and arrivals are the scenario's either way)",
+    )
 
 
 def add_target_arguments(group: OptionGroup) -> None:
@@ -264,6 +274,15 @@ def add_server_strictness_arguments(group: OptionGroup) -> None:
         help="Circuit breaker, per target: stop the run (marked invalid) when the first N requests all failed, "
         "or more than PCT percent of the last WINDOW failed (once MIN are in it); 'off' disables it",
     )
+    group.add_argument(
+        "--breaker-dead-after",
+        type=float,
+        default=10.0,
+        env_var="LOADKIT_BREAKER_DEAD_AFTER",
+        metavar="SECONDS",
+        help="Circuit breaker's time rule, per target: stop the run when no request succeeded for this many "
+        "seconds and every one that ended in that time failed (a target that died, even with few users); 0 disables it",
+    )
 
 
 def add_tls_arguments(group: OptionGroup) -> None:
@@ -320,3 +339,6 @@ def add_arguments(parser: Any) -> None:
         add_stats_arguments(group)
     group.section = "plugins"
     get_plugin_manager().hook.loadkit_add_arguments(group=group)
+    from loadkit.glue.masterport import default_master_port
+
+    default_master_port(parser)  # --processes alone: not Locust's fixed 5557 (glue/masterport.py)

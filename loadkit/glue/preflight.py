@@ -17,8 +17,10 @@ Per target, on the node that starts the run (local or master; never on workers):
 
 Cheap detection of a server that ignores the model field: when ``--model`` is not among the
 listed models and the request is accepted anyway, the server ignored it — a warning says the
-figures are for the model it serves. Refused, the run stops with the list of served models.
-A target that does not accept connections stops the run (unless --skip-reachability-check);
+figures are for the model it serves. Refused, the run stops with the list of served models
+(without ``--model`` the list is read only then, so an accepted start costs no extra request).
+A target that does not accept connections stops the run (unless --skip-reachability-check,
+when it is said to be unreachable, with the connect error, and the start goes on);
 anything else (5xx, a timeout, a broken stream) is reported in one line and the run goes on.
 
 The decision is kept in the run configuration (``RunConfig.preflight``), which the master
@@ -134,14 +136,16 @@ def probe_request(scenario: Any) -> GenerationRequest:
 
 def check_target(target: Target, request: GenerationRequest, user_keys: set[str], strict: bool,
                  skip_unreachable: bool, timeouts: Timeouts) -> Verdict:  # fmt: skip
-    verdict = Verdict(served_models=served_models(target))
     model = target.adapter.options.model
+    served, why_not = served_models(target) if model else (None, None)
+    verdict = Verdict(served_models=served)
     unlisted = bool(model and verdict.served_models is not None and model not in verdict.served_models)
-    if model and verdict.served_models is None and MODELS_PATH in target.adapter.info_paths:
-        verdict.notes.append(f"target {target.name!r}: --model {model!r} not checked: {MODELS_PATH} lists no models")
     first = send(target, request, [], timeouts, verdict)
     if first.outcome == CONNECT_ERROR:
-        return unreachable(target, first, verdict, skip_unreachable)
+        # The list was not read because nothing answers: say that, not "lists no models" (issue 32).
+        return unreachable(target, first, verdict, skip_unreachable, model)
+    if why_not is not None:
+        verdict.notes.append(f"target {target.name!r}: --model {model!r} not checked: {why_not}")
     if not refused(first):
         return accepted(target, first, verdict, unlisted)
     suspects = suspect_paths(target.adapter, request, user_keys)
@@ -221,16 +225,22 @@ def accepted(target: Target, record: RequestRecord, verdict: Verdict, unlisted: 
     return verdict
 
 
-def unreachable(target: Target, record: RequestRecord, verdict: Verdict, skip: bool) -> Verdict:
-    message = f"target {target.name!r} at {target.spec.url}: pre-flight request failed: {one_line(record.error)}"
+def unreachable(target: Target, record: RequestRecord, verdict: Verdict, skip: bool, model: str | None) -> Verdict:
+    message = (f"target {target.name!r} at {target.spec.url} is unreachable: the pre-flight request failed: "
+               f"{one_line(record.error)}")  # fmt: skip
     if not skip:
         raise PreflightError(message)
-    verdict.notes.append(f"{message}; starting anyway (--skip-reachability-check)")
+    unchecked = f"; --model {model!r} not checked" if model and MODELS_PATH in target.adapter.info_paths else ""
+    verdict.notes.append(f"{message}{unchecked}; starting anyway (--skip-reachability-check)")
     return verdict
 
 
 def refusal(target: Target, record: RequestRecord, verdict: Verdict, unlisted: bool, what: str) -> str:
     text = f"target {target.name!r}: {what}: {one_line(record.error)}"
+    if verdict.served_models is None and not target.adapter.options.model:
+        # Without --model the list was not read before; a refused request may be the model's
+        # fault (the adapter's placeholder name), so the user needs the names to pick one.
+        verdict.served_models = served_models(target)[0]
     served = ", ".join(verdict.served_models or [])
     if unlisted:
         text += f"; --model {target.adapter.options.model!r} is not among the models it serves: {served}"
@@ -249,22 +259,23 @@ def dropped_note(target: Target, first: RequestRecord, drop: list[str], request:
 # -- what the server lists, what loadkit added ---------------------------------------------
 
 
-def served_models(target: Target) -> list[str] | None:
-    """Model ids from ``GET /v1/models``; None when the adapter has no such route or the
-    server did not answer with a list."""
+def served_models(target: Target) -> tuple[list[str] | None, str | None]:
+    """Model ids from ``GET /v1/models``, and why there are none: (None, None) when the
+    adapter has no such route; (None, reason) when the server could not be asked or did not
+    answer with a list."""
     from loadkit.engines.serverinfo import auth_headers, get
 
-    if MODELS_PATH not in target.adapter.info_paths or not target.adapter.options.model:
-        return None
+    if MODELS_PATH not in target.adapter.info_paths:
+        return None, None
     try:
         resp = get(target.spec.url, MODELS_PATH, 2.0, auth_headers(target.adapter))
-    except (OSError, ValueError):
-        return None
+    except (OSError, ValueError) as exc:
+        return None, f"GET {MODELS_PATH} failed: {one_line(str(exc))}"
     body = resp.json() if resp.status == 200 else None
     data = body.get("data") if isinstance(body, dict) else None
     if not isinstance(data, list):
-        return None
-    return [str(m["id"]) for m in data if isinstance(m, dict) and m.get("id") is not None]
+        return None, f"{MODELS_PATH} lists no models (HTTP {resp.status})"
+    return [str(m["id"]) for m in data if isinstance(m, dict) and m.get("id") is not None], None
 
 
 def suspect_paths(adapter: EngineAdapter, request: GenerationRequest, user_keys: set[str],

@@ -12,7 +12,7 @@ line's own values are kept from ``init`` (:func:`snapshot`), which is how a valu
 come from the form.
 
 On a distributed run the master sends each worker its RunConfig as one versioned message
-(``CONFIG_MESSAGE``, ``{"v": 1, ...}``) at test start, before Locust's spawn message; a worker
+(``CONFIG_MESSAGE``, ``{"v": WIRE_VERSION, ...}``) at test start, before Locust's spawn message; a worker
 that gets another version refuses to run, naming both versions.
 """
 
@@ -26,7 +26,9 @@ from typing import Any
 from loadkit.glue.errors import ConfigError
 
 CONFIG_MESSAGE = "loadkit_run_config"
-WIRE_VERSION = 1
+# 2: the run's report directory and prompt salt (a worker of version 1 would write its raw log
+# elsewhere and send unsalted prompts: it must refuse, not run).
+WIRE_VERSION = 2
 FORM, COMMAND_LINE, SCENARIO = "web form", "command line", "scenario"
 
 
@@ -48,6 +50,9 @@ class RunConfig:
     preflight: dict[str, Any] | None = None  # {target: verdict.to_wire()}; None: not run
     extra_body: dict[str, Any] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
+    report_dir: str | None = None  # this run's directory, as the master chose it (stats/rundir.py)
+    salt: int = 0  # mixed into every prompt text of the run (workload/text.py salted_seed); 0: none
+    salt_source: str | None = None  # "--seed" (FORM / COMMAND_LINE wording kept) or "random"
 
     def slo_limits(self) -> dict[str, float]:
         """{metric: limit ms}; the last value given for a key wins."""
@@ -79,7 +84,8 @@ class RunConfig:
                 "max_requests": self.max_requests, "run_time_s": self.run_time_s,
                 "run_time_source": self.run_time_source, "warmup_s": self.warmup_s,
                 "shard": list(shard) if shard is not None else None, "plugins": dict(self.plugins),
-                "detections": dict(self.detections), "preflight": self.preflight}  # fmt: skip
+                "detections": dict(self.detections), "preflight": self.preflight,
+                "report_dir": self.report_dir, "salt": self.salt, "salt_source": self.salt_source}  # fmt: skip
 
     @classmethod
     def from_wire(cls, data: Any) -> RunConfig:
@@ -94,7 +100,8 @@ class RunConfig:
                    run_time_source=data.get("run_time_source"), warmup_s=float(data.get("warmup_s") or 0),
                    shard=(int(shard[0]), int(shard[1])) if shard else (0, 1), late=shard is None,
                    plugins=dict(data.get("plugins") or {}), detections=dict(data.get("detections") or {}),
-                   preflight=data.get("preflight"))  # fmt: skip
+                   preflight=data.get("preflight"), report_dir=data.get("report_dir"),
+                   salt=int(data.get("salt") or 0), salt_source=data.get("salt_source"))  # fmt: skip
 
 
 def snapshot(options: Any) -> dict[str, Any]:
@@ -139,6 +146,36 @@ def resolve_run_time(options: Any, command_line: dict[str, Any], scenario_durati
     if getattr(options, "headless", False) and scenario_duration and not staged:
         return float(int(scenario_duration)), SCENARIO
     return None, None
+
+
+SALT_RANDOM = "random"
+SALT_BITS = 32  # short enough to type back as --seed
+
+
+def parse_seed(value: Any) -> int | None:
+    """--seed as given (an int from the command line, text from the web form; "" or None: not
+    given); ConfigError naming the option when it is not a whole number >= 0."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        seed = int(str(value).strip())
+    except ValueError:
+        raise ConfigError(f"--seed: {value!r} is not a whole number (the prompt salt of a run to repeat)") from None
+    if not 0 <= seed < 2**63:
+        raise ConfigError(f"--seed: {seed} is out of range (0 to 2**63-1)")
+    return seed
+
+
+def resolve_salt(options: Any, command_line: dict[str, Any]) -> tuple[int, str]:
+    """The run's prompt salt and where it came from: --seed (form or command line; 0 sends the
+    scenario's own prompts, unsalted), else a fresh random one, so a rerun is not answered from
+    the server's prefix cache (issue 32)."""
+    seed = parse_seed(getattr(options, "seed", None))
+    if seed is not None:
+        return seed, f"--seed ({source_of('seed', options, command_line)})"
+    import secrets
+
+    return 1 + secrets.randbelow(2**SALT_BITS - 1), SALT_RANDOM
 
 
 def open_loop_spawn_rate(spawn_rate: float | None, users: int | None, open_loop: bool) -> float | None:

@@ -13,15 +13,17 @@ from collections.abc import Iterator
 from itertools import count
 from typing import Any
 
+from loadkit.client.adaptererr import forget_kinds
 from loadkit.client.timer import Timeouts
 from loadkit.client.tls import TlsSettings
 from loadkit.engines.targets import Target, build_target, check_unique_names
+from loadkit.glue import reachability
 from loadkit.glue.backoff import Backoff, BackoffRules
 from loadkit.glue.breaker import Breaker, BreakerRules, trip
 from loadkit.glue.detection import Detections
 from loadkit.glue.ending import ExhaustionWatch, end_run
 from loadkit.glue.errors import ConfigError
-from loadkit.glue.runconfig import RunConfig, resolve_run_time, resolve_slos, snapshot
+from loadkit.glue.runconfig import RunConfig, resolve_run_time, resolve_salt, resolve_slos, snapshot
 from loadkit.glue.runoptions import configure_plugins, run_options
 from loadkit.glue.schedules import Schedules
 from loadkit.glue.setup import (
@@ -83,6 +85,10 @@ class Runtime(Schedules):
         # spawns before then (a worker whose config came after its spawn message) wait for it.
         self.ready = _new_event()
         self.run_timer: Any = None  # a scenario's duration_s ending a headless run (starts.py)
+        # This run's report directory (local / master: claimed at test start, starts.py; a
+        # worker: the master's), and every one this process's runs took (never used again).
+        self.report_dir: str | None = None
+        self.report_dirs_used: list[str] = []
         self.targets: list[Target] = []
         self.workloads: dict[str, Workload] = {}
         self.scenario: Any = None  # the main workload's scenario (see workloads.main_workload)
@@ -108,9 +114,14 @@ class Runtime(Schedules):
         self.backoff_rules: BackoffRules | None = None
         # The run was stopped (circuit breaker, a start that failed): users send nothing more.
         self.halted = False
+        # Targets that went away and came back: this node's view, and (local, master) the run's record.
+        self.reachability = reachability.Reachability()
+        self.reachability_record = reachability.Record()
         self.detections = Detections()
         # Why the last start from the web UI failed (shown there); None once a start succeeds.
         self.start_error: str | None = None
+        # Test starts (loadkit's part) begun and done here: a web UI start waits for its own.
+        self.starts_begun = self.starts_done = 0
         if stats is not None and hasattr(stats, "add_invalid_source"):
             stats.add_invalid_source(self.start_problems)
 
@@ -201,10 +212,12 @@ class Runtime(Schedules):
         warmup = float(getattr(options, "warmup", 0) or 0)
         if warmup and run_time_source == "scenario":
             run_time, run_time_source = None, None  # the warm-up's stage plan bounds the run (see _configure_stages)
+        salt, salt_source = resolve_salt(options, self.command_line)
         config = RunConfig(slos=slos, slo_source=slo_source, max_requests=options.max_requests or None,
                            run_time_s=run_time, run_time_source=run_time_source, warmup_s=warmup, shard=shard,
                            plugins=self.fingerprint(), detections=self.detections.to_option(),
-                           extra_body=shape.extra_body, headers=shape.headers)  # fmt: skip
+                           extra_body=shape.extra_body, headers=shape.headers, salt=salt,
+                           salt_source=salt_source)  # fmt: skip
         config.slo_objects()  # a bad SLO is a ConfigError now, not in the stats layer
         return config
 
@@ -212,6 +225,7 @@ class Runtime(Schedules):
         """A test start begins: counters and clocks of the run start over (cheap; no probing)."""
         self.sent = 0
         self._assign = {}
+        forget_kinds()  # the run's first adapter error of each kind keeps its traceback again
         self.t_start_ns = time.perf_counter_ns()
         self.schedule_end_ns = None
 
@@ -256,6 +270,7 @@ class Runtime(Schedules):
     def _configure_workload(self, workload: Workload, options: Any) -> None:
         """Its sources (one per target its classes send to), its budget, its schedules."""
         workload.sent = 0
+        workload.salt = self.config.salt
         workload.dispatchers = {}
         workload.plan_deal(workload.target_names([t.name for t in self.targets]), options, self.warmup_s)
         workload.deal(self.shard)
@@ -268,12 +283,14 @@ class Runtime(Schedules):
     def configure_failures(self, options: Any, shard: tuple[int, int]) -> None:
         """The circuit breaker and the closed-loop backoff of this run (see breaker.py, backoff.py)."""
         try:
-            rules = BreakerRules.parse(getattr(options, "breaker", None))
+            rules = BreakerRules.from_options(options)
             self.backoff_rules = BackoffRules.from_options(options)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         self.breaker = Breaker(rules.for_share(*shard)) if rules is not None else None
         self.halted = False
+        self.reachability = reachability.Reachability()
+        self.reachability_record = reachability.Record()
 
     def new_backoff(self) -> Backoff | None:
         """A user's backoff state; None in open loop (the schedule is kept) or with --no-backoff."""
@@ -332,6 +349,9 @@ class Runtime(Schedules):
             reason = self.breaker.observe(rec)
             if reason is not None:
                 trip(self.environment, self, reason)
+        change = self.reachability.observe(rec)
+        if change is not None:
+            reachability.changed(self.environment, self, change)
         rec.worker = self.shard[0] if self.shard[1] > 1 else None
         if rec.stage == WARMUP:
             if self.stats is not None:

@@ -56,6 +56,8 @@ class ScenarioUser(LLMUser):
 
     def on_start(self) -> None:
         super().on_start()
+        if self.runtime.halted:
+            return  # a refused start has no workload; the first task stops this user
         self.workload = self.runtime.workload_for(type(self))
 
     @property

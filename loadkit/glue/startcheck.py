@@ -14,6 +14,7 @@ from typing import Any
 
 from loadkit.client.httpstream import Endpoint
 from loadkit.engines.targets import TargetError, TargetSpec
+from loadkit.glue.runconfig import parse_seed
 from loadkit.glue.runtime import (
     DEFAULT_SCENARIO,
     ConfigError,
@@ -56,6 +57,7 @@ def check_start(options: Any, host: str | None) -> None:
     check_specs(specs)
     validate_slos(options)
     validate_failed_share(options)
+    parse_seed(getattr(options, "seed", None))
     if not getattr(options, "skip_reachability_check", False):
         for spec in specs:
             check_reachable(spec.name, spec.url)

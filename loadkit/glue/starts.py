@@ -20,6 +20,7 @@ start when the answer comes; its users wait for that (``Runtime.ready``).
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -51,6 +52,30 @@ def prepare(runtime: Any, options: Any, host: str | None, shard: tuple[int, int]
     return runtime.config  # type: ignore[no-any-return]
 
 
+def claim_report_dir(runtime: Any, options: Any) -> str:
+    """Local / master, first thing at test start: this run's own report directory (created;
+    stats/rundir.py), so even a start refused below writes nowhere but there. ConfigError
+    naming --report-dir when it cannot be created."""
+    import logging
+
+    from loadkit.stats.rundir import claim_report_dir as claim
+
+    runtime.report_dir = None  # never the last run's, whatever fails below
+    given = str(getattr(options, "report_dir", "") or "")
+    try:
+        chosen = claim(given, runtime.report_dirs_used)
+    except OSError as exc:
+        raise ConfigError(f"--report-dir {given or '(default)'}: cannot create the run's directory: {exc}") from None
+    runtime.report_dir = chosen
+    runtime.report_dirs_used.append(os.path.abspath(chosen))
+    log = logging.getLogger("loadkit")
+    if given and chosen != given.rstrip("/\\"):
+        log.warning("loadkit: --report-dir %s holds an earlier run: this run's reports go to %s", given, chosen)
+    else:
+        log.info("loadkit: this run's reports go to %s", chosen)
+    return chosen
+
+
 def begin(runtime: Any, options: Any, host: str | None, shard: tuple[int, int],
           given: RunConfig | None = None) -> RunConfig:  # fmt: skip
     """Test start: prepare, then use the configuration up (the next start makes its own)."""
@@ -68,9 +93,21 @@ def send_to_workers(environment: Any, runtime: Any) -> None:
     runner = environment.runner
     workers = sorted(runner.clients.keys(), key=runner.get_worker_index)
     shards = {client_id: (i, len(workers)) for i, client_id in enumerate(workers)}
-    runtime.config = runtime.config.with_(shards=shards)
+    runtime.config = runtime.config.with_(shards=shards, report_dir=runtime.report_dir)
     for client_id, shard in shards.items():
         runner.send_message(CONFIG_MESSAGE, runtime.config.to_wire(shard), client_id)
+
+
+class StartRefused(Exception):
+    """Worker: the master refused this start (pre-flight, a bad option); send nothing."""
+
+
+def refuse_workers(environment: Any, reason: str) -> None:
+    """Master, at a refused test start: each worker hears it before Locust's spawn message,
+    so none sends under the configuration of an earlier start."""
+    runner = environment.runner
+    for client_id in list(runner.clients.keys()):
+        runner.send_message(CONFIG_MESSAGE, {"refused": reason}, client_id)
 
 
 def install_master(environment: Any, runtime: Any) -> None:
@@ -86,6 +123,11 @@ def install_master(environment: Any, runtime: Any) -> None:
     def on_request(msg: Any, **_: Any) -> None:
         if runtime.config is None:
             return  # no run configured yet: the test start sends it
+        if runtime.start_error is not None:
+            # The start was refused and stopped; Locust can still deliver its spawn message to a
+            # worker after the stop, whose users must then send nothing (issue 32).
+            environment.runner.send_message(CONFIG_MESSAGE, {"refused": runtime.start_error}, msg.node_id)
+            return
         shard = (runtime.config.shards or {}).get(msg.node_id)
         environment.runner.send_message(CONFIG_MESSAGE, runtime.config.to_wire(shard), msg.node_id)
 
@@ -127,6 +169,10 @@ def worker_config(runtime: Any) -> RunConfig:
     if runtime.from_master is None:
         raise ConfigError("no run configuration came from the master before its spawn message: "
                           "run the same loadkit on every node")  # fmt: skip
+    if isinstance(runtime.from_master, dict) and "refused" in runtime.from_master:
+        reason = runtime.from_master["refused"]
+        runtime.from_master = None  # the next start's configuration comes before its spawn
+        raise StartRefused(reason)
     config = RunConfig.from_wire(runtime.from_master)
     mine = runtime.fingerprint()
     if config.plugins != mine:

@@ -14,6 +14,7 @@ from typing import Any
 
 import gevent
 from locust import FastHttpUser, constant
+from locust.contrib.fasthttp import FastHttpSession
 from locust.exception import StopUser
 
 from loadkit.client.httpstream import ConnectionPool
@@ -42,7 +43,8 @@ class LLMUser(LLMCalls, FastHttpUser):
     """A user whose tasks you write (self.chat, self.complete, self.session); no task of its own.
 
     Class attribute `target`: the name of the target its users send to (default: the run's
-    targets in turn); in a running user `self.target` is that Target."""
+    targets in turn); in a running user `self.target` is that Target, and `self.client`
+    (Locust's HTTP client, for calls of your own) has that target's URL as its base."""
 
     abstract = True
     wait_time = constant(0)
@@ -57,9 +59,26 @@ class LLMUser(LLMCalls, FastHttpUser):
         if self.runtime.halted:
             return  # its first task stops it (StopUser here would be logged as an error)
         self.target = self.runtime.target_for(type(self))
+        self.client = self._client_for(self.target.spec.url)
         self.pool = ConnectionPool()
         self.session_header = getattr(self.environment.parsed_options, "session_header", "") or ""
         self.backoff = self.runtime.new_backoff()
+
+    def _client_for(self, url: str) -> FastHttpSession:
+        """``self.client`` on this user's target: Locust built it on the run's first target
+        (``environment.host``), and a class naming another target talks to that one. Built as
+        FastHttpUser builds it, from the same class attributes."""
+        base_url = url.rstrip("/")
+        client = getattr(self, "client", None)
+        if isinstance(client, FastHttpSession) and client.base_url == base_url:
+            return client
+        return FastHttpSession(
+            base_url=base_url, request_event=self.environment.events.request, user=self,
+            network_timeout=self.network_timeout, connection_timeout=self.connection_timeout,
+            max_redirects=self.max_redirects, max_retries=self.max_retries, insecure=self.insecure,
+            concurrency=self.concurrency, client_pool=self.client_pool, ssl_context_factory=self.ssl_context_factory,
+            headers=self.default_headers, proxy_host=self.proxy_host, proxy_port=self.proxy_port,
+        )  # fmt: skip
 
     def on_stop(self) -> None:
         pool = getattr(self, "pool", None)

@@ -45,6 +45,7 @@ class Workload:
     dispatchers: dict[str, Dispatcher] = field(default_factory=dict)  # target name → schedule
     budget: int | None = None  # this process's share of the scenario's max_requests
     sent: int = 0
+    salt: int = 0  # the run's prompt salt (RunConfig.salt): the same on every node of a run
     _names: list[str] = field(default_factory=list)
     _warmup_s: float = 0.0
     _lag_s: float | None = None
@@ -74,7 +75,8 @@ class Workload:
         loop) its slice of every target's schedule; None: none of it (its schedules stay empty).
         A schedule not yet started is dealt again in place, so users waiting on it keep it."""
         index, total = shard or (0, 1)
-        self.sources = {n: self.scenario.request_source(worker_index=index, worker_count=total) for n in self._names}
+        self.sources = {n: self.scenario.request_source(worker_index=index, worker_count=total, salt=self.salt)
+                        for n in self._names}  # fmt: skip
         self.budget = share_of(int(self._limit), index, total) if self._limit else None
         for name, source in self.sources.items():
             offsets = schedule_offsets(self.scenario, source, (index, total), self._warmup_s)

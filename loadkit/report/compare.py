@@ -22,6 +22,7 @@ from loadkit.report.bootstrap import diff_ci
 from loadkit.report.manifest import condition_rows
 from loadkit.report.rawdata import RawData, load_raw
 from loadkit.report.rules import Rule, RuleError, metric_value, parse_rule
+from loadkit.report.sameprompts import same_prompts_warning
 
 STATS = ("p50", "p90", "p99")
 LATENCIES = ("ttft_ms", "ttfat_ms", "tpot_ms", "itl_ms", "e2e_ms", "answer_tpot_ms")
@@ -251,8 +252,11 @@ def _compare(args: Sequence[str], engine: str | None, rules: Sequence[str], with
     except RuleError as exc:
         raise UserError(str(exc)) from None
     differ = {other.arg: conditions_differ(runs[0], other) for other in runs[1:]}
+    warnings = [w for other in runs[1:] if (w := same_prompts_warning(runs[0].report, other.report, runs[0].arg,
+                                                                       other.arg)) is not None]  # fmt: skip
     result = {"baseline": args[0], "comparisons": [_pair_json(p) for p in pairs], "rules": results,
-              "conditions_differ": differ, "exit_code": 1 if any(r["fired"] for r in results) else 0}  # fmt: skip
+              "conditions_differ": differ, "warnings": warnings,
+              "exit_code": 1 if any(r["fired"] for r in results) else 0}  # fmt: skip
     return result, pairs
 
 
@@ -294,6 +298,8 @@ def main(argv: list[str]) -> int:
     else:
         print(render_text(pairs))
         print(render_conditions(result["conditions_differ"]))
+        for warning in result["warnings"]:
+            print(f"\nwarning: {warning}")
         for r in result["rules"]:
             print(f"\n{'FAIL' if r['fired'] else 'pass'}  --fail-if {r['rule']}")
             for line in r["details"]:

@@ -14,6 +14,8 @@ CONDITIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("scenario file", ("scenario.path", "scenario_file", "scenario.name")),
     ("scenario hash (sha256)", ("scenario.sha256", "scenario_sha256", "scenario_hash")),
     ("seed", ("scenario.seed", "seed")),
+    # Per run (issue 32): shown so a reader can repeat the prompts (--seed), never compared.
+    ("prompt salt (--seed to repeat the prompts)", ("prompts.salt",)),
     ("lengths asked", ("scenario.lengths_asked", "lengths_asked", "lengths.asked", "scenario.lengths")),
     (
         "lengths realised",
@@ -180,7 +182,7 @@ DEFINITIONS = (
     ("output tok/s", "Σ n_out of ok requests / measured window (first send to last end)"),
     ("goodput", "requests/s that meet every SLO given (TTFT, TPOT, E2E), DistServe-style"),
     ("outcomes", "every request ends in exactly one: ok, http_error:<status>, connect_error, tls_error, timeout_first_token, "
-                 "timeout_total, disconnected, incomplete, in_band_error, malformed_stream, cancelled; "
+                 "timeout_total, disconnected, incomplete, in_band_error, malformed_stream, adapter_error, cancelled; "
                  "latency percentiles use ok requests; everything is counted"),
     ("not measured", f"shown as {NOT_MEASURED}: the value was not measured (never 0)"),
 )  # fmt: skip

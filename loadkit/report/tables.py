@@ -7,6 +7,7 @@ from typing import Any
 import orjson
 
 from loadkit.report.htmlutil import NOT_MEASURED, macro, not_measured, note, num, pct, section, table
+from loadkit.report.redact import redact
 from loadkit.report.svg import Bars, bar_plot, color
 
 SUMMARY_HEAD = ("engine", "label", "requests", "ok", "failed", "cancelled", "ended by close", "req/s", "output tok/s",
@@ -156,8 +157,9 @@ def _message_rows(engine: str, messages: dict[str, Any]) -> list[list[str]]:
     rows = []
     for outcome, entry in sorted(messages.items(), key=lambda kv: (-kv[1].get("total", 0), kv[0])):
         for item in entry.get("top") or []:
-            rows.append([engine, outcome, num(item.get("count")),
-                         macro("code", str(item.get("message")))])  # fmt: skip
+            # A row whose texts differed in numbers or ids only: its example, said to be one.
+            example = macro("code", str(item.get("message")))
+            rows.append([engine, outcome, num(item.get("count")), "e.g. " + example if item.get("varied") else example])
         if entry.get("other"):
             rows.append([engine, outcome, num(entry["other"]), macro("italic", "other messages")])
     return rows
@@ -172,8 +174,21 @@ def errors_section(report: dict[str, Any]) -> str:
         return section("errors", "Why requests failed", not_measured("errors", why))
     return section("errors", "Why requests failed",
                    note("The server's own words, most frequent first, per engine and outcome: HTTP status "
-                        "and the first 300 characters of the body, the in-band error, or the connect error."),
-                   table(("engine", "outcome", "requests", "message"), rows, "messages"))  # fmt: skip
+                        "and the first 300 characters of the body, the in-band error, or the connect error. "
+                        "Messages that differ only in numbers and ids count as one row, shown by an example "
+                        "(e.g.)."),
+                   table(("engine", "outcome", "requests", "message"), rows, "messages"),
+                   *_adapter_tracebacks(report))  # fmt: skip
+
+
+def _adapter_tracebacks(report: dict[str, Any]) -> list[Any]:
+    """The first traceback of each kind of adapter_error (report.json ``adapter_errors``), folded."""
+    out = []
+    for kind in (report.get("adapter_errors") or {}).get("kinds") or []:
+        if kind.get("traceback"):
+            summary = f"adapter_error ×{kind.get('count')} on {kind.get('engine')}: the first one's traceback"
+            out.append(macro("details", summary, macro("pre", str(redact(str(kind["traceback"]))))))
+    return out
 
 
 def outcome_color(outcome: str, index: int) -> str:

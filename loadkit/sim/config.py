@@ -131,6 +131,10 @@ PROFILES: dict[str, Profile] = {
         kv_memory_gb=20.0,
         kv_bytes_per_token=327680,
     ),
+    # The default 8B model with a 128k context (its costs and KV pool): for the shipped
+    # long-context scenarios (Mooncake's prompts reach ~127k tokens, agents' histories 16k),
+    # which name it in their [sim] table; `loadkit run` starts it for them.
+    "long": Profile(name="long", model="sim-8b-128k", max_model_len=131072),
 }
 
 _POSITIVE = ("block_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len", "spec_tokens")

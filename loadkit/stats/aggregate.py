@@ -129,7 +129,7 @@ class GroupStats:
             self.breakdown.add(r)
         elif outcome != CANCELLED:
             self.judged += 1
-            self.messages.add(outcome, failure_message(r))
+            self.messages.add(outcome, failure_message(r), at_ns=end + self.wall_offset_ns)
         if start > 0:
             # In flight (and in the window) from the start, connection set-up included.
             starts, ends, toks = self.pending_series

@@ -1,5 +1,5 @@
 """The built-in sections (stages, sessions, lengths, user classes, delivered load, tenants, task
-errors) and the one place they subscribe to the records: ``BuiltinSections.install``.
+errors, adapter errors) and the one place they subscribe to the records: ``BuiltinSections.install``.
 
 Each is a section of the node's StatsCollector (stats/sections.py), so it travels to the master
 in the main snapshot protocol (cumulative, versioned, epochs, final handshake, lost workers
@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from loadkit.records import RequestRecord
+from loadkit.stats.adaptererrors import AdapterErrors
 from loadkit.stats.classstats import ClassStats
 from loadkit.stats.collector import StatsCollector
 from loadkit.stats.delivered import SCHEDULED, DeliveredLoad
@@ -70,6 +71,8 @@ class BuiltinSections:
                     report=self._tenants_report),
             # Fed by Locust's user_error event (glue/taskerrors.py), not by the records.
             Section("task_errors", TaskErrors, TaskErrors.from_wire, report=TaskErrors.report),
+            Section("adapter_errors", AdapterErrors, AdapterErrors.from_wire, AdapterErrors.add,
+                    report=AdapterErrors.report),
         ):  # fmt: skip
             c.register_section(section)
 

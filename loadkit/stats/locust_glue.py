@@ -82,6 +82,8 @@ class LocustStats:
         self.stopped = False
         self.quit_started = False
         self.final_written = False
+        self.report_dir: str | None = None  # this run's (stats/rundir.py); None until a test starts
+        self._dirs_used: list[str] = []  # without loadkit's glue: the directories claimed here
         self._register_events()
         self._start_greenlets()
 
@@ -139,12 +141,51 @@ class LocustStats:
         if collector.raw_log is not None:
             collector.raw_log.close()
             collector.raw_log = None
-        if self.role != "master" and self.options.raw_log:
+        runtime = getattr(environment, "loadkit", None)
+        ready = getattr(runtime, "ready", None)
+        if self.role == "worker" and ready is not None and not ready.is_set():
+            # The master's config (which names the run's directory) comes after this start:
+            # its users wait for it (runtime.ready), and so does the raw log.
+            self.report_dir = None
+            gevent.spawn(self._guard, functools.partial(self._start_when_ready, runtime))
+            return
+        self._start_in(self._run_dir(runtime))
+
+    def _start_when_ready(self, runtime: Any) -> None:
+        runtime.ready.wait()
+        self._start_in(self._run_dir(runtime))
+
+    def _start_in(self, report_dir: str | None) -> None:
+        self.report_dir = report_dir
+        collector = self.collector
+        if self.role != "master" and self.options.raw_log and report_dir is not None:
             # A new run starts a new log, so the log holds exactly the requests of report.json.
             index = collector.worker_index if self.role == "worker" else None
-            path = os.path.join(self.options.report_dir, raw_log_name(index))
+            path = os.path.join(report_dir, raw_log_name(index))
             collector.raw_log = RawLog(path, truncate=True, events=self.options.raw_log_events)
         collector.set_manifest_fields(self._manifest())
+
+    def _run_dir(self, runtime: Any) -> str | None:
+        """This run's directory: the one loadkit's glue claimed (local, master) or was sent
+        (worker); without the glue, claimed here (one per run all the same)."""
+        chosen = getattr(runtime, "report_dir", None)
+        if isinstance(chosen, str) and chosen:
+            return chosen
+        if self.role == "worker":
+            if getattr(runtime, "start_error", None):
+                return None  # a refused worker sends nothing and writes nothing
+            return self.options.report_dir
+        if getattr(runtime, "start_error", None):
+            return None  # the glue could not create it: said there, and the report says why
+        from loadkit.stats.rundir import claim_report_dir
+
+        try:
+            chosen = claim_report_dir(getattr(self.env.parsed_options, "report_dir", "") or "", self._dirs_used)
+        except OSError as exc:
+            self.collector.fail("--report-dir: cannot create the run's directory", exc)
+            return None
+        self._dirs_used.append(os.path.abspath(chosen))
+        return chosen
 
     def _manifest(self) -> dict[str, Any]:
         from loadkit import __version__
@@ -152,7 +193,8 @@ class LocustStats:
         # No argv: command lines can carry secrets (API keys) and report.json gets shared.
         return {"role": self.role, "loadkit_version": __version__, "locust_version": locust_version,
                 "host": socket.gethostname(), "pid": os.getpid(),
-                "report_dir": os.path.abspath(self.options.report_dir), "raw_log": self.options.raw_log,
+                "report_dir": os.path.abspath(self.report_dir) if self.report_dir else None,
+                "raw_log": self.options.raw_log,
                 "raw_log_events": self.options.raw_log_events,
                 "expect_workers": getattr(self.env.parsed_options, "expect_workers", None)
                 if self.role == "master" else None}  # fmt: skip
@@ -168,9 +210,15 @@ class LocustStats:
         elif self.role == "master" and not self.quit_started:
             # Stop from the web UI: workers are already stopped and have sent their finals.
             self._await_finals()
-            self._write("test_stop")
+            self._write("test_stop", final=self._web_ui_run())
         elif self.role == "local":
-            self._write("test_stop")
+            self._write("test_stop", final=self._web_ui_run())
+
+    def _web_ui_run(self) -> bool:
+        """A run stopped in the web UI is over: its directory is never written again (the next
+        Start takes another, stats/rundir.py), so its stop is its final write (report.html,
+        loadkit_report_written). A headless run's final write comes at quitting."""
+        return not getattr(self.env.parsed_options, "headless", False)
 
     @_guarded
     def _on_quitting(self, environment: Any, **_: Any) -> None:
@@ -302,8 +350,13 @@ class LocustStats:
         from loadkit.plugins import get_plugin_manager
         from loadkit.report.dispatch import write_all
 
+        if self.report_dir is None:  # no test started (a web UI quit unused), or its directory failed
+            self.report_dir = self._run_dir(getattr(self.env, "loadkit", None))
+            if self.report_dir is None:
+                return
+            self.collector.set_manifest_fields({"report_dir": os.path.abspath(self.report_dir)})
         try:  # every writer is a plugin, loadkit's own included (report/dispatch.py)
-            report = write_all(get_plugin_manager(), self.collector, self.options.report_dir, final)
+            report = write_all(get_plugin_manager(), self.collector, self.report_dir, final)
         except Exception as exc:
             self.collector.fail(f"writing reports at {why} failed", exc)
             return
@@ -320,7 +373,7 @@ class LocustStats:
                     log.warning("loadkit: %s", "\n".join(task_error_lines(report)))
                 if exit_line:
                     log.warning("loadkit: %s", exit_line)
-            log.info("loadkit reports written to %s (valid: %s)", self.options.report_dir, report["valid"])
+            log.info("loadkit reports written to %s (valid: %s)", self.report_dir, report["valid"])
         if not report["valid"]:
             self._exit_invalid()
         elif self.env.process_exit_code == EXIT_INVALID:

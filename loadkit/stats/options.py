@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import time
 from dataclasses import dataclass
 from typing import Any
 
 from loadkit.stats.metrics import SLO_KEYS, Slo
+from loadkit.stats.rundir import default_report_dir
 from loadkit.stats.validity import DEFAULT_MAX_FAILED_SHARE
 
 DEFAULT_STATS_INTERVAL_S = 5.0
 DEFAULT_FINAL_WAIT_S = 5.0
-
-
-def default_report_dir(now: float | None = None) -> str:
-    """reports/<UTC timestamp>: one directory per run, so a rerun never overwrites the last."""
-    return time.strftime("reports/%Y%m%d-%H%M%S", time.gmtime(time.time() if now is None else now))
 
 
 def parse_slo_item(text: str) -> list[Slo]:
@@ -72,9 +67,13 @@ def percent(text: Any) -> float:
 
 def add_stats_arguments(group: Any) -> None:
     """Add the stats options to loadkit's argument group on Locust's parser."""
-    group.add_argument("--report-dir", default=default_report_dir(), env_var="LOADKIT_REPORT_DIR",
+    # Empty by default: the timestamp is taken when each run starts (stats/rundir.py), not
+    # when the process does (one web-UI process used to write every run into one directory).
+    group.add_argument("--report-dir", default="", env_var="LOADKIT_REPORT_DIR",
                        help="directory for report.json, stats.csv, timeseries.csv and the raw log "
-                            "(default: reports/<UTC start time>; workers write their raw logs here too)")  # fmt: skip
+                            "(default: reports/<UTC start time of each run>); one directory per run: "
+                            "when DIR exists and is not empty, or an earlier run of this process used it, "
+                            "the run writes DIR-2, DIR-3 … instead; workers write their raw logs there too")  # fmt: skip
     group.add_argument("--raw-log", action="store_true", default=False, env_var="LOADKIT_RAW_LOG",
                        help="also write one JSON line per request (requests.jsonl; "
                             "requests.worker<N>.jsonl on distributed workers)")  # fmt: skip

@@ -14,6 +14,7 @@ loadkit's locustfile), both on loopback and bounded in time and request count.
 
 from __future__ import annotations
 
+import re
 import statistics
 import subprocess
 import sys
@@ -95,6 +96,7 @@ def run_against_sim(report_dir: str | Path, engine: str, *, requests: int = 40, 
                "--report-dir", str(report_dir), "--raw-log", "--raw-log-events", "--scrape-interval", "0",
                "--exit-code-on-error", "0", *run_args]  # fmt: skip
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        report_dir = _written_dir(proc.stderr, report_dir)
         rows = _raw_rows(report_dir)
         truth = _truth_of_rows(sim, rows, timeout_s=10)
     report_path = report_dir / "report.json"
@@ -109,6 +111,13 @@ def _truth_of_rows(sim: SimHandle, rows: Sequence[dict[str, Any]], timeout_s: fl
     (the simulator flushes every 0.5 s); that request then had no truth to check against."""
     wanted = {r["request_id"] for r in rows if r["outcome"] != "connect_error"}
     return sim.wait_truth_for(wanted, timeout_s)
+
+
+def _written_dir(stderr: str, given: Path) -> Path:
+    """Where the run wrote: ``given``, or ``given-2`` … when an earlier run holds it (each run
+    has a directory of its own, loadkit/stats/rundir.py; the run's log line names it)."""
+    found = re.findall(r"reports go to (.+)$", stderr, flags=re.MULTILINE)
+    return Path(found[-1].strip()) if found else given
 
 
 def _raw_rows(report_dir: Path) -> list[dict[str, Any]]:

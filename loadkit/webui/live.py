@@ -303,6 +303,6 @@ class LiveView:
         manifest_dir = getattr(collector, "manifest", {}).get("report_dir") if collector is not None else None
         if manifest_dir:
             return str(manifest_dir)
-        from loadkit.stats.options import StatsOptions
-
-        return os.path.abspath(StatsOptions.from_parsed(self.env.parsed_options).report_dir)
+        # No run yet: each run's directory is chosen when it starts (stats/rundir.py).
+        given = getattr(self.env.parsed_options, "report_dir", "") or ""
+        return os.path.abspath(given) if given else "reports/<UTC start time of the run>"

@@ -5,20 +5,32 @@ loadkit meets at test start (a scenario path that does not exist, an unreachable
 only reaches the log. Here the same form is first applied to a copy of the options and checked
 (``Runtime.check_start``); a problem answers the form with Locust's own error reply
 (``{"success": false, "message"}``), which the form shows, and the run does not start.
+
+What only the test start can find (pre-flight's refusal, ``--engine auto`` finding nothing)
+happens after Locust has answered: its /swarm spawns the start and replies ``success: true``
+at once. So a start that passed the check waits, in the reply, for loadkit's test start to
+finish (pre-flight is one short request per target); refused, the reply becomes Locust's error
+reply with the refusal, and the form stays up showing it instead of switching to a running
+test that has already ended.
 """
 
 from __future__ import annotations
 
 import copy
 import logging
+import time
 from typing import Any
 
-from flask import jsonify, request
+from flask import Response, g, jsonify, request
 
 log = logging.getLogger("loadkit.webui")
 
 # Form keys Locust handles itself rather than copying into parsed_options by type.
 LOCUST_KEYS = ("user_count", "spawn_rate", "host", "run_time", "user_classes", "profile", "shape_class")
+# How long the reply waits for the test start to begin (Locust spawns it; a load shape's first
+# tick is 1 s away) and then to end (pre-flight: a few short requests, bounded by its timeouts).
+BEGIN_WAIT_S = 5.0
+END_WAIT_S = 120.0
 
 
 def form_value(current: Any, key: str, form: Any) -> Any:
@@ -68,9 +80,36 @@ def install_start_check(environment: Any, base_path: str, idle_states: tuple[str
             log.exception("loadkit web UI: checking the start form failed; starting anyway")
             return None
         if problem is None:
+            g.loadkit_starts = runtime.starts_done  # the reply waits for this start (after_swarm)
             return None
         log.error("loadkit: the run was not started: %s", problem)
         runtime.start_error = problem
         return jsonify({"success": False, "message": f"loadkit: {problem}", "host": environment.host})
 
     web_ui.app.before_request(check_form)
+
+    def after_swarm(response: Response) -> Response:
+        before = g.pop("loadkit_starts", None)
+        if before is None or not (response.get_json(silent=True) or {}).get("success"):
+            return response
+        runtime: Any = environment.loadkit
+        error = wait_for_start(runtime, before)
+        if error is None:
+            return response
+        return jsonify({"success": False, "message": f"loadkit: {error}", "host": environment.host})
+
+    web_ui.app.after_request(after_swarm)
+
+
+def wait_for_start(runtime: Any, before: int) -> str | None:
+    """The error of the test start that follows a /swarm reply, once it is done (None: it
+    started, or it did not begin in time, e.g. a master without workers, which Locust logs)."""
+    import gevent
+
+    began = time.monotonic()
+    while runtime.starts_done == before:
+        waited = time.monotonic() - began
+        if waited > END_WAIT_S or (waited > BEGIN_WAIT_S and runtime.starts_begun == before):
+            return None
+        gevent.sleep(0.02)
+    return runtime.start_error  # type: ignore[no-any-return]

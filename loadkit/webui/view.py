@@ -3,7 +3,11 @@
 
 Two forms of every row: ``numeric_rows`` keeps the report's numbers untouched (the JSON
 endpoint, the CSV, tests), ``display_rows`` formats them for Locust's extended table, whose
-cells are plain text. Locust's UI camel-cases keys, so display keys are single lowercase words.
+cells are plain text. A display key is the numeric row's name for the same figure
+(``user_class``, ``failed_outcomes``, ``output_tokens_per_s``; a latency's ``ttft_ms`` cell
+holds its ``ttft_ms_p50`` / ``_p90`` / ``_p99``), so the LLM tab's rows (Locust's
+``/stats/requests``, ``extended_stats``) and ``/loadkit/stats.json``'s ``rows`` read alike.
+Locust's page camel-cases the table structure's keys and the rows' keys the same way.
 """
 
 from __future__ import annotations
@@ -24,21 +28,21 @@ ALL_CLASSES = "*"  # a row over every user class
 
 # (key, title) of the extended table's columns, in order.
 TABLE_STRUCTURE: list[dict[str, str]] = [
-    {"key": "userclass", "title": "User class"},
+    {"key": "user_class", "title": "User class"},
     {"key": "engine", "title": "Engine"},
     {"key": "label", "title": "Label"},
     {"key": "requests", "title": "Requests"},
     {"key": "failures", "title": "Failures"},
     {"key": "cancelled", "title": "Cancelled"},
-    {"key": "outcomes", "title": "Failures by outcome"},
+    {"key": "failed_outcomes", "title": "Failures by outcome"},
     {"key": "messages", "title": "Top server messages"},
-    {"key": "ttft", "title": "TTFT ms p50 / p90 / p99"},
-    {"key": "ttfat", "title": "First answer ms p50 / p90 / p99"},
-    {"key": "tpot", "title": "TPOT ms p50 / p90 / p99"},
-    {"key": "itl", "title": "ITL ms p50 / p90 / p99"},
-    {"key": "e2e", "title": "E2E ms p50 / p90 / p99"},
-    {"key": "tokps", "title": "Output tok/s"},
-    {"key": "goodput", "title": "Goodput req/s"},
+    {"key": "ttft_ms", "title": "TTFT ms p50 / p90 / p99"},
+    {"key": "ttfat_ms", "title": "First answer ms p50 / p90 / p99"},
+    {"key": "tpot_ms", "title": "TPOT ms p50 / p90 / p99"},
+    {"key": "itl_ms", "title": "ITL ms p50 / p90 / p99"},
+    {"key": "e2e_ms", "title": "E2E ms p50 / p90 / p99"},
+    {"key": "output_tokens_per_s", "title": "Output tok/s"},
+    {"key": "goodput_per_s", "title": "Goodput req/s"},
 ]
 
 
@@ -109,19 +113,19 @@ def fmt_messages(messages: list[dict[str, Any]], width: int = 160) -> str:
 def display_row(row: dict[str, Any]) -> dict[str, Any]:
     """The text Locust's extended table shows for one numeric row."""
     out = {
-        "userclass": row["user_class"],
+        "user_class": row["user_class"],
         "engine": row["engine"],
         "label": row["label"],
         "requests": row["requests"],
         "failures": row["failures"],
         "cancelled": row["cancelled"],
-        "outcomes": fmt_outcomes(row["failed_outcomes"]),
+        "failed_outcomes": fmt_outcomes(row["failed_outcomes"]),
         "messages": fmt_messages(row["messages"]),
-        "tokps": fmt_number(row["output_tokens_per_s"]),
-        "goodput": fmt_number(row["goodput_per_s"], 2),
+        "output_tokens_per_s": fmt_number(row["output_tokens_per_s"]),
+        "goodput_per_s": fmt_number(row["goodput_per_s"], 2),
     }
     for metric in LATENCY_METRICS:
-        out[metric.split("_")[0]] = fmt_triple(row, metric)
+        out[metric] = fmt_triple(row, metric)
     return out
 
 

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 SCHEMA = "loadkit.scenario/1"
 TOP_KEYS = ("schema", "name", "description", "seed", "duration_s", "max_requests", "targets", "slos",
-            "arrival", "prompt", "parts", "trace", "sessions", "tenants")
+            "arrival", "prompt", "parts", "trace", "sessions", "tenants", "sim")
 TARGET_KEYS = ("name", "url", "engine", "api", "model", "priority_as")
 ARRIVAL_MODELS = ("closed", "poisson", "gamma", "constant", "trace", "tenants")
 
@@ -66,6 +66,8 @@ class Scenario:
     trace: TraceSpec | None = None
     sessions: SessionSpec | None = None
     tenants: list[TenantSpec] = field(default_factory=list)
+    # [sim] profile: the simulator profile the workload fits (`loadkit run` starts it); None: the default.
+    sim_profile: str | None = None
 
     @property
     def kind(self) -> str:
@@ -83,10 +85,10 @@ class Scenario:
         return {"parts": {p["name"]: {k: v for k, v in p.items() if k != "name"} for p in self.raw["parts"]}}
 
     def request_source(self, worker_index: int = 0, worker_count: int = 1, *,
-                       server_url: str | None = None) -> RequestSource:
+                       server_url: str | None = None, salt: int = 0) -> RequestSource:
         from loadkit.workload.source import RequestSource
 
-        return RequestSource(self, worker_index, worker_count, server_url=server_url)
+        return RequestSource(self, worker_index, worker_count, server_url=server_url, salt=salt)
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -144,6 +146,17 @@ def _parse_header(ctx: Ctx, raw: dict[str, Any], sc: Scenario) -> None:
     sc.slos = _parse_slos(ctx.at("slos"), raw.get("slos", {}))
     sc.arrival = _parse_arrival(ctx.at("arrival"), raw.get("arrival", {"model": "closed", "users": 1}))
     sc.prompt = _parse_prompt(ctx.at("prompt"), raw.get("prompt", {}), sc.path.parent)
+    if "sim" in raw:
+        sc.sim_profile = _parse_sim(ctx.at("sim"), raw["sim"])
+
+
+def _parse_sim(ctx: Ctx, raw: Any) -> str:
+    """``[sim] profile = "long"``: the simulator profile whose context and KV pool the workload fits."""
+    from loadkit.sim.config import PROFILES
+
+    table = get_table(ctx, raw)
+    check_keys(ctx, table, ("profile",))
+    return get_str(ctx.at("profile"), require(ctx, table, "profile"), tuple(PROFILES))
 
 
 def _parse_target(ctx: Ctx, raw: Any) -> dict[str, Any]:

@@ -49,6 +49,11 @@ class SessionContext:
     exact_output: bool = True
     # Told about every request a session makes: (input tokens, max_tokens), for realised().
     on_request: Callable[[int, int], None] | None = None
+    text_seed: int | None = None  # the run's salted seed for prompt words (source.py); None: seed
+
+    @property
+    def words_seed(self) -> int:
+        return self.seed if self.text_seed is None else self.text_seed
 
 
 class Session:
@@ -110,7 +115,7 @@ class Session:
     def _append(self, stream: int, role: str, n_tokens: int, *, turn_start: bool = False,
                 prefix: str = "", suffix: str = "") -> None:
         key = (0x5E55, self.index, self.turns_sent, stream)
-        body = self.ctx.builder.text(self.ctx.seed, key, n_tokens)
+        body = self.ctx.builder.text(self.ctx.words_seed, key, n_tokens)
         self.history.append(_Msg({"role": role, "content": prefix + body + suffix}, n_tokens, turn_start))
 
     def _append_reply(self, reply: str) -> None:
@@ -142,7 +147,7 @@ class Session:
         assert tool is not None
         n_call, n_result = tool.call_tokens.sample_int(self.rng), tool.result_tokens.sample_int(self.rng)
         key = (0x5E55, self.index, self.turns_sent, _TOOL_CALL)
-        args = self.ctx.builder.text(self.ctx.seed, key, n_call)
+        args = self.ctx.builder.text(self.ctx.words_seed, key, n_call)
         reply = self.history[-1]
         if tool.format == "openai" and self.ctx.shape == "messages":
             call_id = f"call_{self.index}_{self.turns_sent}"

@@ -3,6 +3,11 @@
 Item ``i`` of the global stream is a pure function of (seed, i): it is built from a Generator
 seeded by ``[seed, stream, i]``. Worker ``w`` of ``W`` takes items ``i ≡ w (mod W)``, so
 workers get disjoint shares whose union is exactly the single-worker stream, on any machine.
+
+A run's ``salt`` (issue 32) changes only the words: texts come from ``salted_seed(seed, salt)``
+by the same keys, so lengths and arrivals stay the scenario's, texts sharing a key within the
+run (a system prompt, a Mooncake block) still share it, and a rerun with another salt meets
+none of the last run's prefixes in the server's cache. Salt 0: the scenario's seed alone.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from loadkit.workload.sourceparts import (
 from loadkit.workload.tenantplan import STAGE as TENANT_STAGE
 from loadkit.workload.tenantplan import tenant_schedule
 from loadkit.workload.tenantsessions import tenant_of_session
-from loadkit.workload.text import ApproxBuilder, TextBuilder, hf_builder
+from loadkit.workload.text import ApproxBuilder, TextBuilder, hf_builder, salted_seed
 from loadkit.workload.traces import Trace, block_sharing, leading_cached_blocks
 from loadkit.workload.warmcache import (
     WARMUP_LABEL,
@@ -70,12 +75,14 @@ class RequestSource:
     """One worker's share of a scenario's items; see the module docstring."""
 
     def __init__(self, scenario: Scenario, worker_index: int = 0, worker_count: int = 1, *,
-                 server_url: str | None = None) -> None:
+                 server_url: str | None = None, salt: int = 0) -> None:
         if worker_count < 1 or not 0 <= worker_index < worker_count:
             raise ValueError(f"worker_index {worker_index} not in [0, {worker_count})")
         self.scenario = scenario
         self.worker_index, self.worker_count = worker_index, worker_count
-        self.seed = scenario.seed
+        self.seed = scenario.seed  # lengths, choices, arrivals: the scenario's alone
+        self.salt = salt
+        self.text_seed = salted_seed(scenario.seed, salt)  # every prompt text: the run's own words
         self.builder = make_builder(scenario, server_url)
         self.stats = Realised(self.builder)
         self._arrivals: list[float] | None = None
@@ -181,7 +188,7 @@ class RequestSource:
     def _single(self, i: int, key: tuple[int, ...], n_in: int, n_out: int, label: str,
                 cached: int | None = None, text: str | None = None) -> GenerationRequest:
         if text is None:
-            text = self.builder.text(self.seed, key, n_in)
+            text = self.builder.text(self.text_seed, key, n_in)
             n_in = self.builder.last_count if not self.builder.approximate else n_in
         spec = self.scenario.prompt
         req = GenerationRequest(max_tokens=n_out, exact_output=spec.exact_output, label=label,
@@ -263,7 +270,7 @@ class RequestSource:
                            blocks: BlockPrompts | None = None) -> Iterator[Item]:
         spec = self.scenario.trace
         assert spec is not None and trace.hash_ids is not None
-        blocks = blocks or BlockPrompts(self.builder, self.seed, spec.block_tokens)
+        blocks = blocks or BlockPrompts(self.builder, self.text_seed, spec.block_tokens)
         history = self._history or None  # with warm_cache the window meets the history's blocks
         leading = leading_cached_blocks(trace.hash_ids, history)
         self.stats.attach_sharing(blocks, block_sharing(trace.hash_ids, history))
@@ -282,7 +289,7 @@ class RequestSource:
         self.stats.warmup = {"prefixes": len(prefixes), "requests": len(share), "prompt_tokens": 0,
                              "history_blocks": len(self._history), "delay_s": spec.warm_cache_s,
                              **expected_shares(trace, self._history, spec.block_tokens, spec.max_input_tokens)}
-        blocks = BlockPrompts(self.builder, self.seed, spec.block_tokens)
+        blocks = BlockPrompts(self.builder, self.text_seed, spec.block_tokens)
         return itertools.chain((self._warm_request(blocks, ids) for ids in share),
                                self._mooncake_requests(trace, mine, blocks))
 
@@ -320,7 +327,7 @@ class RequestSource:
         groups = group_sessions(trace.hash_ids)
         starts = np.asarray([trace.t_s[g[0]] for g in groups])
         mine = self._my_plan(trace, len(groups), starts)
-        blocks = BlockPrompts(self.builder, self.seed, spec.block_tokens)
+        blocks = BlockPrompts(self.builder, self.text_seed, spec.block_tokens)
         leading = leading_cached_blocks(trace.hash_ids)
         self.stats.attach_sharing(blocks, block_sharing(trace.hash_ids))
         return (self._trace_session(trace, blocks, groups[unit], leading, unit, loop) for unit, loop, _ in mine)
@@ -346,7 +353,7 @@ class RequestSource:
         spec = self.scenario.sessions
         assert spec is not None
         ctx = SessionContext(self.builder, self.seed, self.scenario.prompt.shape, self.scenario.prompt.exact_output,
-                             on_request=self._on_session_request)
+                             on_request=self._on_session_request, text_seed=self.text_seed)
         if self.scenario.tenants:
             return self._tenant_sessions(spec, ctx)
         pool = SystemPool(self, spec.system) if spec.system is not None else None

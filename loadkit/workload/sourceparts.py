@@ -38,7 +38,7 @@ class SystemPool:
         if k not in self._texts:
             n = self.spec.tokens.sample_int(np.random.default_rng([seed, _SYSTEM, 1 << 30, k, *([salt] if salt else [])]))
             key = (_SYSTEM, k, salt) if salt else (_SYSTEM, k)
-            self._texts[k] = (self.source.builder.text(self.source.seed, key, n), n)
+            self._texts[k] = (self.source.builder.text(self.source.text_seed, key, n), n)
         seen = k in self._used
         self._used.add(k)
         return (*self._texts[k], seen)

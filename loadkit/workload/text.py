@@ -42,6 +42,15 @@ def _word_indices(seed: int, key: Sequence[int], n_words: int) -> np.ndarray:
     return np.frombuffer(raw, dtype="<u2") % len(VOCAB)
 
 
+def salted_seed(seed: int, salt: int) -> int:
+    """The seed a run's prompt words are drawn from: ``seed`` itself for salt 0, else a 64-bit
+    mix of both (a rerun with another salt shares no word sequence with the last run)."""
+    if not salt:
+        return seed
+    material = b"loadkit-salt/1" + (int(seed) & _MASK64).to_bytes(8, "little") + (int(salt) & _MASK64).to_bytes(8, "little")
+    return int.from_bytes(hashlib.blake2b(material, digest_size=8).digest(), "little")
+
+
 def pseudo_words(seed: int, key: Sequence[int], n_words: int) -> list[str]:
     """n pseudo-words, a pure function of (seed, key): the same on every run and machine."""
     if n_words <= 0:

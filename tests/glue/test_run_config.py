@@ -110,15 +110,44 @@ def test_a_warm_up_with_no_stages_is_followed_by_the_measured_rest_of_the_run_ti
 def test_the_worker_wire_form_is_versioned_and_round_trips():
     config = RunConfig(slos=("ttft_ms=500",), slo_source=FORM, max_requests=40, run_time_s=12.0,
                        run_time_source=COMMAND_LINE, warmup_s=2.0, plugins={"loadkit": "1"},
-                       detections={"http://x": {"engine": "vllm"}}, preflight={"t": {"drop": ["ignore_eos"]}})  # fmt: skip
+                       detections={"http://x": {"engine": "vllm"}}, preflight={"t": {"drop": ["ignore_eos"]}},
+                       report_dir="reports/run-2", salt=12345, salt_source="random")  # fmt: skip
     wire = config.to_wire((1, 3))
-    assert wire["v"] == 1
+    assert wire["v"] == 2
     back = RunConfig.from_wire(wire)
     assert back == config.with_(shard=(1, 3))
     assert RunConfig.from_wire(config.to_wire(None)).late
-    with pytest.raises(ConfigError, match=r"version 2; this worker understands version 1"):
-        RunConfig.from_wire({**wire, "v": 2})
+    # A version-1 master (no report directory, no salt) is refused, not half understood.
+    with pytest.raises(ConfigError, match=r"version 1; this worker understands version 2"):
+        RunConfig.from_wire({**wire, "v": 1})
     with pytest.raises(ConfigError, match=r"version None"):
         RunConfig.from_wire({"slos": []})
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.slos = ()  # type: ignore[misc]
+
+
+@pytest.mark.in_process_locust
+def test_each_start_salts_its_prompts_unless_seed_is_given_and_a_worker_takes_the_masters_salt():
+    from loadkit.glue.runconfig import parse_seed
+
+    parsed = options(scenario=str(SCENARIOS / "closed_small.toml"), seed="")
+    runtime = runtime_on(parsed)
+    salts = {configure(runtime, parsed).salt for _ in range(3)}
+    assert len(salts) == 3 and 0 not in salts and runtime.config.salt_source == "random"
+    source = next(iter(runtime.workloads.values())).sources["fast"]
+    assert source.salt == runtime.config.salt  # what the sources draw prompt words with
+    given = options(scenario=str(SCENARIOS / "closed_small.toml"), seed=41)
+    config = configure(runtime_on(given), given)
+    assert (config.salt, config.salt_source) == (41, f"--seed ({COMMAND_LINE})")
+    form = options(scenario=str(SCENARIOS / "closed_small.toml"), seed="0")  # typed into the web form
+    form_runtime = runtime_on(options(scenario=str(SCENARIOS / "closed_small.toml"), seed=""))
+    assert configure(form_runtime, form).salt == 0  # 0: the scenario's own prompts
+    assert form_runtime.config.salt_source == f"--seed ({FORM})"
+    # A worker uses the master's salt, whatever its own options say.
+    worker = runtime_on(parsed)
+    worker.configure(parsed, None, (1, 2), RunConfig(salt=1234, salt_source="random", plugins=worker.fingerprint()))
+    assert worker.config.salt == 1234
+    assert {s.salt for w in worker.workloads.values() for s in w.sources.values()} == {1234}
+    assert parse_seed(" 7 ") == 7 and parse_seed(None) is None and parse_seed("") is None
+    with pytest.raises(ConfigError, match=r"--seed: 'x' is not a whole number"):
+        parse_seed("x")

@@ -127,3 +127,29 @@ def test_worker_stopped_cleanly_keeps_its_data(tmp_path):
     assert len(by_worker) == 2 and min(by_worker.values()) > 5, by_worker
     assert len(rows) == sum(e["requests"] for e in report["engines"].values()), err[-2000:]
     assert report["workers"], "the report lists the workers and what became of them"
+
+
+
+def test_processes_without_a_master_port_runs_with_locust_s_default_port_taken(tmp_path):
+    """--processes with no master port gets a free one (glue/masterport.py). On Locust's fixed
+    5557, taken (here by a socket that never answers), the master failed to bind with a
+    traceback and its forked workers connected to whatever held the port."""
+    blocker = socket.socket()
+    try:
+        blocker.bind(("", 5557))
+        blocker.listen(1)
+    except OSError:
+        pass  # already taken by something else on the machine: the same condition
+    report_dir = tmp_path / "r"
+    try:
+        with sim_process("--profile", "fast") as sim, processes() as start:
+            run = start("--processes", "2", "--headless", "-u", "4", "-r", "4", "-t", "4s", "--stop-timeout", "5",
+                        "--host", sim.url, "--scenario", str(SCENARIOS / "closed_small.toml"),
+                        "--report-dir", str(report_dir), "--raw-log")  # fmt: skip
+            _, err = run.communicate(timeout=120)
+    finally:
+        blocker.close()
+    assert run.returncode == 0, err[-3000:]
+    assert "Address already in use" not in err and "2 workers connected" in err
+    report = check_conservation(report_dir)
+    assert report["valid"] and report["workers"]["count"] == 2 and report["workers"]["lost"] == 0

@@ -73,7 +73,8 @@ def test_in_band_error_message_reaches_console_report_and_locust_table(tmp_path)
     failed = s["outcomes"]["in_band_error"]
     assert failed >= 5 and s["failures"] == failed
     entry = s["error_messages"]["in_band_error"]
-    assert entry["total"] == failed and entry["top"] == [{"message": variants.IN_BAND_MESSAGE, "count": failed}]
+    assert entry["total"] == failed and entry["top"] == [{"message": variants.IN_BAND_MESSAGE, "count": failed,
+                                                          "template": variants.IN_BAND_MESSAGE, "varied": False}]
     assert entry["other"] == 0
     assert f"in_band_error ×{failed}: {variants.IN_BAND_MESSAGE}" in proc.stdout
     # Locust's own failure table names the server's message, not just the outcome.
@@ -92,7 +93,8 @@ def test_strict_server_422_text_is_in_console_and_report(tmp_path):
     s = only_engine(report)
     n = s["outcomes"]["http_error:422"]
     detail = json.dumps(variants.STRICT_DETAIL)
-    assert s["error_messages"]["http_error:422"]["top"] == [{"message": detail, "count": n}]
+    assert s["error_messages"]["http_error:422"]["top"] == [{"message": detail, "count": n, "template": detail,
+                                                             "varied": False}]
     assert f"http_error:422 ×{n}: {detail}" in proc.stdout
     (reason,) = report["invalid_reasons"]
     assert "no request succeeded" in reason and "Unexpected fields" in reason
@@ -163,7 +165,8 @@ def test_distributed_auto_detected_target_and_exact_message_counts(tmp_path):
     rows = raw_records(report_dir)
     assert {r["worker"] for r in rows} == {0, 1} and failed >= 4
     assert s["error_messages"]["in_band_error"] == {"total": failed, "other": 0,
-                                                    "top": [{"message": variants.IN_BAND_MESSAGE, "count": failed}]}  # fmt: skip
+                                                    "top": [{"message": variants.IN_BAND_MESSAGE, "count": failed,
+                                                             "template": variants.IN_BAND_MESSAGE, "varied": False}]}  # fmt: skip
     assert sum(1 for r in rows if r["outcome"] == "in_band_error" and r["error"] == variants.IN_BAND_MESSAGE) == failed
     assert f"in_band_error ×{failed}: {variants.IN_BAND_MESSAGE}" in master_out
 

@@ -93,6 +93,27 @@ def test_unknown_model_is_refused_at_preflight_with_the_served_list(tmp_path):
     assert not (tmp_path / "r" / "report.json").exists()
 
 
+def test_refusal_without_model_lists_the_served_models(tmp_path):
+    server = StrictOpenAI(models=("served-a", "served-b"), check_model=True)
+    with ScriptedServer(server) as srv:
+        proc = run_locust(*headless(srv.url, tmp_path / "r"), timeout=60)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("loadkit: error:")]
+    assert len(errors) == 1, proc.stderr[-3000:]
+    assert "does not exist" in errors[0] and "it serves: served-a, served-b (give --model)" in errors[0]
+    assert not (tmp_path / "r" / "report.json").exists()
+
+
+def test_dead_port_with_skipped_check_says_unreachable(tmp_path):
+    proc = run_locust(*headless(dead_url(), tmp_path / "r", "--skip-reachability-check", "--model", "m",
+                                "--max-requests", "3"), timeout=60)  # fmt: skip
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    check_conservation(tmp_path / "r")
+    lines = [line for line in proc.stderr.splitlines() if "pre-flight" in line]
+    assert len(lines) == 1 and "is unreachable" in lines[0] and "Connection refused" in lines[0], proc.stderr[-3000:]
+    assert "lists no models" not in proc.stderr
+
+
 def test_extra_body_and_headers_reach_the_server_and_secrets_no_output(tmp_path):
     secret = "tok-" + "5e" * 12
     server = StrictOpenAI()
@@ -239,6 +260,60 @@ def test_manifest_says_what_preflight_saw(tmp_path):
     assert json.dumps(report["manifest"]["request_options"])  # plain data
 
 
+def swarm(base: str, form: dict[str, str]) -> dict:
+    """POST the start form as Locust's web UI does; its JSON reply."""
+    data = urllib.parse.urlencode(form).encode()
+    with urllib.request.urlopen(urllib.request.Request(base + "/swarm", data=data), timeout=60) as resp:
+        return json.loads(resp.read())  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_web_ui_start_refused_at_preflight_answers_success_false(tmp_path, processes):
+    """Locust's /swarm answers before the test start runs; loadkit's reply waits for it, so a
+    start pre-flight refuses is a failed start in the form, with the server's text. Distributed,
+    no worker sends anything for a refused start (Locust may deliver its spawn message after
+    the stop: the worker then asks the master, which says the start was refused), neither
+    before nor after an accepted one."""
+    server = StrictOpenAI(models=("served-a", "served-b"), check_model=True)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    extra = two_processes() if processes > 1 else []
+
+    def state() -> str:
+        return get_json(base + "/stats/requests")["state"]  # type: ignore[no-any-return]
+
+    def refused_start(posts_before: int) -> None:
+        refused = swarm(base, {**form, "model": "wrong-model"})  # the form's value stays in the options
+        assert refused["success"] is False, refused
+        assert "The model `wrong-model` does not exist" in refused["message"], refused
+        assert "served-a, served-b" in refused["message"] and refused["message"].startswith("loadkit: ")
+        wait_for("the refused run to stop", lambda: state() == "stopped", 30)
+        # Locust may deliver the refused start's spawn to a worker seconds after the stop (seen:
+        # 3.5 s); that worker's users send nothing, and its "done" ends the run it started again.
+        time.sleep(5)
+        wait_for("the refused run to stay stopped", lambda: state() == "stopped", 30)
+        assert len(server.posts()) == posts_before + 1  # the pre-flight request only
+
+    form = {"user_count": "2", "spawn_rate": "2", "max_requests": "4"}
+    with ScriptedServer(server) as srv, open(tmp_path / "log", "wb") as log:
+        proc = subprocess.Popen(locust_cmd("--web-host", "127.0.0.1", "--web-port", str(port), "--host", srv.url,
+                                           "--model", "wrong-model", "--scenario", TINY, *extra,
+                                           "--report-dir", str(tmp_path / "r"), "--no-console-table"),  # fmt: skip
+                                stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+        try:
+            wait_for("the web UI", web_ready(base), 30)
+            if processes > 1:
+                wait_for("two workers", lambda: get_json(base + "/stats/requests").get("worker_count") == 2, 60)
+            refused_start(0)
+            accepted = swarm(base, {**form, "model": "served-a"})
+            assert accepted["success"] is True, accepted
+            wait_for("the accepted run's end", lambda: len(server.posts()) == 1 + 1 + 4 and state() == "stopped", 60)
+            refused_start(1 + 1 + 4)  # after a run: no worker sends under that run's configuration
+        finally:
+            stop_process(proc)
+    assert "Traceback" not in (tmp_path / "log").read_text()
+
+
 def test_web_ui_form_options_reach_the_server_and_preflight_runs_per_start(tmp_path):
     """Started from the web UI's form (no early check): pre-flight runs at every start with
     that start's options, and a decision of an earlier start does not carry over."""
@@ -246,10 +321,8 @@ def test_web_ui_form_options_reach_the_server_and_preflight_runs_per_start(tmp_p
     port = free_port()
     base = f"http://127.0.0.1:{port}"
 
-    def start(**form: str) -> None:
-        data = urllib.parse.urlencode({"user_count": "2", "spawn_rate": "2", **form}).encode()
-        with urllib.request.urlopen(urllib.request.Request(base + "/swarm", data=data), timeout=10) as resp:
-            assert json.loads(resp.read())["success"]
+    def start(**form: str) -> dict:
+        return swarm(base, {"user_count": "2", "spawn_rate": "2", **form})
 
     def stopped() -> bool:
         return get_json(base + "/stats/requests")["state"] == "stopped"
@@ -263,12 +336,15 @@ def test_web_ui_form_options_reach_the_server_and_preflight_runs_per_start(tmp_p
             wait_for("the web UI", web_ready(base), 30)
             with urllib.request.urlopen(base + "/", timeout=5) as resp:
                 page = resp.read().decode()
-            for name in ("extra_body", "header", "strict_request", "exact_output", "backoff", "breaker"):
+            for name in ("extra_body", "header", "strict_request", "exact_output", "backoff", "breaker", "breaker_dead_after"):
                 assert f'"{name}"' in page, name  # in the start form
-            start(max_requests="8", extra_body='{"temperature": 0.5}', header="X-Route: green")
+            assert start(max_requests="8", extra_body='{"temperature": 0.5}', header="X-Route: green")["success"]
             wait_for("the first run to end", lambda: stopped() and len(server.posts()) >= 10, 30)
             first_run = server.posts()
-            start(max_requests="8", strict_request="true")
+            # Refused at pre-flight: the form's reply says so (issue 32: it was success: true).
+            refused = start(max_requests="8", strict_request="true")
+            assert refused["success"] is False and "Unexpected fields in the request" in refused["message"], refused
+            assert "--strict-request: stopped" in refused["message"]
             wait_for("the second start to be refused", lambda: stopped() and len(server.posts()) > len(first_run), 30)
             time.sleep(0.5)
         finally:

@@ -179,3 +179,42 @@ def test_conditions_that_differ_are_shown(tmp_path, capsys):
     assert cli_main(["compare", str(a), str(b)]) == 0
     assert "that differ from the baseline:\n  seed: 3  ->  4" in capsys.readouterr().out
     assert compare_runs([str(a), str(a)])["conditions_differ"] == {str(a): {}}
+
+
+def _with_prompts(folder, salt, seed=3):
+    report = orjson.loads((folder / "report.json").read_bytes())
+    report["manifest"]["scenario"].update(seed=seed, sha256="ab" * 32)
+    if salt is None:
+        report["manifest"].pop("prompts", None)  # a report from before prompts were salted
+    else:
+        report["manifest"]["prompts"] = {"salt": salt, "salt_from": "random", "repeat_with": f"--seed {salt}"}
+    (folder / "report.json").write_bytes(orjson.dumps(report))
+    return str(folder)
+
+
+def test_compare_warns_when_two_runs_sent_the_same_prompts(tmp_path, capsys):
+    runs = {name: write_run(tmp_path / name, {"e": make_rows("e", 30, i)}, raw=False)
+            for i, name in enumerate("ABCDE")}  # fmt: skip
+    a = _with_prompts(runs["A"], 41)
+    same = _with_prompts(runs["B"], 41)
+    salted = _with_prompts(runs["C"], 42)
+    old, old_too = _with_prompts(runs["D"], None), _with_prompts(runs["E"], 0)  # unsalted, both
+    result = compare_runs([a, same, salted])
+    assert result["warnings"] == [
+        f"{same} sent the same prompts as {a} (same scenario, seed 3, prompt salt 41): a server with a prefix "
+        "cache may have answered the later run from it; for an A/B comparison rerun without --seed"]
+    assert compare_runs([old, old_too])["warnings"][0].startswith(f"{old_too} sent the same prompts as {old} (same "
+                                                                  "scenario, seed 3, no prompt salt)")  # fmt: skip
+    assert compare_runs([a, _with_prompts(runs["C"], 41, seed=4)])["warnings"] == []  # another scenario seed
+    assert cli_main(["compare", a, same, "--no-raw-log"]) == 0
+    assert f"\nwarning: {same} sent the same prompts as {a}" in capsys.readouterr().out
+
+
+def test_the_report_shows_the_prompt_salt_to_repeat_and_compare_does_not_count_it_a_difference(tmp_path):
+    from loadkit.report.manifest import condition_rows
+
+    a = _with_prompts(write_run(tmp_path / "A", {"e": make_rows("e", 30, 1)}, raw=False), 41)
+    b = _with_prompts(write_run(tmp_path / "B", {"e": make_rows("e", 30, 2)}, raw=False), 42)
+    rows = dict(condition_rows(orjson.loads((tmp_path / "A" / "report.json").read_bytes())))
+    assert rows["prompt salt (--seed to repeat the prompts)"] == "41"
+    assert compare_runs([a, b])["conditions_differ"][b] == {}  # a fresh salt per run is the point

@@ -155,13 +155,18 @@ def test_master_reset_is_propagated_to_workers_but_not_at_test_start(tmp_path):
         _close(runner)
 
 
-def test_each_run_starts_a_fresh_raw_log(tmp_path):
-    (tmp_path / "requests.jsonl").write_text('{"stale": true}\n')  # a previous run in the same directory
-    env = _env(tmp_path)
+def test_each_run_starts_a_fresh_raw_log_in_a_directory_of_its_own(tmp_path):
+    given = tmp_path / "r"
+    given.mkdir()
+    (given / "requests.jsonl").write_text('{"stale": true}\n')  # a previous run in the same directory
+    env = _env(given)
     collector = install_stats(env)
-    for _ in range(2):  # two runs in one process (web UI)
+    for n in (2, 3):  # two runs in one process (web UI); neither overwrites the earlier one
         env.events.test_start.fire(environment=env)
         collector.add(record())
         env.events.test_stop.fire(environment=env)
-        rows = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
+        rows = [json.loads(line) for line in (tmp_path / f"r-{n}" / "requests.jsonl").read_text().splitlines()]
         assert len(rows) == 1 and "request_id" in rows[0]
+        assert json.loads((tmp_path / f"r-{n}" / "report.json").read_text())["manifest"]["report_dir"] == str(
+            tmp_path / f"r-{n}")
+    assert (given / "requests.jsonl").read_text() == '{"stale": true}\n'  # the earlier run, untouched

@@ -100,3 +100,12 @@ def test_tokens_miscounted_per_event_fail_the_check(tmp_path, monkeypatch):
                for r in ok)
     with pytest.raises(AssertionError, match="tokens per event differ from the server's writes"):
         run.check_against_truth()
+
+
+def test_the_run_is_read_from_the_directory_it_wrote_not_an_earlier_one(tmp_path):
+    from loadkit.testing.simrun import _written_dir
+
+    log = (f"[t] vm/WARNING/loadkit: loadkit: --report-dir {tmp_path} holds an earlier run: this run's reports go "
+           f"to {tmp_path}-2\n[t] vm/INFO/locust.main: Shutting down (exit code 0)\n")  # fmt: skip
+    assert _written_dir(log, tmp_path) == type(tmp_path)(f"{tmp_path}-2")
+    assert _written_dir("no such line\n", tmp_path) == tmp_path

@@ -81,9 +81,9 @@ def test_stats_requests_carries_the_llm_rows(live):
     by_engine = {(r["engine"], r["label"]): r for r in ext["data"]}
     assert set(by_engine) == {("vllm-a", "*"), ("sglang-b", "*")}
     row = by_engine[("vllm-a", "*")]
-    assert row["requests"] == 21 and row["failures"] == 1 and row["outcomes"] == "http_error:500 ×1"
+    assert row["requests"] == 21 and row["failures"] == 1 and row["failed_outcomes"] == "http_error:500 ×1"
     p50 = live.collector.report()["engines"]["vllm-a"]["ttft_ms"]["p50"]
-    assert row["ttft"].split(" / ")[0] == f"{p50:.1f}"
+    assert row["ttft_ms"].split(" / ")[0] == f"{p50:.1f}"
 
 
 def test_stats_json_rows_and_windowed_series(live):
@@ -248,7 +248,8 @@ def closed_port() -> int:
     [("scenario", "/nonexistent/scenario.toml", "cannot read file"),
      ("host", "http://127.0.0.1:{closed}", "is unreachable"),
      ("engine", "no-such-engine", "no-such-engine"),
-     ("max_failed_share", "150", "--max-failed-share: must be between 0 and 100")],
+     ("max_failed_share", "150", "--max-failed-share: must be between 0 and 100"),
+     ("seed", "abc", "--seed: 'abc' is not a whole number")],
 )  # fmt: skip
 def test_a_start_that_cannot_work_is_refused_in_the_form_with_the_reason(tmp_path, field, value, wanted):
     env, _ = loadkit_env(tmp_path)

@@ -42,10 +42,22 @@ def test_rows_per_engine_and_label_carry_report_numbers():
 def test_display_rows_format_and_say_not_measured():
     report = collector_with([record(engine="x", outcome="timeout_first_token")]).report()
     (row,) = view.display_rows(view.numeric_rows(report))
-    assert row["ttft"] == "- / - / -"  # no ok request: not measured, never 0
-    assert row["outcomes"] == "timeout_first_token ×1"
-    assert row["goodput"] == "-"  # no SLO given
+    assert row["ttft_ms"] == "- / - / -"  # no ok request: not measured, never 0
+    assert row["failed_outcomes"] == "timeout_first_token ×1"
+    assert row["goodput_per_s"] == "-"  # no SLO given
     assert set(row) == {c["key"] for c in view.TABLE_STRUCTURE}
+
+
+def test_the_llm_tab_names_its_fields_as_stats_json_does():
+    """Each column of the LLM tab (Locust's /stats/requests, extended_stats "llm") is keyed by
+    the stats.json row field it shows; a latency's cell holds its _p50 / _p90 / _p99."""
+    report = collector_with([record(engine="x")]).report()
+    (numeric,) = view.numeric_rows(report)
+    for key in (c["key"] for c in view.TABLE_STRUCTURE):
+        assert key in numeric or all(f"{key}_{p}" in numeric for p in view.PERCENTILES), key
+    shown = view.display_row(numeric)
+    assert shown["ttft_ms"] == " / ".join(f"{numeric[f'ttft_ms_{p}']:.1f}" for p in view.PERCENTILES)
+    assert (shown["user_class"], shown["output_tokens_per_s"]) == ("*", f"{numeric['output_tokens_per_s']:.1f}")
 
 
 def test_goodput_shown_when_slos_are_set():
@@ -54,7 +66,7 @@ def test_goodput_shown_when_slos_are_set():
     (row,) = view.numeric_rows(report)
     assert row["goodput_per_s"] == pytest.approx(report["engines"]["e"]["goodput_per_s"])
     assert row["goodput_per_s"] > 0
-    assert view.display_row(row)["goodput"] == f"{row['goodput_per_s']:.2f}"
+    assert view.display_row(row)["goodput_per_s"] == f"{row['goodput_per_s']:.2f}"
 
 
 def test_outcomes_most_frequent_first():
@@ -95,6 +107,6 @@ def test_rows_per_user_class_follow_the_engine_rows():
     by_key = dict(zip(keys, rows, strict=True))
     assert by_key[("Agent", "a", "*")]["requests"] == 2 and by_key[("Chat", "a", "*")]["requests"] == 6
     assert by_key[("Chat", "a", "*")]["itl_ms_p50"] is None  # ITL is not kept per class
-    assert view.display_row(by_key[("Chat", "a", "short")])["userclass"] == "Chat"
+    assert view.display_row(by_key[("Chat", "a", "short")])["user_class"] == "Chat"
     parsed = list(csv.DictReader(io.StringIO(view.rows_csv(rows))))
     assert [p["user_class"] for p in parsed][-1] == "Chat"

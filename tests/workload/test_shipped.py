@@ -166,3 +166,42 @@ def test_tags_name_the_scenario_by_reference_and_by_its_own_name(tmp_path):
     path.write_text('name = "retrieval"\n')
     assert scenario_tags(str(path)) == {"rag_ctx", "rag-ctx", "retrieval"}
     assert scenario_tags(str(tmp_path / "missing.toml")) == {"missing"}  # unreadable now: told at start
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_every_shipped_scenario_fits_the_simulator_it_names(name):
+    """Each request's prompt and output fit the context of the scenario's [sim] profile (the
+    default profile's 8,192 tokens when it names none): no engine 400 against the simulator
+    `loadkit run` starts for it. Sessions grow turn by turn; their caps are checked instead."""
+    import itertools
+
+    from loadkit.sim.config import PROFILES
+    from loadkit.types import GenerationRequest
+
+    scenario = load_scenario(name)
+    context = PROFILES[scenario.sim_profile or "default"].max_model_len
+    if scenario.sessions is not None:
+        raw = scenario.raw["sessions"]
+        assert raw["context"]["max_tokens"] + raw["output_tokens"]["max"] <= context
+        return
+    if scenario.trace is not None and scenario.trace.as_sessions:
+        assert scenario.trace.max_input_tokens is not None
+        assert scenario.trace.max_input_tokens + 2000 <= context  # the trace's longest output: 2,000
+        return
+    source = scenario.request_source()
+    worst = 0
+    for item in itertools.islice(iter(source.next_item, None), 3000):
+        assert isinstance(item, GenerationRequest)
+        worst = max(worst, (item.n_in_target or 0) + item.max_tokens)
+    assert 0 < worst <= context, (worst, context)
+
+
+def test_the_sim_table_names_a_simulator_profile(write_scenario):
+    body = '[[parts]]\nname = "p"\ninput = 10\noutput = 5\n'
+    assert load_scenario(write_scenario(body + '[sim]\nprofile = "long"\n')).sim_profile == "long"
+    assert load_scenario(write_scenario(body)).sim_profile is None
+    with pytest.raises(ScenarioError, match=r"sim\.profile: expected one of 'default', 'fast', 'big', 'long', "
+                                            r"got 'huge'"):
+        load_scenario(write_scenario(body + '[sim]\nprofile = "huge"\n'))
+    with pytest.raises(ScenarioError, match=r"sim\.max_model_len: unknown key; allowed: profile"):
+        load_scenario(write_scenario(body + '[sim]\nprofile = "long"\nmax_model_len = 4\n'))
