@@ -61,3 +61,13 @@ def test_a_field_of_the_wrong_type_is_named_by_file_and_line(tmp_path):
     directory = _report_dir(tmp_path, [json.dumps(_line(n_in="many"))])
     with pytest.raises(VerifyInputError, match=r"requests\.jsonl:1: 'n_in' is 'many', not an integer"):
         load_run(directory)
+
+
+def test_a_lost_worker_is_said_beside_the_disagreements_it_causes(tmp_path, capsys):
+    directory = _report_dir(tmp_path, [json.dumps(_line())])
+    doc = {"engines": {}, "manifest": {}, "conservation": {"sent": 0, "outcomes_total": 0, "holds": False},
+           "workers": {"count": 2, "lost": 1}}  # fmt: skip
+    (directory / "report.json").write_text(json.dumps(doc))
+    assert main(["verify", str(directory)]) == 1
+    out = capsys.readouterr().out
+    assert "1 worker(s) lost" in out and "DISAGREES conservation / raw log / sent: report 0, recomputed 1" in out
