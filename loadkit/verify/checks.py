@@ -1,0 +1,220 @@
+"""The walks over report.json: conservation, engines and labels, user classes, stages,
+session turns. Each recomputes its groups from the raw-log lines and compares (compare.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loadkit.verify.compare import US_UNIT_MS, Verdict, compare_group, compare_summary
+from loadkit.verify.figures import DEFAULT_RELATIVE_ERROR
+from loadkit.verify.rates import compare_rates, one_process, window_s
+from loadkit.verify.rawlog import Run
+from loadkit.verify.recompute import figures, group_by
+
+STAGE_METRICS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms")
+THREE = (("p50", 500), ("p90", 900), ("p99", 990))
+TOKEN_UNIT = 0.0  # token histograms hold the integers themselves: only the resolution applies
+MAX_TURN = 32  # docs/sessions.md: turns from 32 on share the report's "32+" row
+
+
+def verify_run(run: Run) -> Verdict:
+    """Every check this landing makes (docs/reports.md lists what is not yet checked)."""
+    stated = run.manifest.get("histogram_relative_error")
+    v = Verdict(relative_error=float(stated) if isinstance(stated, int | float) else DEFAULT_RELATIVE_ERROR)
+    slos = {str(k): float(x) for k, x in (run.manifest.get("slos") or {}).items()}
+    events = run.has_events
+    if not events:
+        v.notes.append("ITL (itl_ms, itl_chunk_ms): the raw log has no per-event times "
+                       "(run with --raw-log-events)")  # fmt: skip
+    lost = (run.report.get("workers") or {}).get("lost")
+    if lost:
+        # The report keeps a lost worker's last snapshot; its raw log runs on past it, so the
+        # counts disagree by what the worker did after that snapshot. Said, not hidden.
+        v.notes.append(f"{lost} worker(s) lost (report.json 'workers'): the raw log holds requests the report "
+                       "never received, so counts are expected to disagree")  # fmt: skip
+    conservation(run, v)
+    engines(run, v, slos, events)
+    user_classes(run, v, slos)
+    stages(run, v, slos)
+    sessions(run, v)
+    lengths(run, v)
+    unknown = sorted({k for k in slos if k == "answer_tpot_ms" or (k == "itl_ms" and not events)})
+    if unknown:
+        v.notes.append(f"SLO keys {', '.join(unknown)}: per-key counts and 'good' not checked (the raw log "
+                       "lacks what they judge)")  # fmt: skip
+    return v
+
+
+def conservation(run: Run, v: Verdict) -> None:
+    """Every scheduled request accounted for once: scheduled = sent + dropped, sent = the raw
+    log's lines = Σ outcomes, no request id twice."""
+    cons, rows, s = run.report.get("conservation") or {}, run.rows, "conservation"
+    v.exact(s, "raw log", "sent", cons.get("sent"), len(rows))
+    v.exact(s, "raw log", "outcomes_total", cons.get("outcomes_total"), len(rows))
+    ids: dict[str, str] = {}
+    twice = []
+    for r in rows:
+        if r["request_id"] in ids:
+            twice.append(f"{r['request_id']} ({ids[r['request_id']]}, {r['_where']})")
+        ids.setdefault(r["request_id"], r["_where"])
+    v.exact(s, "raw log", "request ids seen twice", [], twice)
+    if cons.get("scheduled") is not None:
+        v.exact(s, "report", "scheduled", cons["scheduled"], cons.get("sent", 0) + cons.get("dropped", 0))
+    v.exact(s, "report", "in_flight", cons.get("in_flight"), cons.get("lost_in_flight", 0))
+    v.exact(s, "report", "holds", cons.get("holds"), True)
+    total = sum(e.get("requests", 0) for e in run.report["engines"].values())
+    v.exact(s, "engines", "Σ requests", total, len(rows))
+
+
+def engines(run: Run, v: Verdict, slos: dict[str, float], events: bool) -> None:
+    report = run.report["engines"]
+    by_engine = group_by(run.rows, "engine")
+    v.exact("engines", "*", "names", sorted(report), sorted(k[0] for k in by_engine))
+    timed = one_process(run.rows)
+    if not timed:
+        v.notes.append("windows and rates (window_s, *_per_s): the raw log comes from several processes, "
+                       "whose monotonic clocks the report's wall-clock windows cannot be matched with")  # fmt: skip
+    for (engine,), rows in sorted(by_engine.items()):
+        section = report.get(engine)
+        fig = figures(rows, slos, events)
+        compare_group(v, "engines", engine, section, fig)
+        seconds = window_s(rows) if timed else None
+        compare_rates(v, "engines", engine, section, fig, seconds)
+        labels = (section or {}).get("labels") or {}
+        by_label = group_by(rows, "label")
+        v.exact("engines", engine, "labels", sorted(labels), sorted(k[0] for k in by_label))
+        for (label,), mine in sorted(by_label.items()):
+            key, fig = f"{engine} / label {label}", figures(mine, slos, events)
+            compare_group(v, "engines", key, labels.get(label), fig)
+            compare_rates(v, "engines", key, labels.get(label), fig, seconds)  # shares of the engine's window
+
+
+def user_classes(run: Run, v: Verdict, slos: dict[str, float]) -> None:
+    report = run.report.get("user_classes")
+    rows = [r for r in run.rows if r.get("user_class") is not None]
+    if report is None:
+        if rows:
+            v.notes.append("user_classes: the report has no such section; not checked")
+        return
+    s = "user_classes"
+    by_class = group_by(rows, "user_class")
+    v.exact(s, "*", "names", sorted(report), sorted(k[0] for k in by_class))
+    # Rates: a class's totals over the run's window (every class's requests), a class's engine
+    # and labels over that engine's window, so the classes' rates add up.
+    timed = one_process(run.rows)
+    run_s = window_s(rows) if timed else None
+    engine_s = {k[0]: window_s(g) for k, g in group_by(rows, "engine").items()} if timed else {}
+    for (cls,), mine in sorted(by_class.items()):
+        section = report.get(cls) or {}
+        fig = figures(mine, slos, False)
+        compare_group(v, s, cls, report.get(cls), fig)
+        compare_rates(v, s, cls, report.get(cls), fig, run_s)
+        for (engine,), eng_rows in sorted(group_by(mine, "engine").items()):
+            eng = (section.get("engines") or {}).get(engine)
+            fig = figures(eng_rows, slos, False)
+            compare_group(v, s, f"{cls} / {engine}", eng, fig)
+            compare_rates(v, s, f"{cls} / {engine}", eng, fig, engine_s.get(engine))
+            for (label,), lab_rows in sorted(group_by(eng_rows, "label").items()):
+                lab = ((eng or {}).get("labels") or {}).get(label)
+                key, fig = f"{cls} / {engine} / label {label}", figures(lab_rows, slos, False)
+                compare_group(v, s, key, lab, fig)
+                compare_rates(v, s, key, lab, fig, engine_s.get(engine))
+
+
+def stages(run: Run, v: Verdict, slos: dict[str, float]) -> None:
+    report = run.report.get("stages") or {}
+    by_stage = group_by([r for r in run.rows if r.get("stage") is not None], "engine", "stage")
+    unplanned: set[str] = set()
+    for (engine, stage), mine in sorted(by_stage.items()):
+        rows = {row.get("name"): row for row in (report.get(engine) or {}).get("stages") or []}
+        if stage not in rows:
+            # The section lists the scenario's planned stages only (a trace replay tags its
+            # requests "trace" without a plan): nothing in the report to compare with.
+            unplanned.add(str(stage))
+            continue
+        stats = rows[stage].get("stats")
+        key = f"{engine} / stage {stage}"
+        fig = figures(mine, slos, False)
+        compare_group(v, "stages", key, stats, fig, US_UNIT_MS, STAGE_METRICS, THREE, ("requests", "ok", "output_tokens"))
+        if stats is None:
+            continue
+        duration = rows[stage].get("duration_s")
+        if duration:  # a stage's rates are over its planned duration, not a measured window
+            v.close("stages", key, "requests_per_s", stats.get("requests_per_s"), fig.counts["ok"] / duration, 0, False)
+            v.close("stages", key, "output_tokens_per_s", stats.get("output_tokens_per_s"),
+                    fig.counts["output_tokens"] / duration, 0, False)  # fmt: skip
+        if fig.slo is not None and not fig.slo_unknown:
+            if duration and fig.slo["judged"]:
+                v.close("stages", key, "goodput_rps", stats.get("goodput_rps"), fig.slo["good"] / duration, 0, False)
+            attained = fig.slo["good"] / fig.slo["judged"] if fig.slo["judged"] else None
+            if attained is None:
+                v.exact("stages", key, "slo_attainment", stats.get("slo_attainment"), None)
+            else:
+                v.close("stages", key, "slo_attainment", stats.get("slo_attainment"), attained, 0, False)
+    warmups: set[str] = set()
+    for engine, section in sorted(report.items()):
+        for row in section.get("stages") or []:
+            if row.get("warmup"):
+                # Warm-up requests stay out of the run's stats and its raw log (the stage
+                # table alone shows them): nothing to recompute this row from.
+                warmups.add(str(row.get("name")))
+            elif row.get("stats") is not None and (engine, row.get("name")) not in by_stage:
+                key = f"{engine} / stage {row.get('name')}"
+                v.exact("stages", key, "requests", row["stats"].get("requests"), 0)
+    if warmups:
+        v.notes.append(f"stages {', '.join(sorted(warmups))}: warm-up, not in the raw log")
+    if unplanned:
+        v.notes.append(f"stages {', '.join(sorted(unplanned))}: in the raw log, not in the report's stage plan")
+
+
+def sessions(run: Run, v: Verdict) -> None:
+    report = run.report.get("sessions") or {}
+    rows = [r for r in run.rows if r.get("turn") is not None]
+    # Grouped by the report's turn key: turns from MAX_TURN on share one row.
+    by_key: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        turn = int(r["turn"])
+        by_key.setdefault((r["engine"], str(turn) if turn < MAX_TURN else f"{MAX_TURN}+"), []).append(r)
+    for (engine, turn_key), mine in sorted(by_key.items()):
+        cell = ((report.get(engine) or {}).get("turns") or {}).get(turn_key)
+        key = f"{engine} / turn {turn_key}"
+        if cell is None:
+            v.exact("sessions", key, "present", "missing", "present")
+            continue
+        ok = [r for r in mine if r["outcome"] == "ok"]
+        v.exact("sessions", key, "requests", cell.get("requests"), len(mine))
+        v.exact("sessions", key, "ok", cell.get("ok"), len(ok))
+        ttft = sorted((r["t_first_ns"] - r["t_send_ns"]) / 1e6 for r in ok if r["t_first_ns"] is not None)
+        compare_summary(v, "sessions", key, "ttft_ms", cell.get("ttft_ms") or {}, ttft, 1e-6, THREE)
+
+
+# lengths.by_target: report key -> raw-log field, over every request that has the field.
+LENGTH_FIELDS = (("input_target", "n_in_target"), ("input_server", "n_in"), ("output_server", "n_out"))
+
+
+def lengths(run: Run, v: Verdict) -> None:
+    """Asked against realised lengths per target; ``output_asked`` (max_tokens) is not in the
+    raw log and is not checked."""
+    report = (run.report.get("lengths") or {}).get("by_target")
+    if report is None:
+        return
+    s = "lengths"
+    by_engine = group_by(run.rows, "engine")
+    for (engine,), rows in sorted(by_engine.items()):
+        section = report.get(engine)
+        if section is None:
+            v.exact(s, engine, "present", "missing", "present")
+            continue
+        for key, name in LENGTH_FIELDS:
+            values = sorted(r[name] for r in rows if r.get(name) is not None)
+            compare_summary(v, s, engine, key, section.get(key) or {}, values, TOKEN_UNIT, THREE)
+        both = [r for r in rows if r.get("n_in") is not None and r.get("n_in_target") is not None]
+        drift = section.get("prompt_drift") or {}
+        v.exact(s, engine, "prompt_drift.requests", drift.get("requests"), len(both))
+        if both:
+            v.exact(s, engine, "prompt_drift.exact", drift.get("exact"), sum(r["n_in"] == r["n_in_target"] for r in both))
+            gaps = sorted(abs(r["n_in"] - r["n_in_target"]) for r in both)
+            compare_summary(v, s, engine, "prompt_drift.abs_tokens", drift.get("abs_tokens") or {}, gaps, TOKEN_UNIT, THREE)
+            asked = sum(r["n_in_target"] for r in rows if r.get("n_in_target") is not None)
+            if asked:
+                v.close(s, engine, "prompt_drift.mean_relative", drift.get("mean_relative"), sum(gaps) / asked, 0, False)
