@@ -10,6 +10,7 @@ from typing import Any
 from loadkit.engines.targets import TargetError
 from loadkit.errors import UserError
 from loadkit.glue import breaker, preflight, reachability, starts
+from loadkit.glue.ending import on_user_error, stop_a_refused_start, worker_done_handler
 from loadkit.glue.manifest import run_manifest
 from loadkit.glue.openloop import behind_warning
 from loadkit.glue.options import add_arguments
@@ -19,7 +20,6 @@ from loadkit.glue.shape import StageShape
 from loadkit.glue.shapesteps import install_worker as install_shape_steps
 from loadkit.glue.shapesteps import watch_shape
 from loadkit.plugins import PluginError
-from loadkit.requestargs import UserAPIError
 from loadkit.stats.builtin import BuiltinSections
 
 log = logging.getLogger("loadkit")
@@ -77,7 +77,8 @@ def on_init(environment: Any, **_: Any) -> None:
         install_shape_steps(environment, runtime)
     if isinstance(runner, MasterRunner):
         starts.install_master(environment, runtime)
-        runner.register_message(ExhaustionWatch.DONE_MESSAGE, _worker_done_handler(runtime))
+        runner.register_message(ExhaustionWatch.DONE_MESSAGE, worker_done_handler())
+        environment.events.spawning_complete.add_listener(lambda **_: stop_a_refused_start(environment, runtime))
         runner.register_message(NOTE_MESSAGE, _master_notes_handler(runtime))
         runner.register_message(REFUSED_MESSAGE, _master_notes_handler(runtime))
         breaker.install(environment, runtime)
@@ -192,19 +193,6 @@ def check_reachable(runtime: Runtime) -> None:
             raise ConfigError(f"target {target.name!r} at {target.spec.url}: TLS: {exc}") from None
         except OSError as exc:
             raise ConfigError(f"target {target.name!r} at {target.spec.url} is unreachable: {exc}") from None
-
-
-def _worker_done_handler(runtime: Runtime):
-    done: set[int] = set()
-
-    def handler(environment: Any, msg: Any, **_: Any) -> None:
-        done.add(msg.data.get("worker"))
-        runner = environment.runner
-        if len(done) >= runner.worker_count:
-            done.clear()
-            end_run(environment, "every worker finished its share of the workload")
-
-    return handler
 
 
 def on_test_start(environment: Any, **_: Any) -> None:
@@ -385,20 +373,6 @@ def on_test_stop(environment: Any, **_: Any) -> None:
         warning = behind_warning(target, s, environment.parsed_options.late_threshold_ms, saturated)
         if warning is not None:
             runtime.stats.warn(warning)
-
-
-def on_user_error(user_instance: Any, exception: BaseException, **_: Any) -> None:
-    """A user-API call that can never be sent (UserAPIError: the task makes the same bad call
-    every time) stops the run with its one line, after Locust's one traceback showing where;
-    left alone, a task loop at wait_time 0 logs thousands of tracebacks a second."""
-    if not isinstance(exception, UserAPIError):
-        return
-    user = getattr(user_instance, "user", user_instance)  # Locust passes the user's TaskSet
-    runtime = getattr(getattr(user, "environment", None), "loadkit", None)
-    if runtime is None or runtime.halted:
-        return
-    reason = f"user class {type(user).__name__}: {exception}"
-    breaker.trip(user.environment, runtime, reason, why="a user-API call was refused")
 
 
 def register(events: Any) -> None:

@@ -62,7 +62,21 @@ def check_conservation(report_dir: Path) -> dict[str, Any]:
             for r in mine:
                 counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
             assert counts == {k: v for k, v in section["outcomes"].items() if v}, (engine, counts)
+        check_oracle(report_dir, report)
     return report
+
+
+def check_oracle(report_dir: Path, report: dict[str, Any]) -> None:
+    """``loadkit verify``'s oracle agrees with every figure it recomputes (issue 31: the oracle
+    runs on every integration run that keeps a raw log, so the matrix is the suite itself). A
+    run that lost a worker is exempt: its report keeps the worker's last snapshot while the raw
+    log runs on, and the oracle says so instead of agreeing."""
+    if (report.get("workers") or {}).get("lost"):
+        return
+    from loadkit.verify import load_run, verify_run
+
+    verdict = verify_run(load_run(report_dir))
+    assert verdict.ok, f"loadkit verify {report_dir}: " + "; ".join(str(d) for d in verdict.disagreements[:8])
 
 
 def check_percentiles_match_raw(report: dict[str, Any], rows: list[dict[str, Any]], rel: float = 0.002) -> int:

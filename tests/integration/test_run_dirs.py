@@ -40,10 +40,13 @@ def test_web_ui_starts_each_write_a_directory_of_their_own_and_a_refused_one_des
     base = f"http://127.0.0.1:{port}"
     given = tmp_path / "r"
 
-    def start(**form: str) -> None:
+    def start(refused: bool = False, **form: str) -> None:
         data = urllib.parse.urlencode({"user_count": "2", "spawn_rate": "2", **form}).encode()
         with urllib.request.urlopen(urllib.request.Request(base + "/swarm", data=data), timeout=10) as resp:
-            assert json.loads(resp.read())["success"]
+            answer = json.loads(resp.read())
+        # A start loadkit refuses is a failed start in the form (test_strict_servers), with the reason.
+        assert answer["success"] is not refused, answer
+        assert not refused or "--strict-request" in answer["message"], answer
 
     def state() -> str:
         return str(get_json(base + "/stats/requests")["state"])
@@ -68,7 +71,7 @@ def test_web_ui_starts_each_write_a_directory_of_their_own_and_a_refused_one_des
             run_then_stop(tmp_path / "r-2")
             kept = {d: (d / "report.json").read_bytes() for d in (given, tmp_path / "r-2")}
             # A third start that pre-flight refuses: a strict server, and --strict-request from the form.
-            start(host=srv.url, strict_request="true")
+            start(refused=True, host=srv.url, strict_request="true")
             wait_for("the refused start's report", lambda: (tmp_path / "r-3" / "report.json").is_file(), 30)
             wait_for("the refused start to stop", lambda: state() == "stopped", 30)
             time.sleep(0.5)
