@@ -167,7 +167,9 @@ def test_a_mooncake_windows_cache_warm_up_is_outside_asked_and_the_schedule_figu
     assert n_warm > 0
     report_dir = tmp_path / "r"
     with sim_process("--profile", "fast", "--num-blocks", "400000", "--max-model-len", "8192") as sim:
-        proc = run_locust("--headless", "-u", "8", "-r", "8", "-t", "20s", "--stop-timeout", "10",
+        # Enough users that the warm-ups (all due at once) leave free users for the window's
+        # own sends: with 8, CI saw 39 of 104 window sends wait for one (a true "fell behind").
+        proc = run_locust("--headless", "-u", "32", "-r", "32", "-t", "20s", "--stop-timeout", "10",
                           "--host", sim.url, "--scenario", str(scenario), "--report-dir", str(report_dir),
                           "--raw-log")  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
