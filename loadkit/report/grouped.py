@@ -30,14 +30,20 @@ def _dicts(value: Any) -> dict[str, dict[str, Any]]:
     return {k: v for k, v in value.items() if isinstance(v, dict)} if isinstance(value, dict) else {}
 
 
-def stage_rows(report: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    """Per engine, report.json's planned stages that saw requests, in plan order."""
+def _rows_per_engine(sections: Any, key: str, seen: str | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Per engine, the dict rows under ``key`` of its section (only those with ``seen`` set,
+    when given); engines without any are left out."""
     out = {}
-    for engine, sec in _dicts(report.get("stages")).items():
-        rows = [r for r in sec.get("stages") or [] if isinstance(r, dict) and r.get("stats")]
+    for engine, sec in _dicts(sections).items():
+        rows = [r for r in sec.get(key) or [] if isinstance(r, dict) and (seen is None or r.get(seen))]
         if rows:
             out[engine] = rows
     return out
+
+
+def stage_rows(report: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Per engine, report.json's planned stages that saw requests, in plan order."""
+    return _rows_per_engine(report.get("stages"), "stages", seen="stats")
 
 
 def stages_section(report: dict[str, Any]) -> str:
@@ -69,13 +75,7 @@ def stages_section(report: dict[str, Any]) -> str:
 
 def bucket_rows(report: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """Per engine, report.json's lengths.by_target.<engine>.by_input_tokens (buckets with requests)."""
-    targets = _dicts((report.get("lengths") or {}).get("by_target"))
-    out = {}
-    for engine, sec in targets.items():
-        rows = [r for r in sec.get("by_input_tokens") or [] if isinstance(r, dict)]
-        if rows:
-            out[engine] = rows
-    return out
+    return _rows_per_engine((report.get("lengths") or {}).get("by_target"), "by_input_tokens")
 
 
 def buckets_section(report: dict[str, Any]) -> str:
