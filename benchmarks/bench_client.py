@@ -113,19 +113,35 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--streams", default="50,100,200,300,500,700,1000", help="stream-count ladder, ascending")
     p.add_argument("--seconds", type=float, default=6.0, help="sending time per point (requests then finish)")
     p.add_argument("--warmup-s", type=float, default=1.0, help="leave out requests sent in the first seconds")
-    p.add_argument("--processes", type=int, default=1, help="client processes per point, streams split evenly")
-    p.add_argument("--transports", default="http", help="comma list of http, https: each ladder runs over each")
+    p.add_argument(
+        "--processes", type=int, default=1, help="client processes per point, streams split evenly"
+    )
+    p.add_argument(
+        "--transports", default="http", help="comma list of http, https: each ladder runs over each"
+    )
     p.add_argument("--client-cpus", default="1", help="cores for the client processes (taskset list)")
-    p.add_argument("--cpu-share", type=float, default=None,
-                   help="cap each client process at this fraction of a core (its own cgroup v1 cpu group, 1 ms "
-                        "period; root): with 2 cores and the simulator on one, scaling to N processes is "
-                        "measured as N processes of 1/N core each against 1 process of 1/N core")
+    p.add_argument(
+        "--cpu-share",
+        type=float,
+        default=None,
+        help="cap each client process at this fraction of a core (its own cgroup v1 cpu group, 1 ms "
+        "period; root): with 2 cores and the simulator on one, scaling to N processes is "
+        "measured as N processes of 1/N core each against 1 process of 1/N core",
+    )
     p.add_argument("--sim-cpu", type=int, default=0, help="core for the simulator")
-    p.add_argument("--nice", type=int, default=0,
-                   help="niceness of simulator and clients (e.g. -10 on a shared machine; negative needs root)")
-    p.add_argument("--rt", type=int, default=0,
-                   help="run simulator and clients SCHED_FIFO at this priority (chrt; root): on a shared, busy "
-                        "machine wake-up delays of other processes' making otherwise dominate the errors")
+    p.add_argument(
+        "--nice",
+        type=int,
+        default=0,
+        help="niceness of simulator and clients (e.g. -10 on a shared machine; negative needs root)",
+    )
+    p.add_argument(
+        "--rt",
+        type=int,
+        default=0,
+        help="run simulator and clients SCHED_FIFO at this priority (chrt; root): on a shared, busy "
+        "machine wake-up delays of other processes' making otherwise dominate the errors",
+    )
     p.add_argument("--limit-ms", type=float, default=1.0, help="p99 error bound for 'accurate'")
     p.add_argument("--no-stop", action="store_true", help="run the whole ladder even past the first miss")
     p.add_argument("--quick", action="store_true", help="smoke run: one interval, one length, two points")
@@ -225,7 +241,9 @@ def run_locust(pt: Point, url: str, args: argparse.Namespace, tmp: str) -> list[
            str(int(pt.max_tokens * pt.interval_ms / 1000 * 3 + 5))]  # fmt: skip
     if pt.transport == "https":
         cmd += ["--ca-bundle", os.path.join(tmp, "ca.pem")]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "locust.log"), "wb"))
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "locust.log"), "wb")
+    )
     t0 = time.perf_counter()
     cpu_s = sample_cpu(proc)
     out = os.path.join(tmp, "locust.jsonl")
@@ -293,7 +311,9 @@ def load_rows(paths: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, An
     return rows, summaries
 
 
-def errors(rows: list[dict[str, Any]], truth: dict[str, dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, int]:
+def errors(
+    rows: list[dict[str, Any]], truth: dict[str, dict[str, Any]]
+) -> tuple[np.ndarray, np.ndarray, int]:
     """TTFT errors and absolute ITL errors (ns) of every matched request; count of unmatched."""
     ttft, itl, unmatched = [], [], 0
     for row in rows:
@@ -314,7 +334,11 @@ def pct_ms(values: np.ndarray) -> dict[str, float | None]:
     if len(values) == 0:
         return {"p50": None, "p99": None, "max": None}
     p50, p99 = np.percentile(values, [50, 99]) / 1e6
-    return {"p50": round(float(p50), 3), "p99": round(float(p99), 3), "max": round(float(values.max()) / 1e6, 3)}
+    return {
+        "p50": round(float(p50), 3),
+        "p99": round(float(p99), 3),
+        "max": round(float(values.max()) / 1e6, 3),
+    }
 
 
 def after_warmup(rows: list[dict[str, Any]], warmup_s: float) -> list[dict[str, Any]]:
@@ -357,9 +381,12 @@ def score(pt: Point, rows: list[dict[str, Any]], summaries: list[dict[str, Any]]
                                           for s in checks)  # fmt: skip
         pt.selfcheck_wait_pct, pt.selfcheck_coalesced_event_pct, pt.selfcheck_late_coalesced_event_pct = (
             max((v for s in checks if (v := s["selfcheck"].get(key)) is not None), default=None)
-            for key in ("max_run_queue_wait_pct", "max_coalesced_event_pct", "max_late_coalesced_event_pct"))
+            for key in ("max_run_queue_wait_pct", "max_coalesced_event_pct", "max_late_coalesced_event_pct")
+        )
     p99s = (pt.ttft_err_ms["p99"], pt.itl_err_ms["p99"])
-    pt.accurate = pt.requests > 0 and pt.unmatched == 0 and all(v is not None and v <= args.limit_ms for v in p99s)
+    pt.accurate = (
+        pt.requests > 0 and pt.unmatched == 0 and all(v is not None and v <= args.limit_ms for v in p99s)
+    )
 
 
 def prioritize(pid: int, args: argparse.Namespace) -> None:
@@ -408,10 +435,14 @@ def show(pt: Point) -> None:
           flush=True)  # fmt: skip
 
 
-def ladder(client: str, interval: float, length: int, args: argparse.Namespace, transport: str = "http") -> list[Point]:
+def ladder(
+    client: str, interval: float, length: int, args: argparse.Namespace, transport: str = "http"
+) -> list[Point]:
     points = []
     for streams in _floats(args.streams):
-        pt = run_point(Point(client, int(streams), interval, length, args.processes, transport=transport), args)
+        pt = run_point(
+            Point(client, int(streams), interval, length, args.processes, transport=transport), args
+        )
         show(pt)
         points.append(pt)
         if not pt.accurate and not args.no_stop:
@@ -425,7 +456,9 @@ def capacity(points: list[Point]) -> Point | None:
     return max(good, key=lambda p: p.tokens_per_s or 0) if good else None
 
 
-def summary_table(results: dict[tuple[float, int, str], dict[str, list[Point]]], clients: list[str]) -> list[dict[str, Any]]:
+def summary_table(
+    results: dict[tuple[float, int, str], dict[str, list[Point]]], clients: list[str]
+) -> list[dict[str, Any]]:
     table = []
     for (interval, length, transport), by_client in results.items():
         row: dict[str, Any] = {"interval_ms": interval, "max_tokens": length, "transport": transport}

@@ -34,7 +34,9 @@ def manager(n: int):
 
 def loop_call(pm) -> Callable[[object], None]:
     """The old call site, calling each plugin's own function (not the guard around it)."""
-    original = {id(impl): impl.function.__wrapped__ for impl in pm.hook.loadkit_request_finished.get_hookimpls()}
+    original = {
+        id(impl): impl.function.__wrapped__ for impl in pm.hook.loadkit_request_finished.get_hookimpls()
+    }
 
     def call(rec: object) -> None:
         for impl in pm.hook.loadkit_request_finished.get_hookimpls():

@@ -52,7 +52,10 @@ def main(argv: list[str] | None = None) -> int:
                 "--kv-read-ms-per-1k-tokens", "0", "--prefill-us-per-token", "0", "--max-num-seqs", "4096",
                 "--max-model-len", "200000", "--num-blocks", "2000000"]  # fmt: skip
     rows = []
-    with tempfile.TemporaryDirectory() as tmp, sim_process(*sim_args, truth_log=False, cpu=args.sim_cpu) as sim:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        sim_process(*sim_args, truth_log=False, cpu=args.sim_cpu) as sim,
+    ):
         for n in (int(x) for x in args.streams.split(",")):
             rows.append(one(n, args, sim.url, tmp))
             print(json.dumps(rows[-1]), flush=True)

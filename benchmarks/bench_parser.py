@@ -92,7 +92,9 @@ def main() -> None:
                 best[key][name] = min(best[key].get(name, value), value)
     for key, values in best.items():
         out[key] = {name: round(v, 1) for name, v in values.items()}
-    out["apply_channels_us_per_request_1000_events"] = round(ns_per_request_apply(1000, 2000 if args.quick else 20000) / 1000, 2)
+    out["apply_channels_us_per_request_1000_events"] = round(
+        ns_per_request_apply(1000, 2000 if args.quick else 20000) / 1000, 2
+    )
     print(json.dumps(out, indent=2))
 
 

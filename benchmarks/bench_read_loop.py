@@ -81,7 +81,9 @@ def main() -> int:
     p.add_argument("--per-request", type=int, default=256, help="events per request")
     args = p.parse_args()
     best = min(run(args.events, args.batch, args.per_request) for _ in range(args.repeat))
-    print(f"read loop: {best:.3f} µs CPU per event (batch {args.batch}, {args.per_request} events per request)")
+    print(
+        f"read loop: {best:.3f} µs CPU per event (batch {args.batch}, {args.per_request} events per request)"
+    )
     return 0
 
 

@@ -44,11 +44,17 @@ LOW_CPU_PCT = 30.0  # the issue's target: no warning in 19 of 20 accurate runs a
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--clients", default="loadkit", help=f"comma list of {', '.join(c for c in CLIENTS if c != 'aiohttp')}")
+    p.add_argument(
+        "--clients",
+        default="loadkit",
+        help=f"comma list of {', '.join(c for c in CLIENTS if c != 'aiohttp')}",
+    )
     p.add_argument("--streams", default="10,100,300,500", help="stream counts, comma list")
     p.add_argument("--intervals", default="10,20", help="decode step (ms between tokens), comma list")
     p.add_argument("--lengths", default="32,256", help="output tokens per request, comma list")
-    p.add_argument("--sched", default="default,rt", help="default (normal scheduling) and/or rt (SCHED_FIFO, root)")
+    p.add_argument(
+        "--sched", default="default,rt", help="default (normal scheduling) and/or rt (SCHED_FIFO, root)"
+    )
     p.add_argument("--hog", default="off,on", help="off and/or on: a busy loop pinned to the client's core")
     p.add_argument("--repeat", type=int, default=1, help="runs of every point")
     p.add_argument("--rt-priority", type=int, default=10, help="SCHED_FIFO priority of the rt points")
@@ -57,7 +63,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--client-cpus", default="1", help="core of the client (and of the hog)")
     p.add_argument("--sim-cpu", type=int, default=0, help="core of the simulator")
     p.add_argument("--limit-ms", type=float, default=1.0, help="p99 error bound for 'accurate'")
-    p.add_argument("--tiny", action="store_true", help="smoke run: 10 streams x 10 ms x 32, 6.5 s (one self-check window), every sched x hog")
+    p.add_argument(
+        "--tiny",
+        action="store_true",
+        help="smoke run: 10 streams x 10 ms x 32, 6.5 s (one self-check window), every sched x hog",
+    )
     p.add_argument("--json", default="", help="write every point and the tables here")
     args = p.parse_args(argv)
     if args.tiny:
@@ -101,7 +111,9 @@ def tables(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "confusion": {f"{'accurate' if a else 'missed'}/{v}": n for (a, v), n in sorted(confusion.items())},
         "missed_not_flagged": sum(1 for r in rows if not r["accurate"] and r["verdict"] != "suspect"),
-        "causes_flagged": dict(Counter(c for r in rows if r["verdict"] == "suspect" for c in r["causes"] or ["?"])),
+        "causes_flagged": dict(
+            Counter(c for r in rows if r["verdict"] == "suspect" for c in r["causes"] or ["?"])
+        ),
         "low_cpu_accurate": len(low),
         "low_cpu_accurate_flagged": sum(1 for r in low if r["verdict"] != "fine"),
         "server_windows_points": sum(1 for r in rows if r["server_windows"]),
@@ -113,7 +125,11 @@ def markdown(t: dict[str, Any]) -> str:
     lines = ["| | self-check: fine | self-check: sends late only | self-check: timestamps suspect |",
              "|---|---|---|---|"]  # fmt: skip
     for row in ("accurate", "missed"):
-        lines.append(f"| {row} | " + " | ".join(str(c.get(f"{row}/{v}", 0)) for v in ("fine", "sends", "suspect")) + " |")
+        lines.append(
+            f"| {row} | "
+            + " | ".join(str(c.get(f"{row}/{v}", 0)) for v in ("fine", "sends", "suspect"))
+            + " |"
+        )
     lines.append(f"\nmissed and not flagged: {t['missed_not_flagged']}; causes named when flagged: "
                  f"{t['causes_flagged']}; accurate points at <= {LOW_CPU_PCT:g}% CPU: {t['low_cpu_accurate']}, "
                  f"of which warned: {t['low_cpu_accurate_flagged']}; points with server-coalescing windows: "
@@ -130,7 +146,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     clients = [c for c in args.clients.split(",") if c]
     if unknown := [c for c in clients if c not in CLIENTS or c == "aiohttp"]:
-        print(f"unknown or unsupported client(s) {unknown}: the self-check runs in loadkit and locust", file=sys.stderr)
+        print(
+            f"unknown or unsupported client(s) {unknown}: the self-check runs in loadkit and locust",
+            file=sys.stderr,
+        )
         return 2
     if "rt" in args.sched and os.geteuid() != 0:
         print("--sched rt needs root (chrt -f)", file=sys.stderr)

@@ -60,8 +60,10 @@ def build_request(port: int, max_tokens: int, prompt_words: int) -> bytes:
         "model": "sim", "prompt": " ".join(["hello"] * prompt_words), "max_tokens": max_tokens,
         "stream": True, "ignore_eos": True,
     }).encode()  # fmt: skip
-    return (f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+    return (
+        f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
 
 
 def stats(url: str, pid: int) -> dict[str, Any]:
@@ -86,7 +88,9 @@ async def drive(port: int, pid: int, args: argparse.Namespace) -> dict[str, Any]
     request = build_request(port, args.max_tokens, args.prompt_words)
     clients = []
     for i in range(args.streams):
-        _, proto = await loop.create_connection(lambda: StreamClient(request, counters, stop), "127.0.0.1", port)
+        _, proto = await loop.create_connection(
+            lambda: StreamClient(request, counters, stop), "127.0.0.1", port
+        )
         clients.append(proto)
         if i % 100 == 99:
             await asyncio.sleep(args.ramp_s / max(args.streams / 100, 1))
@@ -111,10 +115,29 @@ def lateness_window(s0: dict[str, Any], s1: dict[str, Any], key: str) -> dict[st
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    sim_args = ["--profile", "fast", "--max-num-seqs", str(args.streams + 16), "--decode-base-ms", str(args.decode_ms),
-                "--decode-per-seq-ms", "0", "--kv-read-ms-per-1k-tokens", "0", "--prefill-us-per-token", "0.5",
-                "--max-num-batched-tokens", "65536", "--num-blocks", "400000", "--no-prefix-caching",
-                "--spec-tokens", str(args.spec_tokens), "--output-us-per-event", str(args.output_us)]
+    sim_args = [
+        "--profile",
+        "fast",
+        "--max-num-seqs",
+        str(args.streams + 16),
+        "--decode-base-ms",
+        str(args.decode_ms),
+        "--decode-per-seq-ms",
+        "0",
+        "--kv-read-ms-per-1k-tokens",
+        "0",
+        "--prefill-us-per-token",
+        "0.5",
+        "--max-num-batched-tokens",
+        "65536",
+        "--num-blocks",
+        "400000",
+        "--no-prefix-caching",
+        "--spec-tokens",
+        str(args.spec_tokens),
+        "--output-us-per-event",
+        str(args.output_us),
+    ]
     with sim_process(*sim_args, truth_log=args.truth_log or False, cpu=args.sim_cpu) as sim:
         if args.client_cpu is not None:
             os.sched_setaffinity(0, {args.client_cpu})
@@ -176,7 +199,11 @@ def send_baseline(streams: int, size: int, seconds: float, cpu: int, client_cpu:
         n += len(conns)
     wall, cpu_s = time.monotonic() - t0, time.process_time() - c0
     os.waitpid(pid, 0)
-    return {"sends_per_s": round(n / wall), "sends_per_cpu_s": round(n / cpu_s), "us_per_send_cpu": round(cpu_s / n * 1e6, 2)}
+    return {
+        "sends_per_s": round(n / wall),
+        "sends_per_cpu_s": round(n / cpu_s),
+        "us_per_send_cpu": round(cpu_s / n * 1e6, 2),
+    }
 
 
 def _drain(port: int, streams: int, seconds: float) -> None:
@@ -210,14 +237,22 @@ def main() -> None:
     p.add_argument("--client-cpu", type=int, default=1)
     p.add_argument("--truth-log", default=None)
     p.add_argument("--spec-tokens", type=int, default=1, help="tokens per decode step and event (1..K)")
-    p.add_argument("--output-us", type=float, default=15.0,
-                   help="simulator --output-us-per-event: spacing of a step's events (0 = back to back)")
-    p.add_argument("--rt", type=int, default=0, help="SCHED_FIFO priority for simulator and client (root; 0 = off)")
+    p.add_argument(
+        "--output-us",
+        type=float,
+        default=15.0,
+        help="simulator --output-us-per-event: spacing of a step's events (0 = back to back)",
+    )
+    p.add_argument(
+        "--rt", type=int, default=0, help="SCHED_FIFO priority for simulator and client (root; 0 = off)"
+    )
     p.add_argument("--baseline", action="store_true", help="also measure a bare send() loop (the floor)")
     args = p.parse_args()
     result = run(args)
     if args.baseline:
-        result["bare_send_loop"] = send_baseline(min(args.streams, 2000), 250, 4.0, args.sim_cpu, args.client_cpu)
+        result["bare_send_loop"] = send_baseline(
+            min(args.streams, 2000), 250, 4.0, args.sim_cpu, args.client_cpu
+        )
     print(json.dumps(result, indent=2))
 
 

@@ -35,13 +35,25 @@ def make_records(n: int, events: int, tokens_per_event: int = 1, seed: int = 1) 
         for _ in range(events):
             times.append(t)
             t += rng.randrange(5_000_000, 60_000_000)
-        records.append(RequestRecord(
-            request_id=str(i), engine="sim", adapter="openai", label=f"l{i % 3}",
-            outcome="ok" if i % 50 else "http_error:503",
-            t_send_ns=send, event_t_ns=times, event_tokens=[tokens_per_event] * events,
-            t_end_ns=times[-1] + 100_000, n_in=rng.randrange(100, 4000), n_out=events * tokens_per_event,
-            n_out_source="usage", cached_tokens=rng.randrange(0, 100),
-            stage="s1", user_class="Chat"))  # fmt: skip  (read only by the sections)
+        records.append(
+            RequestRecord(
+                request_id=str(i),
+                engine="sim",
+                adapter="openai",
+                label=f"l{i % 3}",
+                outcome="ok" if i % 50 else "http_error:503",
+                t_send_ns=send,
+                event_t_ns=times,
+                event_tokens=[tokens_per_event] * events,
+                t_end_ns=times[-1] + 100_000,
+                n_in=rng.randrange(100, 4000),
+                n_out=events * tokens_per_event,
+                n_out_source="usage",
+                cached_tokens=rng.randrange(0, 100),
+                stage="s1",
+                user_class="Chat",
+            )
+        )  # fmt: skip  (read only by the sections)
     return records
 
 

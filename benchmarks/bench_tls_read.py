@@ -113,8 +113,12 @@ def main(argv: list[str] | None = None) -> int:
         runs = [run(args.events, use_tls, kernel=True) for _ in range(args.repeat)]
         results[name] = min(r[0] for r in runs)
         extra = f", the writer's encryption {min(r[1] for r in runs):.2f} µs (left out)" if use_tls else ""
-        print(f"{name:5s}: read path {results[name]:.2f} µs CPU per event (recvmsg + kernel stamp{' + decrypt' if use_tls else ''}){extra}")
-    print(f"TLS adds {results['https'] - results['http']:.2f} µs per event ({results['https'] / results['http']:.2f}x the plain read)")
+        print(
+            f"{name:5s}: read path {results[name]:.2f} µs CPU per event (recvmsg + kernel stamp{' + decrypt' if use_tls else ''}){extra}"
+        )
+    print(
+        f"TLS adds {results['https'] - results['http']:.2f} µs per event ({results['https'] / results['http']:.2f}x the plain read)"
+    )
     return 0
 
 

@@ -36,8 +36,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup-min", type=float, default=2.0, help="minutes ignored before fitting the slope")
     p.add_argument("--flat-mib-per-hour", type=float, default=5.0, help="growth still called flat")
     p.add_argument("--out", default="soak.jsonl", help="JSONL file of samples (summary is the last line)")
-    p.add_argument("--locustfile", default=os.path.join(REPO, "locustfiles", "llm.py"),
-                   help="locustfile (e.g. benchmarks/clients/locust_memtrace.py to attribute growth)")
+    p.add_argument(
+        "--locustfile",
+        default=os.path.join(REPO, "locustfiles", "llm.py"),
+        help="locustfile (e.g. benchmarks/clients/locust_memtrace.py to attribute growth)",
+    )
     p.add_argument("--client-cpu", type=int, default=1, help="core for Locust (taskset)")
     p.add_argument("--sim-cpu", type=int, default=0, help="core for the simulator")
     return p.parse_args(argv)

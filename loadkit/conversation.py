@@ -121,7 +121,9 @@ class Conversation:
         :raises UserAPIError: a result is not a str."""
         calls = self.history[-1].get("tool_calls") if self.history else None
         if not calls or len(results) != len(calls):
-            raise ValueError(f"the last reply made {len(calls or [])} tool call(s); got {len(results)} result(s)")
+            raise ValueError(
+                f"the last reply made {len(calls or [])} tool call(s); got {len(results)} result(s)"
+            )
         for i, result in enumerate(results):
             text_argument("conv.answer_tools", f"results[{i}]", result)
         for call, result in zip(calls, results, strict=True):

@@ -12,6 +12,14 @@ from loadkit.engines.detect import (
     probe_summary,
 )
 
-__all__ = ["Detection", "MAX_TEXT", "detect_engine", "explain", "probe_paths", "probe_server", "probe_summary"]
+__all__ = [
+    "Detection",
+    "MAX_TEXT",
+    "detect_engine",
+    "explain",
+    "probe_paths",
+    "probe_server",
+    "probe_summary",
+]
 
 warn_moved(__name__, "loadkit.engines.detect", removed_in="0.3.0")

@@ -12,6 +12,14 @@ from loadkit.client.timer import (
     run_request,
 )
 
-__all__ = ["MAX_ERROR_BODY", "StreamRun", "Timeouts", "new_record", "new_request_id", "retry_after_seconds", "run_request"]
+__all__ = [
+    "MAX_ERROR_BODY",
+    "StreamRun",
+    "Timeouts",
+    "new_record",
+    "new_request_id",
+    "retry_after_seconds",
+    "run_request",
+]
 
 warn_moved(__name__, "loadkit.client.timer", removed_in="0.3.0")

@@ -29,7 +29,9 @@ from loadkit import LLMUser, ScenarioUser
 
 TOPICS = ("the weather", "a recipe for bread", "the French revolution", "unit testing", "tide tables",
           "a birthday poem", "the rules of chess", "how vaccines work")  # fmt: skip
-PASTE = " ".join(f"Line {i}: the quarterly figures rose by {i % 7} percent in region {i % 5}." for i in range(120))
+PASTE = " ".join(
+    f"Line {i}: the quarterly figures rose by {i % 7} percent in region {i % 5}." for i in range(120)
+)
 
 
 class Chat(LLMUser):

@@ -34,7 +34,9 @@ def build_context(words: int, seed: int) -> str:
     return "\n".join(docs)
 
 
-SYSTEM = "Answer only from the documents below. Cite document numbers.\n\n" + build_context(CONTEXT_WORDS, seed=7)
+SYSTEM = "Answer only from the documents below. Cite document numbers.\n\n" + build_context(
+    CONTEXT_WORDS, seed=7
+)
 QUESTIONS = ("Which documents mention the {w}?", "What does document {n} say about the {w}?",
              "How often does '{w}' appear in document {n}?", "Is the {w} older than the bridge in document {n}?")  # fmt: skip
 

@@ -30,7 +30,9 @@ def test_waits_double_within_equal_jitter_bounds_up_to_the_cap():
 
 def test_jitter_spreads_users_that_failed_together():
     rules = BackoffRules()
-    waits = {round(Backoff(rules, random.Random(seed)).after(rec("http_error:500", 1)), 6) for seed in range(20)}
+    waits = {
+        round(Backoff(rules, random.Random(seed)).after(rec("http_error:500", 1)), 6) for seed in range(20)
+    }
     assert len(waits) == 20
 
 

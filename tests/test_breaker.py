@@ -42,7 +42,10 @@ def test_first_n_all_failed_trips_on_the_nth_with_the_top_error():
     assert feed(b, ["connect_error"] * 18, error=refused) + feed(b, ["timeout_total"], error="slow") == []
     reason = b.observe(rec("connect_error", error=refused))
     assert reason is not None and "target 'a'" in reason and "first 20 requests all failed" in reason
-    assert "(top error: 19 × connect_error: cannot connect to 127.0.0.1:9: [Errno 111] Connection refused)" in reason
+    assert (
+        "(top error: 19 × connect_error: cannot connect to 127.0.0.1:9: [Errno 111] Connection refused)"
+        in reason
+    )
     assert b.observe(rec("connect_error")) is None  # once
 
 
@@ -63,7 +66,10 @@ def test_rolling_window_trips_above_the_share_once_min_is_reached():
 def test_window_forgets_what_slid_out():
     b = Breaker(BreakerRules(first=0, window=4, failed_pct=50, min_count=4))
     # f f ok ok ok ok f f : each window of 4 holds at most 2 failures = 50 %, never more.
-    assert feed(b, ["disconnected", "disconnected", "ok", "ok", "ok", "ok", "disconnected", "disconnected"]) == []
+    assert (
+        feed(b, ["disconnected", "disconnected", "ok", "ok", "ok", "ok", "disconnected", "disconnected"])
+        == []
+    )
     assert b.targets["a"].failed_in_window == 2
 
 
@@ -93,7 +99,9 @@ def test_top_error_is_the_most_frequent_kind_not_one_text():
         b.observe(rec("http_error:503", error="overloaded"))
     for i in range(7):
         b.observe(rec("http_error:400", error=f"you requested {10000 + i} tokens, the limit is 8192"))
-    assert "(top error: 7 × e.g. http_error:400: you requested 10000 tokens, the limit is 8192)" in (b.reason or "")
+    assert "(top error: 7 × e.g. http_error:400: you requested 10000 tokens, the limit is 8192)" in (
+        b.reason or ""
+    )
     assert len(b.targets["a"].errors) == 2
 
 
@@ -101,7 +109,9 @@ def test_workers_judge_their_share_of_the_first_n():
     rules = BreakerRules(first=20)
     assert [rules.for_share(i, 3).first for i in range(3)] == [7, 7, 6]
     assert rules.for_share(0, 1).first == 20 and rules.for_share(7, 8).first == 5  # never below 5
-    assert BreakerRules(first=3).for_share(0, 4).first == 3 and BreakerRules(first=0).for_share(0, 2).first == 0
+    assert (
+        BreakerRules(first=3).for_share(0, 4).first == 3 and BreakerRules(first=0).for_share(0, 2).first == 0
+    )
     assert rules.for_share(1, 2).window == 200  # the window rule is a share already
 
 
@@ -120,8 +130,13 @@ def test_time_rule_trips_after_dead_after_seconds_of_failures_only():
     times = [3.0, 3.1, 4.0, 6.5, 9.0, 12.9]
     assert [b.observe(timed("connect_error", t, error=refused)) for t in times] == [None] * len(times)
     reason = b.observe(timed("connect_error", 13.2, error=refused))
-    assert reason is not None and "target 'a': no request succeeded for 10.2 s (--breaker-dead-after 10)" in reason
-    assert "all 7 since the first failure at" in reason and f"(first error: connect_error: {refused})" in reason
+    assert (
+        reason is not None
+        and "target 'a': no request succeeded for 10.2 s (--breaker-dead-after 10)" in reason
+    )
+    assert (
+        "all 7 since the first failure at" in reason and f"(first error: connect_error: {refused})" in reason
+    )
 
 
 def test_time_rule_restarts_with_each_success_and_is_per_target():

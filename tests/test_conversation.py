@@ -45,7 +45,9 @@ def test_each_turn_sends_the_whole_history_and_appends_the_reply():
     assert (first.max_tokens, second.max_tokens, second.extra_body) == (7, 9, {"temperature": 0})
     # Later turns expect the last prompt and reply (as the server counted them) to be cached.
     assert [r.expected_cached_tokens for r in server.sent] == [None, 110, 210]
-    assert ended == [conv] and conv.status == "completed" and conv.end_reason == "done" and conv.turns_sent == 3
+    assert (
+        ended == [conv] and conv.status == "completed" and conv.end_reason == "done" and conv.turns_sent == 3
+    )
 
 
 def test_a_failed_turn_appends_nothing_and_breaks_the_session_by_its_outcome():
@@ -102,7 +104,9 @@ def test_an_exception_from_the_send_itself_breaks_the_session_at_that_turn():
     ended: list[Conversation] = []
     with pytest.raises(RuntimeError), Conversation(send, ended.append, "S-2") as conv:
         conv.chat("a")
-    assert (conv.broken_reason, conv.broken_at_turn, conv.turns_sent) == ("task_error", 1, 1) and ended == [conv]
+    assert (conv.broken_reason, conv.broken_at_turn, conv.turns_sent) == ("task_error", 1, 1) and ended == [
+        conv
+    ]
 
 
 def test_tool_calls_go_back_as_the_protocol_expects_against_the_simulator():
@@ -117,8 +121,9 @@ def test_tool_calls_go_back_as_the_protocol_expects_against_the_simulator():
     adapter = VLLMAdapter(AdapterOptions(model="sim-fast", api="chat"))
     with sim_thread(profile="fast") as sim:
         limits = timer.Timeouts(first_token_s=5, total_s=10)
-        conv = Conversation(lambda req: timer.run_request(adapter, sim.url, req, timeouts=limits),
-                            lambda c: None, "S-tools")
+        conv = Conversation(
+            lambda req: timer.run_request(adapter, sim.url, req, timeouts=limits), lambda c: None, "S-tools"
+        )
         first = conv.chat("weather?", max_tokens=6, tools=tools)
         assert first.ok and first.finish_reason == "tool_calls"
         reply = conv.history[-1]

@@ -30,7 +30,9 @@ def test_distinct_texts_are_bounded():
     shown = {repr(texts.error_for(failed("http_error:500", f"HTTP 500: id {n}", 500))) for n in names}
     assert len(shown) == 4  # three messages, then one pointer to loadkit's report
     assert "http_error:500: (one of many distinct server messages: see loadkit's report)" in shown
-    assert repr(texts.error_for(failed("http_error:500", "HTTP 500: id beta", 500))) == "http_error:500: id beta"
+    assert (
+        repr(texts.error_for(failed("http_error:500", "HTTP 500: id beta", 500))) == "http_error:500: id beta"
+    )
 
 
 def test_texts_differing_only_in_numbers_are_one_row_shown_as_their_template():

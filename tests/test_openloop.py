@@ -99,8 +99,17 @@ def test_free_users_sending_late_blame_the_client():
 
 
 def test_warning_figures_are_rounded_and_a_run_with_nothing_sent_still_reads():
-    s = {"scheduled": 5, "sent": 0, "dropped": 5, "late": 0, "no_free_user": 5, "lag_p50_ms": None,
-         "lag_p90_ms": None, "lag_p99_ms": None, "lag_max_ms": None}
+    s = {
+        "scheduled": 5,
+        "sent": 0,
+        "dropped": 5,
+        "late": 0,
+        "no_free_user": 5,
+        "lag_p50_ms": None,
+        "lag_p90_ms": None,
+        "lag_p99_ms": None,
+        "lag_max_ms": None,
+    }
     assert "(lag p99 - ms (limit 10 ms), 0 late, 5 dropped)" in behind_warning("t", s, 10)
     s |= {"sent": 3, "lag_p99_ms": 5490.3439355}
     assert "lag p99 5490.3 ms" in behind_warning("t", s, 10)
@@ -117,13 +126,22 @@ def test_one_or_two_late_sends_are_a_hiccup_not_a_fallen_behind_schedule():
     assert s["late"] == 2 and s["lag_p99_ms"] > 10
     assert behind_warning("big", s, late_threshold_ms=10) is None
     s["late"] = 3
-    assert behind_warning("big", s, late_threshold_ms=10).startswith("client was the bottleneck for target big")
+    assert behind_warning("big", s, late_threshold_ms=10).startswith(
+        "client was the bottleneck for target big"
+    )
 
 
 def test_warm_up_slots_are_counted_apart_from_the_schedule():
     """A Mooncake window's cache warm-up (stage "warmup") is outside the measured run: its slots
     are neither scheduled nor in the lag, even when sent very late; they are counted apart."""
-    slots = [(0.0, "warmup"), (0.0, "warmup"), (0.0, "warmup"), (1.0, "trace"), (1.1, "trace"), (1.2, "warmup")]
+    slots = [
+        (0.0, "warmup"),
+        (0.0, "warmup"),
+        (0.0, "warmup"),
+        (1.0, "trace"),
+        (1.1, "trace"),
+        (1.2, "warmup"),
+    ]
     d = Dispatcher(iter(slots), max_lag_s=0.5, late_s=0.01, t0_ns=0)
     for _ in range(2):
         t, stage = d.next_slot(now_ns=0)

@@ -29,7 +29,9 @@ def test_any_target_text_parses_or_is_a_target_error(text):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.text(max_size=30), st.text(max_size=40), st.sampled_from([None, "chat", "completions", "native", "x"]))
+@given(
+    st.text(max_size=30), st.text(max_size=40), st.sampled_from([None, "chat", "completions", "native", "x"])
+)
 def test_any_engine_url_api_builds_or_is_a_clear_error(engine, url, api):
     try:
         build_target(TargetSpec("t", url, engine, api), None, None)
@@ -79,9 +81,25 @@ def test_runtime_configure_refuses_bad_values_clearly(first, total, scenario):
 )
 def test_bad_options_exit_2_with_one_clear_line(args, says, tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "locust", "-f", REPO_LOCUSTFILE, "--headless", "-t", "1s",
-         "--host", "http://127.0.0.1:9", "--skip-reachability-check", "--report-dir", str(tmp_path), *args],  # fmt: skip
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            REPO_LOCUSTFILE,
+            "--headless",
+            "-t",
+            "1s",
+            "--host",
+            "http://127.0.0.1:9",
+            "--skip-reachability-check",
+            "--report-dir",
+            str(tmp_path),
+            *args,
+        ],  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert says in proc.stderr and "Traceback" not in proc.stderr

@@ -40,7 +40,9 @@ def test_suspects_are_what_exact_output_adds_then_stream_options():
     plain = GenerationRequest(messages=[], max_tokens=4, exact_output=False)
     assert suspect_paths(t.adapter, plain, {"stream_options"}) == []
     sglang_native = build_target(TargetSpec("s", "http://127.0.0.1:9", "sglang", "native"), None, None)
-    assert suspect_paths(sglang_native.adapter, GenerationRequest(prompt="x"), set()) == ["sampling_params.ignore_eos"]
+    assert suspect_paths(sglang_native.adapter, GenerationRequest(prompt="x"), set()) == [
+        "sampling_params.ignore_eos"
+    ]
 
 
 def test_named_paths_prefers_the_most_specific_and_whole_words():
@@ -58,9 +60,15 @@ def test_422_naming_fields_drops_exactly_those():
         t = target(srv.url)
         verdict = check(t)
     assert verdict.drop == ["ignore_eos", "min_tokens"] and verdict.outcome == "ok" and verdict.requests == 2
-    assert len(verdict.notes) == 1 and "Unexpected fields" in verdict.notes[0] and "not exact" in verdict.notes[0]
+    assert (
+        len(verdict.notes) == 1
+        and "Unexpected fields" in verdict.notes[0]
+        and "not exact" in verdict.notes[0]
+    )
     first, second = server.posts()
-    assert {"ignore_eos", "min_tokens"} <= set(first.body) and not {"ignore_eos", "min_tokens"} & set(second.body)
+    assert {"ignore_eos", "min_tokens"} <= set(first.body) and not {"ignore_eos", "min_tokens"} & set(
+        second.body
+    )
     assert second.body["stream_options"]["continuous_usage_stats"] is True  # not named: kept
 
 
@@ -78,7 +86,12 @@ def test_unnamed_4xx_that_goes_away_without_the_extras_drops_them_all():
     server = Picky()
     with ScriptedServer(server) as srv:
         verdict = check(target(srv.url))
-    assert set(verdict.drop) == {"ignore_eos", "min_tokens", "stream_options.continuous_usage_stats", "stream_options"}
+    assert set(verdict.drop) == {
+        "ignore_eos",
+        "min_tokens",
+        "stream_options.continuous_usage_stats",
+        "stream_options",
+    }
     assert verdict.outcome == "ok" and len(server.posts()) == 2
 
 
@@ -148,7 +161,9 @@ def test_a_server_without_a_model_list_is_still_said_so():
     assert verdict.outcome == "ok" and verdict.served_models == []
     with ScriptedServer(ScriptedNoModels()) as srv:
         verdict = check(target(srv.url, engine="openai", model="m"))
-    assert any("not checked: /v1/models lists no models (HTTP 404)" in n for n in verdict.notes), verdict.notes
+    assert any("not checked: /v1/models lists no models (HTTP 404)" in n for n in verdict.notes), (
+        verdict.notes
+    )
 
 
 class ScriptedNoModels(StrictOpenAI):
@@ -169,7 +184,10 @@ def test_a_refusal_without_model_lists_the_served_models():
     with ScriptedServer(server) as srv, pytest.raises(PreflightError) as err:
         check(target(srv.url, engine="openai"))
     text = str(err.value)
-    assert "The model `default` does not exist" in text and "it serves: served-a, served-b (give --model)" in text
+    assert (
+        "The model `default` does not exist" in text
+        and "it serves: served-a, served-b (give --model)" in text
+    )
     # The list is read only for the refusal (after the retry without loadkit's fields): a start
     # that is accepted costs no extra request.
     assert [r.method for r in server.received] == ["POST", "POST", "GET"]
@@ -219,7 +237,9 @@ def test_a_server_naming_one_field_at_a_time_gets_one_request_per_field():
             if extra:
                 from tests.helpers.strict_server import json_reply
 
-                return json_reply(400, {"error": {"message": f"Unrecognized request argument supplied: {extra[0]}"}})
+                return json_reply(
+                    400, {"error": {"message": f"Unrecognized request argument supplied: {extra[0]}"}}
+                )
             return script
 
     server = OneAtATime()
@@ -234,6 +254,8 @@ def test_when_dropping_fields_is_not_enough_the_last_refusal_is_the_message():
     with ScriptedServer(server) as srv, pytest.raises(PreflightError) as err:
         check(target(srv.url, model="wrong"))
     text = str(err.value)
-    assert "The model `wrong` does not exist" in text and "served-a" in text and "Unexpected fields" not in text
+    assert (
+        "The model `wrong` does not exist" in text and "served-a" in text and "Unexpected fields" not in text
+    )
     # named fields dropped, then every suspect: all still refused for the model.
     assert len(server.posts()) == 3

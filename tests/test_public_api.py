@@ -38,15 +38,22 @@ def public() -> dict[str, list[str]]:
 
 
 def deprecated() -> list[tuple[str, str, list[str], str]]:
-    return [(CODE.findall(old)[0], CODE.findall(new)[0], CODE.findall(names), removed.strip())
-            for old, new, names, removed in tables("Deprecated paths")]
+    return [
+        (CODE.findall(old)[0], CODE.findall(new)[0], CODE.findall(names), removed.strip())
+        for old, new, names, removed in tables("Deprecated paths")
+    ]
 
 
 def test_the_page_is_parsed():
     listed = public()
     assert len(listed) >= 20 and all(listed.values())
     assert {"loadkit", "loadkit.types", "loadkit.client.timer", "loadkit.sim.protocols"} <= set(listed)
-    assert {old for old, *_ in deprecated()} == {"loadkit.sse", "loadkit.timer", "loadkit.detect", "loadkit.runoptions"}
+    assert {old for old, *_ in deprecated()} == {
+        "loadkit.sse",
+        "loadkit.timer",
+        "loadkit.detect",
+        "loadkit.runoptions",
+    }
 
 
 def test_top_level_all_is_the_first_row():
@@ -78,8 +85,13 @@ with warnings.catch_warnings(record=True) as seen:
 moved = [str(w.message) for w in seen if issubclass(w.category, DeprecationWarning) and "has moved to" in str(w.message)]
 print(json.dumps({"missing": missing, "moved": moved}))
 """
-    proc = subprocess.run([sys.executable, "-c", script, json.dumps(public())], capture_output=True, text=True,
-                          timeout=120, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(public())],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.splitlines()[-1])
     assert result == {"missing": [], "moved": []}
@@ -128,7 +140,9 @@ def test_docs_import_lines_use_only_public_names():
                 assert _inside(f"{module}.{name}", listed), f"{page.name}: from {module} import {name}"
 
 
-@pytest.mark.parametrize(("old", "new", "names", "removed"), deprecated(), ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize(
+    ("old", "new", "names", "removed"), deprecated(), ids=lambda v: v if isinstance(v, str) else ""
+)
 def test_deprecated_path_warns_and_reexports(old, new, names, removed, monkeypatch):
     monkeypatch.delitem(sys.modules, old, raising=False)  # imported afresh, as a plugin's test would
     namespace: dict[str, object] = {}
@@ -136,7 +150,10 @@ def test_deprecated_path_warns_and_reexports(old, new, names, removed, monkeypat
         warnings.simplefilter("always")
         exec(compile(f"import {old}", __file__, "exec"), namespace)
     (warning,) = [w for w in seen if issubclass(w.category, DeprecationWarning)]
-    assert str(warning.message) == f"{old} has moved to {new}: import from {new} ({old} will be removed in loadkit {removed})"
+    assert (
+        str(warning.message)
+        == f"{old} has moved to {new}: import from {new} ({old} will be removed in loadkit {removed})"
+    )
     assert warning.filename == __file__  # attributed to the import line, not to loadkit
     shim, target = sys.modules[old], importlib.import_module(new)
     assert sorted(shim.__all__) == sorted(names)

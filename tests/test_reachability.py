@@ -42,7 +42,11 @@ def test_record_prints_each_change_once_across_workers(caplog):
         record.add({"target": "a", "event": "reachable", "t": 104.25}, 1)
         record.add({"target": "a", "event": "reachable", "t": 104.5}, 0)
     lines = [m.getMessage() for m in caplog.records]
-    assert len(lines) == 2 and "target 'a' unreachable since" in lines[0] and "(connect_error: refused)" in lines[0]
+    assert (
+        len(lines) == 2
+        and "target 'a' unreachable since" in lines[0]
+        and "(connect_error: refused)" in lines[0]
+    )
     assert lines[1] == "loadkit: target 'a' reachable again after 4.2 s"
     assert record.manifest() == {"reachability": {"a": [
         {"event": "unreachable", "t": 100.0, "error": "connect_error: refused", "worker": 0},

@@ -51,7 +51,11 @@ def test_bad_headers_name_the_option_never_the_value(value, says):
 
 def test_exact_output_from_flags_and_form():
     assert parse_exact_output(None) is None and parse_exact_output(False) is False
-    assert parse_exact_output("true") is True and parse_exact_output("false") is False and parse_exact_output("") is None
+    assert (
+        parse_exact_output("true") is True
+        and parse_exact_output("false") is False
+        and parse_exact_output("") is None
+    )
     with pytest.raises(RequestOptionError):
         parse_exact_output("maybe")
 
@@ -84,5 +88,9 @@ def test_dropped_paths_leave_the_body_and_only_them():
 
 def test_remove_path():
     body = {"a": {"b": 1, "c": 2}, "d": 3}
-    assert remove_path(body, ["a", "b"]) and not remove_path(body, ["a", "x"]) and not remove_path(body, ["d", "e"])
+    assert (
+        remove_path(body, ["a", "b"])
+        and not remove_path(body, ["a", "x"])
+        and not remove_path(body, ["d", "e"])
+    )
     assert body == {"a": {"c": 2}, "d": 3}

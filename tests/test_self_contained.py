@@ -17,9 +17,21 @@ from loadkit.workload.paths import PACKAGE_DATA
 REPO = Path(__file__).resolve().parents[1]
 TRACES = PACKAGE_DATA / "traces"
 # Assembled so that this file does not match itself.
-OUTSIDE = re.compile("|".join([r"\.\./" + "shared", "shared" + r"/data", r"parents\[2\]\s*/\s*\"scenarios\""]))
-SCANNED = ["loadkit", "tests", "docs", "scripts", ".ci", "locustfiles", "benchmarks", "plugins",
-           "README.md", "pyproject.toml"]
+OUTSIDE = re.compile(
+    "|".join([r"\.\./" + "shared", "shared" + r"/data", r"parents\[2\]\s*/\s*\"scenarios\""])
+)
+SCANNED = [
+    "loadkit",
+    "tests",
+    "docs",
+    "scripts",
+    ".ci",
+    "locustfiles",
+    "benchmarks",
+    "plugins",
+    "README.md",
+    "pyproject.toml",
+]
 
 
 def _text_files() -> list[Path]:
@@ -27,8 +39,14 @@ def _text_files() -> list[Path]:
     for name in SCANNED:
         root = REPO / name
         candidates = [root] if root.is_file() else root.rglob("*")
-        files += [p for p in candidates if p.is_file() and p.suffix not in (".csv", ".jsonl", ".pyc", ".gguf")
-                  and "__pycache__" not in p.parts and p.stat().st_size < 2_000_000]
+        files += [
+            p
+            for p in candidates
+            if p.is_file()
+            and p.suffix not in (".csv", ".jsonl", ".pyc", ".gguf")
+            and "__pycache__" not in p.parts
+            and p.stat().st_size < 2_000_000
+        ]
     return files
 
 
@@ -36,8 +54,10 @@ def test_nothing_looks_outside_the_project_for_data():
     hits = []
     for path in _text_files():
         text = path.read_text(encoding="utf-8", errors="replace")
-        hits += [f"{path.relative_to(REPO)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}"
-                 for m in OUTSIDE.finditer(text)]
+        hits += [
+            f"{path.relative_to(REPO)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}"
+            for m in OUTSIDE.finditer(text)
+        ]
     assert not hits, hits
 
 
@@ -58,7 +78,9 @@ def test_the_servegen_sample_has_its_license_and_every_file_is_attributed():
     folder = TRACES / "servegen"
     text = (folder / "LICENSE").read_text(encoding="utf-8")
     assert "Apache License" in text
-    data = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p.name != "LICENSE")
+    data = sorted(
+        str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p.name != "LICENSE"
+    )
     assert len(data) == 4, data
     readme = (TRACES / "README.md").read_text()
     assert "| servegen/ |" in readme and "alibaba/ServeGen" in readme and "`LICENSE`" in readme
@@ -71,11 +93,31 @@ def test_the_servegen_sample_has_its_license_and_every_file_is_attributed():
 def test_a_built_wheel_carries_the_shipped_scenarios_and_traces(tmp_path):
     # Built from a copy, so no build/ or egg-info lands in the checkout.
     src = tmp_path / "src"
-    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info",
-                                                             "reports", "test-artifacts", "__pycache__"))
+    shutil.copytree(
+        REPO,
+        src,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "build", "dist", "*.egg-info", "reports", "test-artifacts", "__pycache__"
+        ),
+    )
     out = tmp_path / "dist"
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--disable-pip-version-check",
-                           "-w", str(out), str(src)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "-w",
+            str(out),
+            str(src),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (wheel,) = out.glob("loadkit-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())

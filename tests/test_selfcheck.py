@@ -8,8 +8,9 @@ from loadkit.selfcheck import SUSPECT, SaturationMonitor, SelfCheck, SelfCheckCo
 from tests.helpers.selfcheck import MS, Clock, Counters, FakeStats, run
 
 
-def drive(mon: SaturationMonitor, clock: Clock, seconds: int, lag_ms: float, cpu_frac: float,
-          cpu: list[float]) -> list[str]:
+def drive(
+    mon: SaturationMonitor, clock: Clock, seconds: int, lag_ms: float, cpu_frac: float, cpu: list[float]
+) -> list[str]:
     """Simulate `seconds` of probes every 20 ms with a given lag and CPU use (no reads)."""
     c = Counters(cpu_s=cpu[0])
     out = run(mon, clock, seconds, c, lag_ms=lag_ms, cpu=cpu_frac)
@@ -195,7 +196,9 @@ def test_health_field_reports_coalesced_reads(monkeypatch):
 
     monkeypatch.setattr(httpstream, "READS", httpstream.ReadCounters())
     assert read_stats() == {"reads": 0, "kernel_stamped_pct": None, "coalesced_read_pct": None}
-    monkeypatch.setattr(httpstream, "READS", httpstream.ReadCounters(reads=400, kernel_stamped=400, coalesced=3))
+    monkeypatch.setattr(
+        httpstream, "READS", httpstream.ReadCounters(reads=400, kernel_stamped=400, coalesced=3)
+    )
     assert read_stats() == {"reads": 400, "kernel_stamped_pct": 100.0, "coalesced_read_pct": 0.75}
     stats = FakeStats()
     check = SelfCheck(stats, node="local")
@@ -221,14 +224,21 @@ def test_kernel_stamped_client_with_a_lagging_loop_suspects_sends_not_timestamps
 
     clock, state = Clock(), Counters()
     mon = SaturationMonitor(mono_ns=clock.mono, wall_ns=clock.wall)
-    msgs = drive_reads(mon, clock, 10, lag_ms=30, cpu_frac=0.8, reads_per_s=40_000, late_frac=0.001, state=state)
+    msgs = drive_reads(
+        mon, clock, 10, lag_ms=30, cpu_frac=0.8, reads_per_s=40_000, late_frac=0.001, state=state
+    )
     assert len(msgs) == 1
-    assert "0.1% of reads waited over 1 ms in their socket" in msgs[0] and "TTFT, ITL, TPOT and E2E stand" in msgs[0]
+    assert (
+        "0.1% of reads waited over 1 ms in their socket" in msgs[0]
+        and "TTFT, ITL, TPOT and E2E stand" in msgs[0]
+    )
     field = mon.manifest_field()
     assert field is not None
     assert field["reasons"] == ["event_loop_lag"] and field["suspect"] == SEND_SUSPECT
     assert "ttft_ms" not in field["suspect"] and field["max_late_read_pct"] == pytest.approx(0.1)
-    assert msgs[0].startswith("client saturated on local from ") and ": event-loop lag p99 30 ms (limit 20 ms); "
+    assert (
+        msgs[0].startswith("client saturated on local from ") and ": event-loop lag p99 30 ms (limit 20 ms); "
+    )
     assert "this process was busy: CPU 80% of a core" in msgs[0] and msgs[0].endswith("or lower the load.")
 
 
@@ -237,7 +247,10 @@ def test_kernel_stamped_client_tolerates_loop_lag_below_the_send_limit():
     same lag with user-space stamps is in every timestamp: saturated, everything suspect."""
     clock, state = Clock(), Counters()
     mon = SaturationMonitor(mono_ns=clock.mono, wall_ns=clock.wall)
-    assert drive_reads(mon, clock, 10, lag_ms=12, cpu_frac=0.5, reads_per_s=20_000, late_frac=0.0, state=state) == []
+    assert (
+        drive_reads(mon, clock, 10, lag_ms=12, cpu_frac=0.5, reads_per_s=20_000, late_frac=0.0, state=state)
+        == []
+    )
     clock2, cpu = Clock(), [0.0]
     mon2 = SaturationMonitor(mono_ns=clock2.mono, wall_ns=clock2.wall, kernel_stamps=False)
     msgs = drive(mon2, clock2, 10, lag_ms=12, cpu_frac=0.5, cpu=cpu)
@@ -251,9 +264,15 @@ def test_reads_falling_behind_arrivals_make_timestamps_suspect_and_cpu_later_mak
 
     clock, state = Clock(), Counters()
     mon = SaturationMonitor(mono_ns=clock.mono, wall_ns=clock.wall, node="worker 1")
-    assert drive_reads(mon, clock, 8, lag_ms=1, cpu_frac=0.5, reads_per_s=10_000, late_frac=0.0, state=state) == []
+    assert (
+        drive_reads(mon, clock, 8, lag_ms=1, cpu_frac=0.5, reads_per_s=10_000, late_frac=0.0, state=state)
+        == []
+    )
     # Reads that wait (5 % over 1 ms) but still come before the next token cost nothing ...
-    assert drive_reads(mon, clock, 8, lag_ms=1, cpu_frac=0.5, reads_per_s=10_000, late_frac=0.05, state=state) == []
+    assert (
+        drive_reads(mon, clock, 8, lag_ms=1, cpu_frac=0.5, reads_per_s=10_000, late_frac=0.05, state=state)
+        == []
+    )
     # ... reads that wait past it (1 % hold two events) do.
     msgs = drive_reads(mon, clock, 8, lag_ms=1, cpu_frac=0.5, reads_per_s=10_000, late_frac=0.05, state=state,
                        coalesced_frac=0.01, late_coalesced=1.0)  # fmt: skip
@@ -292,8 +311,14 @@ def test_coalesced_reads_are_the_clients_only_when_they_waited():
                        state=state, coalesced_frac=0.009, late_coalesced=0.9)  # fmt: skip
     assert len(msgs) == 1
     # The window that trips still straddles the earlier seconds: 0.95 %, and 1.8 % at the worst.
-    assert ": 0.95% of token events came in reads holding several that waited over 1 ms (limit 0.75%); " in msgs[0]
-    assert "; its reads fell behind: 3.0% of reads waited over 1 ms in their socket (CPU 50% of a core" in msgs[0]
+    assert (
+        ": 0.95% of token events came in reads holding several that waited over 1 ms (limit 0.75%); "
+        in msgs[0]
+    )
+    assert (
+        "; its reads fell behind: 3.0% of reads waited over 1 ms in their socket (CPU 50% of a core"
+        in msgs[0]
+    )
     field = mon.manifest_field()
     assert field is not None and field["suspect"] == TIMING_SUSPECT
     assert field["max_late_coalesced_event_pct"] == pytest.approx(1.78, abs=0.02)
@@ -321,7 +346,9 @@ def test_too_few_reads_are_not_judged():
     clock, state = Clock(), Counters()
     mon = SaturationMonitor(mono_ns=clock.mono, wall_ns=clock.wall)
     # 10 reads a second, half of them late: 50 in a window is too few for a p99.
-    assert drive_reads(mon, clock, 10, lag_ms=1, cpu_frac=0.1, reads_per_s=10, late_frac=0.5, state=state) == []
+    assert (
+        drive_reads(mon, clock, 10, lag_ms=1, cpu_frac=0.1, reads_per_s=10, late_frac=0.5, state=state) == []
+    )
     assert mon.health_field()["max_late_read_pct"] is None
 
 

@@ -31,7 +31,9 @@ def test_demo_with_the_server_writing_events_together_does_not_warn():
     written within 1 ms of each other."""
     clock, c = Clock(), Counters()
     mon = monitor(clock)
-    msgs = run(mon, clock, 9, c, lag_ms=1.5, spike_ms=4.4, cpu=0.05, reads_per_s=1300, wait=0.002, pressure=0.2)
+    msgs = run(
+        mon, clock, 9, c, lag_ms=1.5, spike_ms=4.4, cpu=0.05, reads_per_s=1300, wait=0.002, pressure=0.2
+    )
     msgs += run(mon, clock, 5, c, lag_ms=1.6, spike_ms=6.5, cpu=0.085, reads_per_s=1400, coalesced=0.011,
                 late=0.0007, wait=0.004, pressure=0.25)  # fmt: skip
     msgs += run(mon, clock, 6, c, lag_ms=1.5, cpu=0.05, reads_per_s=1300, wait=0.002, pressure=0.2)
@@ -102,7 +104,10 @@ def test_a_client_starved_by_a_cpu_hog_says_free_the_machine():
     assert text.startswith("client saturated on local from ")
     assert (": 11% of token events came in reads holding several that waited over 1 ms (limit 0.75%); other "
             "processes held the CPU: ") in text  # fmt: skip
-    assert "this one waited for it 17% of the time while using 4.1% of a core; CPU pressure on the machine 69%" in text
+    assert (
+        "this one waited for it 17% of the time while using 4.1% of a core; CPU pressure on the machine 69%"
+        in text
+    )
     assert text.endswith("Free the machine: other processes took the CPU this one needed (stop them, or give "
                          "loadkit a core of its own, e.g. taskset).")  # fmt: skip
     field = mon.manifest_field()
@@ -149,7 +154,9 @@ def test_a_client_on_time_whose_reads_wait_now_and_then_does_not_warn():
     assert_quiet(mon, msgs)
     # 0.34 % of reads is 0.75 % of the token events, over the limit: read on time, so the
     # server's (noted, not warned); the few that waited are the late reads' share of them.
-    assert mon.note is not None and mon.health_field()["max_coalesced_event_pct"] == pytest.approx(0.75, abs=0.02)
+    assert mon.note is not None and mon.health_field()["max_coalesced_event_pct"] == pytest.approx(
+        0.75, abs=0.02
+    )
     assert mon.health_field()["max_late_coalesced_event_pct"] < 0.05
 
 
@@ -176,7 +183,10 @@ def test_a_stalled_event_loop_says_look_for_blocking_work():
     assert len(msgs) == 1
     assert (": 2.0% of token events came in reads holding several that waited over 1 ms (limit 0.75%), event-loop "
             "lag p99 45 ms (limit 20 ms); ") in msgs[0]  # fmt: skip
-    assert "; its event loop was held: probe lag up to 45 ms, 3.0% of reads waited over 1 ms in their socket." in msgs[0]
+    assert (
+        "; its event loop was held: probe lag up to 45 ms, 3.0% of reads waited over 1 ms in their socket."
+        in msgs[0]
+    )
     assert msgs[0].endswith("look for blocking work in hooks or plugins (docs/self-check.md, Stalls).")
 
 
@@ -202,7 +212,9 @@ def test_without_schedstat_the_causes_still_come_from_cpu_lag_and_late_reads():
     msgs = run(mon, clock, 10, c, lag_ms=1.0, cpu=0.05, reads_per_s=1300, coalesced=0.01, late=0.03,
                late_coalesced=0.9)  # fmt: skip
     assert len(msgs) == 1 and "; its reads fell behind: " in msgs[0]
-    assert "% of reads waited over 1 ms in their socket (CPU 5.0% of a core, probe lag up to 1.0 ms)." in msgs[0]
+    assert (
+        "% of reads waited over 1 ms in their socket (CPU 5.0% of a core, probe lag up to 1.0 ms)." in msgs[0]
+    )
 
 
 @pytest.mark.parametrize("value,text", [(2062.5489915, "2063"), (41.23, "41"), (5.24, "5.2"), (0.337, "0.34"),
@@ -224,7 +236,9 @@ def test_the_real_probe_logs_the_server_note_and_warns_nothing(monkeypatch, capl
     stats = FakeStats()
     # The lag limit out of reach: this is about coalescing, and a loaded test machine lags.
     cfg = SelfCheckConfig(window_s=0.5, probe_s=0.005, eval_s=0.1, send_lag_ms=1000)
-    check = SelfCheck(stats, cfg, cpu_s=lambda: 0.0, kernel_stamps=True, wait_s=lambda: 0.0, pressure_s=lambda: None)
+    check = SelfCheck(
+        stats, cfg, cpu_s=lambda: 0.0, kernel_stamps=True, wait_s=lambda: 0.0, pressure_s=lambda: None
+    )
 
     def reads() -> None:
         while True:
@@ -287,7 +301,9 @@ def test_console_report_and_web_ui_show_the_same_words(caplog):
             collector.warn(text)
         collector.warn(mon.summary_message())
     said = collector.warnings
-    assert len(said) == 2 and said[0].startswith("client saturated on local") and "Free the machine" in said[0]
+    assert (
+        len(said) == 2 and said[0].startswith("client saturated on local") and "Free the machine" in said[0]
+    )
     assert [r.getMessage() for r in caplog.records if r.name == "loadkit.stats"] == said
     report = collector.report()
     assert report["warnings"][: len(said)] == said
@@ -302,10 +318,14 @@ def test_late_sends_and_server_coalescing_are_judged_apart():
 
     clock, c = Clock(), Counters()
     mon = monitor(clock)
-    msgs = run(mon, clock, 10, c, lag_ms=30, cpu=0.7, reads_per_s=30_000, coalesced=0.01, late=0.001, wait=0.01)
+    msgs = run(
+        mon, clock, 10, c, lag_ms=30, cpu=0.7, reads_per_s=30_000, coalesced=0.01, late=0.001, wait=0.01
+    )
     assert len(msgs) == 1 and ": event-loop lag p99 30 ms (limit 20 ms); this process was busy" in msgs[0]
     assert "TTFT, ITL, TPOT and E2E stand" in msgs[0] and "reads holding several" not in msgs[0]
-    assert mon.manifest_field()["suspect"] == SEND_SUSPECT and mon.manifest_field()["reasons"] == ["event_loop_lag"]
+    assert mon.manifest_field()["suspect"] == SEND_SUSPECT and mon.manifest_field()["reasons"] == [
+        "event_loop_lag"
+    ]
     assert mon.note is not None and mon.health_field()["server_coalesced"]["windows"] >= 1
 
 
@@ -337,12 +357,17 @@ def test_a_few_users_first_tokens_are_judged_over_the_run():
     c.first_coalesced += 1  # one first token in a read holding two, read on time
     msgs += run(mon, clock, 6, c, lag_ms=1.0, cpu=0.05, reads_per_s=800, firsts_per_s=5)
     assert_quiet(mon, msgs)
-    assert mon.health_field()["max_first_coalesced_pct"] == pytest.approx(2.0)  # 1 in the 50 after the first sample
+    assert mon.health_field()["max_first_coalesced_pct"] == pytest.approx(
+        2.0
+    )  # 1 in the 50 after the first sample
     c.first_coalesced += 1
     c.first_late_coalesced += 1  # ... and one the client left waiting in its socket
     msgs += run(mon, clock, 2, c, lag_ms=1.0, cpu=0.05, reads_per_s=800, firsts_per_s=5)
     assert len(msgs) == 1, msgs
-    assert ": 1.2% of first tokens so far came in reads holding several that waited over 1 ms (limit 0.75%)" in msgs[0]
+    assert (
+        ": 1.2% of first tokens so far came in reads holding several that waited over 1 ms (limit 0.75%)"
+        in msgs[0]
+    )
     assert "ttft_ms" in mon.manifest_field()["suspect"]
 
 

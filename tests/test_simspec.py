@@ -36,8 +36,10 @@ def test_a_sim_value_takes_a_name_a_profile_and_a_port(value, spec):
         ("a=huge", "--sim 'a=huge': unknown profile 'huge' (choose from default, fast, big, long)"),
         ("a=fast:8001", "--sim 'a=fast:8001': unknown profile 'fast:8001'"),
         ("a=fast,prot=8001", "--sim 'a=fast,prot=8001': unknown part 'prot=8001'; allowed keys: port"),
-        ("a=fast,port=http", "--sim 'a=fast,port=http': port: expected an integer 0-65535 (0 = any free port), "
-                             "got 'http'"),
+        (
+            "a=fast,port=http",
+            "--sim 'a=fast,port=http': port: expected an integer 0-65535 (0 = any free port), got 'http'",
+        ),
         ("a=fast,port=70000", "--sim 'a=fast,port=70000': port: expected an integer 0-65535"),
     ],
 )
@@ -68,7 +70,9 @@ def test_each_simulator_gets_the_profile_asked_else_the_scenario_s():
 def test_without_sim_or_target_the_scenario_s_simulator_is_started(monkeypatch):
     sims, notes = plan([], ["--scenario", "mooncake_replay", "-t", "3s"])
     assert profiles(sims) == [("sim", "long", 0)]
-    assert notes == ["no --sim, --host or --target given: starting simulator 'sim' for scenario 'mooncake-replay'"]
+    assert notes == [
+        "no --sim, --host or --target given: starting simulator 'sim' for scenario 'mooncake-replay'"
+    ]
     assert profiles(plan([], [])[0]) == [("sim", "default", 0)]  # the default scenario, uneven_chat
     # A target anywhere, a worker (its master gives the targets), or a scenario naming its own: none.
     for rest in (["--host", "http://127.0.0.1:8000"], ["-H", "http://h:1"], ["--target=a=http://h:1"],

@@ -114,7 +114,11 @@ FINISH = sse({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}],
         ([(0, delta("a")), (0.01, delta("b")), (0, DONE), (0, END_CHUNK)], t.OK, "marker"),
         # Many servers send no [DONE]: a clean close after the finish chunk is the normal end.
         ([(0, delta("a")), (0.01, delta("b")), (0, FINISH), (0, END_CHUNK)], t.OK, "close"),
-        ([(0, delta("a")), (0.01, delta("b")), (0, USAGE), (0, END_CHUNK)], t.OK, "close"),  # usage-only chunk
+        (
+            [(0, delta("a")), (0.01, delta("b")), (0, USAGE), (0, END_CHUNK)],
+            t.OK,
+            "close",
+        ),  # usage-only chunk
         ([(0, delta("a")), (0.01, delta("b")), (0, END_CHUNK)], t.INCOMPLETE, None),
         ([(0, delta("a")), (0.01, delta("b")), (0, FINISH)], t.DISCONNECTED, None),  # no terminating chunk
     ],
@@ -307,7 +311,9 @@ def test_chunked_body_reader_any_split():
 
     rng = random.Random(7)
     for _ in range(200):
-        pieces = [bytes(rng.randrange(256) for _ in range(rng.randrange(1, 40))) for _ in range(rng.randrange(1, 8))]
+        pieces = [
+            bytes(rng.randrange(256) for _ in range(rng.randrange(1, 40))) for _ in range(rng.randrange(1, 8))
+        ]
         wire = b"".join(b"%x;ext=1\r\n%b\r\n" % (len(p), p) for p in pieces) + b"0\r\n\r\n"
         cuts = sorted(rng.sample(range(1, len(wire)), k=min(len(wire) - 1, rng.randrange(0, 12))))
         reader = BodyReader(chunked=True, remaining=None)
@@ -325,7 +331,10 @@ def test_chunked_body_reader_one_chunk_per_read_fast_path():
 
     rng = random.Random(11)
     for _ in range(200):
-        pieces = [bytes(rng.randrange(256) for _ in range(rng.randrange(1, 300))) for _ in range(rng.randrange(1, 8))]
+        pieces = [
+            bytes(rng.randrange(256) for _ in range(rng.randrange(1, 300)))
+            for _ in range(rng.randrange(1, 8))
+        ]
         fmt = rng.choice([b"%x", b"%X", b"%04x"])
         chunks = [(fmt % len(p)) + b"\r\n" + p + b"\r\n" for p in pieces]
         if rng.random() < 0.3:

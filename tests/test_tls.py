@@ -42,7 +42,9 @@ def tls_sim(tls_files: TlsFiles):
 
 @pytest.fixture(scope="module")
 def mtls_sim(tls_files: TlsFiles):
-    with sim_process("--profile", "fast", "--tls-cert", tls_files.server, "--tls-client-ca", tls_files.ca) as sim:
+    with sim_process(
+        "--profile", "fast", "--tls-cert", tls_files.server, "--tls-client-ca", tls_files.ca
+    ) as sim:
         yield sim
 
 
@@ -94,7 +96,9 @@ def test_untrusted_ca_is_tls_error_with_the_reason(tls_sim, tls_files):
 
 def test_wrong_hostname_is_tls_error(tls_files):
     server = tls_files.server_context(tls_files.wrong_host)
-    with ScriptedServer(lambda _r: Script(writes=[(0, delta("a")), (0, DONE), (0, END_CHUNK)]), server) as srv:
+    with ScriptedServer(
+        lambda _r: Script(writes=[(0, delta("a")), (0, DONE), (0, END_CHUNK)]), server
+    ) as srv:
         rec = run_scripted(srv.url, tls_files.client_context())
     assert rec.outcome == t.TLS_ERROR
     assert rec.error.startswith("hostname mismatch") and "127.0.0.1" in rec.error
@@ -104,7 +108,9 @@ def test_insecure_accepts_untrusted_and_wrong_host(tls_sim, tls_files):
     insecure = tls_files.client_context(ca_bundle=tls_files.other_ca, insecure=True)
     assert run(tls_sim.url, insecure).outcome == t.OK
     server = tls_files.server_context(tls_files.wrong_host)
-    with ScriptedServer(lambda _r: Script(writes=[(0, delta("a")), (0, DONE), (0, END_CHUNK)]), server) as srv:
+    with ScriptedServer(
+        lambda _r: Script(writes=[(0, delta("a")), (0, DONE), (0, END_CHUNK)]), server
+    ) as srv:
         rec = run_scripted(srv.url, insecure)
     assert rec.outcome == t.OK, rec.error
 
@@ -132,7 +138,9 @@ def test_mtls_refusal_during_a_tls12_handshake_names_the_client_certificate(tls_
     """TLS 1.2 servers refuse inside the handshake (an alert the client reads)."""
     server = tls_files.server_context(client_ca=tls_files.ca)
     server.maximum_version = ssl.TLSVersion.TLSv1_2
-    with ScriptedServer(lambda _r: Script(writes=[(0, delta("a")), (0, DONE), (0, END_CHUNK)]), server) as srv:
+    with ScriptedServer(
+        lambda _r: Script(writes=[(0, delta("a")), (0, DONE), (0, END_CHUNK)]), server
+    ) as srv:
         rec = run_scripted(srv.url, tls_files.client_context())
     assert rec.outcome == t.TLS_ERROR
     assert rec.error.startswith("handshake failure") and "--client-cert" in rec.error
@@ -191,7 +199,9 @@ def test_handshake_timeout_is_tls_error_within_the_limit(tls_files):
 def test_ttft_starts_at_the_write_not_before_the_handshake(tls_files):
     """The server waits 0.3 s before its handshake: that is tls_ms and TTFT-with-connect, not TTFT."""
     writes = [(0.0, ROLE), (0.02, delta("a")), (0, USAGE), (0, DONE), (0, END_CHUNK)]
-    with ScriptedServer(lambda _r: Script(writes=writes), tls_files.server_context(), handshake_delay_s=0.3) as srv:
+    with ScriptedServer(
+        lambda _r: Script(writes=writes), tls_files.server_context(), handshake_delay_s=0.3
+    ) as srv:
         rec = run_scripted(srv.url, tls_files.client_context())
     assert rec.outcome == t.OK, rec.error
     assert tls_ms(rec) >= 290

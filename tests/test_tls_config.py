@@ -183,7 +183,7 @@ def test_setup_figures_in_the_report():
     from loadkit.report import build_html
 
     html = build_html(collector.report(), None)
-    section = html[html.index('<section id="connections">'):]
+    section = html[html.index('<section id="connections">') :]
     section = section[: section.index("</section>")]
     assert "TLS handshake p99" in section and "<td>e</td><td>2</td>" in section.replace(" ", "")
 

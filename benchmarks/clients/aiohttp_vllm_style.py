@@ -25,7 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Usage, parse_args, request_body, write_results  # noqa: E402
 
 
-async def one_request(session: aiohttp.ClientSession, url: str, body: dict[str, Any], rid: str) -> dict[str, Any]:
+async def one_request(
+    session: aiohttp.ClientSession, url: str, body: dict[str, Any], rid: str
+) -> dict[str, Any]:
     events: list[int] = []
     t_send = time.perf_counter_ns()
     async with session.post(url, json=body, headers={"X-Request-ID": rid}) as response:

@@ -14,10 +14,14 @@ import time
 from typing import Any
 
 
-def parse_args(argv: list[str] | None, description: str, extra: list[str] | None = None) -> argparse.Namespace:
+def parse_args(
+    argv: list[str] | None, description: str, extra: list[str] | None = None
+) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=description)
     for flag in extra or []:
-        p.add_argument(flag, action="store_true", help="stop streams at --seconds instead of letting them finish")
+        p.add_argument(
+            flag, action="store_true", help="stop streams at --seconds instead of letting them finish"
+        )
     p.add_argument("--url", required=True, help="base URL of the simulator")
     p.add_argument("--streams", type=int, default=100, help="concurrent streams")
     p.add_argument("--max-tokens", type=int, default=100, help="output tokens per request")

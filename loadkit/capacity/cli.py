@@ -53,9 +53,11 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--lengths", help="inline sequence lengths, e.g. 12,105,43")
     p.add_argument(
-        "--on-bad-row", choices=("refuse", "skip", "pad"), default="refuse",
+        "--on-bad-row",
+        choices=("refuse", "skip", "pad"),
+        default="refuse",
         help="a trace row that cannot be used: refuse the file (default, names the line), skip and count it, "
-             "or pad (Mooncake rows with too few hash_ids: kept at their input_length, as replay pads them)",
+        "or pad (Mooncake rows with too few hash_ids: kept at their input_length, as replay pads them)",
     )
     p.add_argument(
         "--max-requests", type=int, default=10_000, help="requests drawn from a scenario (default 10000)"

@@ -127,8 +127,10 @@ def _shipped_scenario(p: Path) -> Path:
     except ScenarioError:
         found = p
     if not found.is_file():
-        raise CapacityError(f"lengths file {str(p)!r}: no such file or directory, "
-                            "nor a shipped scenario's name (`loadkit scenarios list`)")
+        raise CapacityError(
+            f"lengths file {str(p)!r}: no such file or directory, "
+            "nor a shipped scenario's name (`loadkit scenarios list`)"
+        )
     return found
 
 
@@ -202,8 +204,12 @@ def _mooncake(path: Path, on_bad_row: str) -> LengthSample:
     lengths = rows.n_in + rows.n_out
     blocks = sum(len(ids) for ids in rows.hash_ids)
     unique = len({h for ids in rows.hash_ids for h in ids})
-    prefix = PrefixSharing(f"hash_ids ({MOONCAKE_BLOCK_TOKENS}-token blocks)", blocks * MOONCAKE_BLOCK_TOKENS,
-                           unique * MOONCAKE_BLOCK_TOKENS, int(lengths.sum()))
+    prefix = PrefixSharing(
+        f"hash_ids ({MOONCAKE_BLOCK_TOKENS}-token blocks)",
+        blocks * MOONCAKE_BLOCK_TOKENS,
+        unique * MOONCAKE_BLOCK_TOKENS,
+        int(lengths.sum()),
+    )
     return LengthSample(lengths, str(path), "mooncake", dict(rows.skipped), prefix)
 
 
@@ -262,8 +268,9 @@ def _read_csv(path: Path, on_bad_row: str) -> LengthSample:
     cols = next(((i, o, k) for i, o, k in _CSV_COLUMNS if i in names and o in names), None)
     if cols is None:
         wanted = " or ".join(f"{i},{o}" for i, o, _ in _CSV_COLUMNS)
-        raise CapacityError(f"{path}: line 1 (header): CSV header needs the columns {wanted}; "
-                            f"it has {','.join(names)[:80]}")
+        raise CapacityError(
+            f"{path}: line 1 (header): CSV header needs the columns {wanted}; it has {','.join(names)[:80]}"
+        )
     in_col, out_col, kind = cols
     # Azure's TIMESTAMP is read (and checked) as replay reads it; other tables have no clock.
     t_col = "TIMESTAMP" if kind == "azure" and "TIMESTAMP" in names else None

@@ -15,15 +15,24 @@ from loadkit.errors import UserError
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run": ("loadkit.cli.runcmd", "run a load test (wraps locust with loadkit's locustfile)"),
     "options": ("loadkit.cli.options_cmd", "list every loadkit option: help, default, LOADKIT_* variable"),
-    "demo": ("loadkit.cli.runcmd:demo_main", "the quick-start job: two simulated engines side by side, then a report"),
+    "demo": (
+        "loadkit.cli.runcmd:demo_main",
+        "the quick-start job: two simulated engines side by side, then a report",
+    ),
     "sim": ("loadkit.sim.cli", "serve the embedded engine simulator on loopback"),
     "plugins": ("loadkit.cli.plugins_cmd", "list registered engines and their plugins as JSON"),
     "scenarios": ("loadkit.workload.cli", "validate or inspect scenario files"),
-    "traces": ("loadkit.workload.inspect", "inspect a trace file: rate, CV, length percentiles, prefix sharing"),
+    "traces": (
+        "loadkit.workload.inspect",
+        "inspect a trace file: rate, CV, length percentiles, prefix sharing",
+    ),
     "capacity": ("loadkit.capacity.cli", "KV-cache capacity planning for a model and workload"),
     "report": ("loadkit.report.cli", "rebuild report.html from a report directory"),
     "compare": ("loadkit.report.compare", "compare runs; --fail-if rules gate CI on regressions"),
-    "verify": ("loadkit.verify.cli", "recompute report.json from the raw log (--raw-log); exit 1 naming each disagreement"),
+    "verify": (
+        "loadkit.verify.cli",
+        "recompute report.json from the raw log (--raw-log); exit 1 naming each disagreement",
+    ),
 }
 
 

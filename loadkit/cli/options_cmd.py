@@ -88,13 +88,20 @@ def render(actions: list[argparse.Action], width: int = 100) -> str:
             lines += ["", f"{section_title(section)}:"]
         lines.append(_heading(action))
         # No breaks inside option names such as --client-key.
-        lines += textwrap.wrap(action.help or "", width=width, initial_indent=" " * 6, subsequent_indent=" " * 6,
-                               break_on_hyphens=False)
+        lines += textwrap.wrap(
+            action.help or "",
+            width=width,
+            initial_indent=" " * 6,
+            subsequent_indent=" " * 6,
+            break_on_hyphens=False,
+        )
     return "\n".join([*lines, "", FOOTER])
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="loadkit options", description="list every option loadkit adds to Locust")
+    parser = argparse.ArgumentParser(
+        prog="loadkit options", description="list every option loadkit adds to Locust"
+    )
     parser.parse_args(argv)
     print(render(loadkit_actions()))
     return 0

@@ -14,8 +14,10 @@ from loadkit.sim.protocols import ProtocolError, listing
 
 def main(argv: list[str]) -> int:
     if argv and argv[0] in ("-h", "--help"):
-        print("usage: loadkit plugins\n\nPrint every registered engine and simulator protocol as JSON "
-              "(honours LOADKIT_LOAD_PLUGINS).")
+        print(
+            "usage: loadkit plugins\n\nPrint every registered engine and simulator protocol as JSON "
+            "(honours LOADKIT_LOAD_PLUGINS)."
+        )
         return 0
     try:
         pm = new_plugin_manager()
@@ -25,8 +27,14 @@ def main(argv: list[str]) -> int:
         print(f"loadkit plugins: error: {exc}", file=sys.stderr)
         return 2
     engines = [
-        {"engine": info.name, "plugin": info.plugin, "version": info.version, "description": info.description,
-         "apis": list(info.adapter.apis), "framing": info.adapter.framing}
+        {
+            "engine": info.name,
+            "plugin": info.plugin,
+            "version": info.version,
+            "description": info.description,
+            "apis": list(info.adapter.apis),
+            "framing": info.adapter.framing,
+        }
         for info in sorted(registry.values(), key=lambda i: i.name)
     ]
     out: dict[str, object] = {"engines": engines, "simulator_protocols": protocols}

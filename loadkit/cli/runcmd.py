@@ -39,7 +39,18 @@ DEMO_ARGS = [
 
 def start_sim(name: str, profile: str, seed: int, port: int = 0) -> tuple[subprocess.Popen[bytes], str]:
     """Start one simulator and wait (bounded) for its ready line."""
-    cmd = [sys.executable, "-m", "loadkit.cli", "sim", "--port", str(port), "--profile", profile, "--seed", str(seed)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "loadkit.cli",
+        "sim",
+        "--port",
+        str(port),
+        "--profile",
+        profile,
+        "--seed",
+        str(seed),
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 30
     assert proc.stdout is not None
@@ -120,7 +131,9 @@ def main(argv: list[str]) -> int:
     if argv and argv[0] in ("-h", "--help"):
         from loadkit.cli.options_cmd import loadkit_actions, render
 
-        print(f"usage: loadkit run [--sim NAME[=PROFILE][,port=PORT]]... [--ui] [locust and loadkit options]\n{__doc__}")
+        print(
+            f"usage: loadkit run [--sim NAME[=PROFILE][,port=PORT]]... [--ui] [locust and loadkit options]\n{__doc__}"
+        )
         print(render(loadkit_actions()))
         return 0
     return run(argv)

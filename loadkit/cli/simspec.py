@@ -58,7 +58,9 @@ def parse_sim(value: str) -> SimSpec:
         except ValueError:
             spec.port = -1
         if not 0 <= spec.port <= 65535:
-            raise UserError(f"--sim {value!r}: port: expected an integer 0-65535 (0 = any free port), got {raw!r}")
+            raise UserError(
+                f"--sim {value!r}: port: expected an integer 0-65535 (0 = any free port), got {raw!r}"
+            )
     return spec
 
 
@@ -78,7 +80,11 @@ def _config_names_target(rest: list[str]) -> bool:
     """Whether a Locust config file this run reads (Locust's defaults, ``--config``) sets a
     host or targets: then it is the user's target, not a simulator's to replace."""
     keys = {"host", "target", "targets"}
-    files = [Path("~/.locust.conf").expanduser(), Path("locust.conf"), *map(Path, filter(None, [_option(rest, "--config")]))]
+    files = [
+        Path("~/.locust.conf").expanduser(),
+        Path("locust.conf"),
+        *map(Path, filter(None, [_option(rest, "--config")])),
+    ]
     for path in files:
         try:
             lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
@@ -120,7 +126,13 @@ def plan(sims: list[SimSpec], rest: list[str]) -> tuple[list[SimSpec], list[str]
     scenario = _scenario(rest)
     wanted = scenario[1] if scenario is not None else None
     notes: list[str] = []
-    if not sims and scenario is not None and not scenario[2] and not _targets_given(rest) and "--worker" not in rest:
+    if (
+        not sims
+        and scenario is not None
+        and not scenario[2]
+        and not _targets_given(rest)
+        and "--worker" not in rest
+    ):
         sims = [SimSpec(AUTO_NAME, None)]
         notes.append(f"no --sim, --host or --target given: starting simulator {AUTO_NAME!r} for scenario "
                      f"{scenario[0]!r}")  # fmt: skip

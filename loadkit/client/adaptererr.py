@@ -52,7 +52,9 @@ def describe(adapter: Any, call: str, exc: BaseException) -> tuple[str, str | No
     """The request's error line, and the traceback when this is the first of its kind here."""
     name = getattr(adapter, "name", "") or "?"
     text = " ".join(str(exc).split())
-    message = f"engine {name!r} ({origin(adapter)}): {call} raised {type(exc).__name__}" + (f": {text}" if text else "")
+    message = f"engine {name!r} ({origin(adapter)}): {call} raised {type(exc).__name__}" + (
+        f": {text}" if text else ""
+    )
     return message, _first_traceback(type(adapter), exc)
 
 

@@ -31,11 +31,22 @@ def adapter_failed(adapter: EngineAdapter, call: str, exc: BaseException) -> Str
 class EventDecoder:
     """One request's decoding state; ``feed`` each read's body bytes with its arrival time."""
 
-    __slots__ = ("adapter", "record", "decoder", "parser", "text_parts", "tokens_from_events", "marks", "failed")
+    __slots__ = (
+        "adapter",
+        "record",
+        "decoder",
+        "parser",
+        "text_parts",
+        "tokens_from_events",
+        "marks",
+        "failed",
+    )
 
     def __init__(self, adapter: EngineAdapter, record: RequestRecord) -> None:
         self.adapter, self.record = adapter, record
-        self.decoder: FastSSEDecoder | NDJSONDecoder = FastSSEDecoder() if adapter.framing == "sse" else NDJSONDecoder()
+        self.decoder: FastSSEDecoder | NDJSONDecoder = (
+            FastSSEDecoder() if adapter.framing == "sse" else NDJSONDecoder()
+        )
         self.text_parts: list[str] = []
         self.tokens_from_events = 0
         # The adapter's set-up raising is the request's outcome (the stream timer raises

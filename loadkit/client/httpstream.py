@@ -99,7 +99,6 @@ def connect(ep: Endpoint, timeout_s: float) -> socket.socket:
     return sock
 
 
-
 def parse_head(raw: bytes, leftover: bytes) -> ResponseHead:
     text = raw.decode("latin-1")
     status_line, _, rest = text.partition("\r\n")

@@ -26,7 +26,17 @@ class SSEEvent:
 class SSEDecoder:
     """Feed bytes with `feed`; it returns the events completed by those bytes."""
 
-    __slots__ = ("_utf8", "_buf", "_pending_cr", "_data", "_event", "_last_id", "_retry", "_bom_checked", "comments")
+    __slots__ = (
+        "_utf8",
+        "_buf",
+        "_pending_cr",
+        "_data",
+        "_event",
+        "_last_id",
+        "_retry",
+        "_bom_checked",
+        "comments",
+    )
 
     def __init__(self) -> None:
         # An incremental decoder carries a split multi-byte character over to the next feed.

@@ -61,7 +61,9 @@ class ArrivalClock:
 
     __slots__ = ("_mono", "_wall", "_offset", "_next_refresh")
 
-    def __init__(self, mono: Callable[[], int] = time.perf_counter_ns, wall: Callable[[], int] = time.time_ns) -> None:
+    def __init__(
+        self, mono: Callable[[], int] = time.perf_counter_ns, wall: Callable[[], int] = time.time_ns
+    ) -> None:
         self._mono, self._wall = mono, wall
         self._offset = 0
         self._next_refresh = 0

@@ -50,7 +50,12 @@ class TlsSettings:
         def path(name: str) -> str | None:
             return str(getattr(options, name, "") or "").strip() or None
 
-        return cls(path("ca_bundle"), path("client_cert"), path("client_key"), bool(getattr(options, "insecure", False)))
+        return cls(
+            path("ca_bundle"),
+            path("client_cert"),
+            path("client_key"),
+            bool(getattr(options, "insecure", False)),
+        )
 
     def manifest(self) -> dict[str, Any]:
         """What the report's manifest says about TLS (paths only, never key material)."""
@@ -67,7 +72,9 @@ def client_context(settings: TlsSettings) -> ssl.SSLContext:
     except FileNotFoundError:
         raise TlsConfigError(f"--ca-bundle {settings.ca_bundle}: no such file") from None
     except (ssl.SSLError, OSError) as exc:
-        raise TlsConfigError(f"--ca-bundle {settings.ca_bundle}: no usable PEM certificate in it ({exc})") from None
+        raise TlsConfigError(
+            f"--ca-bundle {settings.ca_bundle}: no usable PEM certificate in it ({exc})"
+        ) from None
     ctx.set_alpn_protocols(ALPN)
     if settings.client_key and not settings.client_cert:
         raise TlsConfigError("--client-key given without --client-cert")
@@ -94,7 +101,9 @@ def _load_client_cert(ctx: ssl.SSLContext, cert: str, key: str | None) -> None:
         if "KEY_VALUES_MISMATCH" in str(getattr(exc, "reason", "")):
             raise TlsConfigError(f"{what}: the key does not belong to the certificate {cert}") from None
         given = f"{cert} {key}" if key else cert
-        raise TlsConfigError(f"{what} {given}: not a PEM certificate and key ({getattr(exc, 'reason', None) or exc})") from None
+        raise TlsConfigError(
+            f"{what} {given}: not a PEM certificate and key ({getattr(exc, 'reason', None) or exc})"
+        ) from None
 
 
 _process: ssl.SSLContext | None = None

@@ -61,7 +61,9 @@ class TlsConn:
             sock.settimeout(remaining)
             data = sock.recv(RECV_SIZE)
         except TimeoutError:
-            raise TlsError(f"handshake timeout: the TLS handshake did not finish within {timeout_s:g} s") from None
+            raise TlsError(
+                f"handshake timeout: the TLS handshake did not finish within {timeout_s:g} s"
+            ) from None
         except OSError as exc:
             raise TlsError(f"connection lost during the TLS handshake: {exc}") from None
         if not data:

@@ -18,7 +18,15 @@ from loadkit.hookspecs import hookimpl
 
 
 def builtin_adapters() -> list[type[EngineAdapter]]:
-    return [OpenAIAdapter, VLLMAdapter, SGLangAdapter, TGIAdapter, TensorRTLLMAdapter, LlamaCppAdapter, OllamaAdapter]
+    return [
+        OpenAIAdapter,
+        VLLMAdapter,
+        SGLangAdapter,
+        TGIAdapter,
+        TensorRTLLMAdapter,
+        LlamaCppAdapter,
+        OllamaAdapter,
+    ]
 
 
 @hookimpl

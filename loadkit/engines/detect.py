@@ -31,8 +31,13 @@ class Detection:
     fallback: bool = False
 
 
-def probe_server(base_url: str, paths: list[str] | tuple[str, ...], timeout_s: float = 2.0,
-                 headers: dict[str, str] | None = None, ssl_context: ssl.SSLContext | None = None) -> dict[str, Any]:
+def probe_server(
+    base_url: str,
+    paths: list[str] | tuple[str, ...],
+    timeout_s: float = 2.0,
+    headers: dict[str, str] | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+) -> dict[str, Any]:
     """GET each path: ``{path: {"status", "headers", "json", "text"}}``; unreachable paths are
     absent. Stops early once the probing has taken 4 × ``timeout_s`` in all (a hung server).
     ``headers`` (e.g. an Authorization header for a key-protected server) go with every GET;
@@ -54,8 +59,12 @@ def _probe(base_url: str, paths: list[str] | tuple[str, ...], timeout_s: float, 
         except OSError as exc:
             error = f"{'TLS: ' if isinstance(exc, TlsError) else ''}{exc}"
             continue
-        probes[path] = {"status": resp.status, "headers": resp.headers, "json": resp.json(),
-                        "text": resp.text[:MAX_TEXT]}
+        probes[path] = {
+            "status": resp.status,
+            "headers": resp.headers,
+            "json": resp.json(),
+            "text": resp.text[:MAX_TEXT],
+        }
     return probes, error
 
 
@@ -68,15 +77,22 @@ def probe_paths(pm: pluggy.PluginManager) -> list[str]:
     return list(paths)
 
 
-def detect_engine(base_url: str, pm: pluggy.PluginManager | None = None, timeout_s: float = 2.0,
-                  headers: dict[str, str] | None = None, ssl_context: ssl.SSLContext | None = None) -> Detection:
+def detect_engine(
+    base_url: str,
+    pm: pluggy.PluginManager | None = None,
+    timeout_s: float = 2.0,
+    headers: dict[str, str] | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+) -> Detection:
     """Which engine serves ``base_url``. UserError when nothing answers or a detector names an
     engine that is not registered. ``headers`` are sent with every probe."""
     pm = pm or get_plugin_manager()
     probes, error = _probe(base_url, probe_paths(pm), timeout_s, headers, ssl_context)
     if not probes:
         last = f"; last error: {error}" if error else ""
-        raise UserError(f"--engine auto: nothing answered at {base_url} (tried {', '.join(probe_paths(pm))}){last}")
+        raise UserError(
+            f"--engine auto: nothing answered at {base_url} (tried {', '.join(probe_paths(pm))}){last}"
+        )
     try:
         name = pm.hook.loadkit_detect_engine(probes=probes)
     except Exception as exc:  # a plugin's detector broke: one clear error that names it
@@ -113,5 +129,8 @@ def explain(name: str, probes: dict[str, Any], plugin: str) -> tuple[str | None,
         return match.api, f"found: {name}{api} ({match.evidence})"
     if name == "openai":
         answered = ", ".join(f"{p} {v['status']}" for p, v in probes.items())
-        return None, f"found: openai (generic OpenAI-compatible fallback; no engine fingerprint in: {answered})"
+        return (
+            None,
+            f"found: openai (generic OpenAI-compatible fallback; no engine fingerprint in: {answered})",
+        )
     return None, f"found: {name} (named by an installed plugin's detector; engine from {plugin})"

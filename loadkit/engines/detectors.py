@@ -69,13 +69,21 @@ def _triton(probes: Probes) -> str | None:
 def _version_only(probes: Probes) -> str | None:
     body = ok_json(probes, "/version")
     if isinstance(body, dict) and isinstance(body.get("version"), str):
-        return f"GET /version answered {{\"version\": \"{body['version']}\"}}"
+        return f'GET /version answered {{"version": "{body["version"]}"}}'
     return None
 
 
 RULES: list[tuple[str, str | None, Callable[[Probes], str | None]]] = [
-    ("ollama", None, lambda p: _has_keys(p, "/api/version", ("version",)) or _has_keys(p, "/api/tags", ("models",))),
-    ("llamacpp", None, lambda p: _has_keys(p, "/props", ("default_generation_settings", "total_slots", "build_info"))),
+    (
+        "ollama",
+        None,
+        lambda p: _has_keys(p, "/api/version", ("version",)) or _has_keys(p, "/api/tags", ("models",)),
+    ),
+    (
+        "llamacpp",
+        None,
+        lambda p: _has_keys(p, "/props", ("default_generation_settings", "total_slots", "build_info")),
+    ),
     ("llamacpp", None, _server_header("llama.cpp")),
     ("sglang", None, lambda p: _has_keys(p, "/get_model_info", ("model_path",))),
     ("sglang", None, lambda p: _has_keys(p, "/get_server_info", ("version", "server_args", "tp_size"))),

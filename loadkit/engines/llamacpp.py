@@ -84,7 +84,9 @@ def final_event(obj: dict[str, Any], k: int, content: str) -> TokenEvent:
     )
     stop_type = obj.get("stop_type")
     finish = STOP_TYPES.get(stop_type, stop_type) if isinstance(stop_type, str) else None
-    return TokenEvent(tokens=k, text=content, done=True, usage=usage, finish_reason=finish, server_timings=timings)
+    return TokenEvent(
+        tokens=k, text=content, done=True, usage=usage, finish_reason=finish, server_timings=timings
+    )
 
 
 class LlamaCppOpenAIParser(OpenAIStreamParser):

@@ -60,7 +60,7 @@ def parse_prometheus(text: str) -> list[Sample]:
 
 
 def _bad_line(text: str) -> str | None:
-    """"line N: <why>: <text>" for the first line the parser refuses on its own."""
+    """ "line N: <why>: <text>" for the first line the parser refuses on its own."""
     for number, line in enumerate(text.splitlines(), 1):
         try:
             _families(line + "\n")
@@ -82,7 +82,9 @@ def parse_selector(key: str) -> tuple[str, dict[str, str]]:
 
 def select(samples: list[Sample], key: str) -> list[float]:
     name, wanted = parse_selector(key)
-    return [s.value for s in samples if s.name == name and all(s.labels.get(k) == v for k, v in wanted.items())]
+    return [
+        s.value for s in samples if s.name == name and all(s.labels.get(k) == v for k, v in wanted.items())
+    ]
 
 
 def neutral_metrics(metric_names: dict[str, str], samples: list[Sample]) -> dict[str, float]:
@@ -132,8 +134,14 @@ def metrics_location(adapter: EngineAdapter, base_url: str, metrics_url: str | N
     return base_url, path
 
 
-def scrape(adapter: EngineAdapter, base_url: str, *, metrics_url: str | None = None,
-           timeout_s: float = 2.0, ssl_context: ssl.SSLContext | None = None) -> dict[str, float]:
+def scrape(
+    adapter: EngineAdapter,
+    base_url: str,
+    *,
+    metrics_url: str | None = None,
+    timeout_s: float = 2.0,
+    ssl_context: ssl.SSLContext | None = None,
+) -> dict[str, float]:
     """One scrape of the adapter's metrics, as neutral names. Raises MetricsError when the
     endpoint is unreachable, answers non-200, or is not Prometheus text."""
     if not adapter.metric_names:

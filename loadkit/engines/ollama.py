@@ -59,7 +59,9 @@ class OllamaParser(StreamParser):
             args = fn.get("arguments")
             args_text = args if isinstance(args, str) else orjson.dumps(args or {}).decode()
             index = fn.get("index", len(marks.tools().calls) + i)
-            marks.tools().add(index if isinstance(index, int) else i, call.get("id"), fn.get("name"), args_text)
+            marks.tools().add(
+                index if isinstance(index, int) else i, call.get("id"), fn.get("name"), args_text
+            )
         if marks.current != TOOL:
             marks.switch(TOOL)
         return 1
@@ -82,8 +84,13 @@ class OllamaParser(StreamParser):
         )
         timings = {key: obj[key] for key in TIMING_KEYS if key in obj}
         return TokenEvent(
-            tokens=k, text=text, reasoning_text=thinking, done=True, usage=usage,
-            finish_reason=obj.get("done_reason"), server_timings=timings or None,
+            tokens=k,
+            text=text,
+            reasoning_text=thinking,
+            done=True,
+            usage=usage,
+            finish_reason=obj.get("done_reason"),
+            server_timings=timings or None,
         )
 
     def texts(self, obj: dict[str, Any], data: str) -> tuple[str, str]:

@@ -153,7 +153,12 @@ class OpenAIStreamParser(StreamParser):
         assert self.tags is not None
         answer = []
         for channel, piece in self.tags.split(text):
-            if channel == REASONING and not piece and self.tags.opened_before and self.marks.current != REASONING:
+            if (
+                channel == REASONING
+                and not piece
+                and self.tags.opened_before
+                and self.marks.current != REASONING
+            ):
                 self.marks.switch(REASONING, back=1)  # the tag began in the previous event
             self.see(channel)
             if channel == REASONING:
@@ -171,7 +176,9 @@ class OpenAIStreamParser(StreamParser):
             fn = call.get("function") if isinstance(call, dict) else None
             index = call.get("index", 0) if isinstance(call, dict) else None
             if not isinstance(fn, dict) or not isinstance(index, int):
-                raise MalformedEvent(f"tool call fragment needs an index and a function object: {str(call)[:120]!r}")
+                raise MalformedEvent(
+                    f"tool call fragment needs an index and a function object: {str(call)[:120]!r}"
+                )
             args = fn.get("arguments") or ""
             if not isinstance(args, str):  # a few servers send the object itself
                 args = orjson.dumps(args).decode()

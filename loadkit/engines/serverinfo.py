@@ -50,7 +50,9 @@ def _connection(base_url: str, timeout_s: float,
     prefix = parts.path.rstrip("/")
     if parts.scheme == "https":
         context = ssl_context or process_context()
-        return http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout_s, context=context), prefix
+        return http.client.HTTPSConnection(
+            parts.hostname, parts.port, timeout=timeout_s, context=context
+        ), prefix
     return http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout_s), prefix
 
 

@@ -52,7 +52,11 @@ def _base(source: str) -> dict[str, Any]:
 def from_llamacpp(t: dict[str, Any]) -> dict[str, Any]:
     out = _base("llamacpp")
     out["prefill_ms"], out["decode_ms"] = _num(t, "prompt_ms"), _num(t, "predicted_ms")
-    out["prompt_n"], out["cached_n"], out["decode_n"] = _count(t, "prompt_n"), _count(t, "cache_n"), _count(t, "predicted_n")
+    out["prompt_n"], out["cached_n"], out["decode_n"] = (
+        _count(t, "prompt_n"),
+        _count(t, "cache_n"),
+        _count(t, "predicted_n"),
+    )
     out["decode_per_token_ms"] = _per_token(out["decode_ms"], out["decode_n"])
     if out["prefill_ms"] is not None and out["decode_ms"] is not None:
         out["server_total_ms"] = out["prefill_ms"] + out["decode_ms"]
@@ -62,8 +66,14 @@ def from_llamacpp(t: dict[str, Any]) -> dict[str, Any]:
 def from_ollama(t: dict[str, Any]) -> dict[str, Any]:
     out = _base("ollama")
     scale = 1 / NS_PER_MS
-    out["load_ms"], out["prefill_ms"] = _num(t, "load_duration", scale), _num(t, "prompt_eval_duration", scale)
-    out["decode_ms"], out["server_total_ms"] = _num(t, "eval_duration", scale), _num(t, "total_duration", scale)
+    out["load_ms"], out["prefill_ms"] = (
+        _num(t, "load_duration", scale),
+        _num(t, "prompt_eval_duration", scale),
+    )
+    out["decode_ms"], out["server_total_ms"] = (
+        _num(t, "eval_duration", scale),
+        _num(t, "total_duration", scale),
+    )
     out["prompt_n"], out["decode_n"] = _count(t, "prompt_eval_count"), _count(t, "eval_count")
     out["decode_per_token_ms"] = _per_token(out["decode_ms"], out["decode_n"])
     parts = (out["load_ms"], out["prefill_ms"], out["decode_ms"])

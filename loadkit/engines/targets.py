@@ -25,7 +25,9 @@ class TargetSpec:
     engine: str = "openai"
     api: str | None = None
     model: str | None = None
-    priority_as: str | None = None  # where tenants' priorities go (loadkit/engines/priority.py); None: the engine's
+    priority_as: str | None = (
+        None  # where tenants' priorities go (loadkit/engines/priority.py); None: the engine's
+    )
 
 
 @dataclass(slots=True)
@@ -67,15 +69,23 @@ def parse_target(text: str, default_engine: str = "openai") -> TargetSpec:
     return spec
 
 
-def build_target(spec: TargetSpec, api_key: str | None, default_model: str | None,
-                 run_options: Mapping[str, Any] | None = None) -> Target:
+def build_target(
+    spec: TargetSpec,
+    api_key: str | None,
+    default_model: str | None,
+    run_options: Mapping[str, Any] | None = None,
+) -> Target:
     try:
         endpoint = Endpoint.parse(spec.url)
     except ValueError as exc:
         raise TargetError(f"target {spec.name!r}: {exc}") from None
     info = get_engine(spec.engine)
-    options = AdapterOptions(model=spec.model or default_model, api=spec.api, api_key=api_key,
-                             run_options=run_options if run_options is not None else {})
+    options = AdapterOptions(
+        model=spec.model or default_model,
+        api=spec.api,
+        api_key=api_key,
+        run_options=run_options if run_options is not None else {},
+    )
     try:
         adapter = info.adapter(options)
     except ValueError as exc:

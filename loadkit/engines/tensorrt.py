@@ -47,7 +47,9 @@ class TritonGenerateParser(StreamParser):
 
 class TensorRTLLMAdapter(OpenAIAdapter, AdapterExtras):
     name = "tensorrt-llm"
-    description = "TensorRT-LLM: trtllm-serve OpenAI API, or Triton /v2/models/<model>/generate_stream (api triton)"
+    description = (
+        "TensorRT-LLM: trtllm-serve OpenAI API, or Triton /v2/models/<model>/generate_stream (api triton)"
+    )
     apis = ("chat", "completions", "triton")
     info_paths = ("/v2", "/v1/models")
     # "scheduled" = in this iteration's batch; "active" also counts requests the executor holds
@@ -72,7 +74,11 @@ class TensorRTLLMAdapter(OpenAIAdapter, AdapterExtras):
         return HttpRequest("POST", path, orjson.dumps(self.triton_body(request)), self.base_headers())
 
     def triton_body(self, request: GenerationRequest) -> dict[str, Any]:
-        body: dict[str, Any] = {"text_input": request.as_prompt(), "max_tokens": request.max_tokens, "stream": True}
+        body: dict[str, Any] = {
+            "text_input": request.as_prompt(),
+            "max_tokens": request.max_tokens,
+            "stream": True,
+        }
         if request.exact_output:
             body["min_length"] = request.max_tokens
         body.update(self.options.extra_body)

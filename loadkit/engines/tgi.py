@@ -42,7 +42,9 @@ class TGIStreamParser(StreamParser):
             prompt_tokens=int_or_none(details.get("input_length")),
             completion_tokens=int_or_none(details.get("generated_tokens")),
         )
-        return TokenEvent(tokens=1, text=text, done=True, usage=usage, finish_reason=details.get("finish_reason"))
+        return TokenEvent(
+            tokens=1, text=text, done=True, usage=usage, finish_reason=details.get("finish_reason")
+        )
 
 
 class TGIAdapter(OpenAIAdapter, AdapterExtras):
@@ -81,7 +83,11 @@ class TGIAdapter(OpenAIAdapter, AdapterExtras):
         if not isinstance(info, dict):
             return {}
         out: dict[str, Any] = {}
-        for key, name in (("model_id", "model"), ("version", "engine_version"), ("max_total_tokens", "max_model_len")):
+        for key, name in (
+            ("model_id", "model"),
+            ("version", "engine_version"),
+            ("max_total_tokens", "max_model_len"),
+        ):
             if info.get(key) is not None:
                 out[name] = info[key]
         return out

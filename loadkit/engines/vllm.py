@@ -64,7 +64,9 @@ class UsageCountingParser(OpenAIStreamParser):
 
 class VLLMAdapter(OpenAIAdapter, AdapterExtras):
     name = "vllm"
-    description = "vLLM OpenAI-compatible server: ignore_eos/min_tokens, per-chunk usage, /tokenize, vllm: metrics"
+    description = (
+        "vLLM OpenAI-compatible server: ignore_eos/min_tokens, per-chunk usage, /tokenize, vllm: metrics"
+    )
     apis = ("chat", "completions")
     info_paths = ("/version", "/v1/models")
     metric_names = {

@@ -104,7 +104,9 @@ class LLMCalls:
         from loadkit.glue.taskerrors import STOPS
 
         session_id = f"{type(self).__name__}-{uuid.uuid4().hex[:12]}"
-        return Conversation(self.send, self._conversation_ended, session_id, name=name, system=system, stops=STOPS)
+        return Conversation(
+            self.send, self._conversation_ended, session_id, name=name, system=system, stops=STOPS
+        )
 
     def _conversation_ended(self, conversation: Conversation) -> None:
         sessions = getattr(self.runtime, "sessions", None)

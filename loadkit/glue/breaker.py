@@ -82,7 +82,9 @@ class BreakerRules:
         except (TypeError, ValueError):
             raise ValueError(f"--breaker-dead-after: {raw!r} is not a number of seconds") from None
         if not 0 <= dead_after < float("inf"):
-            raise ValueError(f"--breaker-dead-after: must be a finite number of seconds >= 0 (0: off), got {raw!r}")
+            raise ValueError(
+                f"--breaker-dead-after: must be a finite number of seconds >= 0 (0: off), got {raw!r}"
+            )
         return replace(rules, dead_after_s=dead_after)
 
     def for_share(self, index: int, workers: int) -> BreakerRules:
@@ -138,7 +140,7 @@ class TargetState:
         self.failed_in_window += 1
         if error is None:
             return
-        kind = outcome + template_of(error[len(outcome):])  # the outcome's own status is kept
+        kind = outcome + template_of(error[len(outcome) :])  # the outcome's own status is kept
         seen = self.errors.get(kind)
         if seen is not None:
             seen[0] += 1
@@ -185,8 +187,14 @@ class Breaker:
         if rules.first and not state.ok_seen and state.failures >= rules.first:
             return f"the first {state.failures} requests all failed"
         n = len(state.window)
-        if rules.window and n >= max(rules.min_count, 1) and state.failed_in_window * 100 > rules.failed_pct * n:
-            return f"{state.failed_in_window} of the last {n} requests failed (more than {rules.failed_pct:g} %)"
+        if (
+            rules.window
+            and n >= max(rules.min_count, 1)
+            and state.failed_in_window * 100 > rules.failed_pct * n
+        ):
+            return (
+                f"{state.failed_in_window} of the last {n} requests failed (more than {rules.failed_pct:g} %)"
+            )
         failing_s = (now_ns - state.streak_since_ns) / 1e9
         if rules.dead_after_s and state.streak > 1 and failing_s >= rules.dead_after_s:
             return (f"no request succeeded for {failing_s:.1f} s (--breaker-dead-after {rules.dead_after_s:g}): "
@@ -262,7 +270,11 @@ def install(environment: Any, runtime: Any) -> None:
             return
         runtime.halted = True
         data = msg.data or {}
-        stop_run(environment, runtime, f"{data.get('reason')} (seen by worker {data.get('worker')})",
-                 str(data.get("why") or "circuit breaker tripped"))
+        stop_run(
+            environment,
+            runtime,
+            f"{data.get('reason')} (seen by worker {data.get('worker')})",
+            str(data.get("why") or "circuit breaker tripped"),
+        )
 
     environment.runner.register_message(BREAKER_MESSAGE, handler)

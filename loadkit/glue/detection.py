@@ -67,7 +67,9 @@ class Detections:
         for url, data in from_master.items():
             self.by_url[url] = Detected.from_wire(data)
 
-    def resolve(self, spec: TargetSpec, api_key: str | None, extra_headers: dict[str, str] | None = None) -> None:
+    def resolve(
+        self, spec: TargetSpec, api_key: str | None, extra_headers: dict[str, str] | None = None
+    ) -> None:
         """Give an ``auto`` target its engine (and api, and name when it has none)."""
         if spec.engine != "auto":
             return

@@ -40,7 +40,9 @@ class FailureTexts:
         key = (record.outcome, template_of(failure_message(record)))
         if key not in self.seen:
             if len(self.seen) >= self.limit:
-                return RequestOutcomeError(record.outcome, "(one of many distinct server messages: see loadkit's report)")
+                return RequestOutcomeError(
+                    record.outcome, "(one of many distinct server messages: see loadkit's report)"
+                )
             self.seen.add(key)
         return RequestOutcomeError(*key)
 

@@ -78,7 +78,9 @@ def on_init(environment: Any, **_: Any) -> None:
     if isinstance(runner, MasterRunner):
         starts.install_master(environment, runtime)
         runner.register_message(ExhaustionWatch.DONE_MESSAGE, worker_done_handler())
-        environment.events.spawning_complete.add_listener(lambda **_: stop_a_refused_start(environment, runtime))
+        environment.events.spawning_complete.add_listener(
+            lambda **_: stop_a_refused_start(environment, runtime)
+        )
         runner.register_message(NOTE_MESSAGE, _master_notes_handler(runtime))
         runner.register_message(REFUSED_MESSAGE, _master_notes_handler(runtime))
         breaker.install(environment, runtime)

@@ -36,8 +36,9 @@ def client_host() -> dict[str, Any]:
     }
 
 
-def describe_target(target: Target, probe: bool, tls: dict[str, Any] | None = None,
-                    detection: dict[str, Any] | None = None) -> dict[str, Any]:
+def describe_target(
+    target: Target, probe: bool, tls: dict[str, Any] | None = None, detection: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """``tls``: what the pre-flight handshake saw; ``detection``: with --engine auto, what
     detection found and what each probe saw."""
     spec = target.spec
@@ -64,7 +65,9 @@ def server_info(target: Target) -> dict[str, Any] | None:
     except ImportError:
         return None
     try:
-        info = describe(target.adapter, target.spec.url, timeout_s=2.0, ssl_context=target.endpoint.ssl_context)
+        info = describe(
+            target.adapter, target.spec.url, timeout_s=2.0, ssl_context=target.endpoint.ssl_context
+        )
     except Exception as exc:  # the server's self-description is optional; say why it is missing
         return {"error": f"{type(exc).__name__}: {exc}"}
     return info or None
@@ -132,8 +135,15 @@ def run_manifest(runtime: Any, options: Any, workers: int, probe_servers: bool =
     return {
         **scenario_fields(runtime.scenario),
         **user_class_fields(runtime),
-        "targets": [describe_target(t, probe_servers, getattr(runtime, "tls_negotiated", {}).get(t.name),
-                                    _detection(runtime, t.name)) for t in runtime.targets],
+        "targets": [
+            describe_target(
+                t,
+                probe_servers,
+                getattr(runtime, "tls_negotiated", {}).get(t.name),
+                _detection(runtime, t.name),
+            )
+            for t in runtime.targets
+        ],
         "client": client_host(),
         "workers": workers,
         "users": getattr(options, "num_users", None),
@@ -142,10 +152,17 @@ def run_manifest(runtime: Any, options: Any, workers: int, probe_servers: bool =
         "run_time_from": runtime.config.run_time_source,
         "slos_from": runtime.config.slo_source,
         # What fixes the prompt texts (issue 32): `loadkit compare` warns when two runs share it.
-        "prompts": {"salt": runtime.config.salt, "salt_from": runtime.config.salt_source,
-                    "repeat_with": f"--seed {runtime.config.salt}"},
-        "timeouts": {"first_token_s": runtime.timeouts.first_token_s, "total_s": runtime.timeouts.total_s,
-                     "connect_s": runtime.timeouts.connect_s, "tls_handshake_s": runtime.timeouts.handshake_s},
+        "prompts": {
+            "salt": runtime.config.salt,
+            "salt_from": runtime.config.salt_source,
+            "repeat_with": f"--seed {runtime.config.salt}",
+        },
+        "timeouts": {
+            "first_token_s": runtime.timeouts.first_token_s,
+            "total_s": runtime.timeouts.total_s,
+            "connect_s": runtime.timeouts.connect_s,
+            "tls_handshake_s": runtime.timeouts.handshake_s,
+        },
         "tls": runtime.tls.manifest(),
         "open_loop": runtime.open_loop,
         "loadkit_version": __version__,

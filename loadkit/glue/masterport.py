@@ -41,11 +41,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def default_master_port(parser: Any, argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int | None:
+def default_master_port(
+    parser: Any, argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
+) -> int | None:
     """Set both master ports' defaults to a free port when ``wants_free_port``; the port, or None."""
     import sys
 
-    if not wants_free_port(sys.argv[1:] if argv is None else argv, os.environ if environ is None else environ):
+    if not wants_free_port(
+        sys.argv[1:] if argv is None else argv, os.environ if environ is None else environ
+    ):
         return None
     port = free_port()
     parser.set_defaults(master_port=port, master_bind_port=port)

@@ -175,8 +175,9 @@ class Dispatcher:
 MIN_LATE_SENDS = 3
 
 
-def behind_warning(target: str, s: dict[str, float | int | None], late_threshold_ms: float,
-                   client_saturated: bool = False) -> str | None:
+def behind_warning(
+    target: str, s: dict[str, float | int | None], late_threshold_ms: float, client_saturated: bool = False
+) -> str | None:
     """The end-of-run warning for one target's schedule `summary`, None when it kept time.
 
     When most late or dropped slots came due while every user was busy, the user pool or the
@@ -187,15 +188,25 @@ def behind_warning(target: str, s: dict[str, float | int | None], late_threshold
     if not dropped and ((s["lag_p99_ms"] or 0) <= late_threshold_ms or late < MIN_LATE_SENDS):
         return None
     p99 = s["lag_p99_ms"]
-    figures = (f"lag p99 {'-' if p99 is None else f'{p99:.1f}'} ms (limit {late_threshold_ms:g} ms), "
-               f"{late} late, {dropped} dropped")
+    figures = (
+        f"lag p99 {'-' if p99 is None else f'{p99:.1f}'} ms (limit {late_threshold_ms:g} ms), "
+        f"{late} late, {dropped} dropped"
+    )
     if 2 * busy >= late + dropped:
-        return (f"open-loop schedule fell behind for target {target}: every user was busy (in flight) when "
-                f"{busy} of the {late + dropped} late or dropped requests came due ({figures}): the server is "
-                "slower than the asked rate, or more users (-u) are needed to keep it; TTFT from schedule "
-                "includes the wait for a free user"
-                + ("; the client self-check also found this process saturated, which delays users too: "
-                   "add workers (--processes)" if client_saturated else ""))
-    return (f"client was the bottleneck for target {target}: open-loop sends went out late although users "
-            f"were free ({figures}; {busy} came due with every user busy): this process could not keep time "
-            "(see the client self-check); add workers (--processes): latencies here include client queueing")
+        return (
+            f"open-loop schedule fell behind for target {target}: every user was busy (in flight) when "
+            f"{busy} of the {late + dropped} late or dropped requests came due ({figures}): the server is "
+            "slower than the asked rate, or more users (-u) are needed to keep it; TTFT from schedule "
+            "includes the wait for a free user"
+            + (
+                "; the client self-check also found this process saturated, which delays users too: "
+                "add workers (--processes)"
+                if client_saturated
+                else ""
+            )
+        )
+    return (
+        f"client was the bottleneck for target {target}: open-loop sends went out late although users "
+        f"were free ({figures}; {busy} came due with every user busy): this process could not keep time "
+        "(see the client self-check); add workers (--processes): latencies here include client queueing"
+    )

@@ -115,7 +115,10 @@ def manifest_fields(runtime: Runtime, options: Any) -> dict[str, Any]:
     shape = RequestShape.from_options(options)
     return {
         "preflight": runtime.config.preflight,
-        "request_options": {**shape.manifest(), "strict_request": bool(getattr(options, "strict_request", False))},
+        "request_options": {
+            **shape.manifest(),
+            "strict_request": bool(getattr(options, "strict_request", False)),
+        },
     }
 
 
@@ -225,12 +228,16 @@ def accepted(target: Target, record: RequestRecord, verdict: Verdict, unlisted: 
     return verdict
 
 
-def unreachable(target: Target, record: RequestRecord, verdict: Verdict, skip: bool, model: str | None) -> Verdict:
+def unreachable(
+    target: Target, record: RequestRecord, verdict: Verdict, skip: bool, model: str | None
+) -> Verdict:
     message = (f"target {target.name!r} at {target.spec.url} is unreachable: the pre-flight request failed: "
                f"{one_line(record.error)}")  # fmt: skip
     if not skip:
         raise PreflightError(message)
-    unchecked = f"; --model {model!r} not checked" if model and MODELS_PATH in target.adapter.info_paths else ""
+    unchecked = (
+        f"; --model {model!r} not checked" if model and MODELS_PATH in target.adapter.info_paths else ""
+    )
     verdict.notes.append(f"{message}{unchecked}; starting anyway (--skip-reachability-check)")
     return verdict
 

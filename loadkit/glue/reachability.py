@@ -74,7 +74,9 @@ class Record:
         event: dict[str, Any] = {"event": change["event"], "t": round(change["t"], 3)}
         if change["event"] == UNREACHABLE:
             event["error"] = change.get("error")
-            log.warning("loadkit: target %r unreachable since %s (%s)", target, clock(change["t"]), event["error"])
+            log.warning(
+                "loadkit: target %r unreachable since %s (%s)", target, clock(change["t"]), event["error"]
+            )
         else:
             event["after_s"] = round(change["t"] - events[-1]["t"], 1)
             log.warning("loadkit: target %r reachable again after %.1f s", target, event["after_s"])

@@ -120,7 +120,9 @@ def parse_exact_output(value: Any) -> bool | None:
         return True
     if text in ("false", "0", "no", "off"):
         return False
-    raise RequestOptionError(f"--exact-output: {value!r}: expected true, false, or empty (the scenario decides)")
+    raise RequestOptionError(
+        f"--exact-output: {value!r}: expected true, false, or empty (the scenario decides)"
+    )
 
 
 class DropFields:

@@ -160,7 +160,9 @@ def parse_seed(value: Any) -> int | None:
     try:
         seed = int(str(value).strip())
     except ValueError:
-        raise ConfigError(f"--seed: {value!r} is not a whole number (the prompt salt of a run to repeat)") from None
+        raise ConfigError(
+            f"--seed: {value!r} is not a whole number (the prompt salt of a run to repeat)"
+        ) from None
     if not 0 <= seed < 2**63:
         raise ConfigError(f"--seed: {seed} is out of range (0 to 2**63-1)")
     return seed

@@ -64,8 +64,18 @@ def _new_event() -> Any:
 
     return gevent.event.Event()
 
-__all__ = ["DEFAULT_SCENARIO", "ConfigError", "ExhaustionWatch", "Runtime", "end_run", "load_scenario_file",
-           "target_specs", "validate_failed_share", "validate_slos"]
+
+__all__ = [
+    "DEFAULT_SCENARIO",
+    "ConfigError",
+    "ExhaustionWatch",
+    "Runtime",
+    "end_run",
+    "load_scenario_file",
+    "target_specs",
+    "validate_failed_share",
+    "validate_slos",
+]
 
 
 class Runtime(Schedules):
@@ -167,7 +177,9 @@ class Runtime(Schedules):
         self._build_targets(options, host, shape, given)
         self.configure_failures(options, shard)
         try:
-            self.timeouts = Timeouts(first_token_s=options.first_token_timeout, total_s=options.request_timeout)
+            self.timeouts = Timeouts(
+                first_token_s=options.first_token_timeout, total_s=options.request_timeout
+            )
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"--first-token-timeout / --request-timeout: {exc}") from None
         self.config = self._decide(options, shard, shape, given)
@@ -196,8 +208,9 @@ class Runtime(Schedules):
         # issue 25: plugins read their own options (AdapterOptions.run_options, loadkit_configure).
         plugin_options = run_options(options)
         configure_plugins(plugin_options)
-        self.targets = [build_target(s, options.api_key or None, options.model or None, plugin_options)
-                        for s in specs]
+        self.targets = [
+            build_target(s, options.api_key or None, options.model or None, plugin_options) for s in specs
+        ]
         check_class_targets(self.user_classes(), [t.name for t in self.targets])
 
     def _decide(self, options: Any, shard: tuple[int, int], shape: Any, given: RunConfig | None) -> RunConfig:
@@ -207,11 +220,17 @@ class Runtime(Schedules):
             return given.with_(shard=shard, extra_body=shape.extra_body, headers=shape.headers)
         validate_slos(options)
         slos, slo_source = resolve_slos(options, self.command_line, lambda: self.slos)
-        staged = bool(staged_arrival(self.workloads.values(), None).get("stages")) or user_shape(self.environment) is not None
+        staged = (
+            bool(staged_arrival(self.workloads.values(), None).get("stages"))
+            or user_shape(self.environment) is not None
+        )
         run_time, run_time_source = resolve_run_time(options, self.command_line, self.duration_s, staged)
         warmup = float(getattr(options, "warmup", 0) or 0)
         if warmup and run_time_source == "scenario":
-            run_time, run_time_source = None, None  # the warm-up's stage plan bounds the run (see _configure_stages)
+            run_time, run_time_source = (
+                None,
+                None,
+            )  # the warm-up's stage plan bounds the run (see _configure_stages)
         salt, salt_source = resolve_salt(options, self.command_line)
         config = RunConfig(slos=slos, slo_source=slo_source, max_requests=options.max_requests or None,
                            run_time_s=run_time, run_time_source=run_time_source, warmup_s=warmup, shard=shard,
@@ -251,7 +270,9 @@ class Runtime(Schedules):
         arrival = staged_arrival(self.workloads.values(), type(shape).__name__ if shape is not None else None)
         self.stages_closed = arrival.get("model", "closed") == "closed"
         steps = self.shape_steps
-        self.plan = steps.plan if steps is not None and shape is not None else stage_plan(arrival, self.warmup_s)
+        self.plan = (
+            steps.plan if steps is not None and shape is not None else stage_plan(arrival, self.warmup_s)
+        )
         if self.warmup_s > 0 and shape is None and not arrival.get("stages"):
             self.plan.append(self._measured_stage())
         self.shaped = shape is not None
@@ -278,7 +299,11 @@ class Runtime(Schedules):
     def _lengths_asked(self) -> Any:
         if len(self.workloads) == 1:
             return getattr(self.scenario, "lengths_asked", None)
-        return {"scenarios": {w.label: getattr(w.scenario, "lengths_asked", None) for w in self.workloads.values()}}
+        return {
+            "scenarios": {
+                w.label: getattr(w.scenario, "lengths_asked", None) for w in self.workloads.values()
+            }
+        }
 
     def configure_failures(self, options: Any, shard: tuple[int, int]) -> None:
         """The circuit breaker and the closed-loop backoff of this run (see breaker.py, backoff.py)."""
@@ -395,5 +420,3 @@ class Runtime(Schedules):
 
     def fingerprint(self) -> dict[str, str]:
         return plugin_fingerprint()
-
-

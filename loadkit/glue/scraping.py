@@ -73,7 +73,9 @@ class ServerMetrics:
         for t in targets:
             # Engines without a metrics endpoint (metrics_path None) or metric names are skipped.
             if t.adapter.metric_names and getattr(t.adapter, "metrics_path", "/metrics") is not None:
-                out[t.name] = MetricsScraper(t.adapter, t.spec.url, timeout_s=2.0, ssl_context=t.endpoint.ssl_context)
+                out[t.name] = MetricsScraper(
+                    t.adapter, t.spec.url, timeout_s=2.0, ssl_context=t.endpoint.ssl_context
+                )
         return out
 
     def start(self) -> None:

@@ -16,7 +16,9 @@ from loadkit.glue.requestshape import RequestOptionError, RequestShape
 log = logging.getLogger("loadkit")
 
 
-def target_specs(options: Any, host: str | None, from_scenario: list[dict[str, Any]] | None = None) -> list[TargetSpec]:
+def target_specs(
+    options: Any, host: str | None, from_scenario: list[dict[str, Any]] | None = None
+) -> list[TargetSpec]:
     """Targets from --target/--targets; else --host; else the scenario's [[targets]]."""
     given = list(options.target or [])
     # The web UI form's --targets: one string, targets separated by spaces.
@@ -24,8 +26,14 @@ def target_specs(options: Any, host: str | None, from_scenario: list[dict[str, A
     specs = [parse_target(text, options.engine) for text in given]
     if not specs and not host and from_scenario:
         specs = [
-            TargetSpec(t["name"], t["url"], t.get("engine") or "auto", t.get("api"), t.get("model"),
-                       t.get("priority_as"))
+            TargetSpec(
+                t["name"],
+                t["url"],
+                t.get("engine") or "auto",
+                t.get("api"),
+                t.get("model"),
+                t.get("priority_as"),
+            )
             for t in from_scenario
         ]
     if not specs:
@@ -56,7 +64,6 @@ def configure_tls(options: Any) -> TlsSettings:
     return settings
 
 
-
 _WARNED: set[str] = set()
 
 
@@ -65,7 +72,6 @@ def warn_once(message: str) -> None:
     if message not in _WARNED:
         _WARNED.add(message)
         log.warning(message)
-
 
 
 def request_shape(options: Any, scenario: Any) -> RequestShape:
@@ -97,5 +103,3 @@ def validate_failed_share(options: Any) -> None:
         failed_share_limit(options)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-
-

@@ -72,7 +72,9 @@ class ShapeSteps:
         """The run stopped: the last step lasted until now."""
         self._running = False
         if self.plan:
-            self.plan[-1]["duration_s"] = round(float(self.shape.get_run_time()) - self.plan[-1]["start_s"], 3)
+            self.plan[-1]["duration_s"] = round(
+                float(self.shape.get_run_time()) - self.plan[-1]["start_s"], 3
+            )
 
     def _set_stage(self, name: str | None) -> None:
         from locust.runners import MasterRunner

@@ -47,7 +47,9 @@ def dispatched_counts(runner: Any) -> dict[str, dict[str, int]]:
 def summary(dealt: dict[str, dict[str, list[int] | None]], workers: int) -> dict[str, dict[str, int]]:
     """Per scenario: among how many of the run's workers its schedule was dealt (the manifest's)."""
     labels = {label for shares in dealt.values() for label in shares}
-    return {label: {"workers": sum(1 for s in dealt.values() if s.get(label)), "of": workers} for label in labels}
+    return {
+        label: {"workers": sum(1 for s in dealt.values() if s.get(label)), "of": workers} for label in labels
+    }
 
 
 def install(environment: Any, runtime: Any) -> None:

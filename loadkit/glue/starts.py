@@ -65,12 +65,16 @@ def claim_report_dir(runtime: Any, options: Any) -> str:
     try:
         chosen = claim(given, runtime.report_dirs_used)
     except OSError as exc:
-        raise ConfigError(f"--report-dir {given or '(default)'}: cannot create the run's directory: {exc}") from None
+        raise ConfigError(
+            f"--report-dir {given or '(default)'}: cannot create the run's directory: {exc}"
+        ) from None
     runtime.report_dir = chosen
     runtime.report_dirs_used.append(os.path.abspath(chosen))
     log = logging.getLogger("loadkit")
     if given and chosen != given.rstrip("/\\"):
-        log.warning("loadkit: --report-dir %s holds an earlier run: this run's reports go to %s", given, chosen)
+        log.warning(
+            "loadkit: --report-dir %s holds an earlier run: this run's reports go to %s", given, chosen
+        )
     else:
         log.info("loadkit: this run's reports go to %s", chosen)
     return chosen

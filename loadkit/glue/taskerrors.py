@@ -29,7 +29,11 @@ def install(environment: Any, runtime: Any) -> None:
             return
         try:
             # A TaskSet fires with itself: the exception is its user's.
-            user = user_instance if isinstance(user_instance, User) else getattr(user_instance, "user", user_instance)
+            user = (
+                user_instance
+                if isinstance(user_instance, User)
+                else getattr(user_instance, "user", user_instance)
+            )
             sections.add_task_error(type(user).__name__, exception, tb, time.time())
         except Exception as exc:  # never into Locust's task loop; the stats path failing is a reason
             if runtime.stats is not None:

@@ -110,7 +110,9 @@ def _build_registry(pm: pluggy.PluginManager) -> dict[str, EngineInfo]:
         who, version = _plugin_version(pm, plugin)
         if not (isinstance(adapter, type) and issubclass(adapter, EngineAdapter)) or not adapter.name:
             raise PluginError(f"plugin {who!r} registered {adapter!r}, not a named EngineAdapter subclass")
-        by_plugin.setdefault(id(plugin), []).append(EngineInfo(adapter.name, adapter, who, version, adapter.description))
+        by_plugin.setdefault(id(plugin), []).append(
+            EngineInfo(adapter.name, adapter, who, version, adapter.description)
+        )
 
     pm.hook.loadkit_register_engines(register=register)
     # pluggy calls the newest plugin first; the registry (the probe order of --engine auto, and
@@ -120,7 +122,9 @@ def _build_registry(pm: pluggy.PluginManager) -> dict[str, EngineInfo]:
         for info in by_plugin.get(id(impl.plugin), []):
             if info.name in registry:
                 other = registry[info.name].plugin
-                raise PluginError(f"engine {info.name!r} registered twice: by {other!r} and by {info.plugin!r}")
+                raise PluginError(
+                    f"engine {info.name!r} registered twice: by {other!r} and by {info.plugin!r}"
+                )
             registry[info.name] = info
     return registry
 
@@ -135,5 +139,7 @@ def get_engine(name: str, pm: pluggy.PluginManager | None = None) -> EngineInfo:
     if name not in registry:
         known = ", ".join(sorted(registry)) or "none"
         note = unavailable_note(name, load_failures(pm))
-        raise PluginError(f"unknown engine {name!r}; registered engines: {known} (see `loadkit plugins`){note}")
+        raise PluginError(
+            f"unknown engine {name!r}; registered engines: {known} (see `loadkit plugins`){note}"
+        )
     return registry[name]

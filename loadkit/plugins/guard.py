@@ -86,7 +86,9 @@ class GuardedPluginManager(pluggy.PluginManager):
     def _changed(self) -> None:
         self.cache.clear()
         callers = vars(self.hook).values()
-        self.implemented = frozenset(c.name for c in callers if isinstance(c, pluggy.HookCaller) and c.get_hookimpls())
+        self.implemented = frozenset(
+            c.name for c in callers if isinstance(c, pluggy.HookCaller) and c.get_hookimpls()
+        )
 
     def take_failures(self, hook: str) -> list[HookFailure]:
         """The contained failures of ``hook`` since the last take (empty on the fast path)."""

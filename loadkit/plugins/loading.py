@@ -32,12 +32,18 @@ class LoadFailure:
     error: str  # ``ExceptionType: message``
 
     def describe(self) -> str:
-        return (f"plugin {self.distribution} {self.version} (entry point {self.entry_point} = {self.value}) "
-                f"failed to load: {self.error}")
+        return (
+            f"plugin {self.distribution} {self.version} (entry point {self.entry_point} = {self.value}) "
+            f"failed to load: {self.error}"
+        )
 
     def as_dict(self) -> dict[str, str]:
-        return {"distribution": self.distribution, "version": self.version,
-                "entry_point": f"{self.entry_point} = {self.value}", "error": self.error}
+        return {
+            "distribution": self.distribution,
+            "version": self.version,
+            "entry_point": f"{self.entry_point} = {self.value}",
+            "error": self.error,
+        }
 
 
 def load_entry_points(pm: pluggy.PluginManager, group: str, allowed: set[str] | None) -> list[LoadFailure]:
@@ -61,8 +67,15 @@ def load_entry_points(pm: pluggy.PluginManager, group: str, allowed: set[str] | 
             except Exception as exc:  # any failure of a third-party import, registration or hook check
                 if pm.get_plugin(ep.name) is not None:  # registration failed half-way: undo it
                     pm.unregister(name=ep.name)
-                failures.append(LoadFailure(dist.name or "(unnamed distribution)", dist.version or "unknown",
-                                            ep.name, ep.value, f"{type(exc).__name__}: {exc}"))
+                failures.append(
+                    LoadFailure(
+                        dist.name or "(unnamed distribution)",
+                        dist.version or "unknown",
+                        ep.name,
+                        ep.value,
+                        f"{type(exc).__name__}: {exc}",
+                    )
+                )
     return failures
 
 
@@ -71,9 +84,12 @@ def _check_hooks(pm: pluggy.PluginManager, name: str) -> None:
     (a plugin written for a newer loadkit) fails that plugin here, not every command later."""
     plugin = pm.get_plugin(name)
     for caller in pm.get_hookcallers(plugin) or []:
-        if not caller.has_spec() and any(i.plugin is plugin and not i.optionalhook for i in caller.get_hookimpls()):
+        if not caller.has_spec() and any(
+            i.plugin is plugin and not i.optionalhook for i in caller.get_hookimpls()
+        ):
             raise pluggy.PluginValidationError(
-                plugin, f"unknown hook {caller.name!r}: this loadkit has no such hook specification")
+                plugin, f"unknown hook {caller.name!r}: this loadkit has no such hook specification"
+            )
 
 
 def warn_once(failures: list[LoadFailure]) -> None:
@@ -91,5 +107,7 @@ def unavailable_note(name: str, failures: list[LoadFailure]) -> str:
     if exact:
         return "; it would be provided by " + "; ".join(f.describe() for f in exact)
     if failures:
-        return "; it may be provided by a plugin that did not load: " + "; ".join(f.describe() for f in failures)
+        return "; it may be provided by a plugin that did not load: " + "; ".join(
+            f.describe() for f in failures
+        )
     return ""

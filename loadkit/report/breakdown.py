@@ -40,7 +40,9 @@ def _table(reported: dict[str, dict[str, Any]]) -> str:
     for engine, b in reported.items():
         for key, label in ROWS:
             s = b["stages"].get(key)
-            cells = [num(s[q], 2) for q in ("mean", "p50", "p90", "p99")] if s else ["not reported"] + [""] * 3
+            cells = (
+                [num(s[q], 2) for q in ("mean", "p50", "p90", "p99")] if s else ["not reported"] + [""] * 3
+            )
             rows.append([engine, label, *cells])
     return table(("engine", "stage", "mean ms", "p50 ms", "p90 ms", "p99 ms"), rows)
 

@@ -24,7 +24,9 @@ def classes_section(report: dict[str, Any]) -> str:
     classes = report.get("user_classes")
     if not isinstance(classes, dict) or not classes:
         # Not a measurement that failed: reports from runs without user classes have none.
-        return section("classes", "Per user class", note("No request in this report names its Locust user class."))
+        return section(
+            "classes", "Per user class", note("No request in this report names its Locust user class.")
+        )
     rows = []
     for user_class, s in classes.items():
         rows.append(_row(user_class, "(all)", "(all)", s))

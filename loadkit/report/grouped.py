@@ -17,7 +17,17 @@ from loadkit.stats.lengthstats import INPUT_BUCKETS
 METHOD = "Percentiles: nearest rank on report.json's histograms (≤ 0.1 % bucket error), as everywhere in the report."
 STAGE_HEAD = ("engine", "stage", "level", "requests", "ok", "duration s", "ok req/s", "output tok/s", "TTFT p50",
               "TTFT p90", "TTFT p99", "TPOT p50")  # fmt: skip
-BUCKET_HEAD = ("engine", "input tokens", "requests", "ok", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "E2E p50")
+BUCKET_HEAD = (
+    "engine",
+    "input tokens",
+    "requests",
+    "ok",
+    "TTFT p50",
+    "TTFT p99",
+    "TPOT p50",
+    "TPOT p99",
+    "E2E p50",
+)
 TURN_HEAD = ("engine", "turn", "ok requests", "TTFT p50", "TTFT p90", "TTFT p99")
 
 
@@ -81,7 +91,9 @@ def bucket_rows(report: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
 def buckets_section(report: dict[str, Any]) -> str:
     title = "Percentiles per input-length bucket"
     per_engine = bucket_rows(report)
-    labels = [b for _, b in INPUT_BUCKETS if any(r.get("bucket") == b for rows in per_engine.values() for r in rows)]
+    labels = [
+        b for _, b in INPUT_BUCKETS if any(r.get("bucket") == b for rows in per_engine.values() for r in rows)
+    ]
     if not labels:
         return section("buckets", title, not_measured("length-buckets", "no request with a known input length "
                                                       "(report.json's lengths.by_target.*.by_input_tokens)"))  # fmt: skip
@@ -114,7 +126,9 @@ def turn_rows(report: dict[str, Any]) -> dict[str, list[TurnRow]]:
         for t, v in sorted(_turns(sec).items(), key=lambda kv: int(kv[0])):
             found = v.get("ttft_ms")
             ttft: dict[str, Any] = found if isinstance(found, dict) else {}
-            rows.append((int(t), int(ttft.get("count") or 0), ttft.get("p50"), ttft.get("p90"), ttft.get("p99")))
+            rows.append(
+                (int(t), int(ttft.get("count") or 0), ttft.get("p50"), ttft.get("p90"), ttft.get("p99"))
+            )
         if rows:
             out[engine] = rows
     return out
@@ -153,4 +167,3 @@ def _sessions_table(report: dict[str, Any]) -> str:
     return note(summary) + table(
         ("engine", "turn", "requests", "ok", "prefix expected", "prefix reported (cached)"), rows
     )
-

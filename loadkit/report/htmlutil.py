@@ -19,7 +19,9 @@ def environment() -> Any:
     from jinja2 import ChoiceLoader, Environment, PackageLoader, StrictUndefined, select_autoescape
 
     # One environment for report.html and the live page (which shares chart.css).
-    loader = ChoiceLoader([PackageLoader("loadkit.report", "templates"), PackageLoader("loadkit.webui", "templates")])
+    loader = ChoiceLoader(
+        [PackageLoader("loadkit.report", "templates"), PackageLoader("loadkit.webui", "templates")]
+    )
     return Environment(loader=loader,
                        autoescape=select_autoescape(("html", "j2", "svg")),
                        undefined=StrictUndefined)  # a context entry the code forgot fails loudly  # fmt: skip

@@ -58,7 +58,8 @@ def _header(report: dict[str, Any], raw: RawData | None) -> dict[str, Any]:
     """The template context of the page header (title badge, why invalid, what was read)."""
     generated = report.get("generated_unix")
     reasons = report.get("invalid_reasons") or [
-        "this report does not say why (written by an older loadkit): see Warnings"]
+        "this report does not say why (written by an older loadkit): see Warnings"
+    ]
     return {
         "valid": report.get("valid"),
         "invalid_reasons": [str(redact(r)) for r in reasons],

@@ -22,12 +22,16 @@ def _fixed_by(report: dict[str, Any]) -> tuple[Any, Any, int] | None:
     return scenario.get("sha256"), scenario.get("seed"), int(salt or 0)
 
 
-def same_prompts_warning(base: dict[str, Any], other: dict[str, Any], base_name: str, other_name: str) -> str | None:
+def same_prompts_warning(
+    base: dict[str, Any], other: dict[str, Any], base_name: str, other_name: str
+) -> str | None:
     """One line when the two reports sent the same prompts, else None."""
     a, b = _fixed_by(base), _fixed_by(other)
     if a is None or a != b:
         return None
     _, seed, salt = a
     how = f"prompt salt {salt}" if salt else "no prompt salt"
-    return (f"{other_name} sent the same prompts as {base_name} (same scenario, seed {seed}, {how}): a server with "
-            "a prefix cache may have answered the later run from it; for an A/B comparison rerun without --seed")
+    return (
+        f"{other_name} sent the same prompts as {base_name} (same scenario, seed {seed}, {how}): a server with "
+        "a prefix cache may have answered the later run from it; for an A/B comparison rerun without --seed"
+    )

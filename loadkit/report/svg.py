@@ -136,10 +136,14 @@ def _legend(items: list[tuple[str, str, str]], y0: float) -> tuple[list[Markup],
             x, y = LEFT, y + LEGEND_ROW
         if kind.startswith("bar"):
             opacity = kind.partition(":")[2] or "1"
-            mark = _shape(f'<rect x="{x}" y="{y - 10}" width="16" height="10" fill="{fill}" fill-opacity="{opacity}"/>')
+            mark = _shape(
+                f'<rect x="{x}" y="{y - 10}" width="16" height="10" fill="{fill}" fill-opacity="{opacity}"/>'
+            )
         else:
             dash = ' stroke-dasharray="5 3"' if kind == "dashed" else ""
-            mark = _shape(f'<line x1="{x}" y1="{y - 4}" x2="{x + 18}" y2="{y - 4}" stroke="{fill}" stroke-width="3"{dash}/>')
+            mark = _shape(
+                f'<line x1="{x}" y1="{y - 4}" x2="{x + 18}" y2="{y - 4}" stroke="{fill}" stroke-width="3"{dash}/>'
+            )
         parts += [mark, _mark("text", x + 22, y, "lg", "", name)]
         x += width + 10
     return parts, y
@@ -147,7 +151,9 @@ def _legend(items: list[tuple[str, str, str]], y0: float) -> tuple[list[Markup],
 
 def _axes(xs: Scale, ys: Scale, xt: list[float], yt: list[float], xlabel: str, ylabel: str) -> list[Markup]:
     bottom, top = ys.start, ys.end
-    out = [_shape(f'<rect x="{LEFT}" y="{top}" width="{xs.end - LEFT}" height="{bottom - top}" class="frame"/>')]
+    out = [
+        _shape(f'<rect x="{LEFT}" y="{top}" width="{xs.end - LEFT}" height="{bottom - top}" class="frame"/>')
+    ]
     for t in xt:
         x = xs(t)
         out += [_shape(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" class="grid"/>'),

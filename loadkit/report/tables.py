@@ -82,7 +82,9 @@ def connections_section(report: dict[str, Any]) -> str:
                      num(stat(s, "connect_ms", "p99")), num(stat(s, "tls_ms", "p50")), num(stat(s, "tls_ms", "p99")),
                      num(stat(s, "ttft_ms", "p99")), num(stat(s, "ttft_with_connect_ms", "p99"))])  # fmt: skip
     if not rows:
-        return section("connections", "Connections", not_measured("connections", "the report has no engine sections"))
+        return section(
+            "connections", "Connections", not_measured("connections", "the report has no engine sections")
+        )
     return section("connections", "Connection set-up",
                    note("TTFT and E2E start when the request is written, after any TCP connect and TLS handshake; "
                         "those are timed per new connection (none for a reused keep-alive connection), over every "
@@ -159,7 +161,14 @@ def _message_rows(engine: str, messages: dict[str, Any]) -> list[list[str]]:
         for item in entry.get("top") or []:
             # A row whose texts differed in numbers or ids only: its example, said to be one.
             example = macro("code", str(item.get("message")))
-            rows.append([engine, outcome, num(item.get("count")), "e.g. " + example if item.get("varied") else example])
+            rows.append(
+                [
+                    engine,
+                    outcome,
+                    num(item.get("count")),
+                    "e.g. " + example if item.get("varied") else example,
+                ]
+            )
         if entry.get("other"):
             rows.append([engine, outcome, num(entry["other"]), macro("italic", "other messages")])
     return rows

@@ -36,7 +36,9 @@ def task_errors_section(report: dict[str, Any]) -> str:
         return section("task-errors", "Task errors",
                        not_measured("task-errors", "this report has no task_errors (older loadkit)"))  # fmt: skip
     if not errors:
-        return section("task-errors", "Task errors", note("No exception was raised in the locustfile's tasks."))
+        return section(
+            "task-errors", "Task errors", note("No exception was raised in the locustfile's tasks.")
+        )
     rows: list[list[Any]] = []
     tracebacks: list[Markup] = []
     for user_class, s in errors.items():
@@ -46,7 +48,9 @@ def task_errors_section(report: dict[str, Any]) -> str:
             tracebacks.append(macro("details", f"{user_class}: {e['type']}: first traceback",
                                     macro("pre", str(redact(e.get("traceback") or "")))))  # fmt: skip
         if s.get("other"):
-            rows.append([user_class, "(other kinds)", "kinds past the per-process limit", num(s["other"]), "—", "—"])
+            rows.append(
+                [user_class, "(other kinds)", "kinds past the per-process limit", num(s["other"]), "—", "—"]
+            )
     return section("task-errors", "Task errors",
                    note("Exceptions raised by the tasks (or on_start) of each Locust user class, as Locust caught "
                         "them. The requests a task would have sent after raising were never sent, so they are "

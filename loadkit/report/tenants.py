@@ -7,8 +7,21 @@ from typing import Any
 from loadkit.report.htmlutil import note, num, pct, section, table
 
 TITLE = "Tenants and fairness"
-HEAD = ("target", "tenant", "priority", "arrival asked", "requests", "demand /s", "goodput /s", "SLOs judged",
-        "SLO attainment", "good / demand", "TTFT p50 ms", "long vs short TTFT p50", "long vs short E2E p50")
+HEAD = (
+    "target",
+    "tenant",
+    "priority",
+    "arrival asked",
+    "requests",
+    "demand /s",
+    "goodput /s",
+    "SLOs judged",
+    "SLO attainment",
+    "good / demand",
+    "TTFT p50 ms",
+    "long vs short TTFT p50",
+    "long vs short E2E p50",
+)
 
 
 def tenants_section(report: dict[str, Any]) -> str:
@@ -19,20 +32,40 @@ def tenants_section(report: dict[str, Any]) -> str:
     rows, notes = [], []
     for engine, target in data["by_target"].items():
         jf = target.get("jain_fairness")
-        notes.append(f"{engine}: Jain's fairness index over tenants (good / demand) = "
-                     f"{'not measured' if jf is None else f'{jf:.3f}'}")
+        notes.append(
+            f"{engine}: Jain's fairness index over tenants (good / demand) = "
+            f"{'not measured' if jf is None else f'{jf:.3f}'}"
+        )
         rows += [_row(engine, name, t) for name, t in target["tenants"].items()]
-    return section("tenants", TITLE, table(HEAD, rows), *(note(n) for n in notes),
-                   note("Long vs short: the tenant's part with the longest mean prompt over the one with the "
-                        "shortest (p50 ratios)."))
+    return section(
+        "tenants",
+        TITLE,
+        table(HEAD, rows),
+        *(note(n) for n in notes),
+        note(
+            "Long vs short: the tenant's part with the longest mean prompt over the one with the "
+            "shortest (p50 ratios)."
+        ),
+    )
 
 
 def _row(engine: str, name: str, t: dict[str, Any]) -> list[str]:
     lvs = t.get("long_vs_short") or {}
-    return [engine, name, num(t.get("priority")), arrival_text(t.get("arrival_asked")),
-            num(t["requests"]), num(t["demand_per_s"], 2), num(t["goodput_per_s"], 2), slos_text(t),
-            pct(t["slo_attainment"]), num(t["goodput_share_of_demand"], 3), num(t["ttft_ms_p50"]),
-            num(lvs.get("ttft_p50_ratio"), 2), num(lvs.get("e2e_p50_ratio"), 2)]
+    return [
+        engine,
+        name,
+        num(t.get("priority")),
+        arrival_text(t.get("arrival_asked")),
+        num(t["requests"]),
+        num(t["demand_per_s"], 2),
+        num(t["goodput_per_s"], 2),
+        slos_text(t),
+        pct(t["slo_attainment"]),
+        num(t["goodput_share_of_demand"], 3),
+        num(t["ttft_ms_p50"]),
+        num(lvs.get("ttft_p50_ratio"), 2),
+        num(lvs.get("e2e_p50_ratio"), 2),
+    ]
 
 
 def arrival_text(arrival: dict[str, Any] | None) -> str:

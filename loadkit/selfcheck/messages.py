@@ -16,10 +16,14 @@ from loadkit.selfcheck.window import Window
 
 ADVICE = {
     "busy": "Add workers (--processes N, or --worker machines) or lower the load.",
-    "starved": ("Free the machine: other processes took the CPU this one needed (stop them, or give "
-                "loadkit a core of its own, e.g. taskset)."),  # fmt: skip
-    "stall": ("Something held this process's event loop: look for blocking work in hooks or plugins "
-              "(docs/self-check.md, Stalls)."),  # fmt: skip
+    "starved": (
+        "Free the machine: other processes took the CPU this one needed (stop them, or give "
+        "loadkit a core of its own, e.g. taskset)."
+    ),  # fmt: skip
+    "stall": (
+        "Something held this process's event loop: look for blocking work in hooks or plugins "
+        "(docs/self-check.md, Stalls)."
+    ),  # fmt: skip
     "server": "Nothing to do on the client: the server batches its writes.",
 }
 KERNEL_NOTE = (" Token timestamps are the kernel's arrival times and reads kept up, so TTFT, ITL, TPOT and E2E "
@@ -72,9 +76,17 @@ def coalescing(w: Window, cfg: SelfCheckConfig, kernel: bool) -> list[str]:
 def evidence(cause: str | None, reasons: Iterable[str], w: Window, cfg: SelfCheckConfig) -> str:
     """The measures that show the cause (not those already quoted as tripped)."""
     reasons = set(reasons)
-    late = "" if w.late_pct is None else f", {num(w.late_pct)}% of reads waited over {cfg.late_ms:g} ms in their socket"
+    late = (
+        ""
+        if w.late_pct is None
+        else f", {num(w.late_pct)}% of reads waited over {cfg.late_ms:g} ms in their socket"
+    )
     if cause == "busy":
-        return "this process was busy" + ("" if "cpu" in reasons else f": CPU {num(w.cpu_pct)}% of a core") + late
+        return (
+            "this process was busy"
+            + ("" if "cpu" in reasons else f": CPU {num(w.cpu_pct)}% of a core")
+            + late
+        )
     if cause == "starved":
         pressure = "" if w.pressure_pct is None else f"; CPU pressure on the machine {num(w.pressure_pct)}%"
         return (f"other processes held the CPU: this one waited for it {num(w.wait_pct or 0)}% of the time "
@@ -107,8 +119,10 @@ def onset(node: str, from_unix: float, v: Verdict, w: Window, cfg: SelfCheckConf
 
 def worse(node: str, at_unix: float, v: Verdict, w: Window, cfg: SelfCheckConfig, kernel: bool,
           suspect: list[str]) -> str:  # fmt: skip
-    return (f"client saturation on {node} worse at {utc(at_unix)} UTC: {tripped(v.reasons, w, cfg, kernel)}; "
-            f"{evidence(v.cause, v.reasons, w, cfg)}. Suspect now: {', '.join(suspect)}. {ADVICE[v.cause or 'busy']}")
+    return (
+        f"client saturation on {node} worse at {utc(at_unix)} UTC: {tripped(v.reasons, w, cfg, kernel)}; "
+        f"{evidence(v.cause, v.reasons, w, cfg)}. Suspect now: {', '.join(suspect)}. {ADVICE[v.cause or 'busy']}"
+    )
 
 
 def server_note(node: str, at_unix: float, w: Window, cfg: SelfCheckConfig) -> str:
@@ -118,14 +132,18 @@ def server_note(node: str, at_unix: float, w: Window, cfg: SelfCheckConfig) -> s
                                           (w.first_coalesced_pct, "first tokens"))
             if pct is not None and pct > cfg.coalesced_pct]  # fmt: skip
     pct, what = over[0] if over else (w.coalesced_event_pct or 0.0, "token events")
-    return (f"server output seen on {node} from {utc(at_unix)} UTC: {num(pct)}% of {what} came in reads holding "
-            f"several token events, written together by the server, while {on_time(w)}. Those events arrived "
-            f"together, so their timestamps are right (ITL samples near 0 are the server's). {ADVICE['server']}")
+    return (
+        f"server output seen on {node} from {utc(at_unix)} UTC: {num(pct)}% of {what} came in reads holding "
+        f"several token events, written together by the server, while {on_time(w)}. Those events arrived "
+        f"together, so their timestamps are right (ITL samples near 0 are the server's). {ADVICE['server']}"
+    )
 
 
 def summary(node: str, windows: int, saturated: int, span: tuple[float, float], worst: str, causes: list[str],
             suspect: list[str]) -> str:  # fmt: skip
     advice = " ".join(ADVICE[c] for c in causes)
-    return (f"client saturation summary ({node}): saturated in {saturated} of {windows} windows from "
-            f"{utc(span[0])} to {utc(span[1])} UTC (unix {span[0]:.0f}-{span[1]:.0f}): {worst}; cause: "
-            f"{', '.join(causes)}; suspect: {', '.join(suspect)}. {advice}")
+    return (
+        f"client saturation summary ({node}): saturated in {saturated} of {windows} windows from "
+        f"{utc(span[0])} to {utc(span[1])} UTC (unix {span[0]:.0f}-{span[1]:.0f}): {worst}; cause: "
+        f"{', '.join(causes)}; suspect: {', '.join(suspect)}. {advice}"
+    )

@@ -86,7 +86,9 @@ class SaturationMonitor:
         reads (``client.stamps.READS.counts()``, or its fields in order), run-queue wait and machine CPU pressure seconds, full
         collections (``sources``; None where not offered). Returns a warning the first time
         the window makes figures suspect, and again if more figures become suspect."""
-        sample = Sample(self.mono_ns(), cpu_s, ReadCounts(*reads), wait_s=wait_s, pressure_s=pressure_s, full_gcs=full_gcs)
+        sample = Sample(
+            self.mono_ns(), cpu_s, ReadCounts(*reads), wait_s=wait_s, pressure_s=pressure_s, full_gcs=full_gcs
+        )
         self.samples.append(sample)
         self.last = sample
         if self.start is None:
@@ -115,9 +117,13 @@ class SaturationMonitor:
         self.causes.add(verdict.cause or "busy")
         if self.from_unix is None:
             self.from_unix = self.last_unix - self.config.window_s
-            return messages.onset(self.node, self.from_unix, verdict, window, self.config, kernel, self.suspect_list())
+            return messages.onset(
+                self.node, self.from_unix, verdict, window, self.config, kernel, self.suspect_list()
+            )
         if new_suspect:
-            return messages.worse(self.node, self.last_unix, verdict, window, self.config, kernel, self.suspect_list())
+            return messages.worse(
+                self.node, self.last_unix, verdict, window, self.config, kernel, self.suspect_list()
+            )
         return None
 
     def _server(self, window: Window) -> None:

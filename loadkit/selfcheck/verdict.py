@@ -44,7 +44,15 @@ from loadkit.selfcheck.window import MIN_COALESCED, Window
 SUSPECT = ["ttft_ms", "ttft_sched_ms", "ttft_with_connect_ms", "itl_ms", "itl_chunk_ms", "tpot_ms", "e2e_ms",
            "connect_ms", "tls_ms", "throughput"]  # fmt: skip
 # Late reads distort the token timestamps; late sends the schedule and the offered load.
-TIMING_SUSPECT = ["ttft_ms", "ttft_sched_ms", "ttft_with_connect_ms", "itl_ms", "itl_chunk_ms", "tpot_ms", "e2e_ms"]
+TIMING_SUSPECT = [
+    "ttft_ms",
+    "ttft_sched_ms",
+    "ttft_with_connect_ms",
+    "itl_ms",
+    "itl_chunk_ms",
+    "tpot_ms",
+    "e2e_ms",
+]
 # A lagging loop also notices connects and handshakes late (their times are user-space stamps).
 SEND_SUSPECT = ["ttft_sched_ms", "connect_ms", "tls_ms", "throughput"]
 # Percent of token events (first tokens) in late reads holding several. A p99 moves when more
@@ -144,7 +152,9 @@ def late_coalesced_over(w: Window, cfg: SelfCheckConfig) -> bool:
 def starved(w: Window) -> bool:
     """Other processes held the CPU this one was waiting for (needs schedstat)."""
     wait = w.wait_pct
-    return wait is not None and (wait >= STARVED_HINT_PCT or (wait >= STARVED_FLOOR_PCT and wait >= w.cpu_pct))
+    return wait is not None and (
+        wait >= STARVED_HINT_PCT or (wait >= STARVED_FLOOR_PCT and wait >= w.cpu_pct)
+    )
 
 
 def fell_behind(w: Window) -> bool:

@@ -37,30 +37,70 @@ from loadkit.sim.server import EngineSpec, ServerOptions, SimEngine, start_engin
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="loadkit sim", description="Embedded LLM engine simulator (loopback).")
-    p.add_argument("--port", type=int, default=None, help="port of the single engine (0 = any free port; default 8000)")
+    p.add_argument(
+        "--port", type=int, default=None, help="port of the single engine (0 = any free port; default 8000)"
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     # Checked in engine_specs, not by argparse's choices: an unknown family's error names a
     # plugin that failed to load (argparse's "invalid choice" could not).
-    p.add_argument("--engine", default="openai", metavar="{" + ",".join(all_families()) + "}",
-                   help="wire protocol family of --port (built-in, or added by an installed plugin)")
+    p.add_argument(
+        "--engine",
+        default="openai",
+        metavar="{" + ",".join(all_families()) + "}",
+        help="wire protocol family of --port (built-in, or added by an installed plugin)",
+    )
     p.add_argument("--profile", default="default", help=f"named profile: {', '.join(PROFILES)}")
-    p.add_argument("--serve", action="append", default=[], metavar="FAMILY:PORT[:KEY=VAL,...]",
-                   help="serve one engine per option; KEY is 'profile' or any profile option (e.g. decode_base_ms)")
-    p.add_argument("--seed", type=int, default=0, help="seed of every random draw (output words, EOS, faults)")
+    p.add_argument(
+        "--serve",
+        action="append",
+        default=[],
+        metavar="FAMILY:PORT[:KEY=VAL,...]",
+        help="serve one engine per option; KEY is 'profile' or any profile option (e.g. decode_base_ms)",
+    )
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed of every random draw (output words, EOS, faults)"
+    )
     p.add_argument("--truth-log", default=None, metavar="FILE", help="append one JSON line per request")
-    p.add_argument("--fault", action="append", default=[], metavar="NAME=[ARG:]FRACTION",
-                   help=f"inject a fault on a fraction of requests; NAME in {', '.join(FAULTS)}")
-    p.add_argument("--stall-seconds", type=float, default=60.0, help="stall_after: close the stalled stream after this")
-    p.add_argument("--trickle-interval-ms", type=float, default=5.0, help="trickle: pause between small writes")
+    p.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="NAME=[ARG:]FRACTION",
+        help=f"inject a fault on a fraction of requests; NAME in {', '.join(FAULTS)}",
+    )
+    p.add_argument(
+        "--stall-seconds", type=float, default=60.0, help="stall_after: close the stalled stream after this"
+    )
+    p.add_argument(
+        "--trickle-interval-ms", type=float, default=5.0, help="trickle: pause between small writes"
+    )
     p.add_argument("--retry-after", type=int, default=1, help="Retry-After seconds of http_429")
-    p.add_argument("--spin-us", type=float, default=1200.0, help="busy-wait this long before each step end (timing precision)")
-    p.add_argument("--sndbuf", type=int, default=None, metavar="BYTES",
-                   help="SO_SNDBUF of client connections (default: kernel autotuning)")
-    p.add_argument("--tls-cert", default=None, metavar="FILE",
-                   help="serve https with this PEM certificate chain (the key too, unless --tls-key)")
+    p.add_argument(
+        "--spin-us",
+        type=float,
+        default=1200.0,
+        help="busy-wait this long before each step end (timing precision)",
+    )
+    p.add_argument(
+        "--sndbuf",
+        type=int,
+        default=None,
+        metavar="BYTES",
+        help="SO_SNDBUF of client connections (default: kernel autotuning)",
+    )
+    p.add_argument(
+        "--tls-cert",
+        default=None,
+        metavar="FILE",
+        help="serve https with this PEM certificate chain (the key too, unless --tls-key)",
+    )
     p.add_argument("--tls-key", default=None, metavar="FILE", help="PEM private key of --tls-cert")
-    p.add_argument("--tls-client-ca", default=None, metavar="FILE",
-                   help="with --tls-cert: require client certificates issued by the CAs in this PEM file (mTLS)")
+    p.add_argument(
+        "--tls-client-ca",
+        default=None,
+        metavar="FILE",
+        help="with --tls-cert: require client certificates issued by the CAs in this PEM file (mTLS)",
+    )
     p.add_argument("--list-profiles", action="store_true", help="print the named profiles as JSON and exit")
     _add_profile_options(p)
     return p
@@ -71,12 +111,23 @@ def _add_profile_options(p: argparse.ArgumentParser) -> None:
     for f in profile_fields():
         flag = "--" + f.name.replace("_", "-")
         if f.type in ("bool", bool):
-            g.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None,
-                           help=PROFILE_HELP[f.name])
+            g.add_argument(
+                flag,
+                dest=f.name,
+                action=argparse.BooleanOptionalAction,
+                default=None,
+                help=PROFILE_HELP[f.name],
+            )
         else:
             kind = float if "float" in str(f.type) else int if "int" in str(f.type) else str
-            g.add_argument(flag, dest=f.name, type=kind, default=None, metavar=kind.__name__.upper(),
-                           help=PROFILE_HELP[f.name])
+            g.add_argument(
+                flag,
+                dest=f.name,
+                type=kind,
+                default=None,
+                metavar=kind.__name__.upper(),
+                help=PROFILE_HELP[f.name],
+            )
 
 
 def _global_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -89,8 +140,9 @@ def parse_serve(spec: str, base_overrides: dict[str, Any], default_profile: str)
     families = all_families()
     if len(parts) < 2 or parts[0] not in families:
         note = unavailable_note(parts[0], load_failures()) if len(parts) >= 2 else ""
-        raise ConfigError(f"--serve {spec!r}: expected FAMILY:PORT[:KEY=VAL,...] with FAMILY in {', '.join(families)}"
-                          f"{note}")
+        raise ConfigError(
+            f"--serve {spec!r}: expected FAMILY:PORT[:KEY=VAL,...] with FAMILY in {', '.join(families)}{note}"
+        )
     port = _port(parts[1], f"--serve {spec!r}")
     kv = _pairs(parts[2], spec) if len(parts) == 3 else {}
     profile = get_profile(str(kv.pop("profile", default_profile)))
@@ -148,8 +200,10 @@ def engine_specs(args: argparse.Namespace) -> list[EngineSpec]:
         specs = [parse_serve(s, overrides, args.profile) for s in args.serve]
     else:
         if args.engine not in all_families():
-            raise ConfigError(f"--engine {args.engine!r}: unknown engine family; known: {', '.join(all_families())}"
-                              f"{unavailable_note(args.engine, load_failures())}")
+            raise ConfigError(
+                f"--engine {args.engine!r}: unknown engine family; known: {', '.join(all_families())}"
+                f"{unavailable_note(args.engine, load_failures())}"
+            )
         port = 8000 if args.port is None else _port(str(args.port), "--port")
         specs = [EngineSpec(args.engine, port, _apply(get_profile(args.profile), overrides, "options"))]
     ports = [s.port for s in specs if s.port]
@@ -166,19 +220,32 @@ def server_options(args: argparse.Namespace) -> ServerOptions:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 0")
     if (args.tls_key or args.tls_client_ca) and not args.tls_cert:
         raise ConfigError("--tls-key and --tls-client-ca need --tls-cert")
-    options = ServerOptions(host=args.host, seed=args.seed, faults=build_plan(args.fault), truth_log=args.truth_log,
-                            stall_seconds=args.stall_seconds, trickle_interval_ms=args.trickle_interval_ms,
-                            retry_after_s=args.retry_after, spin_us=args.spin_us, sndbuf=args.sndbuf,
-                            tls_cert=args.tls_cert, tls_key=args.tls_key, tls_client_ca=args.tls_client_ca)
+    options = ServerOptions(
+        host=args.host,
+        seed=args.seed,
+        faults=build_plan(args.fault),
+        truth_log=args.truth_log,
+        stall_seconds=args.stall_seconds,
+        trickle_interval_ms=args.trickle_interval_ms,
+        retry_after_s=args.retry_after,
+        spin_us=args.spin_us,
+        sndbuf=args.sndbuf,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        tls_client_ca=args.tls_client_ca,
+    )
     try:
         options.ssl_context()
     except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(f"--tls-cert/--tls-key/--tls-client-ca: cannot use the files given: {exc}") from None
+        raise ConfigError(
+            f"--tls-cert/--tls-key/--tls-client-ca: cannot use the files given: {exc}"
+        ) from None
     return options
 
 
-async def serve(specs: list[EngineSpec], options: ServerOptions, stop: asyncio.Event,
-                state: dict[str, Any] | None = None) -> None:
+async def serve(
+    specs: list[EngineSpec], options: ServerOptions, stop: asyncio.Event, state: dict[str, Any] | None = None
+) -> None:
     """Run engines until ``stop`` is set; prints the ready lines (``state`` gets the engines)."""
     truth = TruthLog(options.truth_log) if options.truth_log else None
     engines = [SimEngine(s, options, truth, i) for i, s in enumerate(specs)]
@@ -188,13 +255,17 @@ async def serve(specs: list[EngineSpec], options: ServerOptions, stop: asyncio.E
         state["engines"] = engines
         return await _wait_and_close(stop, started, truth, engines)
     for e in engines:
-        print(f"loadkit sim: listening on {options.scheme}://{options.host}:{e.port} engine={e.family} "
-              f"profile={e.profile.name} model={e.model}", flush=True)
+        print(
+            f"loadkit sim: listening on {options.scheme}://{options.host}:{e.port} engine={e.family} "
+            f"profile={e.profile.name} model={e.model}",
+            flush=True,
+        )
     await _wait_and_close(stop, started, truth, engines)
 
 
-async def _wait_and_close(stop: asyncio.Event, started: list[Any], truth: TruthLog | None,
-                          engines: list[SimEngine]) -> None:
+async def _wait_and_close(
+    stop: asyncio.Event, started: list[Any], truth: TruthLog | None, engines: list[SimEngine]
+) -> None:
     flusher = asyncio.get_running_loop().create_task(_flush_every(truth, 0.5))
     try:
         await stop.wait()

@@ -167,7 +167,9 @@ def validate(profile: Profile) -> Profile:
     if profile.pool_blocks() < 1:
         raise ConfigError("the KV pool holds no block: raise --kv-memory-gb or set --num-blocks")
     if profile.reasoning_dist not in ("fixed", "uniform", "geometric"):
-        raise ConfigError(f"--reasoning-dist must be fixed, uniform or geometric (got {profile.reasoning_dist!r})")
+        raise ConfigError(
+            f"--reasoning-dist must be fixed, uniform or geometric (got {profile.reasoning_dist!r})"
+        )
     if profile.reasoning_format not in ("parser", "tags"):
         raise ConfigError(f"--reasoning-format must be parser or tags (got {profile.reasoning_format!r})")
     if profile.scheduling_policy not in ("fcfs", "priority"):

@@ -46,7 +46,9 @@ def _body_prompt(body: bytes, keys: tuple[str, ...]) -> str:
 
 def _vllm_tokenize(e: SimEngine, body: bytes) -> Reply:
     ids = tokenize(_body_prompt(body, ("prompt",)))
-    return _json({"count": len(ids), "max_model_len": e.profile.max_model_len, "tokens": ids, "token_strs": None})
+    return _json(
+        {"count": len(ids), "max_model_len": e.profile.max_model_len, "tokens": ids, "token_strs": None}
+    )
 
 
 def _detokenize(body: bytes, key: str) -> Reply:
@@ -66,22 +68,51 @@ def _tgi_tokenize(body: bytes) -> Reply:
 
 
 def _llama_props(e: SimEngine) -> Reply:
-    return _json({"default_generation_settings": {"n_ctx": e.profile.max_model_len, "params": {}},
-                  "total_slots": e.profile.max_num_seqs, "model_path": e.model, "build_info": VERSIONS["llamacpp"]})
+    return _json(
+        {
+            "default_generation_settings": {"n_ctx": e.profile.max_model_len, "params": {}},
+            "total_slots": e.profile.max_num_seqs,
+            "model_path": e.model,
+            "build_info": VERSIONS["llamacpp"],
+        }
+    )
 
 
 def _ollama_tags(e: SimEngine) -> Reply:
-    return _json({"models": [{"name": e.model, "model": e.model, "modified_at": "2025-01-01T00:00:00Z",
-                              "size": 4_900_000_000, "digest": "0" * 64,
-                              "details": {"format": "gguf", "family": "llama", "parameter_size": "8B",
-                                          "quantization_level": "Q4_K_M"}}]})
+    return _json(
+        {
+            "models": [
+                {
+                    "name": e.model,
+                    "model": e.model,
+                    "modified_at": "2025-01-01T00:00:00Z",
+                    "size": 4_900_000_000,
+                    "digest": "0" * 64,
+                    "details": {
+                        "format": "gguf",
+                        "family": "llama",
+                        "parameter_size": "8B",
+                        "quantization_level": "Q4_K_M",
+                    },
+                }
+            ]
+        }
+    )
 
 
 def _triton_model(e: SimEngine) -> Reply:
-    return _json({"name": e.model, "versions": ["1"], "platform": "ensemble",
-                  "inputs": [{"name": "text_input", "datatype": "BYTES", "shape": [-1]},
-                             {"name": "max_tokens", "datatype": "INT32", "shape": [-1]}],
-                  "outputs": [{"name": "text_output", "datatype": "BYTES", "shape": [-1]}]})
+    return _json(
+        {
+            "name": e.model,
+            "versions": ["1"],
+            "platform": "ensemble",
+            "inputs": [
+                {"name": "text_input", "datatype": "BYTES", "shape": [-1]},
+                {"name": "max_tokens", "datatype": "INT32", "shape": [-1]},
+            ],
+            "outputs": [{"name": "text_output", "datatype": "BYTES", "shape": [-1]}],
+        }
+    )
 
 
 def routes(e: SimEngine) -> dict[tuple[str, str], Callable[[bytes], Reply]]:
@@ -91,7 +122,11 @@ def routes(e: SimEngine) -> dict[tuple[str, str], Callable[[bytes], Reply]]:
         ("GET", "/loadkit/sim/stats"): lambda b: _json(e.stats()),
     }
     if fam in METRICS:
-        common[("GET", "/metrics")] = lambda b: (200, METRICS[fam](e.scheduler, e.model), "text/plain; version=0.0.4")
+        common[("GET", "/metrics")] = lambda b: (
+            200,
+            METRICS[fam](e.scheduler, e.model),
+            "text/plain; version=0.0.4",
+        )
     builtin = {
         "openai": _vllm_routes, "sglang": _sglang_routes, "tgi": _tgi_routes,
         "triton": _triton_routes, "llamacpp": _llama_routes, "ollama": _ollama_routes,
@@ -120,19 +155,32 @@ def _sglang_routes(e: SimEngine) -> dict[tuple[str, str], Callable[[bytes], Repl
     return {
         ("GET", "/v1/models"): lambda b: _models(e, "sglang"),
         ("GET", "/get_model_info"): lambda b: _json(info),
-        ("GET", "/get_server_info"): lambda b: _json({"version": VERSIONS["sglang"], "max_total_num_tokens":
-                                                      e.scheduler.pool.num_blocks * e.profile.block_size}),
+        ("GET", "/get_server_info"): lambda b: _json(
+            {
+                "version": VERSIONS["sglang"],
+                "max_total_num_tokens": e.scheduler.pool.num_blocks * e.profile.block_size,
+            }
+        ),
         ("GET", "/health"): lambda b: (200, b"", JSON),
         ("GET", "/health_generate"): lambda b: (200, b"", JSON),
     }
 
 
 def _tgi_routes(e: SimEngine) -> dict[tuple[str, str], Callable[[bytes], Reply]]:
-    info = {"model_id": e.model, "model_sha": None, "model_dtype": "torch.float16", "model_device_type": "cuda",
-            "max_concurrent_requests": 128, "max_best_of": 2, "max_stop_sequences": 4,
-            "max_input_tokens": e.profile.max_model_len - 1, "max_total_tokens": e.profile.max_model_len,
-            "max_batch_total_tokens": e.scheduler.pool.num_blocks * e.profile.block_size,
-            "version": VERSIONS["tgi"], "router": "text-generation-router"}
+    info = {
+        "model_id": e.model,
+        "model_sha": None,
+        "model_dtype": "torch.float16",
+        "model_device_type": "cuda",
+        "max_concurrent_requests": 128,
+        "max_best_of": 2,
+        "max_stop_sequences": 4,
+        "max_input_tokens": e.profile.max_model_len - 1,
+        "max_total_tokens": e.profile.max_model_len,
+        "max_batch_total_tokens": e.scheduler.pool.num_blocks * e.profile.block_size,
+        "version": VERSIONS["tgi"],
+        "router": "text-generation-router",
+    }
     return {
         ("GET", "/info"): lambda b: _json(info),
         ("GET", "/health"): lambda b: (200, b"", JSON),
@@ -142,9 +190,24 @@ def _tgi_routes(e: SimEngine) -> dict[tuple[str, str], Callable[[bytes], Reply]]
 
 
 def _triton_routes(e: SimEngine) -> dict[tuple[str, str], Callable[[bytes], Reply]]:
-    meta = {"name": "triton", "version": VERSIONS["triton"], "extensions": ["classification", "sequence",
-            "model_repository", "schedule_policy", "model_configuration", "system_shared_memory",
-            "cuda_shared_memory", "binary_tensor_data", "parameters", "statistics", "trace", "logging"]}
+    meta = {
+        "name": "triton",
+        "version": VERSIONS["triton"],
+        "extensions": [
+            "classification",
+            "sequence",
+            "model_repository",
+            "schedule_policy",
+            "model_configuration",
+            "system_shared_memory",
+            "cuda_shared_memory",
+            "binary_tensor_data",
+            "parameters",
+            "statistics",
+            "trace",
+            "logging",
+        ],
+    }
     return {
         ("GET", "/v2"): lambda b: _json(meta),
         ("GET", "/v2/health/ready"): lambda b: (200, b"", JSON),
@@ -158,8 +221,12 @@ def _llama_routes(e: SimEngine) -> dict[tuple[str, str], Callable[[bytes], Reply
     return {
         ("GET", "/health"): lambda b: _json({"status": "ok"}),
         ("GET", "/props"): lambda b: _llama_props(e),
-        ("GET", "/slots"): lambda b: _json([{"id": i, "n_ctx": e.profile.max_model_len, "is_processing": False}
-                                            for i in range(min(e.profile.max_num_seqs, 8))]),
+        ("GET", "/slots"): lambda b: _json(
+            [
+                {"id": i, "n_ctx": e.profile.max_model_len, "is_processing": False}
+                for i in range(min(e.profile.max_num_seqs, 8))
+            ]
+        ),
         ("GET", "/v1/models"): lambda b: _models(e, "llamacpp"),
         ("POST", "/tokenize"): lambda b: _json({"tokens": tokenize(_body_prompt(b, ("content",)))}),
         ("POST", "/detokenize"): lambda b: _detokenize(b, "content"),

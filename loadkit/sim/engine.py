@@ -185,8 +185,11 @@ class Scheduler:
 
     def _grow(self, seq: Sequence, plan: StepPlan) -> bool:
         while not self.pool.allocate(1):
-            victim = (max(self.running, key=lambda q: (q.priority, q.arrival)) if self._by_priority
-                      else self.running[-1])
+            victim = (
+                max(self.running, key=lambda q: (q.priority, q.arrival))
+                if self._by_priority
+                else self.running[-1]
+            )
             self._preempt(victim, plan)
             if victim is seq:
                 return False

@@ -116,18 +116,34 @@ def context_error(family: str, n_prompt: int, max_out: int, limit: int) -> tuple
     """Each engine's answer to a prompt + max_tokens over the context length."""
     total = n_prompt + max_out
     if family == "tgi":
-        msg = (f"Input validation error: `inputs` tokens + `max_new_tokens` must be <= {limit}. "
-               f"Given: {n_prompt} `inputs` tokens and {max_out} `max_new_tokens`")
+        msg = (
+            f"Input validation error: `inputs` tokens + `max_new_tokens` must be <= {limit}. "
+            f"Given: {n_prompt} `inputs` tokens and {max_out} `max_new_tokens`"
+        )
         return 422, nat.tgi_error(422, msg)
     if family == "llamacpp":
-        return 400, oai.dumps({"error": {"code": 400, "message": "the request exceeds the available context size, try increasing it",
-                                         "type": "exceed_context_size_error", "n_prompt_tokens": n_prompt, "n_ctx": limit}})
+        return 400, oai.dumps(
+            {
+                "error": {
+                    "code": 400,
+                    "message": "the request exceeds the available context size, try increasing it",
+                    "type": "exceed_context_size_error",
+                    "n_prompt_tokens": n_prompt,
+                    "n_ctx": limit,
+                }
+            }
+        )
     if family == "sglang":
-        return 400, nat.sglang_error(400, f"Requested token count exceeds the model's maximum context length of {limit} tokens. "
-                                     f"You requested a total of {total} tokens: {n_prompt} tokens from the input messages "
-                                     f"and {max_out} tokens for the completion.")
-    msg = (f"This model's maximum context length is {limit} tokens. However, you requested {total} tokens "
-           f"({n_prompt} in the messages, {max_out} in the completion). Please reduce the length of the messages or completion.")
+        return 400, nat.sglang_error(
+            400,
+            f"Requested token count exceeds the model's maximum context length of {limit} tokens. "
+            f"You requested a total of {total} tokens: {n_prompt} tokens from the input messages "
+            f"and {max_out} tokens for the completion.",
+        )
+    msg = (
+        f"This model's maximum context length is {limit} tokens. However, you requested {total} tokens "
+        f"({n_prompt} in the messages, {max_out} in the completion). Please reduce the length of the messages or completion."
+    )
     if family == "openai":
         return 400, oai.openai_error(400, msg)
     if family not in ROUTES:  # a plugin's protocol: its own error shape

@@ -44,8 +44,12 @@ class Request:
 class HttpConnection(asyncio.Protocol):
     """One client connection; ``handler(request, connection)`` answers each request."""
 
-    def __init__(self, handler: Callable[[Request, HttpConnection], None], server_header: bytes,
-                 sndbuf: int | None = None) -> None:
+    def __init__(
+        self,
+        handler: Callable[[Request, HttpConnection], None],
+        server_header: bytes,
+        sndbuf: int | None = None,
+    ) -> None:
         self.handler = handler
         self.sndbuf = sndbuf
         self.server_header = server_header
@@ -139,15 +143,23 @@ class HttpConnection(asyncio.Protocol):
     # ---- responses -----------------------------------------------------------------------
 
     def _head(self, status: int, headers: dict[str, str], framing: bytes) -> bytes:
-        lines = [b"HTTP/1.1 %d %s\r\nServer: %s\r\n" % (status, REASONS.get(status, "Unknown").encode(), self.server_header)]
+        lines = [
+            b"HTTP/1.1 %d %s\r\nServer: %s\r\n"
+            % (status, REASONS.get(status, "Unknown").encode(), self.server_header)
+        ]
         lines += [b"%s: %s\r\n" % (k.encode(), v.encode()) for k, v in headers.items()]
         if not self.keep_alive:
             lines.append(b"Connection: close\r\n")
         lines.append(framing + b"\r\n")
         return b"".join(lines)
 
-    def respond(self, status: int, body: bytes, content_type: str = "application/json",
-                headers: dict[str, str] | None = None) -> None:
+    def respond(
+        self,
+        status: int,
+        body: bytes,
+        content_type: str = "application/json",
+        headers: dict[str, str] | None = None,
+    ) -> None:
         """A whole response with Content-Length; then the connection takes the next request."""
         hdrs = {"Content-Type": content_type, **(headers or {})}
         if self.transport is not None and not self.closed:

@@ -83,20 +83,49 @@ def triton_metrics(s: Scheduler, model: str) -> bytes:
     active = '{model="tensorrt_llm",request_type="active",version="1"}'
     sched = '{model="tensorrt_llm",request_type="scheduled",version="1"}'
     lines = [
-        ("nv_trt_llm_request_metrics" + active, "gauge", "TRT LLM request metrics", len(s.running) + len(s.waiting)),
+        (
+            "nv_trt_llm_request_metrics" + active,
+            "gauge",
+            "TRT LLM request metrics",
+            len(s.running) + len(s.waiting),
+        ),
         ("nv_trt_llm_request_metrics" + sched, "gauge", "TRT LLM request metrics", len(s.running)),
-        ('nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="max",model="tensorrt_llm",version="1"}',
-         "gauge", "TRT LLM KV cache block metrics", pool.num_blocks),
-        ('nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="used",model="tensorrt_llm",version="1"}',
-         "gauge", "TRT LLM KV cache block metrics", pool.used()),
-        ('nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="free",model="tensorrt_llm",version="1"}',
-         "gauge", "TRT LLM KV cache block metrics", pool.available()),
-        ('nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="fraction",model="tensorrt_llm",version="1"}',
-         "gauge", "TRT LLM KV cache block metrics", pool.usage()),
-        (f'nv_inference_pending_request_count{{model="{_label(model)}",version="1"}}', "gauge",
-         "Instantaneous number of pending requests awaiting execution per-model.", len(s.waiting)),
-        (f'nv_inference_request_success{{model="{_label(model)}",version="1"}}', "counter",
-         "Number of successful inference requests, all batch sizes", s.counters.finished),
+        (
+            'nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="max",model="tensorrt_llm",version="1"}',
+            "gauge",
+            "TRT LLM KV cache block metrics",
+            pool.num_blocks,
+        ),
+        (
+            'nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="used",model="tensorrt_llm",version="1"}',
+            "gauge",
+            "TRT LLM KV cache block metrics",
+            pool.used(),
+        ),
+        (
+            'nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="free",model="tensorrt_llm",version="1"}',
+            "gauge",
+            "TRT LLM KV cache block metrics",
+            pool.available(),
+        ),
+        (
+            'nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type="fraction",model="tensorrt_llm",version="1"}',
+            "gauge",
+            "TRT LLM KV cache block metrics",
+            pool.usage(),
+        ),
+        (
+            f'nv_inference_pending_request_count{{model="{_label(model)}",version="1"}}',
+            "gauge",
+            "Instantaneous number of pending requests awaiting execution per-model.",
+            len(s.waiting),
+        ),
+        (
+            f'nv_inference_request_success{{model="{_label(model)}",version="1"}}',
+            "counter",
+            "Number of successful inference requests, all batch sizes",
+            s.counters.finished,
+        ),
     ]
     return _render_grouped(lines)
 

@@ -46,9 +46,26 @@ if TYPE_CHECKING:
 Reply = tuple[int, bytes, str]
 InfoRoutes = Callable[["SimEngine"], Mapping[tuple[str, str], Callable[[bytes], Reply]]]
 
-__all__ = ["GenRoute", "InfoRoutes", "Outcome", "Parser", "ProtocolError", "Reply", "RequestSpec", "SimProtocol",
-           "StreamFormat", "WireError", "all_families", "as_int", "dumps", "json_str", "messages_prompt",
-           "parse_json_object", "plugin_protocols", "sse"]
+__all__ = [
+    "GenRoute",
+    "InfoRoutes",
+    "Outcome",
+    "Parser",
+    "ProtocolError",
+    "Reply",
+    "RequestSpec",
+    "SimProtocol",
+    "StreamFormat",
+    "WireError",
+    "all_families",
+    "as_int",
+    "dumps",
+    "json_str",
+    "messages_prompt",
+    "parse_json_object",
+    "plugin_protocols",
+    "sse",
+]
 
 
 @dataclass(frozen=True)
@@ -115,14 +132,26 @@ def listing(pm: pluggy.PluginManager) -> list[dict[str, object]]:
     found = collect(pm, providers)
     versions = {dist.project_name: dist.version for _, dist in pm.list_plugin_distinfo()}
     rows: list[dict[str, object]] = [
-        {"protocol": name, "plugin": "loadkit", "version": __version__, "description": DESCRIPTIONS.get(name, ""),
-         "routes": [_route_path(name, path) for path in routes]}
+        {
+            "protocol": name,
+            "plugin": "loadkit",
+            "version": __version__,
+            "description": DESCRIPTIONS.get(name, ""),
+            "routes": [_route_path(name, path) for path in routes],
+        }
         for name, routes in ROUTES.items()
     ]
     for name in sorted(found):
         who = providers[name]
-        rows.append({"protocol": name, "plugin": who, "version": versions.get(who, "unknown"),
-                     "description": found[name].description, "routes": list(found[name].routes)})
+        rows.append(
+            {
+                "protocol": name,
+                "plugin": who,
+                "version": versions.get(who, "unknown"),
+                "description": found[name].description,
+                "routes": list(found[name].routes),
+            }
+        )
     return rows
 
 
@@ -145,4 +174,3 @@ def info_routes(engine: SimEngine) -> dict[tuple[str, str], Callable[[bytes], Re
     if protocol is None or protocol.info is None:
         return {}
     return dict(protocol.info(engine))
-

@@ -156,8 +156,16 @@ class SimEngine:
             return
         self._start(req, conn, route, spec, fault, truth, rng)
 
-    def _start(self, req: Request, conn: HttpConnection, route: GenRoute, spec: RequestSpec,
-               fault: Fault | None, truth: dict[str, Any], rng: random.Random) -> None:
+    def _start(
+        self,
+        req: Request,
+        conn: HttpConnection,
+        route: GenRoute,
+        spec: RequestSpec,
+        fault: Fault | None,
+        truth: dict[str, Any],
+        rng: random.Random,
+    ) -> None:
         ids = spec.prompt_ids if spec.prompt_ids is not None else tokenize(spec.prompt)
         if self.scheduler.fits(len(ids), spec.max_tokens) is not None:
             status, body = context_error(self.family, len(ids), spec.max_tokens, self.profile.max_model_len)
@@ -232,7 +240,9 @@ class SimEngine:
         truth["fault"] = fault.name
         message = {429: "Too many requests", 503: "Service unavailable", 500: "Internal server error"}[status]
         truth["status"] = status
-        conn.respond(status, route.error(status, f"{message} (loadkit sim fault {fault.name})"), headers=headers)
+        conn.respond(
+            status, route.error(status, f"{message} (loadkit sim fault {fault.name})"), headers=headers
+        )
         self._end_record(truth)
 
     def _refuse(self, conn: HttpConnection, truth: dict[str, Any], status: int, body: bytes) -> None:
@@ -294,8 +304,9 @@ def server_header(family: str) -> bytes:
     return protocol.server_header if protocol is not None else SERVER_HEADER.get(family, b"loadkit-sim")
 
 
-async def start_engine(engine: SimEngine, host: str,
-                       tls: ssl.SSLContext | None = None) -> tuple[asyncio.AbstractServer, asyncio.Task[None]]:
+async def start_engine(
+    engine: SimEngine, host: str, tls: ssl.SSLContext | None = None
+) -> tuple[asyncio.AbstractServer, asyncio.Task[None]]:
     loop = asyncio.get_running_loop()
     server = await loop.create_server(engine.protocol, host, engine.port, backlog=4096, reuse_address=True,
                                       ssl=tls)  # fmt: skip

@@ -38,8 +38,15 @@ class ActiveStream:
         "write", "text_of", "start_word", "ts", "ks", "ctext", "coff",
     )  # fmt: skip
 
-    def __init__(self, engine: SimEngine, conn: HttpConnection, fmt: StreamFormat, seq: Sequence,
-                 truth: dict[str, Any], fault: Fault | None) -> None:
+    def __init__(
+        self,
+        engine: SimEngine,
+        conn: HttpConnection,
+        fmt: StreamFormat,
+        seq: Sequence,
+        truth: dict[str, Any],
+        fault: Fault | None,
+    ) -> None:
         self.engine = engine
         self.conn = conn
         self.fmt = fmt
@@ -119,8 +126,14 @@ class ActiveStream:
         self.sent, self.pending = index + n, 0
         self.ts.append(t)
         self.ks.append(n)
-        self.fast = (self.pre != b"" and self.fault_at < 0 and self.trickle is None and self.write is not _nowrite
-                     and self.sent > fmt.reasoning_tokens and fmt.spec.tool_name is None)
+        self.fast = (
+            self.pre != b""
+            and self.fault_at < 0
+            and self.trickle is None
+            and self.write is not _nowrite
+            and self.sent > fmt.reasoning_tokens
+            and fmt.spec.tool_name is None
+        )
         if last:
             self._finish(t)
         return t
@@ -179,10 +192,19 @@ class ActiveStream:
         finish = "length" if seq.n_out >= self.fmt.spec.max_tokens else "stop"
         if self.fmt.spec.tool_name is not None:
             finish = "tool_calls"
-        out = Outcome(seq.n_prompt, seq.n_out, seq.cached_tokens or 0, finish,
-                      reasoning_tokens=min(self.fmt.reasoning_tokens, seq.n_out))
+        out = Outcome(
+            seq.n_prompt,
+            seq.n_out,
+            seq.cached_tokens or 0,
+            finish,
+            reasoning_tokens=min(self.fmt.reasoning_tokens, seq.n_out),
+        )
         self.stage_times(out, t_last)
-        self.truth["server_stages_ms"] = {"queue": out.queue_ms, "prefill": out.prefill_ms, "decode": out.decode_ms}
+        self.truth["server_stages_ms"] = {
+            "queue": out.queue_ms,
+            "prefill": out.prefill_ms,
+            "decode": out.decode_ms,
+        }
         self.truth["server_timings"] = self.fmt.server_timings(out)
         return out
 

@@ -86,8 +86,9 @@ class SimHandle:
 
 
 @contextmanager
-def sim_process(*args: str, truth_log: str | bool = True, ready_timeout_s: float = 15.0,
-                cpu: int | None = None) -> Iterator[SimHandle]:
+def sim_process(
+    *args: str, truth_log: str | bool = True, ready_timeout_s: float = 15.0, cpu: int | None = None
+) -> Iterator[SimHandle]:
     """Start ``python -m loadkit.sim`` with ``args`` on a free port; yield a SimHandle.
 
     ``truth_log=True`` writes a truth log to a temporary file (``handle.truth_log``); a string
@@ -148,11 +149,20 @@ def _stop(proc: subprocess.Popen[str]) -> None:
 
 
 @contextmanager
-def sim_thread(family: str = "openai", profile: str = "fast", truth_log: str | None = None,
-               faults: list[str] | None = None, seed: int = 0, stall_seconds: float = 60.0,
-               trickle_interval_ms: float = 5.0, sndbuf: int | None = None,
-               tls_cert: str | None = None, tls_key: str | None = None, tls_client_ca: str | None = None,
-               **overrides: Any) -> Iterator[SimHandle]:
+def sim_thread(
+    family: str = "openai",
+    profile: str = "fast",
+    truth_log: str | None = None,
+    faults: list[str] | None = None,
+    seed: int = 0,
+    stall_seconds: float = 60.0,
+    trickle_interval_ms: float = 5.0,
+    sndbuf: int | None = None,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+    tls_client_ca: str | None = None,
+    **overrides: Any,
+) -> Iterator[SimHandle]:
     """Run one simulated engine on a free port in a background thread (no subprocess).
 
     ``overrides`` are profile fields (e.g. ``decode_base_ms=1``). The thread's event loop is
@@ -164,9 +174,18 @@ def sim_thread(family: str = "openai", profile: str = "fast", truth_log: str | N
     from loadkit.sim.server import EngineSpec, ServerOptions
 
     prof = get_profile(profile).replace(**overrides) if overrides else get_profile(profile)
-    options = ServerOptions(seed=seed, faults=build_plan(faults or []), truth_log=truth_log, spin_us=0,
-                            stall_seconds=stall_seconds, trickle_interval_ms=trickle_interval_ms, sndbuf=sndbuf,
-                            tls_cert=tls_cert, tls_key=tls_key, tls_client_ca=tls_client_ca)
+    options = ServerOptions(
+        seed=seed,
+        faults=build_plan(faults or []),
+        truth_log=truth_log,
+        spin_us=0,
+        stall_seconds=stall_seconds,
+        trickle_interval_ms=trickle_interval_ms,
+        sndbuf=sndbuf,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        tls_client_ca=tls_client_ca,
+    )
     spec = EngineSpec(family, 0, prof)
     ready = threading.Event()
     state: dict[str, Any] = {}

@@ -29,7 +29,13 @@ class Kind:
     __slots__ = ("count", "adapter", "example", "at_ns", "traceback")
 
     def __init__(self, count: int, adapter: str, example: str, at_ns: int, traceback: str | None) -> None:
-        self.count, self.adapter, self.example, self.at_ns, self.traceback = count, adapter, example, at_ns, traceback
+        self.count, self.adapter, self.example, self.at_ns, self.traceback = (
+            count,
+            adapter,
+            example,
+            at_ns,
+            traceback,
+        )
 
     def take(self, other: Kind) -> None:
         self.count += other.count

@@ -165,7 +165,6 @@ class GroupStats:
         self._add_channels(r, values)
         return values
 
-
     def _add_channels(self, r: RequestRecord, values: tuple[int | None, ...]) -> None:
         """Queue the per-channel figures that were measured (metrics.slo_values_ns has the
         time to first answer token and the answer TPOT already)."""

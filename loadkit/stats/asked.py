@@ -55,8 +55,12 @@ def asked_for(context: dict[str, Any], stage: str) -> dict[str, Any]:
     model = arrival.get("model", "closed")
     step_users = context.get("users")
     if model == "closed":
-        out: dict[str, Any] = {"model": "closed", "rate": None, "cv": None,
-                               "users": step_users if step_users is not None else arrival.get("users")}
+        out: dict[str, Any] = {
+            "model": "closed",
+            "rate": None,
+            "cv": None,
+            "users": step_users if step_users is not None else arrival.get("users"),
+        }
         if step_users is not None:
             out["stage_kind"] = "constant users"
         return out
@@ -68,8 +72,10 @@ def asked_for(context: dict[str, Any], stage: str) -> dict[str, Any]:
         if len(cut) < len(whole):
             span = whole[-1] if whole else 0.0
             out["covered_s"] = float(context["covered_s"])
-            out["note"] = (f"the run covered {float(context['covered_s']):.1f} s of the trace's {span:.1f} s: "
-                           f"asked is its {len(cut)} of {len(whole)} arrivals in that time")
+            out["note"] = (
+                f"the run covered {float(context['covered_s']):.1f} s of the trace's {span:.1f} s: "
+                f"asked is its {len(cut)} of {len(whole)} arrivals in that time"
+            )
         return out
     found = _stage(stages_from_spec(arrival), stage)
     if found is None:
@@ -99,16 +105,22 @@ def resolution_ms(lags_ns: np.ndarray) -> float:
     return max(MIN_RESOLUTION_MS, float(math.ceil(p99)))
 
 
-def fit_test(context: dict[str, Any], asked: dict[str, Any], gaps: np.ndarray,
-             resolution: float) -> dict[str, Any]:
+def fit_test(
+    context: dict[str, Any], asked: dict[str, Any], gaps: np.ndarray, resolution: float
+) -> dict[str, Any]:
     """KS of the realised gaps against the asked gap distribution at ``resolution`` ms, or why there is none."""
     model = asked.get("model", "closed")
     rate = asked.get("rate")
     if model not in ("poisson", "gamma", *SCHEDULED) or (model not in SCHEDULED and not rate):
-        reason = ("constant gaps: compare the CV (asked 0)" if model == "constant" else
-                  "closed loop: no asked arrival process" if model == "closed" else
-                  f"not asked: {asked.get('reason')}" if model == NOT_ASKED else
-                  "a ramp's gaps are not one distribution")
+        reason = (
+            "constant gaps: compare the CV (asked 0)"
+            if model == "constant"
+            else "closed loop: no asked arrival process"
+            if model == "closed"
+            else f"not asked: {asked.get('reason')}"
+            if model == NOT_ASKED
+            else "a ramp's gaps are not one distribution"
+        )
         return {"test": None, "reason": reason}
     if len(gaps) < MIN_GAPS:
         return {"test": None, "reason": f"fewer than {MIN_GAPS} inter-arrival gaps"}
@@ -141,5 +153,11 @@ def ks_floored(floored: np.ndarray, cdf: Any, step: float) -> float:
 
 
 def _verdict(test: str, d: float, p: float, n: int, resolution: float) -> dict[str, Any]:
-    return {"test": test, "statistic": d, "p_value": p, "gaps": n, "consistent": p >= ALPHA,
-            "resolution_ms": resolution}
+    return {
+        "test": test,
+        "statistic": d,
+        "p_value": p,
+        "gaps": n,
+        "consistent": p >= ALPHA,
+        "resolution_ms": resolution,
+    }

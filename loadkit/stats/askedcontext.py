@@ -22,10 +22,14 @@ def asked_context(runtime: Any, target: str, classes: list[str]) -> dict[str, An
     if runtime is None:
         return {"arrival": {"model": "closed"}}
     workloads = list((getattr(runtime, "workloads", None) or {}).values())
-    classless = next((w for w in workloads if not w.classes), None)  # the runtime without a locustfile's classes
+    classless = next(
+        (w for w in workloads if not w.classes), None
+    )  # the runtime without a locustfile's classes
     if not classes:
         return _workload_context(runtime, classless or (workloads[0] if workloads else None), target)
-    known = {c.__name__: c for c in (runtime.user_classes() or [])} if hasattr(runtime, "user_classes") else {}
+    known = (
+        {c.__name__: c for c in (runtime.user_classes() or [])} if hasattr(runtime, "user_classes") else {}
+    )
     found: dict[int, Any] = {}
     own: list[str] = []
     for name in classes:
@@ -49,7 +53,9 @@ def _sends_scenario(cls: type) -> bool:
 
 
 def _workload_context(runtime: Any, workload: Any, target: str) -> dict[str, Any]:
-    scenario = getattr(workload, "scenario", None) if workload is not None else getattr(runtime, "scenario", None)
+    scenario = (
+        getattr(workload, "scenario", None) if workload is not None else getattr(runtime, "scenario", None)
+    )
     arrival = dict(getattr(scenario, "arrival", None) or {"model": "closed"})
     context: dict[str, Any] = {"arrival": arrival}
     if arrival.get("model") not in SCHEDULED:

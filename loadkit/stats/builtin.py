@@ -125,9 +125,12 @@ class BuiltinSections:
         by_target = self.collector.merged_section("lengths").report()
         stage_users = None
         if runtime is not None and getattr(runtime, "shaped", False):
-            stage_users = {str(s["name"]): int(s["level"]) for s in self.plan if s.get("level_kind") == "users"}
-        return delivered.report(lambda target, classes: asked_context(runtime, target, classes), by_target,
-                                stage_users)
+            stage_users = {
+                str(s["name"]): int(s["level"]) for s in self.plan if s.get("level_kind") == "users"
+            }
+        return delivered.report(
+            lambda target, classes: asked_context(runtime, target, classes), by_target, stage_users
+        )
 
     def _tenants_report(self, tenants: TenantStats) -> dict[str, Any] | None:
         """Per-tenant goodput, SLO attainment and fairness (tenantstats.py); None without tenants."""
@@ -136,10 +139,17 @@ class BuiltinSections:
         if not declared:
             return None
         run_slos = dict(self.collector.slo_limits)
-        return tenants.report({t.name: t.priority for t in declared},
-                              {t.name: {"slos": run_slos if t.slos is None else dict(t.slos),
-                                        "slos_from": "run" if t.slos is None else "tenant",
-                                        "arrival_asked": t.arrival} for t in declared})
+        return tenants.report(
+            {t.name: t.priority for t in declared},
+            {
+                t.name: {
+                    "slos": run_slos if t.slos is None else dict(t.slos),
+                    "slos_from": "run" if t.slos is None else "tenant",
+                    "arrival_asked": t.arrival,
+                }
+                for t in declared
+            },
+        )
 
     def _tenant_slos(self) -> dict[str, Any]:
         """The declared tenants' own SLO tables, compiled once per scenario object (looked up

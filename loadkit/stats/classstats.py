@@ -41,7 +41,9 @@ class ClassGroup(GroupStats):
             return
         first = min(starts) + self.wall_offset_ns
         last = max(max(ends), max(starts)) + self.wall_offset_ns
-        self.first_send_wall_ns = first if self.first_send_wall_ns is None else min(self.first_send_wall_ns, first)
+        self.first_send_wall_ns = (
+            first if self.first_send_wall_ns is None else min(self.first_send_wall_ns, first)
+        )
         self.last_end_wall_ns = last if self.last_end_wall_ns is None else max(self.last_end_wall_ns, last)
         for column in self.pending_series:
             column.clear()
@@ -53,7 +55,9 @@ class ClassStats:
     def __init__(self, slos: tuple[Slo, ...] = (), wall_offset_ns: int | None = None) -> None:
         self.slos = slos
         # Monotonic → wall clock, taken once per node (as the request stats do): windows merge across nodes.
-        self.wall_offset_ns = time.time_ns() - time.perf_counter_ns() if wall_offset_ns is None else wall_offset_ns
+        self.wall_offset_ns = (
+            time.time_ns() - time.perf_counter_ns() if wall_offset_ns is None else wall_offset_ns
+        )
         self.groups: dict[tuple[str, str, str], ClassGroup] = {}
 
     def add(self, r: RequestRecord) -> None:

@@ -104,8 +104,12 @@ class DeliveredLoad:
                 out.truncated[key] = int(item["truncated"])
         return out
 
-    def report(self, contexts: Contexts, lengths: dict[str, Any] | None = None,
-               stage_users: dict[str, int] | None = None) -> dict[str, Any]:
+    def report(
+        self,
+        contexts: Contexts,
+        lengths: dict[str, Any] | None = None,
+        stage_users: dict[str, int] | None = None,
+    ) -> dict[str, Any]:
         """The ``delivered`` section: asked vs realised per target and stage (docs/reports.md).
         ``contexts(target, classes)`` says what the classes sending to a target asked of it;
         ``stage_users`` a load shape's users per step."""
@@ -115,10 +119,14 @@ class DeliveredLoad:
             context = dict(contexts(engine, sorted(self.classes.get((engine, stage), ()))))
             if stage_users and stage in stage_users:
                 context["users"] = stage_users[stage]
-            row = stage_row(context, stage, np.asarray(sends, dtype=np.int64),
-                            np.asarray(self.ends[(engine, stage)], dtype=np.int64),
-                            np.asarray(self.scheduled[(engine, stage)], dtype=bool),
-                            np.asarray(self.lags.get((engine, stage), []), dtype=np.int64))
+            row = stage_row(
+                context,
+                stage,
+                np.asarray(sends, dtype=np.int64),
+                np.asarray(self.ends[(engine, stage)], dtype=np.int64),
+                np.asarray(self.scheduled[(engine, stage)], dtype=bool),
+                np.asarray(self.lags.get((engine, stage), []), dtype=np.int64),
+            )
             row["truncated_requests"] = self.truncated.get((engine, stage), 0)
             row["user_classes"] = sorted(self.classes.get((engine, stage), ()))
             models.add(row["asked"]["model"])
@@ -129,8 +137,14 @@ class DeliveredLoad:
         return {"arrival_model": model, "alpha": ALPHA, "by_target": by_target}
 
 
-def stage_row(context: dict[str, Any], stage: str, sends: np.ndarray, ends: np.ndarray,
-              scheduled: np.ndarray, lags: np.ndarray) -> dict[str, Any]:
+def stage_row(
+    context: dict[str, Any],
+    stage: str,
+    sends: np.ndarray,
+    ends: np.ndarray,
+    scheduled: np.ndarray,
+    lags: np.ndarray,
+) -> dict[str, Any]:
     """One (target, stage): asked, realised, the fit test and the concurrency reached."""
     arrivals = np.sort(sends[scheduled] if scheduled.any() else sends)
     offsets = ((arrivals - arrivals[0]) / NS).tolist() if len(arrivals) else []
@@ -162,7 +176,10 @@ def _lengths_pair(target: dict[str, Any] | None) -> dict[str, Any] | None:
     """Asked vs realised length means and p50s of one target, from the lengths section."""
     if not target:
         return None
-    pairs = {"input_tokens": ("input_target", "input_server"), "output_tokens": ("output_asked", "output_server")}
+    pairs = {
+        "input_tokens": ("input_target", "input_server"),
+        "output_tokens": ("output_asked", "output_server"),
+    }
     out = {}
     for name, (asked, got) in pairs.items():
         a, r = target.get(asked) or {}, target.get(got) or {}
@@ -182,13 +199,18 @@ def console_lines(report: dict[str, Any]) -> list[str]:
     for engine, target in (section.get("by_target") or {}).items():
         for stage, row in target["stages"].items():
             asked, got, fit = row["asked"], row["realised"], row["fit"]
-            test = ("" if fit.get("test") is None else
-                    f", {fit['test']} at {fit['resolution_ms']:g} ms p={fit['p_value']:.3f}"
-                    f"{'' if fit['consistent'] else ' (NOT as asked)'}")
+            test = (
+                ""
+                if fit.get("test") is None
+                else f", {fit['test']} at {fit['resolution_ms']:g} ms p={fit['p_value']:.3f}"
+                f"{'' if fit['consistent'] else ' (NOT as asked)'}"
+            )
             note = f" ({asked['note']})" if asked.get("note") else ""
-            lines.append(f"delivered {engine}/{stage}: rate {_f(got['rate'])}/s ({_asked_rate(asked)}), "
-                         f"CV {_f(got['cv'])} (asked {_f(asked.get('cv'))}){test}, "
-                         f"in flight peak {row['concurrency']['peak']}{note}")
+            lines.append(
+                f"delivered {engine}/{stage}: rate {_f(got['rate'])}/s ({_asked_rate(asked)}), "
+                f"CV {_f(got['cv'])} (asked {_f(asked.get('cv'))}){test}, "
+                f"in flight peak {row['concurrency']['peak']}{note}"
+            )
     return lines
 
 

@@ -180,7 +180,9 @@ class LocustStats:
         from loadkit.stats.rundir import claim_report_dir
 
         try:
-            chosen = claim_report_dir(getattr(self.env.parsed_options, "report_dir", "") or "", self._dirs_used)
+            chosen = claim_report_dir(
+                getattr(self.env.parsed_options, "report_dir", "") or "", self._dirs_used
+            )
         except OSError as exc:
             self.collector.fail("--report-dir: cannot create the run's directory", exc)
             return None

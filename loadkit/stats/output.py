@@ -147,7 +147,11 @@ def console_table(report: dict[str, Any], title: str = "loadkit") -> str:
 
 
 def breakdown_lines(report: dict[str, Any]) -> list[str]:
-    return [line for engine, s in report["engines"].items() if (line := console_line(engine, s.get("server_breakdown")))]
+    return [
+        line
+        for engine, s in report["engines"].items()
+        if (line := console_line(engine, s.get("server_breakdown")))
+    ]
 
 
 def invalid_lines(report: dict[str, Any]) -> list[str]:

@@ -30,7 +30,10 @@ class RawLog:
     """Append RequestRecord.to_json() lines to ``path``; see the module docstring."""
 
     def __init__(
-        self, path: str, clock_ns: Callable[[], int] = time.monotonic_ns, truncate: bool = False,
+        self,
+        path: str,
+        clock_ns: Callable[[], int] = time.monotonic_ns,
+        truncate: bool = False,
         events: bool = False,
     ) -> None:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

@@ -60,7 +60,7 @@ def _where(tb: TracebackType | None) -> str:
 
 def _traceback_text(exc: BaseException, tb: TracebackType | None) -> str:
     text = "".join(traceback.format_exception(type(exc), exc, tb))
-    return text if len(text) <= MAX_TRACEBACK_CHARS else "…" + text[-(MAX_TRACEBACK_CHARS - 1):]
+    return text if len(text) <= MAX_TRACEBACK_CHARS else "…" + text[-(MAX_TRACEBACK_CHARS - 1) :]
 
 
 class TaskErrors:
@@ -105,7 +105,9 @@ class TaskErrors:
 
     @property
     def total(self) -> int:
-        return sum(k.count for kinds in self.classes.values() for k in kinds.values()) + sum(self.other.values())
+        return sum(k.count for kinds in self.classes.values() for k in kinds.values()) + sum(
+            self.other.values()
+        )
 
     def to_wire(self) -> dict[str, Any]:
         return {"v": WIRE_VERSION,
@@ -149,7 +151,7 @@ def total(report: dict[str, Any]) -> int:
 
 
 def summary_text(report: dict[str, Any], most: int = 3) -> str:
-    """"Chat: ZeroDivisionError ×3, KeyError ×1": per class, its most frequent types."""
+    """ "Chat: ZeroDivisionError ×3, KeyError ×1": per class, its most frequent types."""
     parts = []
     for user_class, section in (report.get("task_errors") or {}).items():
         types: dict[str, int] = {}
@@ -170,10 +172,14 @@ def console_lines(report: dict[str, Any], per_class: int = 5, width: int = 200) 
         for e in section.get("errors", [])[:per_class]:
             text = f"{e['type']} ×{e['count']}: {e['message']}"
             text = text if len(text) <= width else text[: width - 1] + "…"
-            lines.append(f"  {user_class[:16]:<16} {text}" + (f" (at {e['where']})" if e.get("where") else ""))
+            lines.append(
+                f"  {user_class[:16]:<16} {text}" + (f" (at {e['where']})" if e.get("where") else "")
+            )
         rest = section["count"] - sum(e["count"] for e in section.get("errors", [])[:per_class])
         if rest:
-            lines.append(f"  {user_class[:16]:<16} … and {rest} more of other kinds (report.json task_errors)")
+            lines.append(
+                f"  {user_class[:16]:<16} … and {rest} more of other kinds (report.json task_errors)"
+            )
     if not lines:
         return []
     return [f"exceptions raised in the locustfile's tasks ({total(report)}; what they would have sent next was "

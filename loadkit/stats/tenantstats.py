@@ -29,8 +29,12 @@ class TenantStats:
         self.span: dict[str, list[int]] = {}  # engine -> [first send, last end], Unix ns
         self.wall_offset_ns = time.time_ns() - time.perf_counter_ns()
 
-    def add(self, r: RequestRecord, slos: SloLike | Compiled | None,
-            own: dict[str, SloLike | Compiled] | None = None) -> None:
+    def add(
+        self,
+        r: RequestRecord,
+        slos: SloLike | Compiled | None,
+        own: dict[str, SloLike | Compiled] | None = None,
+    ) -> None:
         """``own``: the tenants' own SLO tables; a tenant's replaces the run's ``slos`` (both
         judged by metrics.meets, as in every view)."""
         tenant, sep, part = r.label.partition("/")
@@ -53,8 +57,10 @@ class TenantStats:
             span[0], span[1] = min(span[0], a), max(span[1], b)
 
     def to_wire(self) -> dict[str, Any]:
-        return {"cells": [[*k, c.to_wire(), self.input_tokens[k]] for k, c in self.cells.items()],
-                "span": self.span}
+        return {
+            "cells": [[*k, c.to_wire(), self.input_tokens[k]] for k, c in self.cells.items()],
+            "span": self.span,
+        }
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> TenantStats:
@@ -66,32 +72,54 @@ class TenantStats:
         out.span = {str(e): [int(a), int(b)] for e, (a, b) in (data.get("span") or {}).items()}
         return out
 
-    def report(self, priorities: dict[str, int | None],
-               declared: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    def report(
+        self, priorities: dict[str, int | None], declared: dict[str, dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
         """``declared``: per tenant, what the scenario says of it (its SLOs, its arrival), shown as is."""
         by_engine: dict[str, Any] = {}
         for engine in sorted({k[0] for k in self.cells}):
             a, b = self.span[engine]
             seconds = (b - a) / NS if b > a else None
-            tenants = {t: {**self._tenant(engine, t, seconds, priorities.get(t)), **(declared or {}).get(t, {})}
-                       for t in sorted({k[1] for k in self.cells if k[0] == engine})}
-            by_engine[engine] = {"window_s": seconds, "tenants": tenants,
-                                 "jain_fairness": jain([t["goodput_share_of_demand"] for t in tenants.values()])}
+            tenants = {
+                t: {**self._tenant(engine, t, seconds, priorities.get(t)), **(declared or {}).get(t, {})}
+                for t in sorted({k[1] for k in self.cells if k[0] == engine})
+            }
+            by_engine[engine] = {
+                "window_s": seconds,
+                "tenants": tenants,
+                "jain_fairness": jain([t["goodput_share_of_demand"] for t in tenants.values()]),
+            }
         return {"by_target": by_engine}
 
-    def _tenant(self, engine: str, tenant: str, seconds: float | None, priority: int | None) -> dict[str, Any]:
+    def _tenant(
+        self, engine: str, tenant: str, seconds: float | None, priority: int | None
+    ) -> dict[str, Any]:
         keys = [k for k in self.cells if k[0] == engine and k[1] == tenant]
         total = StageCell()
         for k in keys:
             total.merge(self.cells[k])
-        parts = {k[2]: {**self.cells[k].summary(seconds),
-                        "mean_input_tokens": self.input_tokens[k] / self.cells[k].requests} for k in keys}
-        out = {"priority": priority, "requests": total.requests, "ok": total.ok, "judged": total.judged,
-               "good": total.good, "slo_attainment": total.good / total.judged if total.judged else None,
-               "demand_per_s": total.requests / seconds if seconds else None,
-               "goodput_per_s": total.good / seconds if seconds and total.judged else None,
-               "goodput_share_of_demand": total.good / total.requests if total.judged and total.requests else None,
-               "ttft_ms_p50": total.summary(seconds)["ttft_ms"]["p50"], "parts": parts}
+        parts = {
+            k[2]: {
+                **self.cells[k].summary(seconds),
+                "mean_input_tokens": self.input_tokens[k] / self.cells[k].requests,
+            }
+            for k in keys
+        }
+        out = {
+            "priority": priority,
+            "requests": total.requests,
+            "ok": total.ok,
+            "judged": total.judged,
+            "good": total.good,
+            "slo_attainment": total.good / total.judged if total.judged else None,
+            "demand_per_s": total.requests / seconds if seconds else None,
+            "goodput_per_s": total.good / seconds if seconds and total.judged else None,
+            "goodput_share_of_demand": total.good / total.requests
+            if total.judged and total.requests
+            else None,
+            "ttft_ms_p50": total.summary(seconds)["ttft_ms"]["p50"],
+            "parts": parts,
+        }
         out["long_vs_short"] = long_vs_short(parts)
         return out
 
@@ -107,8 +135,12 @@ def long_vs_short(parts: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
         a, b = long[metric]["p50"], short[metric]["p50"]
         return a / b if a is not None and b else None
 
-    return {"long": order[-1], "short": order[0], "ttft_p50_ratio": ratio("ttft_ms"),
-            "e2e_p50_ratio": ratio("e2e_ms")}
+    return {
+        "long": order[-1],
+        "short": order[0],
+        "ttft_p50_ratio": ratio("ttft_ms"),
+        "e2e_p50_ratio": ratio("e2e_ms"),
+    }
 
 
 def jain(values: list[float | None]) -> float | None:
@@ -125,15 +157,19 @@ def console_lines(report: dict[str, Any]) -> list[str]:
     lines = []
     for engine, data in (section.get("by_target") or {}).items():
         jf = data["jain_fairness"]
-        lines.append(f"tenants {engine}: Jain fairness {'-' if jf is None else f'{jf:.3f}'} (goodput / demand)")
+        lines.append(
+            f"tenants {engine}: Jain fairness {'-' if jf is None else f'{jf:.3f}'} (goodput / demand)"
+        )
         for name, t in data["tenants"].items():
             share, att = t["goodput_share_of_demand"], t["slo_attainment"]
             lvs = t["long_vs_short"] or {}
             own = " (own SLOs)" if t.get("slos_from") == "tenant" else ""
-            lines.append(f"  {name} (priority {t['priority']}): {t['requests']} req, SLO met{own} "
-                         f"{'-' if att is None else f'{100 * att:.1f}%'}, good/demand "
-                         f"{'-' if share is None else f'{share:.3f}'}, TTFT p50 {_f(t['ttft_ms_p50'])} ms, "
-                         f"long/short TTFT {_f(lvs.get('ttft_p50_ratio'))}x")
+            lines.append(
+                f"  {name} (priority {t['priority']}): {t['requests']} req, SLO met{own} "
+                f"{'-' if att is None else f'{100 * att:.1f}%'}, good/demand "
+                f"{'-' if share is None else f'{share:.3f}'}, TTFT p50 {_f(t['ttft_ms_p50'])} ms, "
+                f"long/short TTFT {_f(lvs.get('ttft_p50_ratio'))}x"
+            )
     return lines
 
 

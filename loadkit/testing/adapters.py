@@ -129,8 +129,11 @@ class AdapterContract:
             metafunc.parametrize("case", cases, ids=[c.id for c in cases])
         if "garbage_message" in metafunc.fixturenames:
             triples = self.garbage_cases()
-            metafunc.parametrize(("api", "event_name", "garbage_message"), triples,
-                                 ids=[f"{a}-{e}-{g[:16]}" for a, e, g in triples])
+            metafunc.parametrize(
+                ("api", "event_name", "garbage_message"),
+                triples,
+                ids=[f"{a}-{e}-{g[:16]}" for a, e, g in triples],
+            )
 
     def garbage_cases(self) -> list[tuple[str | None, str, str]]:
         """(endpoint family, event name, garbage) for every garbage check."""
@@ -181,7 +184,9 @@ class AdapterContract:
         adapter, body = self.make_adapter(case), self.body(case)
         whole = replay(adapter, body).summary()
         for i in self._points(len(body)):
-            assert replay_pieces(adapter, [body[:i], body[i:]]).summary() == whole, f"{case.id}: split at byte {i}"
+            assert replay_pieces(adapter, [body[:i], body[i:]]).summary() == whole, (
+                f"{case.id}: split at byte {i}"
+            )
         assert replay(adapter, body, 1).summary() == whole, f"{case.id}: one byte per read"
 
     def test_split_at_every_event(self, case: StreamCase) -> None:
@@ -198,7 +203,9 @@ class AdapterContract:
         defaults = SSE_KEEPALIVES if adapter.framing == "sse" else NDJSON_KEEPALIVES
         for keepalive in (*defaults, *self.keepalives):
             mixed = keepalive + keepalive.join(split_events(body, adapter.framing))
-            assert replay(adapter, mixed).summary() == whole, f"{case.id}: with {keepalive[:30]!r} between events"
+            assert replay(adapter, mixed).summary() == whole, (
+                f"{case.id}: with {keepalive[:30]!r} between events"
+            )
 
     def test_cut_before_the_end_is_incomplete(self, case: StreamCase) -> None:
         adapter, body = self.make_adapter(case), self.body(case)
@@ -212,9 +219,12 @@ class AdapterContract:
             if cut.outcome == t.MALFORMED_STREAM and "UTF-8" in (cut.error or ""):
                 continue  # cut inside a multi-byte character: the timer says so too
             # Cut after the message carrying the finish_reason: the close is a normal end.
-            ok_by_close = cut.outcome == t.OK and cut.end == "close" and (adapter.end_on_close or cut.finished)
-            assert cut.outcome in allowed or ok_by_close, \
+            ok_by_close = (
+                cut.outcome == t.OK and cut.end == "close" and (adapter.end_on_close or cut.finished)
+            )
+            assert cut.outcome in allowed or ok_by_close, (
                 f"{case.id}: cut at byte {i} of {end}: {cut.outcome} ({cut.error})"
+            )
             assert full.tokens[: len(cut.tokens)] == cut.tokens, f"{case.id}: cut at byte {i} invents tokens"
 
     def test_without_its_end_marker(self, case: StreamCase) -> None:
@@ -228,12 +238,15 @@ class AdapterContract:
         if r.outcome == t.OK:
             assert r.end == "close", f"{case.id}: without event {last}: ok, but ended by {r.end}"
         else:
-            assert r.outcome == t.INCOMPLETE and not (adapter.end_on_close or r.finished), \
+            assert r.outcome == t.INCOMPLETE and not (adapter.end_on_close or r.finished), (
                 f"{case.id}: without event {last}: {r.outcome} ({r.error})"
+            )
 
     def test_invalid_utf8_is_malformed(self, case: StreamCase) -> None:
         adapter, events, first = self._first_token_event(case)
-        bad = events[first][: len(events[first]) // 2] + b"\xff\xfe" + events[first][len(events[first]) // 2 :]
+        bad = (
+            events[first][: len(events[first]) // 2] + b"\xff\xfe" + events[first][len(events[first]) // 2 :]
+        )
         r = replay_pieces(adapter, [*events[:first], bad, *events[first + 1 :]])
         assert r.outcome == t.MALFORMED_STREAM, f"{case.id}: {r.outcome}"
 
@@ -256,8 +269,10 @@ class AdapterContract:
         # `error:` line arrives as event "error"): reported as an in-band error, it is not lost.
         if event_name != "message" and got is not None and got.error is not None:
             return
-        pytest.fail(f"{garbage_message!r} as event {event_name!r} ({api or 'default'} API) gave {got!r}, "
-                    "not MalformedEvent: the stream would go on as if nothing was wrong")
+        pytest.fail(
+            f"{garbage_message!r} as event {event_name!r} ({api or 'default'} API) gave {got!r}, "
+            "not MalformedEvent: the stream would go on as if nothing was wrong"
+        )
 
     def test_through_the_stream_timer(self, case: StreamCase) -> None:
         adapter, body = self.make_adapter(case), self.body(case)
@@ -271,7 +286,9 @@ class AdapterContract:
         self._check_n_out(case, record, expected)
         sources = token_sources(adapter, events)
         late_ms = [(t_ns - sent[i]) / 1e6 for t_ns, i in zip(record.event_t_ns, sources, strict=True)]
-        assert all(lag > -0.5 for lag in late_ms), f"{case.id}: a token recorded before it was sent: {late_ms}"
+        assert all(lag > -0.5 for lag in late_ms), (
+            f"{case.id}: a token recorded before it was sent: {late_ms}"
+        )
         if late_ms:
             assert statistics.median(late_ms) < self.median_lateness_ms, f"{case.id}: late by {late_ms} ms"
 
@@ -280,7 +297,10 @@ class AdapterContract:
         make = adapter.new_parser
         adapter.new_parser = lambda: _CancellingParser(make(), 1)  # type: ignore[method-assign]
         got: list[RequestRecord] = []
-        with pytest.raises(_Cancelled), stream_server(self._routes(adapter, split_events(body, adapter.framing))) as s:
+        with (
+            pytest.raises(_Cancelled),
+            stream_server(self._routes(adapter, split_events(body, adapter.framing))) as s,
+        ):
             timer.run_request(adapter, s.url, REQUEST, timeouts=TIMEOUTS, sink=got.append)
         (record,) = got
         assert record.outcome == t.CANCELLED and record.t_end_ns is not None, case.id
@@ -291,7 +311,10 @@ class AdapterContract:
     def _applies(self, test: str, case: StreamCase) -> bool:
         adapter, body = self.make_adapter(case), self.body(case)
         if test == "test_without_its_end_marker":
-            return case.outcome == t.OK and self._deciding_event(adapter, split_events(body, adapter.framing)) is not None
+            return (
+                case.outcome == t.OK
+                and self._deciding_event(adapter, split_events(body, adapter.framing)) is not None
+            )
         if test in ("test_invalid_utf8_is_malformed", "test_invalid_json_is_malformed"):
             return bool(token_sources(adapter, split_events(body, adapter.framing)))
         if test == "test_cancelled_mid_stream":
@@ -307,7 +330,9 @@ class AdapterContract:
         for k in range(1, len(events) + 1):
             r = replay_pieces(adapter, events[:k])
             # The end marker or an error decided; for an adapter that ends by closing, its last event.
-            if r.outcome != t.INCOMPLETE and (r.end != "close" or (adapter.end_on_close and k == len(events))):
+            if r.outcome != t.INCOMPLETE and (
+                r.end != "close" or (adapter.end_on_close and k == len(events))
+            ):
                 return k - 1
         return None
 
@@ -325,8 +350,11 @@ class AdapterContract:
         return adapter, events, token_sources(adapter, events)[0]
 
     def _check_n_out(self, case: StreamCase, record: RequestRecord, expected: Replay) -> None:
-        reported = [e.usage.completion_tokens for e in expected.events
-                    if e.usage is not None and e.usage.completion_tokens is not None]
+        reported = [
+            e.usage.completion_tokens
+            for e in expected.events
+            if e.usage is not None and e.usage.completion_tokens is not None
+        ]
         if reported:  # usage precedence: the server's last count wins over counting events
             assert (record.n_out, record.n_out_source) == (reported[-1], "usage"), case.id
         elif record.event_tokens:

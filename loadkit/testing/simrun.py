@@ -40,7 +40,9 @@ class SimRun:
     def outcome(self, name: str) -> list[dict[str, Any]]:
         return [r for r in self.rows if r["outcome"] == name]
 
-    def check_against_truth(self, median_lateness_ms: float = 5.0, exact_event_tokens: bool = False) -> list[float]:
+    def check_against_truth(
+        self, median_lateness_ms: float = 5.0, exact_event_tokens: bool = False
+    ) -> list[float]:
         """Conservation holds; every ok request's tokens, prompt, cached tokens and events agree
         with the server's record (one recorded event per event written, none seen before it was
         written, each event's token count the server's); the median first-token lateness is
@@ -75,19 +77,34 @@ class SimRun:
             assert row["cached_tokens"] == truth["cached_tokens"], rid
         written = truth["t_token_ns"]
         assert len(row["event_t_ns"]) == len(written), f"{rid}: one recorded event per event written"
-        assert all(seen >= sent for seen, sent in zip(row["event_t_ns"], written, strict=True)), \
+        assert all(seen >= sent for seen, sent in zip(row["event_t_ns"], written, strict=True)), (
             f"{rid}: a token seen before the server wrote it"
+        )
         got, wrote = row["event_tokens"], list(truth["tokens_per_event"])
-        wrong = [(i, g, w) for i, (g, w) in enumerate(zip(got, wrote, strict=True))
-                 if g != w and (exact_event_tokens or not g == 1 < w)]
-        assert not wrong, (f"{rid}: tokens per event differ from the server's writes at {len(wrong)} of "
-                           f"{len(got)} events, (event, counted, written): {wrong[:5]}")
+        wrong = [
+            (i, g, w)
+            for i, (g, w) in enumerate(zip(got, wrote, strict=True))
+            if g != w and (exact_event_tokens or not g == 1 < w)
+        ]
+        assert not wrong, (
+            f"{rid}: tokens per event differ from the server's writes at {len(wrong)} of "
+            f"{len(got)} events, (event, counted, written): {wrong[:5]}"
+        )
         return float((row["t_first_ns"] - written[0]) / 1e6)
 
 
-def run_against_sim(report_dir: str | Path, engine: str, *, requests: int = 40, users: int = 4,
-                    sim_args: Sequence[str] = (), run_args: Sequence[str] = (), profile: str = "fast",
-                    seed: int = 5, timeout_s: float = 120.0) -> SimRun:
+def run_against_sim(
+    report_dir: str | Path,
+    engine: str,
+    *,
+    requests: int = 40,
+    users: int = 4,
+    sim_args: Sequence[str] = (),
+    run_args: Sequence[str] = (),
+    profile: str = "fast",
+    seed: int = 5,
+    timeout_s: float = 120.0,
+) -> SimRun:
     """Serve ``engine`` (a simulator family) and load it with ``loadkit run --engine auto``."""
     report_dir = Path(report_dir)
     with sim_process("--engine", engine, "--profile", profile, "--seed", str(seed), *sim_args) as sim:
@@ -104,7 +121,9 @@ def run_against_sim(report_dir: str | Path, engine: str, *, requests: int = 40, 
     return SimRun(proc, report, rows, truth)
 
 
-def _truth_of_rows(sim: SimHandle, rows: Sequence[dict[str, Any]], timeout_s: float) -> dict[str, dict[str, Any]]:
+def _truth_of_rows(
+    sim: SimHandle, rows: Sequence[dict[str, Any]], timeout_s: float
+) -> dict[str, dict[str, Any]]:
     """The truth records by request id, once every measured request that reached the server has
     its line. Not a count of lines: the log also holds the pre-flight request (and any request
     cut at stop), so a count can be reached while a measured request's line is still unwritten
@@ -121,5 +140,9 @@ def _written_dir(stderr: str, given: Path) -> Path:
 
 
 def _raw_rows(report_dir: Path) -> list[dict[str, Any]]:
-    return [orjson.loads(line) for path in sorted(report_dir.glob("requests*.jsonl"))
-            for line in path.read_bytes().splitlines() if line.strip()]
+    return [
+        orjson.loads(line)
+        for path in sorted(report_dir.glob("requests*.jsonl"))
+        for line in path.read_bytes().splitlines()
+        if line.strip()
+    ]

@@ -69,7 +69,8 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else b""
         self.server.seen.append(Seen(self.command, self.path, dict(self.headers), body))
         answer = self.server.routes.get((self.command, self.path)) or Stream(
-            [b'{"error": "not found"}'], 404, "application/json", stream=False)
+            [b'{"error": "not found"}'], 404, "application/json", stream=False
+        )
         self.send_response(answer.status)
         self.send_header("Content-Type", answer.content_type)
         for name, value in answer.headers.items():
@@ -117,7 +118,9 @@ class StreamServer(ThreadingHTTPServer):
         try:
             super().__init__(("127.0.0.1", port), _Handler)
         except OSError as exc:  # say which port: the bare "Address already in use" does not
-            raise OSError(exc.errno, f"StreamServer: cannot listen on 127.0.0.1:{port}: {exc.strerror}") from exc
+            raise OSError(
+                exc.errno, f"StreamServer: cannot listen on 127.0.0.1:{port}: {exc.strerror}"
+            ) from exc
         self.routes = routes
         self.seen: list[Seen] = []
         self.sent: list[list[int]] = []  # per streamed answer: perf_counter_ns before each event

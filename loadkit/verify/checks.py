@@ -135,17 +135,43 @@ def stages(run: Run, v: Verdict, slos: dict[str, float]) -> None:
         stats = rows[stage].get("stats")
         key = f"{engine} / stage {stage}"
         fig = figures(mine, slos, False)
-        compare_group(v, "stages", key, stats, fig, US_UNIT_MS, STAGE_METRICS, THREE, ("requests", "ok", "output_tokens"))
+        compare_group(
+            v,
+            "stages",
+            key,
+            stats,
+            fig,
+            US_UNIT_MS,
+            STAGE_METRICS,
+            THREE,
+            ("requests", "ok", "output_tokens"),
+        )
         if stats is None:
             continue
         duration = rows[stage].get("duration_s")
         if duration:  # a stage's rates are over its planned duration, not a measured window
-            v.close("stages", key, "requests_per_s", stats.get("requests_per_s"), fig.counts["ok"] / duration, 0, False)
+            v.close(
+                "stages",
+                key,
+                "requests_per_s",
+                stats.get("requests_per_s"),
+                fig.counts["ok"] / duration,
+                0,
+                False,
+            )
             v.close("stages", key, "output_tokens_per_s", stats.get("output_tokens_per_s"),
                     fig.counts["output_tokens"] / duration, 0, False)  # fmt: skip
         if fig.slo is not None and not fig.slo_unknown:
             if duration and fig.slo["judged"]:
-                v.close("stages", key, "goodput_rps", stats.get("goodput_rps"), fig.slo["good"] / duration, 0, False)
+                v.close(
+                    "stages",
+                    key,
+                    "goodput_rps",
+                    stats.get("goodput_rps"),
+                    fig.slo["good"] / duration,
+                    0,
+                    False,
+                )
             attained = fig.slo["good"] / fig.slo["judged"] if fig.slo["judged"] else None
             if attained is None:
                 v.exact("stages", key, "slo_attainment", stats.get("slo_attainment"), None)
@@ -164,7 +190,9 @@ def stages(run: Run, v: Verdict, slos: dict[str, float]) -> None:
     if warmups:
         v.notes.append(f"stages {', '.join(sorted(warmups))}: warm-up, not in the raw log")
     if unplanned:
-        v.notes.append(f"stages {', '.join(sorted(unplanned))}: in the raw log, not in the report's stage plan")
+        v.notes.append(
+            f"stages {', '.join(sorted(unplanned))}: in the raw log, not in the report's stage plan"
+        )
 
 
 def sessions(run: Run, v: Verdict) -> None:
@@ -212,9 +240,32 @@ def lengths(run: Run, v: Verdict) -> None:
         drift = section.get("prompt_drift") or {}
         v.exact(s, engine, "prompt_drift.requests", drift.get("requests"), len(both))
         if both:
-            v.exact(s, engine, "prompt_drift.exact", drift.get("exact"), sum(r["n_in"] == r["n_in_target"] for r in both))
+            v.exact(
+                s,
+                engine,
+                "prompt_drift.exact",
+                drift.get("exact"),
+                sum(r["n_in"] == r["n_in_target"] for r in both),
+            )
             gaps = sorted(abs(r["n_in"] - r["n_in_target"]) for r in both)
-            compare_summary(v, s, engine, "prompt_drift.abs_tokens", drift.get("abs_tokens") or {}, gaps, TOKEN_UNIT, THREE)
+            compare_summary(
+                v,
+                s,
+                engine,
+                "prompt_drift.abs_tokens",
+                drift.get("abs_tokens") or {},
+                gaps,
+                TOKEN_UNIT,
+                THREE,
+            )
             asked = sum(r["n_in_target"] for r in rows if r.get("n_in_target") is not None)
             if asked:
-                v.close(s, engine, "prompt_drift.mean_relative", drift.get("mean_relative"), sum(gaps) / asked, 0, False)
+                v.close(
+                    s,
+                    engine,
+                    "prompt_drift.mean_relative",
+                    drift.get("mean_relative"),
+                    sum(gaps) / asked,
+                    0,
+                    False,
+                )

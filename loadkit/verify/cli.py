@@ -33,7 +33,9 @@ def main(argv: list[str]) -> int:
         print(f"DISAGREES {d}")
     total = sum(verdict.checked.values())
     if verdict.ok:
-        print(f"OK: {total} figures agree (percentiles within {verdict.relative_error:.3%} + one recording unit)")
+        print(
+            f"OK: {total} figures agree (percentiles within {verdict.relative_error:.3%} + one recording unit)"
+        )
         return 0
     print(f"FAILED: {len(verdict.disagreements)} of {total} figures disagree")
     return 1

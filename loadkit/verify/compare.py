@@ -54,7 +54,9 @@ class Verdict:
     def close(self, section: str, key: str, figure: str, report: Any, recomputed: float, unit: float,
               relative: bool = True) -> None:  # fmt: skip
         self.checked[section] = self.checked.get(section, 0) + 1
-        tolerance = (self.relative_error * abs(recomputed) if relative else 0.0) + unit + 1e-9 * abs(recomputed)
+        tolerance = (
+            (self.relative_error * abs(recomputed) if relative else 0.0) + unit + 1e-9 * abs(recomputed)
+        )
         if not isinstance(report, int | float) or abs(report - recomputed) > tolerance:
             self.disagreements.append(Disagreement(section, key, figure, report, recomputed, tolerance))
 
@@ -80,14 +82,25 @@ def compare_group(v: Verdict, section: str, key: str, report: dict[str, Any] | N
         if isinstance(report.get(name), dict):
             compare_summary(v, section, key, name, report[name], fig.values[name], unit, quantiles)
     if "itl_ms" in fig.weighted and isinstance(report.get("itl_ms"), dict):
-        compare_summary(v, section, key, "itl_chunk_ms", report["itl_chunk_ms"], fig.values["itl_chunk_ms"], unit, quantiles)
+        compare_summary(
+            v,
+            section,
+            key,
+            "itl_chunk_ms",
+            report["itl_chunk_ms"],
+            fig.values["itl_chunk_ms"],
+            unit,
+            quantiles,
+        )
         compare_weighted(v, section, key, "itl_ms", report["itl_ms"], fig.weighted["itl_ms"], unit)
     compare_slo(v, section, key, report.get("slo"), fig)
     if isinstance(report.get("error_messages"), dict):
         compare_messages(v, section, key, report["error_messages"], fig.counts["outcomes"])
 
 
-def compare_messages(v: Verdict, section: str, key: str, report: dict[str, Any], outcomes: dict[str, int]) -> None:
+def compare_messages(
+    v: Verdict, section: str, key: str, report: dict[str, Any], outcomes: dict[str, int]
+) -> None:
     """Per failed outcome: the total is the outcome's count, and the listed messages plus
     ``other`` add up to it (the messages' texts themselves are not checked yet)."""
     failed = {k: n for k, n in outcomes.items() if k not in ("ok", "cancelled")}
@@ -108,7 +121,9 @@ def compare_summary(v: Verdict, section: str, key: str, name: str, summary: dict
             v.exact(section, key, f"{name}.{q}", summary.get(q), None)
         return
     if "mean" in summary:
-        v.close(section, key, f"{name}.mean", summary["mean"], sum(values) / len(values), unit, relative=False)
+        v.close(
+            section, key, f"{name}.mean", summary["mean"], sum(values) / len(values), unit, relative=False
+        )
         v.close(section, key, f"{name}.min", summary["min"], values[0], unit, relative=False)
         v.close(section, key, f"{name}.max", summary["max"], values[-1], unit, relative=False)
     for q, per_mille in quantiles:
@@ -121,7 +136,9 @@ def compare_weighted(v: Verdict, section: str, key: str, name: str, summary: dic
     if pairs:
         for q, per_mille in QUANTILES:
             # Each weighted value is a gap divided by its tokens, rounded to 1 ns in the report.
-            v.close(section, key, f"{name}.{q}", summary.get(q), weighted_nearest_rank(pairs, per_mille), unit * 2)
+            v.close(
+                section, key, f"{name}.{q}", summary.get(q), weighted_nearest_rank(pairs, per_mille), unit * 2
+            )
 
 
 def compare_slo(v: Verdict, section: str, key: str, report: dict[str, Any] | None, fig: Figures) -> None:
@@ -138,4 +155,12 @@ def compare_slo(v: Verdict, section: str, key: str, report: dict[str, Any] | Non
         v.exact(section, key, "slo.good", report.get("good"), fig.slo["good"])
         judged = fig.slo["judged"]
         if judged:
-            v.close(section, key, "slo.good_fraction", report.get("good_fraction"), fig.slo["good"] / judged, 0, False)
+            v.close(
+                section,
+                key,
+                "slo.good_fraction",
+                report.get("good_fraction"),
+                fig.slo["good"] / judged,
+                0,
+                False,
+            )

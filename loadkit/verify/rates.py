@@ -25,7 +25,13 @@ def window_s(rows: list[dict[str, Any]]) -> float | None:
         start = r.get("t_start_ns") or r["t_send_ns"]
         if not start or start <= 0:
             continue
-        end = r["t_end_ns"] if r["t_end_ns"] is not None else r["t_last_ns"] if r["t_last_ns"] is not None else start
+        end = (
+            r["t_end_ns"]
+            if r["t_end_ns"] is not None
+            else r["t_last_ns"]
+            if r["t_last_ns"] is not None
+            else start
+        )
         starts.append(start)
         ends.append(max(end, start))
     return (max(ends) - min(starts)) / NS_PER_S if starts else None
@@ -39,7 +45,11 @@ def compare_rates(v: Verdict, section: str, key: str, report: dict[str, Any] | N
     if with_window:
         v.close(section, key, "window_s", report.get("window_s"), seconds, 1e-9, False)
     c = fig.counts
-    rates = [("requests_per_s", c["requests"]), ("ok_per_s", c["ok"]), ("output_tokens_per_s", c["output_tokens"])]
+    rates = [
+        ("requests_per_s", c["requests"]),
+        ("ok_per_s", c["ok"]),
+        ("output_tokens_per_s", c["output_tokens"]),
+    ]
     good = fig.slo["good"] if fig.slo is not None and not fig.slo_unknown else None
     if good is not None:
         rates.append(("goodput_per_s", good))

@@ -82,7 +82,9 @@ def _read_lines(path: Path) -> list[dict[str, Any]]:
                 raise VerifyInputError(f"{path}:{number}: not a JSON object")
             missing = [k for k in REQUIRED if k not in row]
             if missing:
-                raise VerifyInputError(f"{path}:{number}: raw-log line without {', '.join(map(repr, missing))}")
+                raise VerifyInputError(
+                    f"{path}:{number}: raw-log line without {', '.join(map(repr, missing))}"
+                )
             bad = _bad_field(row)
             if bad:
                 raise VerifyInputError(f"{path}:{number}: {bad}")

@@ -55,7 +55,9 @@ def options_from_form(parsed: Any, form: Any) -> Any:
         try:
             setattr(options, key, form_value(getattr(options, key), key, form))
         except ValueError:
-            raise ValueError(f"{key}: {form.get(key)!r} is not a {type(getattr(options, key)).__name__}") from None
+            raise ValueError(
+                f"{key}: {form.get(key)!r} is not a {type(getattr(options, key)).__name__}"
+            ) from None
     return options
 
 

@@ -50,7 +50,9 @@ TABLE_STRUCTURE: list[dict[str, str]] = [
 ]
 
 
-def numeric_row(engine: str, label: str, section: dict[str, Any], user_class: str = ALL_CLASSES) -> dict[str, Any]:
+def numeric_row(
+    engine: str, label: str, section: dict[str, Any], user_class: str = ALL_CLASSES
+) -> dict[str, Any]:
     """One row of report numbers; None where the report says "not measured"."""
     row: dict[str, Any] = {
         "user_class": user_class,
@@ -59,7 +61,8 @@ def numeric_row(engine: str, label: str, section: dict[str, Any], user_class: st
         "requests": section["requests"],
         "ok": section["ok"],
         # Requests the test stopped are cancelled, not failed (reports before the field: derived).
-        "failures": section["failures"] - (0 if "cancelled" in section else section["outcomes"].get(CANCELLED, 0)),
+        "failures": section["failures"]
+        - (0 if "cancelled" in section else section["outcomes"].get(CANCELLED, 0)),
         "cancelled": section["outcomes"].get(CANCELLED, 0),
         "failed_outcomes": {k: v for k, v in section["outcomes"].items() if k not in (OK, CANCELLED) and v},
         "messages": [{"outcome": o, "count": n, "message": m} for o, n, m in top_messages(section, 3)],
@@ -138,7 +141,17 @@ def display_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 CSV_FIELDS = (
-    ["user_class", "engine", "label", "requests", "ok", "failures", "cancelled", "failed_outcomes", "output_tokens"]
+    [
+        "user_class",
+        "engine",
+        "label",
+        "requests",
+        "ok",
+        "failures",
+        "cancelled",
+        "failed_outcomes",
+        "output_tokens",
+    ]
     + [f"{m}_{p}" for m in LATENCY_METRICS for p in PERCENTILES]
     + ["output_tokens_per_s", "goodput_per_s"]
 )

@@ -1,9 +1,11 @@
 """Workloads: scenario files turned into a seeded, reproducible stream of requests and sessions.
 
-    from loadkit.workload import load_scenario, ScenarioError
-    scenario = load_scenario("uneven_chat")  # a shipped scenario by name, or a path to a .toml file
-    source = scenario.request_source(worker_index=0, worker_count=1)
-    item = source.next_item()   # GenerationRequest | Session | TraceSession | None
+```python
+from loadkit.workload import load_scenario, ScenarioError
+scenario = load_scenario("uneven_chat")  # a shipped scenario by name, or a path to a .toml file
+source = scenario.request_source(worker_index=0, worker_count=1)
+item = source.next_item()   # GenerationRequest | Session | TraceSession | None
+```
 """
 
 from loadkit.workload.errors import ScenarioError
@@ -12,6 +14,14 @@ from loadkit.workload.scenario import SCHEMA, Scenario, load_scenario, parse_sce
 from loadkit.workload.sessions import Session, TraceSession
 from loadkit.workload.source import RequestSource
 
-__all__ = ["SCHEMA", "RequestSource", "Scenario", "ScenarioError", "Session", "TraceSession", "load_scenario",
-           "parse_scenario",
-           "prompt_drift"]
+__all__ = [
+    "SCHEMA",
+    "RequestSource",
+    "Scenario",
+    "ScenarioError",
+    "Session",
+    "TraceSession",
+    "load_scenario",
+    "parse_scenario",
+    "prompt_drift",
+]

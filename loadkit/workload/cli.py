@@ -21,10 +21,14 @@ from loadkit.workload.shipped import SHIPPED_DIR, describe_shipped, find_scenari
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="loadkit scenarios", description="validate or inspect scenario files")
+    parser = argparse.ArgumentParser(
+        prog="loadkit scenarios", description="validate or inspect scenario files"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="the shipped scenarios, one line each (use a name as --scenario NAME)")
-    val = sub.add_parser("validate", help="check scenario files or shipped names (default: every shipped scenario)")
+    val = sub.add_parser(
+        "validate", help="check scenario files or shipped names (default: every shipped scenario)"
+    )
     val.add_argument("files", nargs="*", metavar="SCENARIO")
     show = sub.add_parser("show", help="print the first generated requests' lengths")
     show.add_argument("file", metavar="SCENARIO")
@@ -94,10 +98,14 @@ def show(path: str | Path, n: int, worker: str) -> int:
     except ScenarioError as exc:
         raise UserError(str(exc)) from None
     except ValueError as exc:
-        raise UserError(f"--worker: expected INDEX/COUNT with 0 <= INDEX < COUNT, got {worker!r} ({exc})") from None
+        raise UserError(
+            f"--worker: expected INDEX/COUNT with 0 <= INDEX < COUNT, got {worker!r} ({exc})"
+        ) from None
     arrivals = source.trace_arrival_times_s()
-    print(f"{sc.name}: {sc.kind}, tokenizer {source.builder.name}"
-          f"{' (approximate)' if source.builder.approximate else ''}")
+    print(
+        f"{sc.name}: {sc.kind}, tokenizer {source.builder.name}"
+        f"{' (approximate)' if source.builder.approximate else ''}"
+    )
     for i in range(max(n, 0)):
         item = source.next_item()
         if item is None:
@@ -118,5 +126,7 @@ def _describe(item: GenerationRequest | Session | TraceSession) -> str:
             # No server here: a reply of max_tokens pseudo-words stands in for the real one.
             req = item.next_request(" ".join(["reply"] * req.max_tokens), True)
         return f"session {item.session_id}: {item.turns_sent} turns, in->out {' '.join(turns)} ({item.end_reason})"
-    return (f"request label={item.label} n_in={item.n_in_target} max_tokens={item.max_tokens} "
-            f"cached={item.expected_cached_tokens}")
+    return (
+        f"request label={item.label} n_in={item.n_in_target} max_tokens={item.max_tokens} "
+        f"cached={item.expected_cached_tokens}"
+    )

@@ -70,7 +70,6 @@ class Distribution:
         return int(self.sample(rng))
 
 
-
 def _draw_fixed(d: Distribution, rng: np.random.Generator) -> float:
     return d.params["value"]
 
@@ -137,14 +136,17 @@ def _opt_number(ctx: Ctx, value: Any) -> float | None:
     return None if value is None else get_number(ctx, value, low=0.0, high=MAX_PARAM)
 
 
-def _params(ctx: Ctx, table: dict[str, Any], names: tuple[str, ...], **bounds: tuple[float, bool]) -> dict[str, float]:
+def _params(
+    ctx: Ctx, table: dict[str, Any], names: tuple[str, ...], **bounds: tuple[float, bool]
+) -> dict[str, float]:
     """Read required numeric params; bounds maps name -> (low, strict)."""
     check_keys(ctx, table, _COMMON + names)
     out = {}
     for name in names:
         low, strict = bounds.get(name, (0.0, False))
-        out[name] = get_number(ctx.at(name), require(ctx, table, name), low=low, high=MAX_PARAM,
-                               strict_low=strict)
+        out[name] = get_number(
+            ctx.at(name), require(ctx, table, name), low=low, high=MAX_PARAM, strict_low=strict
+        )
     return out
 
 
@@ -178,7 +180,9 @@ def _parse_lognormal(ctx: Ctx, table: dict[str, Any], resolve: PathResolver, int
 def _parse_gamma(ctx: Ctx, table: dict[str, Any], resolve: PathResolver, integer: bool) -> Distribution:
     """Either (shape, scale) or (mean, cv): shape = 1/cv², scale = mean·cv²."""
     if "shape" in table:
-        return Distribution("gamma", _params(ctx, table, ("shape", "scale"), shape=(0.0, True), scale=(0.0, True)))
+        return Distribution(
+            "gamma", _params(ctx, table, ("shape", "scale"), shape=(0.0, True), scale=(0.0, True))
+        )
     p = _params(ctx, table, ("mean", "cv"), mean=(0.0, True), cv=(1e-3, False))
     return Distribution("gamma", {"shape": 1.0 / p["cv"] ** 2, "scale": p["mean"] * p["cv"] ** 2})
 

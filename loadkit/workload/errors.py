@@ -85,8 +85,9 @@ def get_bool(ctx: Ctx, value: Any) -> bool:
     return value
 
 
-def get_number(ctx: Ctx, value: Any, *, low: float | None = None, high: float | None = None,
-               strict_low: bool = False) -> float:
+def get_number(
+    ctx: Ctx, value: Any, *, low: float | None = None, high: float | None = None, strict_low: bool = False
+) -> float:
     """A finite number in [low, high] (or (low, high] when strict_low)."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ctx.error(f"expected a finite number, got {describe(value)}")

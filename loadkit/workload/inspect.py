@@ -30,21 +30,31 @@ from loadkit.workload.traces import FORMATS, block_sharing, leading_cached_block
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="loadkit traces", description="inspect trace files")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("inspect", help="rate, inter-arrival CV, length percentiles and prefix sharing of a trace")
+    p = sub.add_parser(
+        "inspect", help="rate, inter-arrival CV, length percentiles and prefix sharing of a trace"
+    )
     p.add_argument("file", type=Path)
     p.add_argument("--format", choices=FORMATS, help="the trace format (default: recognised from the file)")
     p.add_argument("--timestamp-column", help="CSV: the timestamp column (lengths format: none by default)")
     p.add_argument("--input-column", help="CSV: the input-token column")
     p.add_argument("--output-column", help="CSV: the output-token column")
-    p.add_argument("--on-bad-row", choices=BAD_ROW_POLICIES, default="refuse",
-                   help="rows that cannot be replayed as written: refuse (default), skip and count, or "
-                        "(Mooncake rows with too few hash_ids) pad with blocks of their own; as the scenario's "
-                        "trace.on_bad_row")
+    p.add_argument(
+        "--on-bad-row",
+        choices=BAD_ROW_POLICIES,
+        default="refuse",
+        help="rows that cannot be replayed as written: refuse (default), skip and count, or "
+        "(Mooncake rows with too few hash_ids) pad with blocks of their own; as the scenario's "
+        "trace.on_bad_row",
+    )
     p.add_argument("--start-s", type=float, help="window start, in the trace's seconds")
     p.add_argument("--end-s", type=float, help="window end, in the trace's seconds")
     p.add_argument("--seed", type=int, default=0, help="ServeGen: the synthesis seed (default 0)")
-    p.add_argument("--block-tokens", type=_positive, default=512,
-                   help="Mooncake: tokens per hash id (default 512; as the scenario's trace.block_tokens)")
+    p.add_argument(
+        "--block-tokens",
+        type=_positive,
+        default=512,
+        help="Mooncake: tokens per hash id (default 512; as the scenario's trace.block_tokens)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     return parser
 
@@ -91,15 +101,23 @@ def inspect(args: argparse.Namespace) -> dict[str, Any]:
         from loadkit.workload.servegen import notes_for, synthesise
 
         t, n_in, n_out = synthesise(args.file, args.seed, args.start_s, args.end_s)
-        out["synthesised"] = {"seed": args.seed, "note": "requests synthesised from the per-window statistics"}
+        out["synthesised"] = {
+            "seed": args.seed,
+            "note": "requests synthesised from the per-window statistics",
+        }
         out["notes"] = list(notes_for(args.file))
         out.update(_figures(t, n_in, n_out))
         out["prefix_sharing"] = None
         return out
     t_def, in_def, out_def = DEFAULT_COLUMNS[fmt]
     columns = (args.timestamp_column or t_def, args.input_column or in_def, args.output_column or out_def)
-    rows = read_trace(args.file, fmt, None if fmt == "mooncake" else columns, on_bad_row=args.on_bad_row,
-                      block_tokens=args.block_tokens)
+    rows = read_trace(
+        args.file,
+        fmt,
+        None if fmt == "mooncake" else columns,
+        on_bad_row=args.on_bad_row,
+        block_tokens=args.block_tokens,
+    )
     keep = _window(rows.t_s, len(rows), args.start_s, args.end_s)
     out["load"] = rows.load_summary()
     out["notes"] = rows.notes()
@@ -137,43 +155,60 @@ def _percentiles(values: np.ndarray) -> dict[str, Any]:
     if len(values) == 0:
         return {k: None for k in ("mean", "p50", "p90", "p99", "max")}
     p50, p90, p99 = np.percentile(values, [50, 90, 99])
-    return {"mean": float(values.mean()), "p50": float(p50), "p90": float(p90), "p99": float(p99),
-            "max": int(values.max())}
+    return {
+        "mean": float(values.mean()),
+        "p50": float(p50),
+        "p90": float(p90),
+        "p99": float(p99),
+        "max": int(values.max()),
+    }
 
 
-def _sharing(hashes: list[list[int]], n_in: np.ndarray, block_tokens: int,
-             history: set[int] | None = None) -> dict[str, Any]:
+def _sharing(
+    hashes: list[list[int]], n_in: np.ndarray, block_tokens: int, history: set[int] | None = None
+) -> dict[str, Any]:
     """Block repeats (any earlier block) and the prefix-cache view (leading blocks seen before)."""
     total, repeats = block_sharing(hashes, history)
     leading = np.minimum(np.asarray(leading_cached_blocks(hashes, history)) * block_tokens, n_in)
     prompt = int(n_in.sum())
-    return {"blocks": total, "blocks_repeating_an_earlier_block": repeats,
-            "block_repeat_ratio": repeats / total if total else None,
-            "prefix_cached_tokens": int(leading.sum()),
-            "prefix_cached_share_of_prompt": float(leading.sum() / prompt) if prompt else None}
+    return {
+        "blocks": total,
+        "blocks_repeating_an_earlier_block": repeats,
+        "block_repeat_ratio": repeats / total if total else None,
+        "prefix_cached_tokens": int(leading.sum()),
+        "prefix_cached_share_of_prompt": float(leading.sum() / prompt) if prompt else None,
+    }
 
 
 def render(r: dict[str, Any]) -> str:
-    lines = [f"{r['path']}  [{r['format']}{', synthesised' if r.get('synthesised') else ''}]",
-             f"  requests {r['requests']:,}" + (f" over {r['span_s']:.1f} s" if r["span_s"] is not None else "")]
+    lines = [
+        f"{r['path']}  [{r['format']}{', synthesised' if r.get('synthesised') else ''}]",
+        f"  requests {r['requests']:,}" + (f" over {r['span_s']:.1f} s" if r["span_s"] is not None else ""),
+    ]
     if r["rate_per_s"] is not None:
         lines.append(f"  rate {r['rate_per_s']:.4g} req/s, inter-arrival CV {_g(r['inter_arrival_cv'])}")
     else:
         lines.append("  no timestamps: rate and CV not measured")
     for name in ("input_tokens", "output_tokens"):
         s = r[name]
-        lines.append(f"  {name:<14} mean {_g(s['mean'])}  p50 {_g(s['p50'])}  p90 {_g(s['p90'])}  "
-                     f"p99 {_g(s['p99'])}  max {_g(s['max'])}")
+        lines.append(
+            f"  {name:<14} mean {_g(s['mean'])}  p50 {_g(s['p50'])}  p90 {_g(s['p90'])}  "
+            f"p99 {_g(s['p99'])}  max {_g(s['max'])}"
+        )
     share = r.get("prefix_sharing")
     if share:
-        lines.append(f"  prefix sharing: {_pct(share['block_repeat_ratio'])} of blocks repeat an earlier block; "
-                     f"a prefix cache would hold {_pct(share['prefix_cached_share_of_prompt'])} of prompt tokens")
+        lines.append(
+            f"  prefix sharing: {_pct(share['block_repeat_ratio'])} of blocks repeat an earlier block; "
+            f"a prefix cache would hold {_pct(share['prefix_cached_share_of_prompt'])} of prompt tokens"
+        )
     else:
         lines.append("  prefix sharing: not in this format")
     hist = r.get("prefix_sharing_with_history")
     if hist:
-        lines.append(f"  counting the blocks seen before the window: {_pct(hist['block_repeat_ratio'])} repeat; "
-                     f"a prefix cache would hold {_pct(hist['prefix_cached_share_of_prompt'])} of prompt tokens")
+        lines.append(
+            f"  counting the blocks seen before the window: {_pct(hist['block_repeat_ratio'])} repeat; "
+            f"a prefix cache would hold {_pct(hist['prefix_cached_share_of_prompt'])} of prompt tokens"
+        )
     lines += [f"  warning: {n}" for n in r.get("notes") or []]
     return "\n".join(lines)
 

@@ -47,9 +47,13 @@ def read_mooncake(path: Path, on_bad_row: str, order: str, block_tokens: int) ->
             out.add(line_no, n_in, n_out, t, ids)
     if refused:
         first_line, first = refused[0]
-        lines = ", ".join(str(n) for n, _ in refused[:_SHOWN_LINES]) + (", ..." if len(refused) > _SHOWN_LINES else "")
-        raise TraceReadError(f"{path}: line {first_line}: {first.detail}; {len(refused)} of {rows} rows have too "
-                             f"few hash_ids (lines {lines}) ({first.hint})")
+        lines = ", ".join(str(n) for n, _ in refused[:_SHOWN_LINES]) + (
+            ", ..." if len(refused) > _SHOWN_LINES else ""
+        )
+        raise TraceReadError(
+            f"{path}: line {first_line}: {first.detail}; {len(refused)} of {rows} rows have too "
+            f"few hash_ids (lines {lines}) ({first.hint})"
+        )
     return out.finish("mooncake", order, "JSON line")
 
 
@@ -64,12 +68,16 @@ def _check_blocks(n_in: int, ids: list[int], block_tokens: int) -> None:
     as replay sends at least one token). Fewer hash ids than that is a short row."""
     needed = max(1, -(-n_in // block_tokens))
     if len(ids) < needed:
-        raise _ShortRow(needed, BadRow(
-            "too few hash_ids",
-            f"input_length {n_in} needs {needed} hash_ids of {block_tokens} tokens (block_tokens), "
-            f"the row has {len(ids)} (covering {len(ids) * block_tokens} tokens)",
-            "on_bad_row = \"skip\" drops such rows and counts them; \"pad\" gives the missing blocks "
-            "ids of their own, shared with no other row"))
+        raise _ShortRow(
+            needed,
+            BadRow(
+                "too few hash_ids",
+                f"input_length {n_in} needs {needed} hash_ids of {block_tokens} tokens (block_tokens), "
+                f"the row has {len(ids)} (covering {len(ids) * block_tokens} tokens)",
+                'on_bad_row = "skip" drops such rows and counts them; "pad" gives the missing blocks '
+                "ids of their own, shared with no other row",
+            ),
+        )
 
 
 def _mooncake_row(line: bytes) -> tuple[float, int, int, list[int]]:
@@ -89,5 +97,9 @@ def _mooncake_row(line: bytes) -> tuple[float, int, int, list[int]]:
     ids = obj["hash_ids"]
     if not isinstance(ids, list) or not all(isinstance(h, int) and not isinstance(h, bool) for h in ids):
         raise BadRow("bad hash_ids", f"expected hash_ids as a list of integers, got {str(ids)[:40]}")
-    return (float(stamp) / 1000.0, parse_count(obj["input_length"], "input_length"),
-            parse_count(obj["output_length"], "output_length"), ids)
+    return (
+        float(stamp) / 1000.0,
+        parse_count(obj["input_length"], "input_length"),
+        parse_count(obj["output_length"], "output_length"),
+        ids,
+    )

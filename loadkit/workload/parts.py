@@ -27,9 +27,26 @@ from loadkit.workload.traces import DEFAULT_COLUMNS, FORMATS, load_servegen, loa
 
 PART_KEYS = ("name", "weight", "label", "input", "output", "joint", "tools", "tool_choice")
 JOINT_KEYS = ("path", "input_column", "output_column", "min_input", "max_input", "min_output", "max_output")
-TRACE_KEYS = ("format", "path", "timestamp_column", "input_column", "output_column", "speed", "start_s",
-              "end_s", "loop", "as_sessions", "block_tokens", "max_input_tokens", "max_output_tokens", "label",
-              "on_bad_row", "order", "warm_cache", "warm_cache_s")
+TRACE_KEYS = (
+    "format",
+    "path",
+    "timestamp_column",
+    "input_column",
+    "output_column",
+    "speed",
+    "start_s",
+    "end_s",
+    "loop",
+    "as_sessions",
+    "block_tokens",
+    "max_input_tokens",
+    "max_output_tokens",
+    "label",
+    "on_bad_row",
+    "order",
+    "warm_cache",
+    "warm_cache_s",
+)
 
 
 def resolver(base: Path) -> Callable[[Ctx, str], Path]:
@@ -49,8 +66,11 @@ def _parse_part(ctx: Ctx, raw: Any, base: Path) -> PartSpec:
     table = get_table(ctx, raw)
     check_keys(ctx, table, PART_KEYS)
     name = get_str(ctx.at("name"), require(ctx, table, "name"))
-    part = PartSpec(name=name, label=get_str(ctx.at("label"), table.get("label", name)),
-                    weight=get_number(ctx.at("weight"), table.get("weight", 1.0), low=0.0, strict_low=True))
+    part = PartSpec(
+        name=name,
+        label=get_str(ctx.at("label"), table.get("label", name)),
+        weight=get_number(ctx.at("weight"), table.get("weight", 1.0), low=0.0, strict_low=True),
+    )
     part.tools, part.tool_choice = parse_tools(ctx, table, None)
     if "joint" in table:
         if "input" in table or "output" in table:
@@ -68,8 +88,10 @@ def _parse_joint(ctx: Ctx, raw: Any, base: Path, part: PartSpec) -> None:
     table = get_table(ctx, raw)
     check_keys(ctx, table, JOINT_KEYS)
     path = resolve_path(ctx.at("path"), get_str(ctx.at("path"), require(ctx, table, "path")), base)
-    cols = (get_str(ctx.at("input_column"), table.get("input_column", "num_prefill_tokens")),
-            get_str(ctx.at("output_column"), table.get("output_column", "num_decode_tokens")))
+    cols = (
+        get_str(ctx.at("input_column"), table.get("input_column", "num_prefill_tokens")),
+        get_str(ctx.at("output_column"), table.get("output_column", "num_decode_tokens")),
+    )
     part.joint_in, part.joint_out = read_csv_columns(ctx, path, cols)
     part.joint_clip_in = clip(ctx, table, "min_input", "max_input")
     part.joint_clip_out = clip(ctx, table, "min_output", "max_output")
@@ -105,8 +127,10 @@ def parse_trace(ctx: Ctx, raw: Any, base: Path) -> TraceSpec:
     spec.label = get_str(ctx.at("label"), table.get("label", fmt))
     spec.on_bad_row = get_str(ctx.at("on_bad_row"), table.get("on_bad_row", "refuse"), BAD_ROW_POLICIES)
     if spec.on_bad_row == "pad" and fmt != "mooncake":
-        raise ctx.at("on_bad_row").error("expected \"pad\" only with format 'mooncake' (it pads rows whose "
-                                         "hash_ids are too few); use \"refuse\" or \"skip\"")
+        raise ctx.at("on_bad_row").error(
+            "expected \"pad\" only with format 'mooncake' (it pads rows whose "
+            'hash_ids are too few); use "refuse" or "skip"'
+        )
     spec.order = get_str(ctx.at("order"), table.get("order", "time"), ORDERS)
     _parse_warm_cache(ctx, table, spec)
     _load_check(ctx, spec)
@@ -120,11 +144,17 @@ def _parse_warm_cache(ctx: Ctx, table: dict[str, Any], spec: TraceSpec) -> None:
     if not spec.warm_cache:
         return
     if spec.format != "mooncake" or spec.as_sessions:
-        raise ctx.at("warm_cache").error("expected warm_cache only with format 'mooncake' replayed as requests")
+        raise ctx.at("warm_cache").error(
+            "expected warm_cache only with format 'mooncake' replayed as requests"
+        )
     if not spec.start_s:
-        raise ctx.at("warm_cache").error("expected start_s > 0: warm-up replays the prefixes seen before the window")
+        raise ctx.at("warm_cache").error(
+            "expected start_s > 0: warm-up replays the prefixes seen before the window"
+        )
     if spec.loop:
-        raise ctx.at("warm_cache").error("expected no loop with warm_cache (a second pass meets a warm cache anyway)")
+        raise ctx.at("warm_cache").error(
+            "expected no loop with warm_cache (a second pass meets a warm cache anyway)"
+        )
 
 
 def _opt_num(ctx: Ctx, table: dict[str, Any], key: str) -> float | None:
@@ -140,8 +170,11 @@ def _trace_columns(ctx: Ctx, table: dict[str, Any], fmt: str) -> tuple[str | Non
     t_def, in_def, out_def = DEFAULT_COLUMNS[fmt]
     t_col = table.get("timestamp_column", t_def)
     t_col = None if t_col is None else get_str(ctx.at("timestamp_column"), t_col)
-    return (t_col, get_str(ctx.at("input_column"), table.get("input_column", in_def)),
-            get_str(ctx.at("output_column"), table.get("output_column", out_def)))
+    return (
+        t_col,
+        get_str(ctx.at("input_column"), table.get("input_column", in_def)),
+        get_str(ctx.at("output_column"), table.get("output_column", out_def)),
+    )
 
 
 def _load_check(ctx: Ctx, spec: TraceSpec) -> None:
@@ -149,8 +182,15 @@ def _load_check(ctx: Ctx, spec: TraceSpec) -> None:
     if spec.format == "servegen":  # request counts per window do not depend on the seed
         trace = load_servegen(ctx.at("path"), spec.path, 0, spec.start_s, spec.end_s)
     else:
-        trace = load_trace(ctx.at("path"), spec.path, spec.format, spec.columns, on_bad_row=spec.on_bad_row,
-                           order=spec.order, block_tokens=spec.block_tokens)
+        trace = load_trace(
+            ctx.at("path"),
+            spec.path,
+            spec.format,
+            spec.columns,
+            on_bad_row=spec.on_bad_row,
+            order=spec.order,
+            block_tokens=spec.block_tokens,
+        )
     if trace.t_s is None and (spec.start_s is not None or spec.end_s is not None):
         raise ctx.at("start_s").error("expected a trace with timestamps for a time window")
     if len(trace.window(spec.start_s, spec.end_s)) == 0:

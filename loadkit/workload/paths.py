@@ -40,8 +40,9 @@ def resolve_path(ctx: Ctx, raw: str, base_dir: Path) -> Path:
     if not path.is_absolute():
         path = base_dir / path
     if not path.is_file():
-        raise ctx.error(f"expected an existing file, {raw!r} resolves to {str(path)!r} which does not exist"
-                        f"{_hint(raw)}")
+        raise ctx.error(
+            f"expected an existing file, {raw!r} resolves to {str(path)!r} which does not exist{_hint(raw)}"
+        )
     return path
 
 
@@ -50,6 +51,8 @@ def _hint(raw: str) -> str:
         return ""
     env = os.environ.get("LOADKIT_DATA")
     if env:
-        return (f" (LOADKIT_DATA is set to {env!r}: point it at the directory holding traces/, "
-                "or unset it to use the traces shipped with loadkit)")
+        return (
+            f" (LOADKIT_DATA is set to {env!r}: point it at the directory holding traces/, "
+            "or unset it to use the traces shipped with loadkit)"
+        )
     return " (set LOADKIT_DATA to the directory holding traces/)"

@@ -16,15 +16,32 @@ from loadkit.workload.text import TextBuilder
 def length_summary(values: array | list[int]) -> dict[str, Any]:
     """count, mean, std, min, percentiles, max and a log2 histogram; None fields when empty."""
     if len(values) == 0:
-        return {"count": 0, "mean": None, "std": None, "min": None, "p50": None, "p90": None,
-                "p99": None, "max": None, "histogram": {"edges": [], "counts": []}}
+        return {
+            "count": 0,
+            "mean": None,
+            "std": None,
+            "min": None,
+            "p50": None,
+            "p90": None,
+            "p99": None,
+            "max": None,
+            "histogram": {"edges": [], "counts": []},
+        }
     arr = np.asarray(values, dtype=float)
     p50, p90, p99 = np.percentile(arr, [50, 90, 99])
     edges = [0] + [2**k for k in range(int(np.ceil(np.log2(max(arr.max(), 1)))) + 2)]
     counts, _ = np.histogram(arr, bins=edges)
-    return {"count": len(arr), "mean": float(arr.mean()), "std": float(arr.std()), "min": int(arr.min()),
-            "p50": float(p50), "p90": float(p90), "p99": float(p99), "max": int(arr.max()),
-            "histogram": {"edges": edges, "counts": counts.tolist()}}
+    return {
+        "count": len(arr),
+        "mean": float(arr.mean()),
+        "std": float(arr.std()),
+        "min": int(arr.min()),
+        "p50": float(p50),
+        "p90": float(p90),
+        "p99": float(p99),
+        "max": int(arr.max()),
+        "histogram": {"edges": edges, "counts": counts.tolist()},
+    }
 
 
 class LengthCounts:
@@ -154,10 +171,26 @@ def prompt_drift(pairs: Iterable[tuple[int | None, int | None]]) -> dict[str, An
         else:
             diffs.append(actual - target)
     if not diffs:
-        return {"count": 0, "unmeasured": unmeasured, "exact_fraction": None, "mean": None, "mean_abs": None,
-                "p50": None, "p99": None, "min": None, "max": None}
+        return {
+            "count": 0,
+            "unmeasured": unmeasured,
+            "exact_fraction": None,
+            "mean": None,
+            "mean_abs": None,
+            "p50": None,
+            "p99": None,
+            "min": None,
+            "max": None,
+        }
     arr = np.asarray(diffs, dtype=float)
-    return {"count": len(arr), "unmeasured": unmeasured, "exact_fraction": float(np.mean(arr == 0)),
-            "mean": float(arr.mean()), "mean_abs": float(np.abs(arr).mean()),
-            "p50": float(np.percentile(arr, 50)), "p99": float(np.percentile(arr, 99)),
-            "min": int(arr.min()), "max": int(arr.max())}
+    return {
+        "count": len(arr),
+        "unmeasured": unmeasured,
+        "exact_fraction": float(np.mean(arr == 0)),
+        "mean": float(arr.mean()),
+        "mean_abs": float(np.abs(arr).mean()),
+        "p50": float(np.percentile(arr, 50)),
+        "p99": float(np.percentile(arr, 99)),
+        "min": int(arr.min()),
+        "max": int(arr.max()),
+    }

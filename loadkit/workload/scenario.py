@@ -40,8 +40,23 @@ if TYPE_CHECKING:
     from loadkit.workload.source import RequestSource
 
 SCHEMA = "loadkit.scenario/1"
-TOP_KEYS = ("schema", "name", "description", "seed", "duration_s", "max_requests", "targets", "slos",
-            "arrival", "prompt", "parts", "trace", "sessions", "tenants", "sim")
+TOP_KEYS = (
+    "schema",
+    "name",
+    "description",
+    "seed",
+    "duration_s",
+    "max_requests",
+    "targets",
+    "slos",
+    "arrival",
+    "prompt",
+    "parts",
+    "trace",
+    "sessions",
+    "tenants",
+    "sim",
+)
 TARGET_KEYS = ("name", "url", "engine", "api", "model", "priority_as")
 ARRIVAL_MODELS = ("closed", "poisson", "gamma", "constant", "trace", "tenants")
 
@@ -78,14 +93,23 @@ class Scenario:
     def lengths_asked(self) -> dict[str, Any]:
         """The length part of the file as written (for the report beside ``realised()``)."""
         if self.sessions is not None:
-            keys = ("turns", "user_tokens", "output_tokens", "think_time_s", "system_prompts", "tool", "context")
+            keys = (
+                "turns",
+                "user_tokens",
+                "output_tokens",
+                "think_time_s",
+                "system_prompts",
+                "tool",
+                "context",
+            )
             return {"sessions": {k: self.raw["sessions"][k] for k in keys if k in self.raw["sessions"]}}
         if self.trace is not None:
             return {"trace": {k: v for k, v in self.raw["trace"].items()}}
         return {"parts": {p["name"]: {k: v for k, v in p.items() if k != "name"} for p in self.raw["parts"]}}
 
-    def request_source(self, worker_index: int = 0, worker_count: int = 1, *,
-                       server_url: str | None = None, salt: int = 0) -> RequestSource:
+    def request_source(
+        self, worker_index: int = 0, worker_count: int = 1, *, server_url: str | None = None, salt: int = 0
+    ) -> RequestSource:
         from loadkit.workload.source import RequestSource
 
         return RequestSource(self, worker_index, worker_count, server_url=server_url, salt=salt)
@@ -115,14 +139,19 @@ def parse_scenario(raw: dict[str, Any], path: Path, sha256: str = "") -> Scenari
     schema = require(ctx, raw, "schema")
     if schema != SCHEMA:
         raise ctx.at("schema").error(f"expected {SCHEMA!r}, got {schema!r}")
-    sc = Scenario(path=path, name=get_str(ctx.at("name"), require(ctx, raw, "name")),
-                  seed=get_int(ctx.at("seed"), require(ctx, raw, "seed"), low=0, high=2**63 - 1),
-                  raw=raw, sha256=sha256)
+    sc = Scenario(
+        path=path,
+        name=get_str(ctx.at("name"), require(ctx, raw, "name")),
+        seed=get_int(ctx.at("seed"), require(ctx, raw, "seed"), low=0, high=2**63 - 1),
+        raw=raw,
+        sha256=sha256,
+    )
     _parse_header(ctx, raw, sc)
     _parse_workload(ctx, raw, sc)
     if "tenants" in raw:
-        sc.tenants = parse_tenants(ctx.at("tenants"), raw["tenants"], sc.parts, _parse_slos, _parse_arrival,
-                                   _mix_parser(raw, sc))
+        sc.tenants = parse_tenants(
+            ctx.at("tenants"), raw["tenants"], sc.parts, _parse_slos, _parse_arrival, _mix_parser(raw, sc)
+        )
     _check_arrival_fits(ctx, sc)
     return sc
 
@@ -141,8 +170,10 @@ def _parse_header(ctx: Ctx, raw: dict[str, Any], sc: Scenario) -> None:
         sc.duration_s = get_number(ctx.at("duration_s"), raw["duration_s"], low=0.0, strict_low=True)
     if "max_requests" in raw:
         sc.max_requests = get_int(ctx.at("max_requests"), raw["max_requests"], low=1)
-    sc.targets = [_parse_target(ctx.at("targets").at(i), t)
-                  for i, t in enumerate(get_list(ctx.at("targets"), raw.get("targets", [])))]
+    sc.targets = [
+        _parse_target(ctx.at("targets").at(i), t)
+        for i, t in enumerate(get_list(ctx.at("targets"), raw.get("targets", [])))
+    ]
     sc.slos = _parse_slos(ctx.at("slos"), raw.get("slos", {}))
     sc.arrival = _parse_arrival(ctx.at("arrival"), raw.get("arrival", {"model": "closed", "users": 1}))
     sc.prompt = _parse_prompt(ctx.at("prompt"), raw.get("prompt", {}), sc.path.parent)
@@ -162,8 +193,10 @@ def _parse_sim(ctx: Ctx, raw: Any) -> str:
 def _parse_target(ctx: Ctx, raw: Any) -> dict[str, Any]:
     table = get_table(ctx, raw)
     check_keys(ctx, table, TARGET_KEYS)
-    out: dict[str, Any] = {"name": get_str(ctx.at("name"), require(ctx, table, "name")),
-           "url": get_str(ctx.at("url"), require(ctx, table, "url"))}
+    out: dict[str, Any] = {
+        "name": get_str(ctx.at("name"), require(ctx, table, "name")),
+        "url": get_str(ctx.at("url"), require(ctx, table, "url")),
+    }
     if not out["url"].startswith(("http://", "https://")):
         raise ctx.at("url").error(f"expected an http:// or https:// URL, got {out['url']!r}")
     out["engine"] = get_str(ctx.at("engine"), table.get("engine", "auto"))
@@ -186,14 +219,22 @@ def _parse_slos(ctx: Ctx, raw: Any) -> dict[str, float]:
 def _parse_arrival(ctx: Ctx, raw: Any) -> dict[str, Any]:
     table = get_table(ctx, raw)
     model = get_str(ctx.at("model"), require(ctx, table, "model"), ARRIVAL_MODELS)
-    keys = {"closed": ("users", "spawn_rate"), "poisson": ("rate",), "constant": ("rate",),
-            "gamma": ("rate", "cv"), "trace": (), "tenants": ()}[model]
+    keys = {
+        "closed": ("users", "spawn_rate"),
+        "poisson": ("rate",),
+        "constant": ("rate",),
+        "gamma": ("rate", "cv"),
+        "trace": (),
+        "tenants": (),
+    }[model]
     check_keys(ctx, table, ("model", "stages") + keys)
     out: dict[str, Any] = {"model": model}
     if model == "closed":
         out["users"] = get_int(ctx.at("users"), table.get("users", 1), low=1)
         if "spawn_rate" in table:
-            out["spawn_rate"] = get_number(ctx.at("spawn_rate"), table["spawn_rate"], low=0.0, strict_low=True)
+            out["spawn_rate"] = get_number(
+                ctx.at("spawn_rate"), table["spawn_rate"], low=0.0, strict_low=True
+            )
     for key in ("rate", "cv"):
         if key in keys and (key in table or "stages" not in table):
             out[key] = get_number(ctx.at(key), require(ctx, table, key), low=0.0, strict_low=True)
@@ -201,7 +242,9 @@ def _parse_arrival(ctx: Ctx, raw: Any) -> dict[str, Any]:
         if model == "trace":
             raise ctx.at("stages").error("stages do not apply to trace arrivals (use trace.speed)")
         if model == "tenants":
-            raise ctx.at("stages").error("stages do not apply to tenants' own arrivals (each has one steady rate)")
+            raise ctx.at("stages").error(
+                "stages do not apply to tenants' own arrivals (each has one steady rate)"
+            )
         out["stages"] = _parse_stages(ctx.at("stages"), table["stages"], model, out)
     return out
 
@@ -217,8 +260,11 @@ def _parse_stages(ctx: Ctx, raw: Any, model: str, arrival: dict[str, Any]) -> li
         s_ctx = ctx.at(i)
         table = get_table(s_ctx, item)
         check_keys(s_ctx, table, ("duration_s", level) + (("cv",) if model == "gamma" else ()))
-        stage = {"duration_s": get_number(s_ctx.at("duration_s"), require(s_ctx, table, "duration_s"),
-                                          low=0.0, strict_low=True)}
+        stage = {
+            "duration_s": get_number(
+                s_ctx.at("duration_s"), require(s_ctx, table, "duration_s"), low=0.0, strict_low=True
+            )
+        }
         if level == "users":
             stage["users"] = get_int(s_ctx.at("users"), require(s_ctx, table, "users"), low=0)
         else:
@@ -244,17 +290,27 @@ def _prompt_shape(ctx: Ctx, table: dict[str, Any]) -> str:
     old = get_str(ctx.at("api"), table["api"], tuple(OLD_PROMPT_API))
     if ctx.file not in _WARNED:  # once per file: a run loads its scenario on every (re)configure
         _WARNED.add(ctx.file)
-        log.warning('%s: prompt.api is deprecated ("api" names an endpoint family): write prompt.shape = "%s" '
-                    'instead of api = "%s"', ctx.file, OLD_PROMPT_API[old], old)
+        log.warning(
+            '%s: prompt.api is deprecated ("api" names an endpoint family): write prompt.shape = "%s" '
+            'instead of api = "%s"',
+            ctx.file,
+            OLD_PROMPT_API[old],
+            old,
+        )
     return OLD_PROMPT_API[old]
 
 
 def _parse_prompt(ctx: Ctx, raw: Any, base: Path) -> PromptSpec:
     table = get_table(ctx, raw)
-    check_keys(ctx, table, ("tokenizer", "tokenizer_path", "tokenize_url", "tokenize_format", "shape", "api",
-                            "exact_output"))
+    check_keys(
+        ctx,
+        table,
+        ("tokenizer", "tokenizer_path", "tokenize_url", "tokenize_format", "shape", "api", "exact_output"),
+    )
     spec = PromptSpec()
-    spec.tokenizer = get_str(ctx.at("tokenizer"), table.get("tokenizer", "approx"), ("approx", "hf", "server"))
+    spec.tokenizer = get_str(
+        ctx.at("tokenizer"), table.get("tokenizer", "approx"), ("approx", "hf", "server")
+    )
     spec.shape = _prompt_shape(ctx, table)
     if "exact_output" in table:
         spec.exact_output = get_bool(ctx.at("exact_output"), table["exact_output"])
@@ -263,8 +319,9 @@ def _parse_prompt(ctx: Ctx, raw: Any, base: Path) -> PromptSpec:
         spec.tokenizer_path = str(parts_mod.resolver(base)(ctx.at("tokenizer_path"), p))
     if "tokenize_url" in table:
         spec.tokenize_url = get_str(ctx.at("tokenize_url"), table["tokenize_url"])
-    spec.tokenize_format = get_str(ctx.at("tokenize_format"), table.get("tokenize_format", "llamacpp"),
-                                   TOKENIZE_FORMATS)
+    spec.tokenize_format = get_str(
+        ctx.at("tokenize_format"), table.get("tokenize_format", "llamacpp"), TOKENIZE_FORMATS
+    )
     return spec
 
 
@@ -287,11 +344,13 @@ def _check_arrival_fits(ctx: Ctx, sc: Scenario) -> None:
         if sc.trace is None or sc.trace.format == "lengths" and sc.trace.columns[0] is None:
             raise ctx.at("arrival.model").error(
                 "expected a [trace] with timestamps (azure, mooncake, or lengths with timestamp_column) "
-                "for arrival model 'trace'")
+                "for arrival model 'trace'"
+            )
     _check_tenant_arrivals(ctx, sc)
     if sc.trace is not None and sc.trace.warm_cache and sc.arrival["model"] != "trace":
-        raise ctx.at("trace.warm_cache").error("expected arrival model 'trace' (warm-up runs before the window's "
-                                               "own arrivals)")
+        raise ctx.at("trace.warm_cache").error(
+            "expected arrival model 'trace' (warm-up runs before the window's own arrivals)"
+        )
     if sc.trace is not None and sc.trace.loop and sc.duration_s is None and sc.max_requests is None:
         raise ctx.at("trace.loop").error("expected duration_s or max_requests to bound a looping trace")
 
@@ -301,13 +360,17 @@ def _check_tenant_arrivals(ctx: Ctx, sc: Scenario) -> None:
     (the superposed schedule is drawn up front, as a timed trace's is)."""
     own = bool(sc.tenants) and sc.tenants[0].arrival is not None
     if sc.arrival["model"] == "tenants" and not own:
-        raise ctx.at("arrival.model").error("expected [[tenants]] that each give an arrival table for arrival "
-                                            "model 'tenants'")
+        raise ctx.at("arrival.model").error(
+            "expected [[tenants]] that each give an arrival table for arrival model 'tenants'"
+        )
     if own and sc.arrival["model"] != "tenants":
-        raise ctx.at("arrival.model").error(f"expected 'tenants' (the tenants give their own arrivals), got "
-                                            f"{sc.arrival['model']!r}")
+        raise ctx.at("arrival.model").error(
+            f"expected 'tenants' (the tenants give their own arrivals), got {sc.arrival['model']!r}"
+        )
     if own and sc.duration_s is None and sc.max_requests is None:
-        raise ctx.at("arrival.model").error("expected duration_s or max_requests to bound the tenants' arrivals")
+        raise ctx.at("arrival.model").error(
+            "expected duration_s or max_requests to bound the tenants' arrivals"
+        )
 
 
 __all__ = ["SCHEMA", "Scenario", "ScenarioError", "load_scenario", "parse_scenario"]

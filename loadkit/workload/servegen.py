@@ -82,8 +82,10 @@ def dataset_for(trace_path: Path) -> Path:
     """``chunk-N-trace.csv`` → ``chunk-N-dataset.json`` beside it."""
     name = trace_path.name
     if not name.endswith("-trace.csv"):
-        raise TraceReadError(f"{trace_path}: expected a ServeGen trace named chunk-N-trace.csv "
-                             "(its lengths are read from chunk-N-dataset.json beside it)")
+        raise TraceReadError(
+            f"{trace_path}: expected a ServeGen trace named chunk-N-trace.csv "
+            "(its lengths are read from chunk-N-dataset.json beside it)"
+        )
     return trace_path.with_name(name[: -len("-trace.csv")] + "-dataset.json")
 
 
@@ -105,12 +107,16 @@ def read_windows(path: str) -> Windows:
                 except BadRow as row:
                     raise TraceReadError(f"{p}: line {reader.line_num}: {row.detail}") from None
                 if starts and start <= starts[-1]:
-                    raise TraceReadError(f"{p}: line {reader.line_num}: expected window starts in increasing "
-                                         f"order, got {start:g} after {starts[-1]:g}")
+                    raise TraceReadError(
+                        f"{p}: line {reader.line_num}: expected window starts in increasing "
+                        f"order, got {start:g} after {starts[-1]:g}"
+                    )
                 if starts and start - starts[-1] > MAX_GAP_S:
-                    raise TraceReadError(f"{p}: line {reader.line_num}: window start {_secs(start)} s is "
-                                         f"{_days(start - starts[-1])} after the row before ({_secs(starts[-1])} s); "
-                                         "expected a row every window (idle ones with rate 0): a broken file?")
+                    raise TraceReadError(
+                        f"{p}: line {reader.line_num}: window start {_secs(start)} s is "
+                        f"{_days(start - starts[-1])} after the row before ({_secs(starts[-1])} s); "
+                        "expected a row every window (idle ones with rate 0): a broken file?"
+                    )
                 starts.append(start)
                 rates.append(rate)
                 cvs.append(cv)
@@ -125,8 +131,10 @@ def read_windows(path: str) -> Windows:
 
 def _window_row(cells: list[str]) -> tuple[float, float, float, str]:
     if len(cells) < 4:
-        raise BadRow("short row", f"expected 6 cells (window_start_s, rate, cv, family, param1, param2), "
-                                  f"got {len(cells)}")
+        raise BadRow(
+            "short row",
+            f"expected 6 cells (window_start_s, rate, cv, family, param1, param2), got {len(cells)}",
+        )
     numbers = []
     for name, text in zip(("window_start_s", "rate", "cv"), cells[:3], strict=True):
         try:
@@ -138,8 +146,11 @@ def _window_row(cells: list[str]) -> tuple[float, float, float, str]:
         numbers.append(value)
     family = cells[3].strip()
     if numbers[1] > 0 and family not in FAMILIES:
-        raise BadRow("bad family", f"expected the fitted distribution Gamma or Weibull for a window with "
-                                   f"rate {numbers[1]:g}, got {family!r}")
+        raise BadRow(
+            "bad family",
+            f"expected the fitted distribution Gamma or Weibull for a window with "
+            f"rate {numbers[1]:g}, got {family!r}",
+        )
     if numbers[1] > 0 and numbers[2] <= 0:
         raise BadRow("bad cv", f"expected a positive inter-arrival cv for a window with rate {numbers[1]:g}")
     return numbers[0], numbers[1], numbers[2], family
@@ -151,8 +162,9 @@ def read_lengths(path: str) -> LengthTables:
     try:
         doc = orjson.loads(p.read_bytes())
     except OSError as exc:
-        raise TraceReadError(f"{p}: cannot read: {exc.strerror or exc} (the ServeGen dataset beside the "
-                             "trace CSV)") from None
+        raise TraceReadError(
+            f"{p}: cannot read: {exc.strerror or exc} (the ServeGen dataset beside the trace CSV)"
+        ) from None
     except orjson.JSONDecodeError as exc:
         raise TraceReadError(f"{p}: line {exc.lineno} column {exc.colno}: expected JSON: {exc.msg}") from None
     if not isinstance(doc, dict) or not doc:
@@ -160,8 +172,10 @@ def read_lengths(path: str) -> LengthTables:
     items = sorted(((_start(p, k), k) for k in doc), key=lambda kv: kv[0])
     for (s0, k0), (s1, k1) in zip(items, items[1:], strict=False):
         if s1 - s0 > MAX_GAP_S:
-            raise TraceReadError(f"{p}: key {k1!r}: window start {_secs(s1)} s is {_days(s1 - s0)} after the one "
-                                 f"before ({k0!r}); expected a window every few hours: a broken file?")
+            raise TraceReadError(
+                f"{p}: key {k1!r}: window start {_secs(s1)} s is {_days(s1 - s0)} after the one "
+                f"before ({k0!r}); expected a window every few hours: a broken file?"
+            )
     ins = [_pmf(p, k, doc[k], "input_tokens") for _, k in items]
     outs = [_pmf(p, k, doc[k], "output_tokens") for _, k in items]
     starts = np.asarray([s for s, _ in items])
@@ -182,12 +196,16 @@ def _unused_fields(path: Path, doc: dict[str, object]) -> tuple[str, ...]:
                     windows[key] = windows.get(key, 0) + 1
     notes = []
     if "reason_ratio" in windows:
-        notes.append(f"{path}: reason_ratio ignored: {windows.pop('reason_ratio')} dataset windows give the "
-                     "reasoning share of the output, but a request cannot set how long a server reasons (the "
-                     "simulator draws it from --reasoning-mean-tokens); output_tokens is sent as the whole output")
+        notes.append(
+            f"{path}: reason_ratio ignored: {windows.pop('reason_ratio')} dataset windows give the "
+            "reasoning share of the output, but a request cannot set how long a server reasons (the "
+            "simulator draws it from --reasoning-mean-tokens); output_tokens is sent as the whole output"
+        )
     if windows:
-        notes.append(f"{path}: fields ignored: {', '.join(sorted(windows))} (only input_tokens and output_tokens "
-                     "are synthesised)")
+        notes.append(
+            f"{path}: fields ignored: {', '.join(sorted(windows))} (only input_tokens and output_tokens "
+            "are synthesised)"
+        )
     return tuple(notes)
 
 
@@ -220,7 +238,9 @@ def _pmf(path: Path, key: str, entry: object, field: str) -> tuple[np.ndarray, n
     try:
         table = ast.literal_eval(raw) if isinstance(raw, str) else raw
     except (ValueError, SyntaxError):
-        raise TraceReadError(f"{where}: expected a dict literal {{tokens: probability}}, got {str(raw)[:40]!r}") from None
+        raise TraceReadError(
+            f"{where}: expected a dict literal {{tokens: probability}}, got {str(raw)[:40]!r}"
+        ) from None
     if not isinstance(table, dict):
         raise TraceReadError(f"{where}: expected a dict {{tokens: probability}}, got {type(table).__name__}")
     if not table:
@@ -231,12 +251,15 @@ def _pmf(path: Path, key: str, entry: object, field: str) -> tuple[np.ndarray, n
         raise TraceReadError(f"{where}: {row.detail}") from None
     probs = np.asarray([float(x) for x in table.values()], dtype=float)
     if (probs < 0).any() or not math.isclose(probs.sum(), 1.0, rel_tol=1e-6):
-        raise TraceReadError(f"{where}: expected probabilities >= 0 summing to 1, they sum to {probs.sum():.6g}")
+        raise TraceReadError(
+            f"{where}: expected probabilities >= 0 summing to 1, they sum to {probs.sum():.6g}"
+        )
     return values, probs / probs.sum()
 
 
 def weibull_shape(cv: float) -> float:
     """The Weibull shape k whose coefficient of variation is cv (CV falls as k grows)."""
+
     def cv_of(k: float) -> float:
         g1, g2 = math.lgamma(1 + 1 / k), math.lgamma(1 + 2 / k)
         return math.sqrt(max(math.exp(g2 - 2 * g1) - 1.0, 0.0))
@@ -259,15 +282,19 @@ def _gaps(family: str, rate: float, cv: float, n: int, rng: np.random.Generator)
     return rng.gamma(shape, 1.0 / (rate * shape), n)
 
 
-def synthesise(trace_path: Path, seed: int, start_s: float | None, end_s: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def synthesise(
+    trace_path: Path, seed: int, start_s: float | None, end_s: float | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(arrival s in the file's time, input tokens, output tokens) for [start_s, end_s) only: a
     two-week chunk holds millions of requests, a run replays a window of it."""
     win = read_windows(str(trace_path))
     lengths = read_lengths(str(dataset_for(trace_path)))
     file_end = float(win.start[-1]) + win.width_s
     if start_s is not None and start_s >= file_end:
-        raise TraceReadError(f"{trace_path}: start_s {_secs(start_s)} is past the file's last window "
-                             f"({_secs(float(win.start[-1]))}-{_secs(file_end)} s)")
+        raise TraceReadError(
+            f"{trace_path}: start_s {_secs(start_s)} is past the file's last window "
+            f"({_secs(float(win.start[-1]))}-{_secs(file_end)} s)"
+        )
     lo = int(micros(float(win.start[0]) if start_s is None else start_s))
     hi = int(micros(file_end if end_s is None else end_s))
     times: list[np.ndarray] = []
@@ -301,15 +328,19 @@ def _draw_lengths(tables: LengthTables, t: np.ndarray, seed: int) -> tuple[np.nd
     outside = (t < tables.starts[0]) | (t >= tables.starts[-1] + tables.width_s)
     if outside.any():
         first = float(t[np.argmax(outside)])
-        raise TraceReadError(f"{tables.path}: expected length distributions for the {int(outside.sum())} requests "
-                             f"at {_secs(first)} s and on, the dataset's windows cover "
-                             f"{_secs(tables.starts[0])}-{_secs(tables.starts[-1] + tables.width_s)} s")
+        raise TraceReadError(
+            f"{tables.path}: expected length distributions for the {int(outside.sum())} requests "
+            f"at {_secs(first)} s and on, the dataset's windows cover "
+            f"{_secs(tables.starts[0])}-{_secs(tables.starts[-1] + tables.width_s)} s"
+        )
     for j in np.unique(which):
         rows = np.flatnonzero(which == j)
         pin, pout = tables.inputs[j], tables.outputs[j]
         if pin is None or pout is None:
-            raise TraceReadError(f"{tables.path}: window {tables.starts[j]:g}: expected length distributions "
-                                 f"for the {len(rows)} requests the trace has in it, found none")
+            raise TraceReadError(
+                f"{tables.path}: window {tables.starts[j]:g}: expected length distributions "
+                f"for the {len(rows)} requests the trace has in it, found none"
+            )
         rng = np.random.default_rng([seed & 0xFFFFFFFF, _SEED_KEY, 1 << 20, int(j)])
         n_in[rows] = rng.choice(pin[0], size=len(rows), p=pin[1])
         n_out[rows] = rng.choice(pout[0], size=len(rows), p=pout[1])

@@ -10,14 +10,28 @@ from loadkit.workload.errors import Ctx, check_keys, get_int, get_number, get_st
 from loadkit.workload.paths import resolve_path
 from loadkit.workload.spec import SessionSpec, SystemPoolSpec, ToolSpec
 
-SESSION_KEYS = ("count", "turns", "user_tokens", "output_tokens", "think_time_s", "system_prompts", "tool",
-                "context", "labels")
+SESSION_KEYS = (
+    "count",
+    "turns",
+    "user_tokens",
+    "output_tokens",
+    "think_time_s",
+    "system_prompts",
+    "tool",
+    "context",
+    "labels",
+)
 SYSTEM_KEYS = ("count", "tokens", "popularity", "zipf_s")
 TOOL_KEYS = ("probability", "call_tokens", "result_tokens", "latency_s", "format", "tools", "tool_choice")
 # format = "server" sends this tool with every request unless the scenario gives its own `tools`.
-DEFAULT_TOOL = {"type": "function", "function": {
-    "name": "lookup", "description": "Look something up and return what was found.",
-    "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}}
+DEFAULT_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "lookup",
+        "description": "Look something up and return what was found.",
+        "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
+    },
+}
 CONTEXT_KEYS = ("max_tokens", "policy")
 LABEL_KEYS = ("first", "next", "tool")
 
@@ -44,8 +58,15 @@ def parse_sessions(ctx: Ctx, raw: Any, base: Path) -> SessionSpec:
     return spec
 
 
-def _dist(ctx: Ctx, table: dict[str, Any], key: str, base: Path, *, integer: bool = True,
-          default: float | None = None) -> Distribution:
+def _dist(
+    ctx: Ctx,
+    table: dict[str, Any],
+    key: str,
+    base: Path,
+    *,
+    integer: bool = True,
+    default: float | None = None,
+) -> Distribution:
     raw = table.get(key, default) if default is not None else require(ctx, table, key)
     return parse_distribution(ctx.at(key), raw, lambda c, p: resolve_path(c, p, base), integer=integer)
 
@@ -53,8 +74,10 @@ def _dist(ctx: Ctx, table: dict[str, Any], key: str, base: Path, *, integer: boo
 def _parse_system(ctx: Ctx, raw: Any, base: Path) -> SystemPoolSpec:
     table = get_table(ctx, raw)
     check_keys(ctx, table, SYSTEM_KEYS)
-    pool = SystemPoolSpec(count=get_int(ctx.at("count"), require(ctx, table, "count"), low=1),
-                          tokens=_dist(ctx, table, "tokens", base))
+    pool = SystemPoolSpec(
+        count=get_int(ctx.at("count"), require(ctx, table, "count"), low=1),
+        tokens=_dist(ctx, table, "tokens", base),
+    )
     pool.popularity = get_str(ctx.at("popularity"), table.get("popularity", "uniform"), ("uniform", "zipf"))
     pool.zipf_s = get_number(ctx.at("zipf_s"), table.get("zipf_s", 1.0), low=0.0, strict_low=True)
     return pool
@@ -79,19 +102,30 @@ def _parse_server_tool(ctx: Ctx, table: dict[str, Any], base: Path) -> ToolSpec:
     """format = "server": the server's own streamed tool calls decide; no probability or call size."""
     for key in ("probability", "call_tokens"):
         if key in table:
-            raise ctx.at(key).error(f"{key!r} does not apply with format = \"server\" (the server decides when to call)")
+            raise ctx.at(key).error(
+                f'{key!r} does not apply with format = "server" (the server decides when to call)'
+            )
     tools, choice = parse_tools(ctx, table, [DEFAULT_TOOL])
-    return ToolSpec(probability=0.0, call_tokens=_dist(ctx, {"call_tokens": 1}, "call_tokens", base),
-                    result_tokens=_dist(ctx, table, "result_tokens", base),
-                    latency_s=_dist(ctx, table, "latency_s", base, integer=False, default=0.0),
-                    format="server", definitions=tools, tool_choice=choice)
+    return ToolSpec(
+        probability=0.0,
+        call_tokens=_dist(ctx, {"call_tokens": 1}, "call_tokens", base),
+        result_tokens=_dist(ctx, table, "result_tokens", base),
+        latency_s=_dist(ctx, table, "latency_s", base, integer=False, default=0.0),
+        format="server",
+        definitions=tools,
+        tool_choice=choice,
+    )
 
 
 def parse_tools(ctx: Ctx, table: dict[str, Any], default: list[dict[str, Any]] | None) -> tuple[Any, Any]:
     """``tools`` (OpenAI tool definitions) and ``tool_choice`` of a table, checked."""
     tools = table.get("tools", default)
-    if tools is not None and (not isinstance(tools, list) or not tools or not all(_is_tool(t) for t in tools)):
-        raise ctx.at("tools").error("must be a non-empty list of {type = \"function\", function = {name = ...}} tables")
+    if tools is not None and (
+        not isinstance(tools, list) or not tools or not all(_is_tool(t) for t in tools)
+    ):
+        raise ctx.at("tools").error(
+            'must be a non-empty list of {type = "function", function = {name = ...}} tables'
+        )
     choice = table.get("tool_choice", "auto" if tools else None)
     if choice is not None and not (choice in ("auto", "required", "none") or isinstance(choice, dict)):
         raise ctx.at("tool_choice").error(f'must be "auto", "required", "none" or a table; got {choice!r}')

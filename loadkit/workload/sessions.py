@@ -59,10 +59,19 @@ class SessionContext:
 class Session:
     """One synthetic multi-turn session; deterministic from (seed, session index)."""
 
-    def __init__(self, session_id: str, index: int, spec: SessionSpec, ctx: SessionContext,
-                 system: tuple[str, int, bool] | None = None, priority: int | None = None) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        index: int,
+        spec: SessionSpec,
+        ctx: SessionContext,
+        system: tuple[str, int, bool] | None = None,
+        priority: int | None = None,
+    ) -> None:
         self.session_id = session_id
-        self.priority = priority  # the tenant's, on every turn (placed per target: loadkit/engines/priority.py)
+        self.priority = (
+            priority  # the tenant's, on every turn (placed per target: loadkit/engines/priority.py)
+        )
         self.index = index
         self.spec = spec
         self.ctx = ctx
@@ -81,8 +90,13 @@ class Session:
         self._last_prompt_tokens = 0
         self._last_reply_tokens = 0
 
-    def next_request(self, reply_text: str | None, ok: bool, reason: str | None = None,
-                     tool_calls: list[dict[str, Any]] | None = None) -> GenerationRequest | None:
+    def next_request(
+        self,
+        reply_text: str | None,
+        ok: bool,
+        reason: str | None = None,
+        tool_calls: list[dict[str, Any]] | None = None,
+    ) -> GenerationRequest | None:
         """The next turn's request, or None when the session is over (completed or broken).
         ``tool_calls``: the calls the server streamed in its reply (tool format "server")."""
         if self.status != RUNNING:
@@ -112,8 +126,16 @@ class Session:
             return self.spec.tool.latency_s.sample(self.rng)
         return self.spec.think_time_s.sample(self.rng)
 
-    def _append(self, stream: int, role: str, n_tokens: int, *, turn_start: bool = False,
-                prefix: str = "", suffix: str = "") -> None:
+    def _append(
+        self,
+        stream: int,
+        role: str,
+        n_tokens: int,
+        *,
+        turn_start: bool = False,
+        prefix: str = "",
+        suffix: str = "",
+    ) -> None:
         key = (0x5E55, self.index, self.turns_sent, stream)
         body = self.ctx.builder.text(self.ctx.words_seed, key, n_tokens)
         self.history.append(_Msg({"role": role, "content": prefix + body + suffix}, n_tokens, turn_start))
@@ -133,7 +155,9 @@ class Session:
         self._last_reply_tokens = self.ctx.builder.count(reply)
         message: dict[str, Any] = {"role": "assistant", "content": reply or None}
         if calls:
-            message["tool_calls"] = [tool_call_message(i, self.index, self.turns_sent, c) for i, c in enumerate(calls)]
+            message["tool_calls"] = [
+                tool_call_message(i, self.index, self.turns_sent, c) for i, c in enumerate(calls)
+            ]
         self.history.append(_Msg(message, self._last_reply_tokens))
         tool = self.spec.tool
         assert tool is not None
@@ -151,8 +175,9 @@ class Session:
         reply = self.history[-1]
         if tool.format == "openai" and self.ctx.shape == "messages":
             call_id = f"call_{self.index}_{self.turns_sent}"
-            reply.message["tool_calls"] = [{"id": call_id, "type": "function",
-                                            "function": {"name": "lookup", "arguments": args}}]
+            reply.message["tool_calls"] = [
+                {"id": call_id, "type": "function", "function": {"name": "lookup", "arguments": args}}
+            ]
             reply.tokens += n_call
             self._append(_TOOL_RESULT, "tool", n_result)
             self.history[-1].message["tool_call_id"] = call_id
@@ -176,7 +201,7 @@ class Session:
         starts = [i for i in range(first + 1, len(self.history)) if self.history[i].turn_start]
         if not starts:
             return False
-        del self.history[first:starts[0]]
+        del self.history[first : starts[0]]
         self._truncated = True
         return True
 
@@ -187,10 +212,17 @@ class Session:
         n_in = self._history_tokens()
         messages = [dict(m.message) for m in self.history]
         label_key = "first" if self.turns_sent == 0 else "tool" if self._tool_pending else "next"
-        req = GenerationRequest(messages=messages, max_tokens=max_tokens, exact_output=self.ctx.exact_output,
-                                label=self.spec.labels[label_key], n_in_target=n_in,
-                                session_id=self.session_id, turn=self.turns_sent + 1,
-                                expected_cached_tokens=self._expected_cached(), priority=self.priority)
+        req = GenerationRequest(
+            messages=messages,
+            max_tokens=max_tokens,
+            exact_output=self.ctx.exact_output,
+            label=self.spec.labels[label_key],
+            n_in_target=n_in,
+            session_id=self.session_id,
+            turn=self.turns_sent + 1,
+            expected_cached_tokens=self._expected_cached(),
+            priority=self.priority,
+        )
         if self.ctx.shape == "prompt":
             req.prompt, req.messages = req.as_prompt(), None
         tool = self.spec.tool
@@ -223,8 +255,9 @@ class TraceSession:
     arrivals (scaled by speed), not counting how long the reply took.
     """
 
-    def __init__(self, session_id: str, make_request: Callable[[int], GenerationRequest],
-                 gaps_s: list[float]) -> None:
+    def __init__(
+        self, session_id: str, make_request: Callable[[int], GenerationRequest], gaps_s: list[float]
+    ) -> None:
         self.session_id = session_id
         self._make = make_request
         self._gaps = gaps_s
@@ -234,8 +267,13 @@ class TraceSession:
         self.broken_reason: str | None = None
         self.end_reason: str | None = None
 
-    def next_request(self, reply_text: str | None, ok: bool, reason: str | None = None,
-                     tool_calls: list[dict[str, Any]] | None = None) -> GenerationRequest | None:
+    def next_request(
+        self,
+        reply_text: str | None,
+        ok: bool,
+        reason: str | None = None,
+        tool_calls: list[dict[str, Any]] | None = None,
+    ) -> GenerationRequest | None:
         if self.status != RUNNING:
             return None
         if not ok:
@@ -257,5 +295,8 @@ def tool_call_message(i: int, session: int, turn: int, call: dict[str, Any]) -> 
     """One streamed call as an assistant message's ``tool_calls`` entry; a server that sent no
     id (Ollama) gets one made up, so the tool result can name it."""
     call_id = call.get("id") or f"call_{session}_{turn}_{i}"
-    return {"id": call_id, "type": "function",
-            "function": {"name": call.get("name") or "", "arguments": call.get("arguments") or ""}}
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": call.get("name") or "", "arguments": call.get("arguments") or ""},
+    }

@@ -38,8 +38,10 @@ def find_scenario(text: str | Path) -> Path:
         return by_key[key]
     close = difflib.get_close_matches(key, list(by_key), n=1)
     hint = f"did you mean {_name_of(close[0], shipped)!r}? " if close else ""
-    raise ScenarioError(f"{text}: no such file, and no shipped scenario of that name ({hint}shipped: "
-                        f"{', '.join(shipped) or 'none'}; `loadkit scenarios list` describes them)")
+    raise ScenarioError(
+        f"{text}: no such file, and no shipped scenario of that name ({hint}shipped: "
+        f"{', '.join(shipped) or 'none'}; `loadkit scenarios list` describes them)"
+    )
 
 
 def _name_of(key: str, shipped: dict[str, Path]) -> str:
@@ -58,7 +60,13 @@ def describe_shipped() -> list[tuple[str, str, str]]:
 def _kind(raw: dict) -> str:
     """e.g. "requests, open loop (poisson)", "mooncake trace replay, open loop", "sessions, closed loop"."""
     arrival = raw.get("arrival", {}).get("model", "closed")
-    load = "closed loop" if arrival == "closed" else "open loop" if arrival == "trace" else f"open loop ({arrival})"
+    load = (
+        "closed loop"
+        if arrival == "closed"
+        else "open loop"
+        if arrival == "trace"
+        else f"open loop ({arrival})"
+    )
     if "trace" in raw:
         trace = raw["trace"]
         what = f"{trace.get('format', '?')} trace {'as sessions' if trace.get('as_sessions') else 'replay'}"

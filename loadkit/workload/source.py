@@ -64,8 +64,9 @@ def make_builder(scenario: Scenario, server_url: str | None) -> TextBuilder:
 
         url = spec.tokenize_url or (server_url and server_url.rstrip("/") + "/tokenize")
         if not url:
-            raise ScenarioError(f"{scenario.path}: prompt.tokenize_url: expected a URL (or a target) "
-                                "for tokenizer 'server'")
+            raise ScenarioError(
+                f"{scenario.path}: prompt.tokenize_url: expected a URL (or a target) for tokenizer 'server'"
+            )
         model = scenario.targets[0]["model"] if scenario.targets else None
         return server_builder(url, spec.tokenize_format, model)
     return ApproxBuilder()
@@ -74,8 +75,15 @@ def make_builder(scenario: Scenario, server_url: str | None) -> TextBuilder:
 class RequestSource:
     """One worker's share of a scenario's items; see the module docstring."""
 
-    def __init__(self, scenario: Scenario, worker_index: int = 0, worker_count: int = 1, *,
-                 server_url: str | None = None, salt: int = 0) -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        worker_index: int = 0,
+        worker_count: int = 1,
+        *,
+        server_url: str | None = None,
+        salt: int = 0,
+    ) -> None:
         if worker_count < 1 or not 0 <= worker_index < worker_count:
             raise ValueError(f"worker_index {worker_index} not in [0, {worker_count})")
         self.scenario = scenario
@@ -138,7 +146,7 @@ class RequestSource:
         tenantplan.py), then one of its parts by weight (tenants.py)."""
         tenants = self.scenario.tenants
         if tenants[0].arrival is not None:  # eager: the schedule is asked for before the first item
-            plan = tenant_schedule(self.scenario)[self.worker_index::self.worker_count]
+            plan = tenant_schedule(self.scenario)[self.worker_index :: self.worker_count]
             self._arrivals = [t for t, _ in plan]
             self._stages = [TENANT_STAGE] * len(plan)
             return self._scheduled_tenants([k for _, k in plan])
@@ -147,7 +155,9 @@ class RequestSource:
     def _scheduled_tenants(self, mine: list[int]) -> Iterator[Item]:
         tenants, i = self.scenario.tenants, self.worker_index
         for k in mine:
-            yield self._tenant_request(i, tenants[k], np.random.default_rng([self.seed & 0xFFFFFFFF, _PARTS, i]))
+            yield self._tenant_request(
+                i, tenants[k], np.random.default_rng([self.seed & 0xFFFFFFFF, _PARTS, i])
+            )
             i += self.worker_count
 
     def _weighted_tenants(self) -> Iterator[Item]:
@@ -185,14 +195,27 @@ class RequestSource:
             n_in, n_out = part_lengths(part, rng)
             yield with_tools(self._single(i, (_PARTS, i), n_in, n_out, part.label), part)
 
-    def _single(self, i: int, key: tuple[int, ...], n_in: int, n_out: int, label: str,
-                cached: int | None = None, text: str | None = None) -> GenerationRequest:
+    def _single(
+        self,
+        i: int,
+        key: tuple[int, ...],
+        n_in: int,
+        n_out: int,
+        label: str,
+        cached: int | None = None,
+        text: str | None = None,
+    ) -> GenerationRequest:
         if text is None:
             text = self.builder.text(self.text_seed, key, n_in)
             n_in = self.builder.last_count if not self.builder.approximate else n_in
         spec = self.scenario.prompt
-        req = GenerationRequest(max_tokens=n_out, exact_output=spec.exact_output, label=label,
-                                n_in_target=n_in, expected_cached_tokens=cached)
+        req = GenerationRequest(
+            max_tokens=n_out,
+            exact_output=spec.exact_output,
+            label=label,
+            n_in_target=n_in,
+            expected_cached_tokens=cached,
+        )
         if spec.shape == "messages":
             req.messages = [{"role": "user", "content": text}]
         else:
@@ -210,7 +233,9 @@ class RequestSource:
             self._history = history_blocks(trace, spec.start_s)
         return trace.window(spec.start_s, spec.end_s)
 
-    def _trace_plan(self, trace: Trace, n_units: int, t_unit: np.ndarray | None) -> Iterator[tuple[int, int, float | None]]:
+    def _trace_plan(
+        self, trace: Trace, n_units: int, t_unit: np.ndarray | None
+    ) -> Iterator[tuple[int, int, float | None]]:
         """Global (unit, loop, arrival_s) items, lazily: windowed, looped, scaled, bounded."""
         spec, sc = self.scenario.trace, self.scenario
         assert spec is not None
@@ -227,9 +252,13 @@ class RequestSource:
             yield unit, loop, t
             i += 1
 
-    def _my_plan(self, trace: Trace, n_units: int, t_unit: np.ndarray | None) -> Iterator[tuple[int, int, float | None]]:
+    def _my_plan(
+        self, trace: Trace, n_units: int, t_unit: np.ndarray | None
+    ) -> Iterator[tuple[int, int, float | None]]:
         """This worker's share of the plan; with timestamps, its arrival times are noted up front."""
-        plan = itertools.islice(self._trace_plan(trace, n_units, t_unit), self.worker_index, None, self.worker_count)
+        plan = itertools.islice(
+            self._trace_plan(trace, n_units, t_unit), self.worker_index, None, self.worker_count
+        )
         if t_unit is None:
             return plan
         mine = list(plan)  # finite: validation bounds a looping timed trace by duration or count
@@ -266,8 +295,9 @@ class RequestSource:
             n_in, n_out = self._clip_lengths(trace, row)
             yield self._single(row, (_TRACE, row, loop), n_in, n_out, spec.label)
 
-    def _mooncake_requests(self, trace: Trace, mine: Iterator[tuple[int, int, float | None]],
-                           blocks: BlockPrompts | None = None) -> Iterator[Item]:
+    def _mooncake_requests(
+        self, trace: Trace, mine: Iterator[tuple[int, int, float | None]], blocks: BlockPrompts | None = None
+    ) -> Iterator[Item]:
         spec = self.scenario.trace
         assert spec is not None and trace.hash_ids is not None
         blocks = blocks or BlockPrompts(self.builder, self.text_seed, spec.block_tokens)
@@ -282,24 +312,35 @@ class RequestSource:
         warm_cache_s; see warmcache.py."""
         spec = self.scenario.trace
         assert spec is not None and self._arrivals is not None
-        prefixes = warm_prefixes(trace, self._history, max_blocks_for(spec.max_input_tokens, spec.block_tokens))
+        prefixes = warm_prefixes(
+            trace, self._history, max_blocks_for(spec.max_input_tokens, spec.block_tokens)
+        )
         share = prefixes[self.worker_index :: self.worker_count]
         self._arrivals = [0.0] * len(share) + [t + spec.warm_cache_s for t in self._arrivals]
         self._stages = [WARMUP_STAGE] * len(share) + ["trace"] * (len(self._arrivals) - len(share))
-        self.stats.warmup = {"prefixes": len(prefixes), "requests": len(share), "prompt_tokens": 0,
-                             "history_blocks": len(self._history), "delay_s": spec.warm_cache_s,
-                             **expected_shares(trace, self._history, spec.block_tokens, spec.max_input_tokens)}
+        self.stats.warmup = {
+            "prefixes": len(prefixes),
+            "requests": len(share),
+            "prompt_tokens": 0,
+            "history_blocks": len(self._history),
+            "delay_s": spec.warm_cache_s,
+            **expected_shares(trace, self._history, spec.block_tokens, spec.max_input_tokens),
+        }
         blocks = BlockPrompts(self.builder, self.text_seed, spec.block_tokens)
-        return itertools.chain((self._warm_request(blocks, ids) for ids in share),
-                               self._mooncake_requests(trace, mine, blocks))
+        return itertools.chain(
+            (self._warm_request(blocks, ids) for ids in share), self._mooncake_requests(trace, mine, blocks)
+        )
 
     def _warm_request(self, blocks: BlockPrompts, ids: list[int]) -> GenerationRequest:
         spec = self.scenario.trace
         assert spec is not None
-        text = " ".join(blocks._block(h, spec.block_tokens) for h in ids)  # not counted as the window's sharing
+        text = " ".join(
+            blocks._block(h, spec.block_tokens) for h in ids
+        )  # not counted as the window's sharing
         n_in = len(ids) * spec.block_tokens
-        req = GenerationRequest(max_tokens=1, exact_output=False, label=WARMUP_LABEL, n_in_target=n_in,
-                                stage=WARMUP_STAGE)
+        req = GenerationRequest(
+            max_tokens=1, exact_output=False, label=WARMUP_LABEL, n_in_target=n_in, stage=WARMUP_STAGE
+        )
         if self.scenario.prompt.shape == "messages":
             req.messages = [{"role": "user", "content": text}]
         else:
@@ -309,8 +350,9 @@ class RequestSource:
         warm["prompt_tokens"] += n_in
         return req
 
-    def _mooncake_request(self, trace: Trace, blocks: BlockPrompts, row: int, lead: int | None,
-                          label: str | None = None) -> GenerationRequest:
+    def _mooncake_request(
+        self, trace: Trace, blocks: BlockPrompts, row: int, lead: int | None, label: str | None = None
+    ) -> GenerationRequest:
         spec = self.scenario.trace
         assert spec is not None and trace.hash_ids is not None
         n_in, n_out = self._clip_lengths(trace, row)
@@ -330,10 +372,13 @@ class RequestSource:
         blocks = BlockPrompts(self.builder, self.text_seed, spec.block_tokens)
         leading = leading_cached_blocks(trace.hash_ids)
         self.stats.attach_sharing(blocks, block_sharing(trace.hash_ids))
-        return (self._trace_session(trace, blocks, groups[unit], leading, unit, loop) for unit, loop, _ in mine)
+        return (
+            self._trace_session(trace, blocks, groups[unit], leading, unit, loop) for unit, loop, _ in mine
+        )
 
-    def _trace_session(self, trace: Trace, blocks: BlockPrompts, rows: list[int], leading: list[int],
-                       unit: int, loop: int) -> TraceSession:
+    def _trace_session(
+        self, trace: Trace, blocks: BlockPrompts, rows: list[int], leading: list[int], unit: int, loop: int
+    ) -> TraceSession:
         spec = self.scenario.trace
         assert spec is not None and trace.t_s is not None
         gaps = [float(trace.t_s[b] - trace.t_s[a]) / spec.speed for a, b in zip(rows, rows[1:], strict=False)]
@@ -341,8 +386,13 @@ class RequestSource:
 
         def make(turn: int) -> GenerationRequest:
             row = rows[turn]
-            req = self._mooncake_request(trace, blocks, row, leading[row] if loop == 0 else None,
-                                         label="turn1" if turn == 0 else "turnN")
+            req = self._mooncake_request(
+                trace,
+                blocks,
+                row,
+                leading[row] if loop == 0 else None,
+                label="turn1" if turn == 0 else "turnN",
+            )
             req.session_id, req.turn = sid, turn + 1
             return req
 
@@ -352,15 +402,27 @@ class RequestSource:
     def _session_stream(self) -> Iterator[Item]:
         spec = self.scenario.sessions
         assert spec is not None
-        ctx = SessionContext(self.builder, self.seed, self.scenario.prompt.shape, self.scenario.prompt.exact_output,
-                             on_request=self._on_session_request, text_seed=self.text_seed)
+        ctx = SessionContext(
+            self.builder,
+            self.seed,
+            self.scenario.prompt.shape,
+            self.scenario.prompt.exact_output,
+            on_request=self._on_session_request,
+            text_seed=self.text_seed,
+        )
         if self.scenario.tenants:
             return self._tenant_sessions(spec, ctx)
         pool = SystemPool(self, spec.system) if spec.system is not None else None
         return (self._session(j, spec, ctx, pool) for j in self._my_indices(spec.count))
 
-    def _session(self, j: int, spec: SessionSpec, ctx: SessionContext, pool: SystemPool | None,
-                 priority: int | None = None) -> Session:
+    def _session(
+        self,
+        j: int,
+        spec: SessionSpec,
+        ctx: SessionContext,
+        pool: SystemPool | None,
+        priority: int | None = None,
+    ) -> Session:
         system = pool.pick(j) if pool is not None else None
         self.stats.sessions += 1
         return Session(f"{self.scenario.name}-s{j}", j, spec, ctx, system, priority)
@@ -385,7 +447,7 @@ class RequestSource:
             weights = np.asarray([t.weight for t in tenants]) / sum(t.weight for t in tenants)
             return ((j, tenant_of_session(self.seed, j, weights)) for j in self._my_indices(count))
         plan = tenant_schedule(self.scenario)[:count]
-        mine = list(enumerate(plan))[self.worker_index::self.worker_count]
+        mine = list(enumerate(plan))[self.worker_index :: self.worker_count]
         self._arrivals = [t for _, (t, _) in mine]
         self._stages = [TENANT_STAGE] * len(mine)
         return iter([(j, k) for j, (_, k) in mine])

@@ -25,7 +25,7 @@ class SystemPool:
         """``salt``: 0 for the scenario's pool; a tenant's own pool draws texts of its own."""
         self.source, self.spec, self.salt = source, spec, salt
         ranks = np.arange(1, spec.count + 1, dtype=float)
-        weights = ranks ** -spec.zipf_s if spec.popularity == "zipf" else np.ones(spec.count)
+        weights = ranks**-spec.zipf_s if spec.popularity == "zipf" else np.ones(spec.count)
         self.p = weights / weights.sum()
         self._texts: dict[int, tuple[str, int]] = {}
         self._used: set[int] = set()
@@ -36,7 +36,9 @@ class SystemPool:
         rng = np.random.default_rng([seed, _SYSTEM, session_index, *([salt] if salt else [])])
         k = int(rng.choice(self.spec.count, p=self.p))
         if k not in self._texts:
-            n = self.spec.tokens.sample_int(np.random.default_rng([seed, _SYSTEM, 1 << 30, k, *([salt] if salt else [])]))
+            n = self.spec.tokens.sample_int(
+                np.random.default_rng([seed, _SYSTEM, 1 << 30, k, *([salt] if salt else [])])
+            )
             key = (_SYSTEM, k, salt) if salt else (_SYSTEM, k)
             self._texts[k] = (self.source.builder.text(self.source.text_seed, key, n), n)
         seen = k in self._used
@@ -82,6 +84,15 @@ def load_trace_for(scenario: Scenario) -> Trace:
     spec = scenario.trace
     assert spec is not None
     if spec.format == "servegen":
-        return load_servegen(Ctx(str(scenario.path), "trace.path"), spec.path, scenario.seed, spec.start_s, spec.end_s)
-    return load_trace(Ctx(str(scenario.path), "trace.path"), spec.path, spec.format, spec.columns,
-                      on_bad_row=spec.on_bad_row, order=spec.order, block_tokens=spec.block_tokens)
+        return load_servegen(
+            Ctx(str(scenario.path), "trace.path"), spec.path, scenario.seed, spec.start_s, spec.end_s
+        )
+    return load_trace(
+        Ctx(str(scenario.path), "trace.path"),
+        spec.path,
+        spec.format,
+        spec.columns,
+        on_bad_row=spec.on_bad_row,
+        order=spec.order,
+        block_tokens=spec.block_tokens,
+    )

@@ -86,4 +86,6 @@ class SessionSpec:
     tool: ToolSpec | None = None
     context_max_tokens: int | None = None
     context_policy: str = "stop"  # "stop" | "truncate"
-    labels: dict[str, str] = field(default_factory=lambda: {"first": "turn1", "next": "turnN", "tool": "tool"})
+    labels: dict[str, str] = field(
+        default_factory=lambda: {"first": "turn1", "next": "turnN", "tool": "tool"}
+    )

@@ -57,8 +57,14 @@ class TenantSpec:
     sessions: SessionSpec | None = None  # a [sessions] workload's: the tenant's own session spec
 
 
-def parse_tenants(ctx: Ctx, raw: Any, parts: list[PartSpec], parse_slos: Parser,
-                  parse_arrival: Parser, parse_mix: MixParser | None = None) -> list[TenantSpec]:
+def parse_tenants(
+    ctx: Ctx,
+    raw: Any,
+    parts: list[PartSpec],
+    parse_slos: Parser,
+    parse_arrival: Parser,
+    parse_mix: MixParser | None = None,
+) -> list[TenantSpec]:
     """The scenario's parsers for ``slos`` and ``arrival`` are passed in (they live in scenario.py);
     ``parse_mix`` is given for a [sessions] workload (tenantsessions.parse_session_mix, bound)."""
     items = get_list(ctx, raw)
@@ -66,17 +72,26 @@ def parse_tenants(ctx: Ctx, raw: Any, parts: list[PartSpec], parse_slos: Parser,
         raise ctx.error("expected at least one tenant")
     if not parts and parse_mix is None:
         raise ctx.error("expected [[parts]] or [sessions]: tenants share out a parts or a sessions workload")
-    tenants = [_tenant(ctx.at(i), item, parts, parse_slos, parse_arrival, parse_mix) for i, item in enumerate(items)]
+    tenants = [
+        _tenant(ctx.at(i), item, parts, parse_slos, parse_arrival, parse_mix) for i, item in enumerate(items)
+    ]
     check_unique_names(ctx, [t.name for t in tenants], "tenant")
     own = [t.arrival is not None for t in tenants]
     if any(own) and not all(own):
         raise ctx.at(own.index(False)).error(
-            "expected an arrival table: when one tenant has its own arrival, every tenant needs one")
+            "expected an arrival table: when one tenant has its own arrival, every tenant needs one"
+        )
     return tenants
 
 
-def _tenant(ctx: Ctx, raw: Any, parts: list[PartSpec], parse_slos: Parser, parse_arrival: Parser,
-            parse_mix: MixParser | None) -> TenantSpec:
+def _tenant(
+    ctx: Ctx,
+    raw: Any,
+    parts: list[PartSpec],
+    parse_slos: Parser,
+    parse_arrival: Parser,
+    parse_mix: MixParser | None,
+) -> TenantSpec:
     table = get_table(ctx, raw)
     check_keys(ctx, table, TENANT_KEYS)
     name = get_str(ctx.at("name"), require(ctx, table, "name"))
@@ -93,8 +108,10 @@ def _tenant(ctx: Ctx, raw: Any, parts: list[PartSpec], parse_slos: Parser, parse
         spec.sessions = _session_mix(ctx, table, name, parse_mix)
         return spec
     if "sessions" in table:
-        raise ctx.at("sessions").error("a tenant's session mix applies to a [sessions] workload (this one has "
-                                       "[[parts]]: choose the tenant's parts with parts = [...])")
+        raise ctx.at("sessions").error(
+            "a tenant's session mix applies to a [sessions] workload (this one has "
+            "[[parts]]: choose the tenant's parts with parts = [...])"
+        )
     spec.parts = _parts(ctx.at("parts"), table, parts)
     return spec
 
@@ -102,8 +119,10 @@ def _tenant(ctx: Ctx, raw: Any, parts: list[PartSpec], parse_slos: Parser, parse
 def _session_mix(ctx: Ctx, table: dict[str, Any], name: str, parse_mix: MixParser) -> SessionSpec:
     """A [sessions] workload's tenant: no parts; its mix is the scenario's spec with its keys."""
     if "parts" in table:
-        raise ctx.at("parts").error("parts apply to [[parts]] workloads; a tenant of a [sessions] workload "
-                                    "gives its own session mix as sessions = {...}")
+        raise ctx.at("parts").error(
+            "parts apply to [[parts]] workloads; a tenant of a [sessions] workload "
+            "gives its own session mix as sessions = {...}"
+        )
     return parse_mix(ctx.at("sessions"), table.get("sessions"), name)
 
 

@@ -28,13 +28,17 @@ OVERRIDE_KEYS = tuple(k for k in SESSION_KEYS if k != "count")
 _TENANT_DRAW = 0x7E55
 
 
-def parse_session_mix(ctx: Ctx, raw: Any, scenario_sessions: dict[str, Any], base: Path, name: str) -> SessionSpec:
+def parse_session_mix(
+    ctx: Ctx, raw: Any, scenario_sessions: dict[str, Any], base: Path, name: str
+) -> SessionSpec:
     """The tenant's session spec: the scenario's ``[sessions]`` table with the tenant's keys
     (``raw``; None: none) replacing its own, parsed as ``[sessions]`` is, labels under ``name/``."""
     own = {} if raw is None else get_table(ctx, raw)
     if "count" in own:
-        raise ctx.at("count").error("a tenant has no session count (the scenario's sessions.count is shared "
-                                    "out by the tenants' weights)")
+        raise ctx.at("count").error(
+            "a tenant has no session count (the scenario's sessions.count is shared "
+            "out by the tenants' weights)"
+        )
     check_keys(ctx, own, OVERRIDE_KEYS)
     spec = parse_sessions(ctx, {**scenario_sessions, **own}, base)
     spec.labels = {k: f"{name}/{v}" for k, v in spec.labels.items()}

@@ -31,7 +31,9 @@ _PADS = (" a", ".", ",", " x", " I", "-", "!", " the")
 
 _MASK64 = (1 << 64) - 1
 # Every word is 4 ASCII letters: as a (V, 5) byte table of " word" rows, a text is one gather.
-_SPACED = np.frombuffer("".join(" " + w for w in VOCAB.tolist()).encode("ascii"), dtype=np.uint8).reshape(-1, 5)
+_SPACED = np.frombuffer("".join(" " + w for w in VOCAB.tolist()).encode("ascii"), dtype=np.uint8).reshape(
+    -1, 5
+)
 
 
 def _word_indices(seed: int, key: Sequence[int], n_words: int) -> np.ndarray:
@@ -47,7 +49,11 @@ def salted_seed(seed: int, salt: int) -> int:
     mix of both (a rerun with another salt shares no word sequence with the last run)."""
     if not salt:
         return seed
-    material = b"loadkit-salt/1" + (int(seed) & _MASK64).to_bytes(8, "little") + (int(salt) & _MASK64).to_bytes(8, "little")
+    material = (
+        b"loadkit-salt/1"
+        + (int(seed) & _MASK64).to_bytes(8, "little")
+        + (int(salt) & _MASK64).to_bytes(8, "little")
+    )
     return int.from_bytes(hashlib.blake2b(material, digest_size=8).digest(), "little")
 
 
@@ -101,8 +107,9 @@ class ExactBuilder:
 
     approximate = False
 
-    def __init__(self, name: str, count: Callable[[str], int],
-                 offsets: Callable[[str], list[int]] | None = None) -> None:
+    def __init__(
+        self, name: str, count: Callable[[str], int], offsets: Callable[[str], list[int]] | None = None
+    ) -> None:
         self.name = name
         self.count = count  # type: ignore[method-assign]
         self._offsets = offsets

@@ -43,7 +43,9 @@ class BadRow(Exception):
     """One row cannot be used: ``reason`` is the short key it is counted under; ``hint`` what
     the policies do with such a row (the refusal says it)."""
 
-    def __init__(self, reason: str, detail: str, hint: str = "on_bad_row = \"skip\" drops such rows and counts them") -> None:
+    def __init__(
+        self, reason: str, detail: str, hint: str = 'on_bad_row = "skip" drops such rows and counts them'
+    ) -> None:
         super().__init__(detail)
         self.reason, self.detail, self.hint = reason, detail, hint
 
@@ -75,23 +77,33 @@ class TraceRows:
         gap = self.longest_gap()
         if gap is not None:
             i, seconds = gap
-            out.append(f"{self.path}: line {int(self.lines[i + 1])}: {seconds / 86_400:,.1f} days after the row "
-                       f"before it (line {int(self.lines[i])}); a replay of the whole file sits idle that long "
-                       "(start_s / end_s pick a window)")
+            out.append(
+                f"{self.path}: line {int(self.lines[i + 1])}: {seconds / 86_400:,.1f} days after the row "
+                f"before it (line {int(self.lines[i])}); a replay of the whole file sits idle that long "
+                "(start_s / end_s pick a window)"
+            )
         if self.out_of_order:
-            done = ("replayed sorted by timestamp (trace.order = \"file\" keeps the file's order)"
-                    if self.order == "time" else
-                    "kept in file order (order = \"file\"): each is sent no earlier than the row before it")
-            out.append(f"{self.path}: {self.out_of_order} of {len(self) + sum(self.skipped.values())} rows "
-                       f"have a timestamp earlier than a row above them; {done}")
+            done = (
+                'replayed sorted by timestamp (trace.order = "file" keeps the file\'s order)'
+                if self.order == "time"
+                else 'kept in file order (order = "file"): each is sent no earlier than the row before it'
+            )
+            out.append(
+                f"{self.path}: {self.out_of_order} of {len(self) + sum(self.skipped.values())} rows "
+                f"have a timestamp earlier than a row above them; {done}"
+            )
         if self.skipped:
             reasons = ", ".join(f"{k}: {v}" for k, v in sorted(self.skipped.items()))
-            out.append(f"{self.path}: {sum(self.skipped.values())} bad rows skipped (on_bad_row = \"skip\"; "
-                       f"{reasons}; e.g. {'; '.join(self.skipped_examples[:3])})")
+            out.append(
+                f'{self.path}: {sum(self.skipped.values())} bad rows skipped (on_bad_row = "skip"; '
+                f"{reasons}; e.g. {'; '.join(self.skipped_examples[:3])})"
+            )
         if self.padded:
-            out.append(f"{self.path}: {self.padded} rows have fewer hash_ids than their input_length needs; "
-                       f"padded with blocks of their own, shared with no other row (on_bad_row = \"pad\"; "
-                       f"e.g. {'; '.join(self.padded_examples[:3])})")
+            out.append(
+                f"{self.path}: {self.padded} rows have fewer hash_ids than their input_length needs; "
+                f'padded with blocks of their own, shared with no other row (on_bad_row = "pad"; '
+                f"e.g. {'; '.join(self.padded_examples[:3])})"
+            )
         return out
 
     def longest_gap(self) -> tuple[int, float] | None:
@@ -105,10 +117,17 @@ class TraceRows:
 
     def load_summary(self) -> dict[str, Any]:
         """JSON-ready account of the load, for the report."""
-        return {"path": str(self.path), "format": self.fmt, "rows": len(self), "order": self.order,
-                "out_of_order": self.out_of_order, "skipped_bad_rows": dict(self.skipped),
-                "skipped_examples": list(self.skipped_examples), "padded_short_rows": self.padded,
-                "padded_examples": list(self.padded_examples)}
+        return {
+            "path": str(self.path),
+            "format": self.fmt,
+            "rows": len(self),
+            "order": self.order,
+            "out_of_order": self.out_of_order,
+            "skipped_bad_rows": dict(self.skipped),
+            "skipped_examples": list(self.skipped_examples),
+            "padded_short_rows": self.padded,
+            "padded_examples": list(self.padded_examples),
+        }
 
 
 class RowCollector:
@@ -141,7 +160,9 @@ class RowCollector:
         if len(self.examples) < _SHOWN_SKIPS:
             self.examples.append(f"line {line}: {row.detail}")
 
-    def pad(self, line: int, needed: int, row: BadRow, n_in: int, n_out: int, t: float, ids: list[int]) -> None:
+    def pad(
+        self, line: int, needed: int, row: BadRow, n_in: int, n_out: int, t: float, ids: list[int]
+    ) -> None:
         """A short row kept whole: its missing block ids are given out in finish()."""
         self.padded.append((len(self.n_in), needed, f"line {line}: {row.detail}"))
         self.add(line, n_in, n_out, t, ids)
@@ -163,11 +184,21 @@ class RowCollector:
         if not self.n_in:
             extra = f" ({sum(self.skipped.values())} bad rows skipped)" if self.skipped else ""
             raise TraceReadError(f"{self.path}: expected at least one {what}, found none{extra}")
-        rows = TraceRows(self.path, fmt, np.asarray(self.n_in, dtype=np.int64),
-                         np.asarray(self.n_out, dtype=np.int64),
-                         None if self.t is None else np.asarray(self.t, dtype=float), self.hashes,
-                         np.asarray(self.lines, dtype=np.int64), order, 0, dict(self.skipped), self.examples,
-                         len(self.padded), [d for _, _, d in self.padded[:_SHOWN_SKIPS]])
+        rows = TraceRows(
+            self.path,
+            fmt,
+            np.asarray(self.n_in, dtype=np.int64),
+            np.asarray(self.n_out, dtype=np.int64),
+            None if self.t is None else np.asarray(self.t, dtype=float),
+            self.hashes,
+            np.asarray(self.lines, dtype=np.int64),
+            order,
+            0,
+            dict(self.skipped),
+            self.examples,
+            len(self.padded),
+            [d for _, _, d in self.padded[:_SHOWN_SKIPS]],
+        )
         return _ordered(rows)
 
 
@@ -190,8 +221,15 @@ def _ordered(rows: TraceRows) -> TraceRows:
     return rows
 
 
-def read_trace(path: str | Path, fmt: str, columns: tuple[str | None, str, str] | None = None, *,
-               on_bad_row: str = "refuse", order: str = "time", block_tokens: int = 512) -> TraceRows:
+def read_trace(
+    path: str | Path,
+    fmt: str,
+    columns: tuple[str | None, str, str] | None = None,
+    *,
+    on_bad_row: str = "refuse",
+    order: str = "time",
+    block_tokens: int = 512,
+) -> TraceRows:
     """Read a trace of format ``fmt`` (see FORMATS); TraceReadError on anything unusable.
 
     ``block_tokens``: Mooncake's tokens per hash id, which decides how many ids a row needs."""
@@ -200,8 +238,10 @@ def read_trace(path: str | Path, fmt: str, columns: tuple[str | None, str, str] 
     if on_bad_row not in BAD_ROW_POLICIES or order not in ORDERS or block_tokens < 1:
         raise ValueError(f"on_bad_row {on_bad_row!r} / order {order!r} / block_tokens {block_tokens!r}")
     if on_bad_row == "pad" and fmt != "mooncake":
-        raise TraceReadError(f"{path}: on_bad_row = \"pad\" is for Mooncake rows with too few hash_ids; "
-                             f"format {fmt!r} has no blocks to pad (use \"refuse\" or \"skip\")")
+        raise TraceReadError(
+            f'{path}: on_bad_row = "pad" is for Mooncake rows with too few hash_ids; '
+            f'format {fmt!r} has no blocks to pad (use "refuse" or "skip")'
+        )
     p = Path(path)
     try:
         if fmt == "mooncake":
@@ -235,7 +275,6 @@ def in_window(t: np.ndarray, start_s: float | None, end_s: float | None) -> np.n
     return np.flatnonzero(keep)
 
 
-
 def parse_count(value: Any, name: str) -> int:
     """A non-negative integer token count (integral floats such as ``12.0`` are accepted)."""
     if isinstance(value, bool):
@@ -247,7 +286,9 @@ def parse_count(value: Any, name: str) -> int:
         try:
             number = float(str(value).strip())
         except ValueError:
-            raise BadRow("bad token count", f"expected a non-negative integer {name}, got {value!r}") from None
+            raise BadRow(
+                "bad token count", f"expected a non-negative integer {name}, got {value!r}"
+            ) from None
     if not math.isfinite(number) or number != int(number):
         raise BadRow("bad token count", f"expected a non-negative integer {name}, got {value!r}")
     if number < 0:
@@ -269,14 +310,18 @@ class _Clock:
         if not self.iso:
             number = _number(text)
             if number is None:
-                raise BadRow("bad timestamp", f"expected {self.name} as seconds (a number, like the "
-                                              f"first row's), got {value!r}")
+                raise BadRow(
+                    "bad timestamp",
+                    f"expected {self.name} as seconds (a number, like the first row's), got {value!r}",
+                )
             return number
         try:
             return datetime.fromisoformat(text).timestamp()
         except ValueError:
-            raise BadRow("bad timestamp", f"expected {self.name} as an ISO date-time "
-                                          f"(e.g. 2023-11-16 18:15:46.68), got {value!r}") from None
+            raise BadRow(
+                "bad timestamp",
+                f"expected {self.name} as an ISO date-time (e.g. 2023-11-16 18:15:46.68), got {value!r}",
+            ) from None
 
 
 def _number(text: str) -> float | None:
@@ -290,8 +335,9 @@ def _number(text: str) -> float | None:
 # --- CSV: Azure and length tables ------------------------------------------------------------
 
 
-def _read_csv(path: Path, fmt: str, columns: tuple[str | None, str, str], on_bad_row: str,
-              order: str) -> TraceRows:
+def _read_csv(
+    path: Path, fmt: str, columns: tuple[str | None, str, str], on_bad_row: str, order: str
+) -> TraceRows:
     t_col, in_col, out_col = columns
     with path.open(newline="", encoding="utf-8") as fh:
         reader = csv.reader(fh)
@@ -311,13 +357,20 @@ def _read_csv(path: Path, fmt: str, columns: tuple[str | None, str, str], on_bad
     return out.finish(fmt, order, "data row after the header")
 
 
-def _csv_row(out: RowCollector, line: int, cells: list[str], where: tuple[int | None, int, int],
-             names: tuple[str | None, str, str], clock: _Clock) -> None:
+def _csv_row(
+    out: RowCollector,
+    line: int,
+    cells: list[str],
+    where: tuple[int | None, int, int],
+    names: tuple[str | None, str, str],
+    clock: _Clock,
+) -> None:
     t_i, in_i, out_i = where
     try:
         if max(i for i in where if i is not None) >= len(cells):
-            raise BadRow("short row", f"expected {max(i for i in where if i is not None) + 1} cells, "
-                                      f"got {len(cells)}")
+            raise BadRow(
+                "short row", f"expected {max(i for i in where if i is not None) + 1} cells, got {len(cells)}"
+            )
         n_in = parse_count(cells[in_i], names[1])
         n_out = parse_count(cells[out_i], names[2])
         t = None if t_i is None else clock.seconds(cells[t_i])
@@ -327,7 +380,9 @@ def _csv_row(out: RowCollector, line: int, cells: list[str], where: tuple[int | 
     out.add(line, n_in, n_out, t, None)
 
 
-def _column_indices(path: Path, header: list[str], columns: tuple[str | None, str, str]) -> tuple[int | None, int, int]:
+def _column_indices(
+    path: Path, header: list[str], columns: tuple[str | None, str, str]
+) -> tuple[int | None, int, int]:
     names = [h.strip() for h in header]
     missing = [c for c in columns if c is not None and c not in names]
     if missing:
@@ -335,9 +390,12 @@ def _column_indices(path: Path, header: list[str], columns: tuple[str | None, st
             raise TraceReadError(
                 f"{path}: line 1: expected a header row naming {_names(columns)}; line 1 "
                 f"({','.join(header)[:60]}) looks like data: the first row of a CSV trace is read as "
-                "its header, so add one (or name the columns with input_column / output_column)")
-        raise TraceReadError(f"{path}: line 1 (header): expected a column named {missing[0]!r}; "
-                             f"the header has {', '.join(map(repr, names))}")
+                "its header, so add one (or name the columns with input_column / output_column)"
+            )
+        raise TraceReadError(
+            f"{path}: line 1 (header): expected a column named {missing[0]!r}; "
+            f"the header has {', '.join(map(repr, names))}"
+        )
     t_col, in_col, out_col = columns
     return (None if t_col is None else names.index(t_col)), names.index(in_col), names.index(out_col)
 

@@ -49,12 +49,21 @@ class Trace:
         lo = 0.0 if start_s is None else start_s
         keep = in_window(self.t_s, start_s, end_s)
         hashes = [self.hash_ids[i] for i in keep] if self.hash_ids is not None else None
-        return Trace(self.path, self.n_in[keep], self.n_out[keep], self.t_s[keep] - lo, hashes,
-                     self.notes, self.load)
+        return Trace(
+            self.path, self.n_in[keep], self.n_out[keep], self.t_s[keep] - lo, hashes, self.notes, self.load
+        )
 
 
-def load_trace(ctx: Ctx, path: Path, fmt: str, columns: tuple[str | None, str, str], *,
-               on_bad_row: str = "refuse", order: str = "time", block_tokens: int = 512) -> Trace:
+def load_trace(
+    ctx: Ctx,
+    path: Path,
+    fmt: str,
+    columns: tuple[str | None, str, str],
+    *,
+    on_bad_row: str = "refuse",
+    order: str = "time",
+    block_tokens: int = 512,
+) -> Trace:
     """The trace through the shared reader (tracereader.py); its errors become ScenarioErrors."""
     try:
         return _load(str(path), _stamp(path), fmt, columns, on_bad_row, order, block_tokens)
@@ -72,8 +81,16 @@ def load_servegen(ctx: Ctx, path: Path, seed: int, start_s: float | None, end_s:
     except TraceReadError as exc:
         raise ctx.error(str(exc)) from None
     notes = servegen.notes_for(path)
-    load = {"path": str(path), "format": "servegen", "rows": len(t), "order": "time", "out_of_order": 0,
-            "skipped_bad_rows": {}, "skipped_examples": [], "synthesised": True}
+    load = {
+        "path": str(path),
+        "format": "servegen",
+        "rows": len(t),
+        "order": "time",
+        "out_of_order": 0,
+        "skipped_bad_rows": {},
+        "skipped_examples": [],
+        "synthesised": True,
+    }
     return Trace(path, n_in, n_out, t, None, notes, load)
 
 
@@ -87,14 +104,29 @@ def _stamp(path: Path) -> tuple[int, int]:
 
 
 @functools.lru_cache(maxsize=8)
-def _load(path: str, stamp: tuple[int, int], fmt: str, columns: tuple[str | None, str, str], on_bad_row: str, order: str,
-          block_tokens: int) -> Trace:
-    rows = read_trace(path, fmt, None if fmt == "mooncake" else columns, on_bad_row=on_bad_row, order=order,
-                      block_tokens=block_tokens)
+def _load(
+    path: str,
+    stamp: tuple[int, int],
+    fmt: str,
+    columns: tuple[str | None, str, str],
+    on_bad_row: str,
+    order: str,
+    block_tokens: int,
+) -> Trace:
+    rows = read_trace(
+        path,
+        fmt,
+        None if fmt == "mooncake" else columns,
+        on_bad_row=on_bad_row,
+        order=order,
+        block_tokens=block_tokens,
+    )
     t_s = None if rows.t_s is None else rows.t_s - rows.t_s.min()
     for note in rows.notes():  # once per process (cached); the run's report repeats it
         logging.getLogger("loadkit").warning("loadkit: %s", note)
-    return Trace(Path(path), rows.n_in, rows.n_out, t_s, rows.hash_ids, tuple(rows.notes()), rows.load_summary())
+    return Trace(
+        Path(path), rows.n_in, rows.n_out, t_s, rows.hash_ids, tuple(rows.notes()), rows.load_summary()
+    )
 
 
 def block_sharing(hash_lists: list[list[int]], history: set[int] | None = None) -> tuple[int, int]:

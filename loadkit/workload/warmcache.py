@@ -52,8 +52,9 @@ def warm_prefixes(window: Trace, history: set[int], max_blocks: int | None) -> l
     return [list(run) for run in sorted(runs) if run not in covered]
 
 
-def expected_shares(window: Trace, history: set[int], block_tokens: int,
-                    max_input: int | None) -> dict[str, Any]:
+def expected_shares(
+    window: Trace, history: set[int], block_tokens: int, max_input: int | None
+) -> dict[str, Any]:
     """The window's prompt-token share a prefix cache holds: counting the history, and cold."""
     assert window.hash_ids is not None
     n_in = np.maximum(window.n_in, 1)
@@ -63,8 +64,11 @@ def expected_shares(window: Trace, history: set[int], block_tokens: int,
     warm = np.minimum(np.asarray(leading_cached_blocks(window.hash_ids, history)) * block_tokens, n_in)
     cold = np.minimum(np.asarray(leading_cached_blocks(window.hash_ids)) * block_tokens, n_in)
     prompt = float(n_in.sum())
-    return {"window_prompt_tokens": int(prompt), "cached_share_with_history": float(warm.sum() / prompt),
-            "cached_share_cold": float(cold.sum() / prompt)}
+    return {
+        "window_prompt_tokens": int(prompt),
+        "cached_share_with_history": float(warm.sum() / prompt),
+        "cached_share_cold": float(cold.sum() / prompt),
+    }
 
 
 def max_blocks_for(max_input: int | None, block_tokens: int) -> int | None:

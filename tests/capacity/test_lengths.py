@@ -63,7 +63,8 @@ def test_unknown_files_are_refused_by_name(tmp_path: Path) -> None:
     csv = tmp_path / "x.csv"
     csv.write_text("a,b\n1,2\n")
     with pytest.raises(
-        CapacityError, match=r"x\.csv: line 1 \(header\): CSV header needs the columns ContextTokens,GeneratedTokens"
+        CapacityError,
+        match=r"x\.csv: line 1 \(header\): CSV header needs the columns ContextTokens,GeneratedTokens",
     ):
         read_lengths(csv)
     jl = tmp_path / "x.jsonl"
@@ -123,8 +124,11 @@ def test_bad_rows_are_refused_by_default_naming_the_line(fixtures: Path) -> None
     """The trace reader replay uses, with its default policy: a bad row stops the read."""
     with pytest.raises(CapacityError, match=r"mooncake_mini\.jsonl: line 4: expected the key 'hash_ids'"):
         read_lengths(fixtures / "mooncake_mini.jsonl")
-    with pytest.raises(CapacityError, match=r"azure_mini\.csv: line 5: expected a non-negative integer "
-                                            r"ContextTokens, got 'oops'"):
+    with pytest.raises(
+        CapacityError,
+        match=r"azure_mini\.csv: line 5: expected a non-negative integer "
+        r"ContextTokens, got 'oops'",
+    ):
         read_lengths(fixtures / "azure_mini.csv")
 
 

@@ -65,7 +65,9 @@ def test_invalid_scenario_is_one_capacity_error(tmp_path: Path) -> None:
 def test_a_shipped_scenario_name_is_a_length_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)  # no file of that name here: the shipped scenario (package data)
     s = read_lengths("azure_conversation_replay", 500)
-    assert s.kind == "scenario" and s.lengths.size == 500 and s.source.endswith("azure_conversation_replay.toml")
+    assert (
+        s.kind == "scenario" and s.lengths.size == 500 and s.source.endswith("azure_conversation_replay.toml")
+    )
     with pytest.raises(CapacityError, match="nor a shipped scenario's name"):
         read_lengths("azure_conversation_replayy")
 

@@ -51,7 +51,9 @@ def test_a_host_target_with_engine_auto_is_named_after_the_engine_found(caplog):
         assert probes_seen(seen) == probed  # not probed twice
     assert (spec.name, spec.engine) == ("vllm", "vllm") and again.name == "vllm"
     lines = [r.getMessage() for r in caplog.records if "--engine auto" in r.getMessage()]
-    assert lines == ['loadkit: target vllm: --engine auto: found: vllm (GET /v1/models lists a model owned_by "vllm")']
+    assert lines == [
+        'loadkit: target vllm: --engine auto: found: vllm (GET /v1/models lists a model owned_by "vllm")'
+    ]
 
 
 def test_the_generic_fallback_names_the_target_host_port():

@@ -24,7 +24,9 @@ def run(cls, path, fixture, headers=SSE, **options):
     adapter = cls(AdapterOptions(model="m", api="chat", run_options=options))
     answer = Answer(body_bytes(fixture), headers=headers, chunked=True)
     with stub_server({("POST", path): answer}) as (url, _):
-        rec = timer.run_request(adapter, url, t.GenerationRequest(prompt="hi", max_tokens=16), timeouts=TIMEOUTS)
+        rec = timer.run_request(
+            adapter, url, t.GenerationRequest(prompt="hi", max_tokens=16), timeouts=TIMEOUTS
+        )
     assert rec.outcome == t.OK, rec.error
     return rec
 
@@ -37,9 +39,16 @@ def test_vllm_reasoning_content_then_answer_counts_from_running_usage():
     rec = run(VLLMAdapter, CHAT, "vllm/chat_continuous_usage_reasoning.sse")
     assert rec.event_tokens == [1, 1, 2, 1]
     assert rec.t_first_reasoning_ns == at(rec, 0) == rec.t_first_ns
-    assert rec.t_first_answer_ns == at(rec, 2) == rec.t_reasoning_end_ns and rec.t_last_answer_ns == at(rec, 3)
+    assert rec.t_first_answer_ns == at(rec, 2) == rec.t_reasoning_end_ns and rec.t_last_answer_ns == at(
+        rec, 3
+    )
     # No reasoning_tokens in this server's usage: counted from the events (the 2-token one is answer).
-    assert (rec.n_reasoning, rec.n_reasoning_source, rec.n_answer, rec.n_answer_source) == (2, "events", 3, "events")
+    assert (rec.n_reasoning, rec.n_reasoning_source, rec.n_answer, rec.n_answer_source) == (
+        2,
+        "events",
+        3,
+        "events",
+    )
     assert rec.t_first_tool_ns is None and rec.n_tool is None and rec.text == "Héllo world"
 
 

@@ -19,8 +19,14 @@ class TestVLLMContract(AdapterContract):
     fixtures = FIXTURES / "vllm"
     garbage = OPENAI_GARBAGE
     cases = [
-        StreamCase("chat_continuous_usage_reasoning.sse", tokens=[1, 1, 2, 1], text="Héllo world", n_out=5,
-                   usage=t.Usage(prompt_tokens=12, completion_tokens=5, cached_tokens=8), api="chat"),
+        StreamCase(
+            "chat_continuous_usage_reasoning.sse",
+            tokens=[1, 1, 2, 1],
+            text="Héllo world",
+            n_out=5,
+            usage=t.Usage(prompt_tokens=12, completion_tokens=5, cached_tokens=8),
+            api="chat",
+        ),
         StreamCase("completions.sse", tokens=[1, 1, 1], n_out=3, api="completions"),
         StreamCase("error_new.sse", outcome=t.IN_BAND_ERROR, tokens=[1], api="completions"),
         StreamCase("error_old.sse", outcome=t.IN_BAND_ERROR, api="completions"),

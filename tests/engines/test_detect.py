@@ -18,11 +18,19 @@ def models(owner: str) -> Answer:
 
 SERVERS = {
     "vllm": {("GET", "/version"): js({"version": "0.11.0"}), ("GET", "/v1/models"): models("vllm")},
-    "sglang": {("GET", "/get_model_info"): js({"model_path": "Qwen/Qwen2.5", "is_generation": True}),
-               ("GET", "/v1/models"): models("sglang")},
-    "tgi": {("GET", "/info"): js({"model_id": "bigscience/bloom", "version": "3.0.1", "router": "text-generation-router"})},
-    "llamacpp": {("GET", "/props"): js({"default_generation_settings": {"n_ctx": 2048}, "total_slots": 4}),
-                 ("GET", "/v1/models"): models("llamacpp")},
+    "sglang": {
+        ("GET", "/get_model_info"): js({"model_path": "Qwen/Qwen2.5", "is_generation": True}),
+        ("GET", "/v1/models"): models("sglang"),
+    },
+    "tgi": {
+        ("GET", "/info"): js(
+            {"model_id": "bigscience/bloom", "version": "3.0.1", "router": "text-generation-router"}
+        )
+    },
+    "llamacpp": {
+        ("GET", "/props"): js({"default_generation_settings": {"n_ctx": 2048}, "total_slots": 4}),
+        ("GET", "/v1/models"): models("llamacpp"),
+    },
     "ollama": {("GET", "/api/version"): js({"version": "0.12.3"}), ("GET", "/api/tags"): js({"models": []})},
     "tensorrt-llm": {("GET", "/v2"): js({"name": "triton", "version": "2.50.0", "extensions": ["generate"]})},
     "openai": {("GET", "/v1/models"): models("someone")},
@@ -105,4 +113,7 @@ def test_a_broken_plugin_detector_is_named():
     local.register(Broken(), name="loadkit-broken")
     with stub_server(SERVERS["vllm"]) as (url, _), pytest.raises(UserError) as info:
         detect_engine(url, local)
-    assert str(info.value) == "--engine auto: plugin 'loadkit-broken' raised KeyError('owned_by') in loadkit_detect_engine"
+    assert (
+        str(info.value)
+        == "--engine auto: plugin 'loadkit-broken' raised KeyError('owned_by') in loadkit_detect_engine"
+    )

@@ -9,7 +9,9 @@ from loadkit.sim.families import FAMILIES, find_route
 from loadkit.types import GenerationRequest
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "engines.md"
-ROW = re.compile(r"^\| `([a-z.-]+)` \| `([a-z]+)` \| `(\w+) ([^`]+)` \| (\w+) \| `([a-z]+)` \|$", re.MULTILINE)
+ROW = re.compile(
+    r"^\| `([a-z.-]+)` \| `([a-z]+)` \| `(\w+) ([^`]+)` \| (\w+) \| `([a-z]+)` \|$", re.MULTILINE
+)
 
 
 def documented() -> dict[tuple[str, str], tuple[str, str, str]]:

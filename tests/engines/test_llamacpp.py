@@ -14,8 +14,13 @@ def adapter(api: str = "native") -> LlamaCppAdapter:
 def test_native_request_shape():
     req = adapter().build_request(t.GenerationRequest(prompt="p", max_tokens=16))
     assert req.path == "/completion"
-    assert orjson.loads(req.body) == {"prompt": "p", "n_predict": 16, "stream": True, "cache_prompt": True,
-                                      "ignore_eos": True}
+    assert orjson.loads(req.body) == {
+        "prompt": "p",
+        "n_predict": 16,
+        "stream": True,
+        "cache_prompt": True,
+        "ignore_eos": True,
+    }
 
 
 @pytest.mark.parametrize("chunk", [None, 11])
@@ -33,8 +38,10 @@ def test_real_native_capture(chunk):
 
 
 def test_native_event_with_several_tokens_counts_them():
-    body = (b'data: {"content":"ab","tokens":[1,2,3],"stop":false}\n\n'
-            b'data: {"content":"","tokens":[],"stop":true,"stop_type":"eos","tokens_predicted":3}\n\n')
+    body = (
+        b'data: {"content":"ab","tokens":[1,2,3],"stop":false}\n\n'
+        b'data: {"content":"","tokens":[],"stop":true,"stop_type":"eos","tokens_predicted":3}\n\n'
+    )
     r = replay(adapter(), body)
     assert r.tokens == [3] and r.events[-1].finish_reason == "stop"
 
@@ -55,7 +62,9 @@ def test_real_chat_capture_role_chunk_is_not_a_token():
 @pytest.mark.parametrize("api", ["native", "completions"])
 def test_error_event_is_in_band_error(api):
     a = adapter(api)
-    r = a.new_parser().parse('{"code":500,"message":"failed to decode the batch","type":"server_error"}', "error")
+    r = a.new_parser().parse(
+        '{"code":500,"message":"failed to decode the batch","type":"server_error"}', "error"
+    )
     assert r is not None and r.error == "failed to decode the batch"
 
 
@@ -64,6 +73,14 @@ def test_tokenize_and_props():
     req = a.tokenize_request("hi")
     assert req is not None and orjson.loads(req.body) == {"content": "hi"}
     assert a.parse_tokenize({"tokens": [1, 2]}) == 2
-    info = a.describe_server({"/props": {"build_info": "b6000-abc", "model_path": "/m/tiny.gguf", "total_slots": 4,
-                                         "default_generation_settings": {"n_ctx": 2048}}})
+    info = a.describe_server(
+        {
+            "/props": {
+                "build_info": "b6000-abc",
+                "model_path": "/m/tiny.gguf",
+                "total_slots": 4,
+                "default_generation_settings": {"n_ctx": 2048},
+            }
+        }
+    )
     assert info == {"engine_version": "b6000-abc", "model": "/m/tiny.gguf", "max_model_len": 2048, "slots": 4}

@@ -26,8 +26,9 @@ def llama():
 
 def run(srv, api, prompt="The quick brown fox jumps over the lazy dog.", max_tokens=8):
     adapter = LlamaCppAdapter(AdapterOptions(model="tiny", api=api))
-    return timer.run_request(adapter, srv.url, t.GenerationRequest(prompt=prompt, max_tokens=max_tokens),
-                             timeouts=TIMEOUTS)
+    return timer.run_request(
+        adapter, srv.url, t.GenerationRequest(prompt=prompt, max_tokens=max_tokens), timeouts=TIMEOUTS
+    )
 
 
 @pytest.mark.parametrize("api", ["native", "chat", "completions"])
@@ -54,7 +55,9 @@ def test_detect_describe_tokenize_scrape(llama):
     info = describe(adapter, llama.url)
     assert info["model"] and info["max_model_len"] > 0
     text = "hello world, again and again"
-    assert count_tokens(adapter, llama.url, text) == len(llama.tokenizer().encode(text, add_special_tokens=False).ids)
+    assert count_tokens(adapter, llama.url, text) == len(
+        llama.tokenizer().encode(text, add_special_tokens=False).ids
+    )
     values = scrape(adapter, llama.url)
     assert {"running", "waiting", "prefix_hit_rate"} <= set(values)
 

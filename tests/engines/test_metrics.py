@@ -55,26 +55,30 @@ def test_triton_label_selectors_and_kv_from_blocks():
 
 
 def test_parser_edge_cases():
-    text = ('# TYPE a gauge\na{x="q\\"uote",y="back\\\\slash"} +Inf 1712345678000\n'
-            'b NaN\nc{} -1.5e3\nd{le="0.5"} 2 # {trace_id="abc"} 1.0\n')
+    text = (
+        '# TYPE a gauge\na{x="q\\"uote",y="back\\\\slash"} +Inf 1712345678000\n'
+        'b NaN\nc{} -1.5e3\nd{le="0.5"} 2 # {trace_id="abc"} 1.0\n'
+    )
     parsed = parse_prometheus(text)
     assert parsed[0].labels == {"x": 'q"uote', "y": "back\\slash"} and parsed[0].value == math.inf
     assert math.isnan(parsed[1].value) and parsed[2].value == -1500 and parsed[3].value == 2
     assert parse_selector('m{a="1",}') == ("m", {"a": "1"})
 
 
-@pytest.mark.parametrize("bad", ["just words here", 'm{a=1} 2', "m 1x", "{", 'm{a="b" 1'])
+@pytest.mark.parametrize("bad", ["just words here", "m{a=1} 2", "m 1x", "{", 'm{a="b" 1'])
 def test_bad_lines_are_errors_not_skipped(bad):
     with pytest.raises(MetricsError, match=r"^line 3 is not Prometheus text"):
         parse_prometheus(f"# TYPE ok gauge\nok 1\n{bad}\n")
 
 
 def test_scraper_interval_hit_rate_and_errors():
-    rows = iter([
-        {"prefix_cache_hits": 100.0, "prefix_cache_queries": 400.0},
-        MetricsError("HTTP 503"),
-        {"prefix_cache_hits": 190.0, "prefix_cache_queries": 500.0},
-    ])
+    rows = iter(
+        [
+            {"prefix_cache_hits": 100.0, "prefix_cache_queries": 400.0},
+            MetricsError("HTTP 503"),
+            {"prefix_cache_hits": 190.0, "prefix_cache_queries": 500.0},
+        ]
+    )
 
     def fetch():
         row = next(rows)
@@ -123,7 +127,9 @@ def test_label_values_with_hash_quotes_and_newlines():
 def test_simulator_escapes_label_values_it_emits():
     from loadkit.sim.metrics import _label, _render
 
-    text = _render([("vllm:num_requests_running", "gauge", "Running.", 2)], f'{{model_name="{_label(ODD_MODEL)}"}}')
+    text = _render(
+        [("vllm:num_requests_running", "gauge", "Running.", 2)], f'{{model_name="{_label(ODD_MODEL)}"}}'
+    )
     (sample,) = parse_prometheus(text.decode())
     assert sample.labels == {"model_name": ODD_MODEL} and sample.value == 2
 

@@ -49,6 +49,6 @@ def test_error_line():
 
 def test_no_metrics_endpoint():
     assert OllamaAdapter.metrics_path is None
-    assert adapter().describe_server({"/api/version": {"version": "0.12.3"},
-                                      "/api/tags": {"models": [{"name": "qwen3:latest"}]}}) == {
-        "engine_version": "0.12.3", "model": "llama3.2"}
+    assert adapter().describe_server(
+        {"/api/version": {"version": "0.12.3"}, "/api/tags": {"models": [{"name": "qwen3:latest"}]}}
+    ) == {"engine_version": "0.12.3", "model": "llama3.2"}

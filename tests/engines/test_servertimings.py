@@ -43,7 +43,9 @@ def test_llamacpp_openai_api_timings(api, fixture, prefill, decode):
 
 
 def test_ollama_durations_in_ns():
-    b = normalise(last_timings(OllamaAdapter(AdapterOptions(model="llama3.2", api="native")), "ollama/generate.ndjson"))
+    b = normalise(
+        last_timings(OllamaAdapter(AdapterOptions(model="llama3.2", api="native")), "ollama/generate.ndjson")
+    )
     assert b is not None and b["source"] == "ollama"
     assert b["load_ms"] == pytest.approx(6338.219291)
     assert b["prefill_ms"] == pytest.approx(130.079)

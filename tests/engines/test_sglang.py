@@ -12,7 +12,9 @@ def adapter(api: str) -> SGLangAdapter:
 
 
 def test_native_request_shape():
-    req = adapter("native").build_request(t.GenerationRequest(messages=[{"role": "user", "content": "q"}], max_tokens=9))
+    req = adapter("native").build_request(
+        t.GenerationRequest(messages=[{"role": "user", "content": "q"}], max_tokens=9)
+    )
     body = orjson.loads(req.body)
     assert req.path == "/generate" and body["stream"] is True
     assert body["sampling_params"] == {"max_new_tokens": 9, "ignore_eos": True}
@@ -30,10 +32,14 @@ def test_native_cumulative_text_and_meta_info_counts(chunk):
 
 
 def test_incremental_streaming_output_text_is_kept_as_delta():
-    body = b"".join(
-        b'data: {"text": "%s", "meta_info": {"completion_tokens": %d, "finish_reason": null}}\n\n' % (s, i)
-        for i, s in enumerate([b"ab", b"c", b"ab"], 1)
-    ) + b"data: [DONE]\n\n"
+    body = (
+        b"".join(
+            b'data: {"text": "%s", "meta_info": {"completion_tokens": %d, "finish_reason": null}}\n\n'
+            % (s, i)
+            for i, s in enumerate([b"ab", b"c", b"ab"], 1)
+        )
+        + b"data: [DONE]\n\n"
+    )
     r = replay(adapter("native"), body)
     assert r.text == "abcab" and r.tokens == [1, 1, 1]
 
@@ -45,8 +51,10 @@ def test_native_abort_and_error_are_in_band_errors(name):
 
 
 def test_native_count_going_backwards_is_malformed():
-    body = (b'data: {"text": "a", "meta_info": {"completion_tokens": 3}}\n\n'
-            b'data: {"text": "ab", "meta_info": {"completion_tokens": 2}}\n\n')
+    body = (
+        b'data: {"text": "a", "meta_info": {"completion_tokens": 3}}\n\n'
+        b'data: {"text": "ab", "meta_info": {"completion_tokens": 2}}\n\n'
+    )
     assert replay(adapter("native"), body).outcome == t.MALFORMED_STREAM
 
 
@@ -58,6 +66,7 @@ def test_openai_chat_reasoning_and_cached_tokens():
 
 
 def test_describe_server():
-    info = adapter("chat").describe_server({"/get_model_info": {"model_path": "Qwen/Qwen2.5-7B"},
-                                            "/get_server_info": {"version": "0.5.4"}})
+    info = adapter("chat").describe_server(
+        {"/get_model_info": {"model_path": "Qwen/Qwen2.5-7B"}, "/get_server_info": {"version": "0.5.4"}}
+    )
     assert info == {"model": "Qwen/Qwen2.5-7B", "engine_version": "0.5.4"}

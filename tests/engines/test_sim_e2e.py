@@ -2,7 +2,6 @@
 (exact output, usage, cached tokens on a repeated prompt), detection, and the faults the
 simulator injects showing up as the right outcome."""
 
-
 import pytest
 
 from loadkit import types as t
@@ -84,14 +83,22 @@ def test_normal_run(sims, pm, family, engine, api):
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_detect_each_family(sims, pm, family):
-    expected = {"openai": "vllm", "sglang": "sglang", "tgi": "tgi", "triton": "tensorrt-llm",
-                "llamacpp": "llamacpp", "ollama": "ollama"}[family]
+    expected = {
+        "openai": "vllm",
+        "sglang": "sglang",
+        "tgi": "tgi",
+        "triton": "tensorrt-llm",
+        "llamacpp": "llamacpp",
+        "ollama": "ollama",
+    }[family]
     found = detect_engine(sims[family].url, pm)
     assert found.engine == expected, found.explanation
 
 
-@pytest.mark.parametrize(("family", "engine", "api"), [("openai", "vllm", "chat"), ("sglang", "sglang", "native"),
-                                                       ("llamacpp", "llamacpp", "native")])
+@pytest.mark.parametrize(
+    ("family", "engine", "api"),
+    [("openai", "vllm", "chat"), ("sglang", "sglang", "native"), ("llamacpp", "llamacpp", "native")],
+)
 def test_repeated_prompt_reports_cached_tokens(sims, pm, family, engine, api):
     adapter = adapter_for(pm, engine, api)
     prompt = "A long shared system prompt about harbours and ships. " * 20
@@ -100,8 +107,12 @@ def test_repeated_prompt_reports_cached_tokens(sims, pm, family, engine, api):
     assert again.outcome == t.OK and again.cached_tokens is not None and again.cached_tokens > 0
 
 
-FAULTS = [("malformed", t.MALFORMED_STREAM), ("error_event", t.IN_BAND_ERROR), ("close_early", t.INCOMPLETE),
-          ("http_503", t.http_error(503))]
+FAULTS = [
+    ("malformed", t.MALFORMED_STREAM),
+    ("error_event", t.IN_BAND_ERROR),
+    ("close_early", t.INCOMPLETE),
+    ("http_503", t.http_error(503)),
+]
 
 
 @pytest.mark.parametrize(("family", "engine", "api"), TARGETS, ids=[f"{e}-{a}" for _, e, a in TARGETS])
@@ -110,13 +121,18 @@ def test_faults_are_classified(sims, pm, family, engine, api, fault, outcome):
     if api == "triton" and fault == "close_early":
         pytest.skip("Triton has no end marker: a short stream that closes cleanly is indistinguishable")
     if engine == "llamacpp" and fault == "error_event" and not SSE_DISPATCHES_ERROR_FIELD:
-        pytest.xfail("loadkit/client/sse.py drops llama-server's SSE `error:` field (lead: dispatch it as event 'error')")
-    record = send(adapter_for(pm, engine, api), sims[family].url, fault=f"{fault}=2" if fault != "http_503" else fault)
+        pytest.xfail(
+            "loadkit/client/sse.py drops llama-server's SSE `error:` field (lead: dispatch it as event 'error')"
+        )
+    record = send(
+        adapter_for(pm, engine, api), sims[family].url, fault=f"{fault}=2" if fault != "http_503" else fault
+    )
     assert record.outcome == outcome, record.error
 
 
-@pytest.mark.parametrize(("family", "engine"), [("openai", "vllm"), ("sglang", "sglang"), ("tgi", "tgi"),
-                                                ("llamacpp", "llamacpp")])
+@pytest.mark.parametrize(
+    ("family", "engine"), [("openai", "vllm"), ("sglang", "sglang"), ("tgi", "tgi"), ("llamacpp", "llamacpp")]
+)
 def test_server_info_tokenize_and_metrics(sims, pm, family, engine):
     adapter = adapter_for(pm, engine, get_engine(engine, pm).adapter.apis[0])
     url = sims[family].url

@@ -35,7 +35,13 @@ def make(cls: type[EngineAdapter], api: str) -> EngineAdapter:
 
 # (adapter, api, fixture, outcome without the end marker, outcome cut before the last message)
 CASES = [
-    (OpenAIAdapter, "chat", "vllm/chat_continuous_usage_reasoning.sse", OK, OK),  # usage-only chunk cut: finish left
+    (
+        OpenAIAdapter,
+        "chat",
+        "vllm/chat_continuous_usage_reasoning.sse",
+        OK,
+        OK,
+    ),  # usage-only chunk cut: finish left
     (VLLMAdapter, "chat", "vllm/chat_continuous_usage_reasoning.sse", OK, OK),
     (VLLMAdapter, "completions", "vllm/completions.sse", OK, OK),
     (SGLangAdapter, "chat", "sglang/chat.sse", OK, OK),
@@ -43,7 +49,13 @@ CASES = [
     (TensorRTLLMAdapter, "chat", "vllm/chat_continuous_usage_reasoning.sse", OK, OK),
     (TensorRTLLMAdapter, "triton", "tensorrt-llm/triton_generate_stream.sse", OK, OK),
     (LlamaCppAdapter, "chat", "llamacpp/chat_completions.txt", OK, OK),
-    (LlamaCppAdapter, "completions", "llamacpp/completions.txt", OK, INCOMPLETE),  # finish and usage in one chunk
+    (
+        LlamaCppAdapter,
+        "completions",
+        "llamacpp/completions.txt",
+        OK,
+        INCOMPLETE,
+    ),  # finish and usage in one chunk
     (LlamaCppAdapter, "native", "llamacpp/native_completion.txt", INCOMPLETE, INCOMPLETE),
     (TGIAdapter, "native", "tgi/generate_stream.sse", INCOMPLETE, INCOMPLETE),
     (OllamaAdapter, "native", "ollama/generate.ndjson", INCOMPLETE, INCOMPLETE),
@@ -133,7 +145,9 @@ def test_anthropic_plugin_ends_on_a_clean_close_after_its_stop_reason():
     if not fixture.exists():
         pytest.skip("the plugin's test fixtures are not installed next to it")
     adapter = anthropic.AnthropicAdapter(AdapterOptions(model="m"))
-    events = [e + b"\n\n" for e in fixture.read_bytes().split(b"\n\n") if e.strip() and not e.startswith(b"#")]
+    events = [
+        e + b"\n\n" for e in fixture.read_bytes().split(b"\n\n") if e.strip() and not e.startswith(b"#")
+    ]
     stop = [e for e in events if b"message_stop" not in e]
     assert len(stop) == len(events) - 1
     rec = serve(adapter, stop)

@@ -14,11 +14,20 @@ def triton(model: str | None = None) -> TensorRTLLMAdapter:
 def test_triton_request_shape():
     req = triton("llama").build_request(t.GenerationRequest(prompt="What is ML?", max_tokens=3))
     assert req.path == "/v2/models/llama/generate_stream"
-    assert orjson.loads(req.body) == {"text_input": "What is ML?", "max_tokens": 3, "stream": True, "min_length": 3}
-    assert triton().build_request(t.GenerationRequest(prompt="x")).path == "/v2/models/ensemble/generate_stream"
+    assert orjson.loads(req.body) == {
+        "text_input": "What is ML?",
+        "max_tokens": 3,
+        "stream": True,
+        "min_length": 3,
+    }
+    assert (
+        triton().build_request(t.GenerationRequest(prompt="x")).path == "/v2/models/ensemble/generate_stream"
+    )
 
 
-@pytest.mark.parametrize("name", ["tensorrt-llm/triton_generate_stream.sse", "tensorrt-llm/triton_cumulative.sse"])
+@pytest.mark.parametrize(
+    "name", ["tensorrt-llm/triton_generate_stream.sse", "tensorrt-llm/triton_cumulative.sse"]
+)
 def test_delta_and_cumulative_text_output(name):
     r = replay(triton(), body_bytes(name))
     assert r.outcome == t.OK  # the stream closing is Triton's normal end
@@ -36,6 +45,9 @@ def test_error_event():
 
 
 def test_trtllm_serve_openai_exact_output():
-    body = orjson.loads(TensorRTLLMAdapter(AdapterOptions(api="completions")).build_request(
-        t.GenerationRequest(prompt="p", max_tokens=7)).body)
+    body = orjson.loads(
+        TensorRTLLMAdapter(AdapterOptions(api="completions"))
+        .build_request(t.GenerationRequest(prompt="p", max_tokens=7))
+        .body
+    )
     assert body["ignore_eos"] is True and body["min_tokens"] == 7

@@ -44,5 +44,7 @@ def test_tokenize_and_info():
     req = a.tokenize_request("abc")
     assert req is not None and req.path == "/tokenize" and orjson.loads(req.body) == {"inputs": "abc"}
     assert a.parse_tokenize([{"id": 1, "text": "a", "start": 0, "stop": 1}, {"id": 2}]) == 2
-    info = a.describe_server({"/info": {"model_id": "bigscience/bloom-560m", "version": "3.0.1", "max_total_tokens": 2048}})
+    info = a.describe_server(
+        {"/info": {"model_id": "bigscience/bloom-560m", "version": "3.0.1", "max_total_tokens": 2048}}
+    )
     assert info == {"model": "bigscience/bloom-560m", "engine_version": "3.0.1", "max_model_len": 2048}

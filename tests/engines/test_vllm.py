@@ -20,7 +20,9 @@ def test_request_asks_for_exact_output_and_running_usage():
 
 
 def test_no_exact_fields_when_not_asked():
-    body = orjson.loads(adapter("completions").build_request(t.GenerationRequest(prompt="x", exact_output=False)).body)
+    body = orjson.loads(
+        adapter("completions").build_request(t.GenerationRequest(prompt="x", exact_output=False)).body
+    )
     assert "ignore_eos" not in body and "min_tokens" not in body and body["prompt"] == "x"
 
 
@@ -48,8 +50,16 @@ def test_in_band_errors_both_shapes(name):
 def test_tokenize_and_describe():
     a = adapter()
     req = a.tokenize_request("hello")
-    assert req is not None and req.path == "/tokenize" and orjson.loads(req.body) == {"model": "m", "prompt": "hello"}
+    assert (
+        req is not None
+        and req.path == "/tokenize"
+        and orjson.loads(req.body) == {"model": "m", "prompt": "hello"}
+    )
     assert a.parse_tokenize({"count": 3, "max_model_len": 4096, "tokens": [1, 2, 3]}) == 3
-    info = a.describe_server({"/version": {"version": "0.11.0"},
-                              "/v1/models": {"data": [{"id": "m", "owned_by": "vllm", "max_model_len": 4096}]}})
+    info = a.describe_server(
+        {
+            "/version": {"version": "0.11.0"},
+            "/v1/models": {"data": [{"id": "m", "owned_by": "vllm", "max_model_len": 4096}]},
+        }
+    )
     assert info == {"model": "m", "engine_version": "0.11.0", "max_model_len": 4096}

@@ -72,7 +72,11 @@ def test_slos_typed_in_the_form_are_kept_after_a_run_whose_slos_came_from_the_sc
     assert configure(runtime, parsed).slo_source == SCENARIO
     parsed.slo = ["ttft_ms=999"]  # run 2: typed into the web form
     config = configure(runtime, parsed)
-    assert (config.slos, config.slo_source, config.slo_limits()) == (("ttft_ms=999",), FORM, {"ttft_ms": 999.0})
+    assert (config.slos, config.slo_source, config.slo_limits()) == (
+        ("ttft_ms=999",),
+        FORM,
+        {"ttft_ms": 999.0},
+    )
     parsed.slo = []  # run 3: the form's field emptied again: the scenario's count once more
     assert configure(runtime, parsed).slo_source == SCENARIO
 
@@ -145,7 +149,9 @@ def test_each_start_salts_its_prompts_unless_seed_is_given_and_a_worker_takes_th
     assert form_runtime.config.salt_source == f"--seed ({FORM})"
     # A worker uses the master's salt, whatever its own options say.
     worker = runtime_on(parsed)
-    worker.configure(parsed, None, (1, 2), RunConfig(salt=1234, salt_source="random", plugins=worker.fingerprint()))
+    worker.configure(
+        parsed, None, (1, 2), RunConfig(salt=1234, salt_source="random", plugins=worker.fingerprint())
+    )
     assert worker.config.salt == 1234
     assert {s.salt for w in worker.workloads.values() for s in w.sources.values()} == {1234}
     assert parse_seed(" 7 ") == 7 and parse_seed(None) is None and parse_seed("") is None

@@ -110,7 +110,9 @@ def test_one_file_named_two_ways_is_one_workload_and_the_default_is_one_like_any
 
 def test_budgets_per_scenario_and_for_the_run(tmp_path):
     capped = tmp_path / "capped.toml"
-    capped.write_text((SCENARIOS / "closed_small.toml").read_text().replace("duration_s = 60", "max_requests = 7"))
+    capped.write_text(
+        (SCENARIOS / "closed_small.toml").read_text().replace("duration_s = 60", "max_requests = 7")
+    )
 
     class Capped(ScenarioUser):
         scenario = str(capped)
@@ -127,16 +129,29 @@ def test_budgets_per_scenario_and_for_the_run(tmp_path):
 @pytest.mark.parametrize(
     ("setup", "says"),
     [
-        (lambda: runtime_for(type("Lost", (LLMUser,), {"target": "nosuch"})),
-         "user class Lost: target 'nosuch' is not one of this run's targets (fast, big)"),
-        (lambda: runtime_for(type("Typo", (ScenarioUser,), {"scenario": "agent-multitrun"})),
-         "user class Typo: agent-multitrun: no such file, and no shipped scenario of that name (did you mean 'agent-multiturn'?"),
-        (lambda: runtime_for(ClosedOnFast, type("Other", (ScenarioUser,), {"scenario": "agent-multiturn"})),
-         None),
+        (
+            lambda: runtime_for(type("Lost", (LLMUser,), {"target": "nosuch"})),
+            "user class Lost: target 'nosuch' is not one of this run's targets (fast, big)",
+        ),
+        (
+            lambda: runtime_for(type("Typo", (ScenarioUser,), {"scenario": "agent-multitrun"})),
+            "user class Typo: agent-multitrun: no such file, and no shipped scenario of that name (did you mean 'agent-multiturn'?",
+        ),
+        (
+            lambda: runtime_for(
+                ClosedOnFast, type("Other", (ScenarioUser,), {"scenario": "agent-multiturn"})
+            ),
+            None,
+        ),
         (lambda: runtime_for(OpenEverywhere, type("Staged", (ScenarioUser,), {"scenario": STAGED})), None),
-        (lambda: runtime_for(type("Staged", (ScenarioUser,), {"scenario": STAGED}), shape=Steps()),
-         "load shape Steps sets the users over time, and scenario 'open-poisson-staged' has [arrival] stages"),
-        (lambda: runtime_for(Chat, shape=Steps(), warmup=5.0), "--warmup does not combine with the locustfile's load shape"),
+        (
+            lambda: runtime_for(type("Staged", (ScenarioUser,), {"scenario": STAGED}), shape=Steps()),
+            "load shape Steps sets the users over time, and scenario 'open-poisson-staged' has [arrival] stages",
+        ),
+        (
+            lambda: runtime_for(Chat, shape=Steps(), warmup=5.0),
+            "--warmup does not combine with the locustfile's load shape",
+        ),
     ],
 )
 def test_what_cannot_run_is_refused_with_one_line_that_says_why(setup, says):
@@ -267,7 +282,9 @@ def test_a_scenario_session_left_by_an_exception_says_whether_the_task_raised_or
         def _session_ended(self, session):
             self.ended.append(session)
 
-    session = TraceSession("S-1", lambda i: GenerationRequest(prompt="p", turn=i + 1, session_id="S-1"), [0.0, 0.0])
+    session = TraceSession(
+        "S-1", lambda i: GenerationRequest(prompt="p", turn=i + 1, session_id="S-1"), [0.0, 0.0]
+    )
     sender = Sender()
     with pytest.raises(type(raised)):
         ScenarioUser.run_session(sender, session)  # type: ignore[arg-type]

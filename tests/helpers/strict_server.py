@@ -46,7 +46,10 @@ def json_reply(status: int, obj: Any, reason: str = "X") -> Script:
 
 
 def chat_stream(tokens: int = 3, gap_s: float = 0.0) -> Script:
-    events = [{"choices": [{"index": 0, "delta": {"content": f"t{i} "}, "finish_reason": None}]} for i in range(tokens)]
+    events = [
+        {"choices": [{"index": 0, "delta": {"content": f"t{i} "}, "finish_reason": None}]}
+        for i in range(tokens)
+    ]
     events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}],
                    "usage": {"prompt_tokens": 5, "completion_tokens": tokens, "total_tokens": 5 + tokens}})  # fmt: skip
     writes = [(gap_s, chunk(b"data: " + orjson.dumps(e) + b"\n\n")) for e in events]
@@ -71,7 +74,12 @@ class StrictOpenAI:
     def __init__(self, models: tuple[str, ...] = ("served-model",), allowed: frozenset[str] | None = None,
                  check_model: bool = False, fail_status: int | None = None, fail_after_s: float = 0.0,
                  gap_s: float = 0.0, owner: str = "someone", require: tuple[str, str] | None = None) -> None:  # fmt: skip
-        self.models, self.allowed, self.check_model, self.fail_status = models, allowed, check_model, fail_status
+        self.models, self.allowed, self.check_model, self.fail_status = (
+            models,
+            allowed,
+            check_model,
+            fail_status,
+        )
         self.fail_after_s, self.gap_s, self.owner, self.require = fail_after_s, gap_s, owner, require
         self.first_post: float | None = None
         self.received: list[Received] = []
@@ -94,7 +102,9 @@ class StrictOpenAI:
         if req.method != "POST":
             return json_reply(404, {"detail": "Not Found"})
         if self.failing():
-            return json_reply(self.fail_status, {"error": {"message": "the engine is broken", "code": self.fail_status}})
+            return json_reply(
+                self.fail_status, {"error": {"message": "the engine is broken", "code": self.fail_status}}
+            )
         body = req.body if isinstance(req.body, dict) else {}
         unknown = set(body) - self.allowed if self.allowed is not None else set()
         if unknown:

@@ -39,7 +39,9 @@ def finish(n: int, usage: bool = True) -> bytes:
 
 def json_response(status: str, obj: object) -> Script:
     body = json.dumps(obj).encode()
-    head = f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+    head = (
+        f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+    )
     return Script(head=head, writes=[(0, body)], close=False)
 
 

@@ -21,9 +21,13 @@ def locust_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), *args]
 
 
-def run_locust(*args: str, timeout: float = 120, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run_locust(
+    *args: str, timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, **(env or {})}
-    proc = subprocess.run(locust_cmd(*args), capture_output=True, text=True, timeout=timeout, env=full_env, cwd=REPO)
+    proc = subprocess.run(
+        locust_cmd(*args), capture_output=True, text=True, timeout=timeout, env=full_env, cwd=REPO
+    )
     return proc
 
 
@@ -79,7 +83,9 @@ def check_oracle(report_dir: Path, report: dict[str, Any]) -> None:
     assert verdict.ok, f"loadkit verify {report_dir}: " + "; ".join(str(d) for d in verdict.disagreements[:8])
 
 
-def check_percentiles_match_raw(report: dict[str, Any], rows: list[dict[str, Any]], rel: float = 0.002) -> int:
+def check_percentiles_match_raw(
+    report: dict[str, Any], rows: list[dict[str, Any]], rel: float = 0.002
+) -> int:
     """Report percentiles equal the exact nearest-rank percentiles of the raw log, within the
     histogram's precision. Returns how many comparisons were made."""
     compared = 0

@@ -53,7 +53,9 @@ def test_a_parser_that_raises_is_a_counted_failure_naming_plugin_and_engine(tmp_
     # The first traceback of the kind, for the report; none on the console.
     (kind,) = report["adapter_errors"]["kinds"]
     assert kind["engine"] == "flaky" and kind["count"] == failed and kind["message"].startswith(NAMED)
-    assert "flaky_plugin.py" in kind["traceback"] and kind["traceback"].rstrip().endswith(row["message"][len(NAMED):])
+    assert "flaky_plugin.py" in kind["traceback"] and kind["traceback"].rstrip().endswith(
+        row["message"][len(NAMED) :]
+    )
     assert "Traceback" not in out, out[-3000:]
     assert out.count(CONSOLE_LINE) == 1, out[-3000:]
     assert f"adapter_error ×{failed}: e.g. {NAMED}" in proc.stdout  # the final summary
@@ -74,5 +76,7 @@ def test_the_breaker_stops_a_run_whose_parser_always_raises(tmp_path):
     (reason, *_) = report["invalid_reasons"]
     assert reason.startswith("circuit breaker: target 'flaky': the first 6 requests all failed (top error: 6 × e.g. "
                              f"adapter_error: {NAMED}"), reason  # fmt: skip
-    assert report["manifest"]["stopped_unix"] - report["manifest"]["started_unix"] < 15  # stopped, not run out
+    assert (
+        report["manifest"]["stopped_unix"] - report["manifest"]["started_unix"] < 15
+    )  # stopped, not run out
     assert "Traceback" not in out and out.count(CONSOLE_LINE) == 1, out[-3000:]

@@ -37,7 +37,7 @@ def test_realised_poisson_arrivals_match_asked(tmp_path, processes):
     assert cv == pytest.approx(1.0, abs=0.25), cv
     assert report["conservation"]["dropped"] == 0
     # The report's delivered section says the same, from the send times of every node merged.
-    (engine, delivered), = report["delivered"]["by_target"].items()
+    ((engine, delivered),) = report["delivered"]["by_target"].items()
     row = delivered["stages"]["main"]
     sends = np.sort(np.array([r["t_send_ns"] for r in rows], dtype=np.int64)) / 1e9
     gaps = np.diff(sends)
@@ -136,7 +136,8 @@ def test_unsorted_trace_replays_each_row_at_its_own_time(tmp_path):
     scenario.write_text(
         'schema = "loadkit.scenario/1"\nname = "unsorted"\nseed = 1\n[arrival]\nmodel = "trace"\n'
         '[prompt]\napi = "completions"\n[trace]\nformat = "lengths"\npath = "t.csv"\n'
-        'timestamp_column = "ts"\ninput_column = "inp"\noutput_column = "out"\nspeed = 10.0\n')
+        'timestamp_column = "ts"\ninput_column = "inp"\noutput_column = "out"\nspeed = 10.0\n'
+    )
     report_dir = tmp_path / "r"
     with sim_process("--profile", "fast") as sim:
         proc = run_locust(
@@ -152,8 +153,9 @@ def test_unsorted_trace_replays_each_row_at_its_own_time(tmp_path):
     assert [r["n_out"] for r in sent] == [o for _, _, o in by_time]  # the simulator writes max_tokens
     gaps_s = np.diff([r["t_sched_ns"] for r in sent]) / 1e9
     assert gaps_s == pytest.approx(np.diff([t for t, _, _ in by_time]) / 10.0, abs=1e-6)
-    assert any("5 of 6 rows have a timestamp earlier than a row above them" in w for w in report["warnings"]), \
-        report["warnings"]
+    assert any(
+        "5 of 6 rows have a timestamp earlier than a row above them" in w for w in report["warnings"]
+    ), report["warnings"]
 
 
 def test_servegen_windows_replay_at_the_files_per_window_rate(tmp_path):
@@ -169,7 +171,8 @@ def test_servegen_windows_replay_at_the_files_per_window_rate(tmp_path):
         'schema = "loadkit.scenario/1"\nname = "sg"\nseed = 4\n[arrival]\nmodel = "trace"\n'
         '[prompt]\napi = "completions"\n[trace]\nformat = "servegen"\n'
         f'path = "{trace}"\nstart_s = 81600\nend_s = 82800\nspeed = 100.0\n'
-        'max_input_tokens = 256\nmax_output_tokens = 8\n')
+        "max_input_tokens = 256\nmax_output_tokens = 8\n"
+    )
     planned = load_scenario(scenario).request_source().trace_arrival_times_s()
     report_dir = tmp_path / "r"
     with sim_process("--profile", "fast") as sim:
@@ -187,7 +190,9 @@ def test_servegen_windows_replay_at_the_files_per_window_rate(tmp_path):
     for w0 in (0.0, 600.0):
         asked = float(win.rate[np.flatnonzero(win.start == 81600 + w0)[0]])
         realised = np.count_nonzero((sent_trace_s >= w0) & (sent_trace_s < w0 + 600)) / 600
-        print(f"servegen window +{w0:.0f} s: asked {asked:.4f} req/s, realised {realised:.4f} req/s")  # -rP shows it
+        print(
+            f"servegen window +{w0:.0f} s: asked {asked:.4f} req/s, realised {realised:.4f} req/s"
+        )  # -rP shows it
         assert realised == pytest.approx(asked, rel=0.05), (w0, asked, realised)
     row = report["delivered"]["by_target"][rows[0]["engine"]]["stages"]["trace"]
     assert row["asked"]["model"] == "trace" and row["rate_error"] == pytest.approx(0.0, abs=0.05)
@@ -199,8 +204,9 @@ def _mooncake_window(tmp_path, warm: bool):
         'schema = "loadkit.scenario/1"\nname = "mw"\nseed = 2\n[arrival]\nmodel = "trace"\n'
         '[prompt]\napi = "completions"\n[trace]\nformat = "mooncake"\n'
         'path = "${LOADKIT_PACKAGE_DATA}/traces/mooncake-fast25/conversation_trace.jsonl"\n'
-        'start_s = 1800\nend_s = 1830\nspeed = 3.0\nmax_input_tokens = 2048\nmax_output_tokens = 4\n'
-        + ("warm_cache = true\nwarm_cache_s = 4\n" if warm else ""))
+        "start_s = 1800\nend_s = 1830\nspeed = 3.0\nmax_input_tokens = 2048\nmax_output_tokens = 4\n"
+        + ("warm_cache = true\nwarm_cache_s = 4\n" if warm else "")
+    )
     return scenario
 
 
@@ -231,8 +237,10 @@ def test_windowed_mooncake_meets_the_cache_state_its_history_implies(tmp_path, w
     assert not any(r["label"] == "cache-warmup" or r["stage"] == "warmup" for r in rows)
     measured = sum(r["cached_tokens"] or 0 for r in rows) / sum(r["n_in"] for r in rows)
     target = shares["cached_share_with_history"] if warm else shares["cached_share_cold"]
-    print(f"mooncake window warm={warm}: simulator cached share {measured:.4f}, from the whole history "
-          f"{shares['cached_share_with_history']:.4f}, within the window {shares['cached_share_cold']:.4f}")
+    print(
+        f"mooncake window warm={warm}: simulator cached share {measured:.4f}, from the whole history "
+        f"{shares['cached_share_with_history']:.4f}, within the window {shares['cached_share_cold']:.4f}"
+    )
     assert shares["cached_share_with_history"] > shares["cached_share_cold"] + 0.2
     assert measured == pytest.approx(target, abs=0.02), (measured, shares)
     sources = report["lengths"]["workload_sources"][0]
@@ -285,15 +293,22 @@ def test_tenant_priorities_reach_the_simulator_and_the_fairness_report(tmp_path,
         )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = check_conservation(report_dir)
-    (engine, section), = report["tenants"]["by_target"].items()
+    ((engine, section),) = report["tenants"]["by_target"].items()
     gold, bronze = section["tenants"]["gold"], section["tenants"]["bronze"]
     assert gold["priority"] == 0 and bronze["priority"] == 10
     assert gold["requests"] + bronze["requests"] == report["engines"][engine]["requests"]
-    assert set(report["engines"][engine]["labels"]) == {"gold/short", "gold/long", "bronze/short", "bronze/long"}
+    assert set(report["engines"][engine]["labels"]) == {
+        "gold/short",
+        "gold/long",
+        "bronze/short",
+        "bronze/long",
+    }
     assert gold["long_vs_short"]["long"] == "long" and gold["long_vs_short"]["ttft_p50_ratio"] is not None
     ratio = bronze["ttft_ms_p50"] / gold["ttft_ms_p50"]
-    print(f"{policy}: TTFT p50 gold {gold['ttft_ms_p50']:.0f} ms, bronze {bronze['ttft_ms_p50']:.0f} ms; SLO met "
-          f"{gold['slo_attainment']:.3f} vs {bronze['slo_attainment']:.3f}; Jain {section['jain_fairness']:.3f}")
+    print(
+        f"{policy}: TTFT p50 gold {gold['ttft_ms_p50']:.0f} ms, bronze {bronze['ttft_ms_p50']:.0f} ms; SLO met "
+        f"{gold['slo_attainment']:.3f} vs {bronze['slo_attainment']:.3f}; Jain {section['jain_fairness']:.3f}"
+    )
     if policy == "priority":
         assert ratio > 3, (gold["ttft_ms_p50"], bronze["ttft_ms_p50"])
         assert gold["slo_attainment"] > bronze["slo_attainment"] + 0.3

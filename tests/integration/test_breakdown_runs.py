@@ -28,7 +28,9 @@ SOURCES = {"llama": "llamacpp", "ollama": "ollama", "sglang": "sglang"}
 
 def run(tmp_path):
     report_dir = tmp_path / "r"
-    serve = [a for family in ("llamacpp", "ollama", "sglang") for a in ("--serve", f"{family}:0:profile=fast")]
+    serve = [
+        a for family in ("llamacpp", "ollama", "sglang") for a in ("--serve", f"{family}:0:profile=fast")
+    ]
     with sim_process(*serve, "--seed", "7") as sim:
         targets = [a for (name, opts), url in zip(TARGETS.items(), sim.urls, strict=True)
                    for a in ("--target", f"{name}={url},{opts}")]  # fmt: skip
@@ -50,7 +52,9 @@ def check_record(r: dict, t: dict) -> None:
     assert b["source"] == SOURCES[r["engine"]]
     stages = t["server_stages_ms"]
     # The truth's own stages add up: arrival → first token written = queue + prefill.
-    assert stages["queue"] + stages["prefill"] == pytest.approx((t["t_token_ns"][0] - t["t_arrival_ns"]) / 1e6, abs=1e-6)
+    assert stages["queue"] + stages["prefill"] == pytest.approx(
+        (t["t_token_ns"][0] - t["t_arrival_ns"]) / 1e6, abs=1e-6
+    )
     if r["engine"] == "sglang":
         assert b["queue_ms"] == pytest.approx(stages["queue"], abs=1e-6)
         assert b["prefill_ms"] is None and b["residual_ttft_ms"] is None  # SGLang does not split it out

@@ -59,8 +59,10 @@ def test_a_target_killed_mid_run_stops_the_run_on_time(tmp_path, processes):
     # -t is 60 s. The time rule: 10 s without a success, then at most one backoff wait more.
     assert after_kill < 10 + BACKOFF_CAP_S + 10, (after_kill, err[-3000:])
     report = check_conservation(report_dir)
-    (name, section), = report["engines"].items()
-    assert section["outcomes"]["ok"] >= 20 and section["outcomes"].get("connect_error", 0) >= 2, section["outcomes"]
+    ((name, section),) = report["engines"].items()
+    assert section["outcomes"]["ok"] >= 20 and section["outcomes"].get("connect_error", 0) >= 2, section[
+        "outcomes"
+    ]
     reasons = [r for r in report["invalid_reasons"] if "circuit breaker" in r]
     assert len(reasons) == 1, report["invalid_reasons"]
     reason = reasons[0]
@@ -90,9 +92,12 @@ def test_a_target_that_comes_back_is_reachable_again(tmp_path):
         _, err = proc.communicate(timeout=120)
         answered_after = len(back.truth_records())
     report = check_conservation(report_dir)
-    (name, section), = report["engines"].items()
+    ((name, section),) = report["engines"].items()
     assert not [r for r in report["invalid_reasons"] if "circuit breaker" in r], report["invalid_reasons"]
-    assert section["outcomes"].get("connect_error", 0) >= 1 and answered_after >= 5, (section["outcomes"], err[-3000:])
+    assert section["outcomes"].get("connect_error", 0) >= 1 and answered_after >= 5, (
+        section["outcomes"],
+        err[-3000:],
+    )
     assert len(lines_with(err, f"target {name!r} unreachable since")) == 1, err[-3000:]
     back_lines = lines_with(err, f"target {name!r} reachable again after")
     assert len(back_lines) == 1, err[-3000:]

@@ -87,14 +87,18 @@ def test_a_replay_cut_by_run_time_is_judged_by_the_part_of_the_trace_it_reached(
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = check_conservation(report_dir)
     row = _stage_rows(report, next(iter(report["delivered"]["by_target"])))["trace"]
-    offsets = load_scenario(resolve_scenario("azure_conversation_replay")).request_source().trace_arrival_times_s()
+    offsets = (
+        load_scenario(resolve_scenario("azure_conversation_replay")).request_source().trace_arrival_times_s()
+    )
     whole_rate = (len(offsets) - 1) / (offsets[-1] - offsets[0])
     assert row["rate_error"] == pytest.approx(0.0, abs=0.2), row  # not −70 % against the whole window
     covered = row["asked"]["covered_s"]
     assert 6.0 < covered < 8.5, row["asked"]
     reached = [t for t in offsets if t <= covered]
     asked_rate = (len(reached) - 1) / (reached[-1] - reached[0])
-    assert row["asked"]["rate"] == pytest.approx(asked_rate, rel=1e-9) and abs(asked_rate / whole_rate - 1) > 0.3
+    assert (
+        row["asked"]["rate"] == pytest.approx(asked_rate, rel=1e-9) and abs(asked_rate / whole_rate - 1) > 0.3
+    )
     assert f"of the trace's {offsets[-1]:.1f} s" in row["asked"]["note"]
     assert row["arrivals"] == len(raw_records(report_dir)) == report["conservation"]["sent"]
 
@@ -119,8 +123,10 @@ def test_a_faithful_replay_of_sub_ms_gaps_reads_as_asked(tmp_path):
     trace = tmp_path / "bursts.csv"
     trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "\n".join(rows) + "\n")
     scenario = tmp_path / "bursts.toml"
-    scenario.write_text('schema = "loadkit.scenario/1"\nname = "bursts"\nseed = 1\n[arrival]\nmodel = "trace"\n'
-                        f'[prompt]\napi = "completions"\n[trace]\nformat = "azure"\npath = "{trace}"\n')
+    scenario.write_text(
+        'schema = "loadkit.scenario/1"\nname = "bursts"\nseed = 1\n[arrival]\nmodel = "trace"\n'
+        f'[prompt]\napi = "completions"\n[trace]\nformat = "azure"\npath = "{trace}"\n'
+    )
     report_dir = tmp_path / "r"
     with sim_process("--profile", "fast") as sim:
         proc = run_locust("--headless", "-u", "12", "-r", "12", "-t", "25s", "--stop-timeout", "5",
@@ -181,10 +187,15 @@ def test_a_mooncake_windows_cache_warm_up_is_outside_asked_and_the_schedule_figu
     assert schedule["warmup"] == {"scheduled": n_warm, "sent": n_warm, "dropped": 0}, schedule
     row = _stage_rows(report, rows[0]["engine"])["trace"]
     asked = realised_stats(window)
-    assert row["asked"]["rate"] == pytest.approx(asked["rate"]) and row["asked"]["cv"] == pytest.approx(asked["cv"])
+    assert row["asked"]["rate"] == pytest.approx(asked["rate"]) and row["asked"]["cv"] == pytest.approx(
+        asked["cv"]
+    )
     assert row["rate_error"] == pytest.approx(0.0, abs=0.05), row
     assert row["fit"]["consistent"], row["fit"]
     # The warm-ups (all due at once) no longer read as a schedule that fell behind; on a machine
     # so loaded that the client itself was saturated the window's own sends may really be late.
     if not any("client saturated" in w for w in report["warnings"]):
-        assert not any("schedule fell behind" in w for w in report["warnings"]), (schedule, report["warnings"])
+        assert not any("schedule fell behind" in w for w in report["warnings"]), (
+            schedule,
+            report["warnings"],
+        )

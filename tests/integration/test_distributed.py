@@ -129,7 +129,6 @@ def test_worker_stopped_cleanly_keeps_its_data(tmp_path):
     assert report["workers"], "the report lists the workers and what became of them"
 
 
-
 def test_processes_without_a_master_port_runs_with_locust_s_default_port_taken(tmp_path):
     """--processes with no master port gets a free one (glue/masterport.py). On Locust's fixed
     5557, taken (here by a socket that never answers), the master failed to bind with a

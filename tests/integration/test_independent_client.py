@@ -103,7 +103,11 @@ def stdlib_figures(port: int) -> dict[str, float]:
         tpot.append((events[-1] - events[0]) / 1e6 / (N_TOKENS - 1))
         itl += [(b - a) / 1e6 for a, b in zip(events, events[1:], strict=False)]
     sock.close()
-    return {"ttft_ms": statistics.median(ttft), "tpot_ms": statistics.median(tpot), "itl_ms": statistics.median(itl)}
+    return {
+        "ttft_ms": statistics.median(ttft),
+        "tpot_ms": statistics.median(tpot),
+        "itl_ms": statistics.median(itl),
+    }
 
 
 def test_no_done_stream_figures_agree_with_a_stdlib_client(tmp_path):

@@ -78,7 +78,9 @@ def check_breakdown(report: dict, rows: list[dict], engine: str) -> None:
         assert r["ttft_ms"] >= b["prefill_ms"], (r["ttft_ms"], b)
         assert b["residual_ttft_ms"] == pytest.approx(r["ttft_ms"] - timings["prompt_ms"])
         if r["n_out"] >= 8 and timings["predicted_ms"] > 0:
-            ratios.append(b["client_decode_per_token_ms"] / (timings["predicted_ms"] / timings["predicted_n"]))
+            ratios.append(
+                b["client_decode_per_token_ms"] / (timings["predicted_ms"] / timings["predicted_n"])
+            )
             spans += b["client_decode_per_token_ms"] * timings["predicted_n"]
             predicted += timings["predicted_ms"]
     within = sum(abs(x - 1) <= 0.10 for x in ratios)
@@ -93,7 +95,9 @@ def check_breakdown(report: dict, rows: list[dict], engine: str) -> None:
     assert section["dominant"]["ttft"] is not None and section["dominant"]["e2e"] is not None
 
 
-@pytest.mark.parametrize(("engine", "api"), [("llamacpp", "native"), ("openai", "completions"), ("openai", "chat")])
+@pytest.mark.parametrize(
+    ("engine", "api"), [("llamacpp", "native"), ("openai", "completions"), ("openai", "chat")]
+)
 def test_single_turn_matches_server(tmp_path, llama, engine, api):
     report, rows = run(tmp_path, llama, engine, api, "llamacpp_small.toml")
     check_against_server_timings(rows)

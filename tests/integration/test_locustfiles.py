@@ -42,7 +42,17 @@ def run_file(locustfile: Path, *args: str, processes: bool = False, env: dict[st
     if processes:
         port = str(free_port())
         extra = ["--processes", "2", "--master-bind-port", port, "--master-port", port]
-    cmd = [sys.executable, "-m", "locust", "-f", str(locustfile), "--headless", "--no-console-table", *extra, *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(locustfile),
+        "--headless",
+        "--no-console-table",
+        *extra,
+        *args,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO,
                           env={**os.environ, **(env or {})})  # fmt: skip
 
@@ -52,7 +62,9 @@ def check_classes(report: dict[str, Any], rows: list[dict[str, Any]], classes: s
     counts what the raw log says that class sent, and the classes add up to the engines."""
     by_class = report["user_classes"]
     assert set(by_class) == classes, set(by_class)
-    assert sum(c["requests"] for c in by_class.values()) == sum(e["requests"] for e in report["engines"].values())
+    assert sum(c["requests"] for c in by_class.values()) == sum(
+        e["requests"] for e in report["engines"].values()
+    )
     counted: dict[tuple[str, str, str], int] = defaultdict(int)
     for r in rows:
         counted[(r["user_class"], r["engine"], r["label"])] += 1
@@ -124,7 +136,9 @@ def test_agent_example_runs_sessions_shaped_by_the_replies(tmp_path, processes):
         assert [r["turn"] for r in turns] == list(range(1, len(turns) + 1))
         assert turns[0]["label"] == "agent:turn1"
         ok = [r for r in turns if r["outcome"] == "ok"]
-        assert all(b["n_in"] > a["n_in"] + a["n_out"] for a, b in zip(ok, ok[1:], strict=False))  # history grows
+        assert all(
+            b["n_in"] > a["n_in"] + a["n_out"] for a, b in zip(ok, ok[1:], strict=False)
+        )  # history grows
         lengths.add(len(turns))
     assert len(lengths) >= 3, lengths  # episodes of different lengths: not a fixed script
     # The sessions stats count each episode once, under the target.
@@ -240,7 +254,9 @@ def test_scenario_classes_on_their_own_targets_with_exact_open_loop_shares(tmp_p
     report = check_conservation(report_dir)
     rows = raw_records(report_dir)
     by_class = check_classes(report, rows, {"Scheduled", "BackToBack"})
-    assert set(by_class["Scheduled"]["engines"]) == {"fast"} and set(by_class["BackToBack"]["engines"]) == {"big"}
+    assert set(by_class["Scheduled"]["engines"]) == {"fast"} and set(by_class["BackToBack"]["engines"]) == {
+        "big"
+    }
     assert {r["label"] for r in rows if r["user_class"] == "BackToBack"} <= {"short", "long"}
     # fixed_count = 2, closed loop: never more than two of its requests at once, and two at times.
     assert max_in_flight([r for r in rows if r["user_class"] == "BackToBack"]) == 2

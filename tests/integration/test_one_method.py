@@ -23,7 +23,10 @@ def table_rows(page: str, section_id: str) -> list[list[str]]:
     body = body[body.index("<table") :].split("</table>")[0]
     rows = []
     for tr in re.findall(r"<tr>(.*?)</tr>", body, re.S):
-        cells = [html.unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", tr, re.S)]
+        cells = [
+            html.unescape(re.sub(r"<[^>]+>", "", c)).strip()
+            for c in re.findall(r"<td[^>]*>(.*?)</td>", tr, re.S)
+        ]
         if cells:
             rows.append(cells)
     return rows
@@ -47,7 +50,12 @@ def test_turn_table_is_report_json(run):
     assert len(numbered) >= 2 and len(rows) == len(numbered)
     for row in rows:
         t = turns[row[1]]["ttft_ms"]
-        assert row[0] == "fast" and row[2:] == [num(t["count"]), num(t["p50"]), num(t["p90"]), num(t["p99"])], row
+        assert row[0] == "fast" and row[2:] == [
+            num(t["count"]),
+            num(t["p50"]),
+            num(t["p90"]),
+            num(t["p99"]),
+        ], row
 
 
 def test_stage_table_is_report_json(run):
@@ -58,7 +66,9 @@ def test_stage_table_is_report_json(run):
     for row, stage in zip(rows, stages, strict=True):
         s = stage["stats"]
         assert row[1] == stage["name"] and row[3:5] == [num(s["requests"]), num(s["ok"])], row
-        assert row[8:] == [num(s["ttft_ms"][q]) for q in ("p50", "p90", "p99")] + [num(s["tpot_ms"]["p50"])], row
+        assert row[8:] == [num(s["ttft_ms"][q]) for q in ("p50", "p90", "p99")] + [
+            num(s["tpot_ms"]["p50"])
+        ], row
 
 
 def test_length_bucket_table_is_report_json(run):

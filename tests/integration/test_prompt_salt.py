@@ -50,7 +50,10 @@ def test_reruns_salt_their_prompts_and_seed_repeats_one_exactly(tmp_path):
         salt = first["manifest"]["prompts"]["salt"]
         third = _run(sim.url, c, "--seed", str(salt))
     prompts = [r["manifest"]["prompts"] for r in (first, second, third)]
-    assert prompts[0]["salt_from"] == prompts[1]["salt_from"] == "random" and prompts[0]["salt"] != prompts[1]["salt"]
+    assert (
+        prompts[0]["salt_from"] == prompts[1]["salt_from"] == "random"
+        and prompts[0]["salt"] != prompts[1]["salt"]
+    )
     assert prompts[2] == {"salt": salt, "salt_from": "--seed (command line)", "repeat_with": f"--seed {salt}"}
     # The same lengths every run: the salt changes words, not the workload.
     lengths = [sorted((r["n_in_target"], r["n_in"]) for r in raw_records(d)) for d in (a, b, c)]

@@ -13,7 +13,9 @@ from tests.integration.runs import SCENARIOS, check_conservation, raw_records, r
 
 pytestmark = pytest.mark.integration
 
-TOOLS = json.dumps({"tools": [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]})
+TOOLS = json.dumps(
+    {"tools": [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]}
+)
 
 # (sim family, loadkit engine, api, sim --reasoning-format, loadkit extra options, tool calls)
 CASES = [

@@ -129,8 +129,11 @@ def test_open_loop_sends_nothing_after_the_run_time(tmp_path):
     assert report["conservation"]["dropped"] <= 1
 
 
-LONG = SPARSE.replace('name = "sparse"', 'name = "long-prompts"').replace("rate = 2.0", "rate = 8.0").replace(
-    "value = 32", "value = 7000")  # the simulator's context is 8192
+LONG = (
+    SPARSE.replace('name = "sparse"', 'name = "long-prompts"')
+    .replace("rate = 2.0", "rate = 8.0")
+    .replace("value = 32", "value = 7000")
+)  # the simulator's context is 8192
 
 
 def test_schedule_lag_in_the_report_is_the_raw_logs(tmp_path):

@@ -30,7 +30,9 @@ def _complete(report_dir: Path) -> dict:
     for name in ("report.json", "stats.csv", "timeseries.csv", "report.html"):
         assert (report_dir / name).is_file(), (report_dir, name)
     report = check_conservation(report_dir)
-    assert report["conservation"]["sent"] > 0 and len(raw_records(report_dir)) == report["conservation"]["sent"]
+    assert (
+        report["conservation"]["sent"] > 0 and len(raw_records(report_dir)) == report["conservation"]["sent"]
+    )
     assert report["manifest"]["report_dir"] == str(report_dir)
     return report
 
@@ -59,11 +61,34 @@ def test_web_ui_starts_each_write_a_directory_of_their_own_and_a_refused_one_des
         wait_for(f"the report in {report_dir.name}", lambda: state() == "stopped" and (report_dir / "report.json").is_file(), 30)  # fmt: skip
 
     strict = StrictOpenAI(allowed=CHAT_FIELDS)  # refuses the fields loadkit adds (ignore_eos, min_tokens)
-    with sim_process("--profile", "fast") as sim, ScriptedServer(strict) as srv, open(tmp_path / "log", "wb") as log:
-        proc = subprocess.Popen(locust_cmd("--web-host", "127.0.0.1", "--web-port", str(port), "--host", sim.url,
-                                           "--engine", "vllm", "--scenario", TINY, "--report-dir", str(given),
-                                           "--raw-log", "--no-console-table", "--stop-timeout", "3"),  # fmt: skip
-                                stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+    with (
+        sim_process("--profile", "fast") as sim,
+        ScriptedServer(strict) as srv,
+        open(tmp_path / "log", "wb") as log,
+    ):
+        proc = subprocess.Popen(
+            locust_cmd(
+                "--web-host",
+                "127.0.0.1",
+                "--web-port",
+                str(port),
+                "--host",
+                sim.url,
+                "--engine",
+                "vllm",
+                "--scenario",
+                TINY,
+                "--report-dir",
+                str(given),
+                "--raw-log",
+                "--no-console-table",
+                "--stop-timeout",
+                "3",
+            ),  # fmt: skip
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+        )
         try:
             wait_for("the web UI", web_ready(base), 30)
             run_then_stop(given)
@@ -80,9 +105,13 @@ def test_web_ui_starts_each_write_a_directory_of_their_own_and_a_refused_one_des
     text = (tmp_path / "log").read_text()
     first, second = _complete(given), _complete(tmp_path / "r-2")
     assert first["valid"] and second["valid"], text[-3000:]
-    assert first["manifest"]["prompts"]["salt"] != second["manifest"]["prompts"]["salt"]  # each Start salts anew
+    assert (
+        first["manifest"]["prompts"]["salt"] != second["manifest"]["prompts"]["salt"]
+    )  # each Start salts anew
     # Two runs, two sets of requests: nothing of the first in the second's files.
-    assert not {r["request_id"] for r in raw_records(given)} & {r["request_id"] for r in raw_records(tmp_path / "r-2")}
+    assert not {r["request_id"] for r in raw_records(given)} & {
+        r["request_id"] for r in raw_records(tmp_path / "r-2")
+    }
     # The refused start (and the exit) rewrote neither earlier report; its own says why it is invalid.
     assert {d: (d / "report.json").read_bytes() for d in kept} == kept
     refused = json.loads((tmp_path / "r-3" / "report.json").read_text())
@@ -108,6 +137,11 @@ def test_headless_runs_with_one_report_dir_each_get_their_own_and_workers_follow
     second = _complete(tmp_path / "r-2")
     # The workers' raw logs are in the master's per-run directory, one line per request of its report.
     assert sorted(p.name for p in (tmp_path / "r-2").glob("requests*.jsonl")) == [
-        "requests.worker0.jsonl", "requests.worker1.jsonl"]
+        "requests.worker0.jsonl",
+        "requests.worker1.jsonl",
+    ]
     assert second["manifest"]["workers"] == 2
-    assert f"--report-dir {given} holds an earlier run: this run's reports go to {tmp_path / 'r-2'}" in distributed.stderr
+    assert (
+        f"--report-dir {given} holds an earlier run: this run's reports go to {tmp_path / 'r-2'}"
+        in distributed.stderr
+    )

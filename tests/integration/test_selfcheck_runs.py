@@ -56,6 +56,9 @@ def test_a_small_run_prints_no_saturation_warning(tmp_path, users):
     if not RT and saturation is not None and saturation["causes"] == ["starved"]:
         # The shared machine took the CPU from this run: a true warning, not a false alarm.
         pytest.skip(f"client starved (TTFT / ITL error p99 {ttft_p99:.3f} / {itl_p99:.3f} ms): {said[0]}")
-    assert said == [] and saturation is None, (said, f"truth: TTFT / ITL error p99 {ttft_p99:.3f} / {itl_p99:.3f} ms")
+    assert said == [] and saturation is None, (
+        said,
+        f"truth: TTFT / ITL error p99 {ttft_p99:.3f} / {itl_p99:.3f} ms",
+    )
     assert health["windows"] >= 3 and health["kernel_stamps"] is True and health["lag_limit_ms"] == 20.0
     assert ttft_p99 <= 1.0 and itl_p99 <= 1.0, (ttft_p99, itl_p99, health)

@@ -40,7 +40,9 @@ def test_no_done_with_usage_in_the_finish_chunk_is_ok_and_measured(tmp_path):
     s = only_engine(report)
     rows = [r for r in raw_records(report_dir) if r["outcome"] != "cancelled"]
     assert len(rows) >= 20 and all(r["outcome"] == "ok" and r["end"] == "close" for r in rows)
-    assert all(r["n_out"] == 4 and r["n_out_source"] == "usage" and r["finish_reason"] == "length" for r in rows)
+    assert all(
+        r["n_out"] == 4 and r["n_out_source"] == "usage" and r["finish_reason"] == "length" for r in rows
+    )
     assert s["stream_ends"] == {"close": s["ok"]}
     for metric in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
         assert s[metric]["count"] > 0 and s[metric]["p50"] is not None, metric
@@ -74,8 +76,14 @@ def test_in_band_error_message_reaches_console_report_and_locust_table(tmp_path)
     failed = s["outcomes"]["in_band_error"]
     assert failed >= 5 and s["failures"] == failed
     entry = s["error_messages"]["in_band_error"]
-    assert entry["total"] == failed and entry["top"] == [{"message": variants.IN_BAND_MESSAGE, "count": failed,
-                                                          "template": variants.IN_BAND_MESSAGE, "varied": False}]
+    assert entry["total"] == failed and entry["top"] == [
+        {
+            "message": variants.IN_BAND_MESSAGE,
+            "count": failed,
+            "template": variants.IN_BAND_MESSAGE,
+            "varied": False,
+        }
+    ]
     assert entry["other"] == 0
     assert f"in_band_error ×{failed}: {variants.IN_BAND_MESSAGE}" in proc.stdout
     # Locust's own failure table names the server's message, not just the outcome.
@@ -88,14 +96,17 @@ def test_strict_server_422_text_is_in_console_and_report(tmp_path):
     # Pre-flight's request goes through; every request of the run is refused (pre-flight and
     # its dropping of refused fields are tested in test_strict_servers.py).
     with ScriptedServer(variants.server(variants.with_done, strict=True, strict_from=1)) as srv:
-        proc = run_locust(*headless(srv.url, report_dir, "--no-backoff", "--breaker", "off", seconds=2, users=1))
+        proc = run_locust(
+            *headless(srv.url, report_dir, "--no-backoff", "--breaker", "off", seconds=2, users=1)
+        )
     assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-2000:]
     report = check_conservation(report_dir)
     s = only_engine(report)
     n = s["outcomes"]["http_error:422"]
     detail = json.dumps(variants.STRICT_DETAIL)
-    assert s["error_messages"]["http_error:422"]["top"] == [{"message": detail, "count": n, "template": detail,
-                                                             "varied": False}]
+    assert s["error_messages"]["http_error:422"]["top"] == [
+        {"message": detail, "count": n, "template": detail, "varied": False}
+    ]
     assert f"http_error:422 ×{n}: {detail}" in proc.stdout
     (reason,) = report["invalid_reasons"]
     assert "no request succeeded" in reason and "Unexpected fields" in reason
@@ -164,7 +175,10 @@ def test_distributed_auto_detected_target_and_exact_message_counts(tmp_path):
     name = srv.url.removeprefix("http://")
     assert list(report["engines"]) == [name], master_err[-2000:]
     (target,) = report["manifest"]["targets"]
-    assert target["detection"]["engine"] == "openai" and target["detection"]["probes"]["/v1/models"]["status"] == 200
+    assert (
+        target["detection"]["engine"] == "openai"
+        and target["detection"]["probes"]["/v1/models"]["status"] == 200
+    )
     # Probed once, by the master; said once, by the master.
     assert sum(r.startswith(b"GET /version ") for r in requests) == 1
     assert master_err.count("--engine auto: found: openai") == 1
@@ -176,7 +190,10 @@ def test_distributed_auto_detected_target_and_exact_message_counts(tmp_path):
     assert s["error_messages"]["in_band_error"] == {"total": failed, "other": 0,
                                                     "top": [{"message": variants.IN_BAND_MESSAGE, "count": failed,
                                                              "template": variants.IN_BAND_MESSAGE, "varied": False}]}  # fmt: skip
-    assert sum(1 for r in rows if r["outcome"] == "in_band_error" and r["error"] == variants.IN_BAND_MESSAGE) == failed
+    assert (
+        sum(1 for r in rows if r["outcome"] == "in_band_error" and r["error"] == variants.IN_BAND_MESSAGE)
+        == failed
+    )
     assert f"in_band_error ×{failed}: {variants.IN_BAND_MESSAGE}" in master_out
 
 

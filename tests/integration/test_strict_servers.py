@@ -54,7 +54,9 @@ def test_server_refusing_loadkit_fields_runs_without_them(tmp_path, processes):
     server = StrictOpenAI(allowed=CHAT_FIELDS)
     extra = two_processes() if processes > 1 else []
     with ScriptedServer(server) as srv:
-        proc = run_locust(*headless(srv.url, tmp_path / "r", "--engine", "vllm", "--max-requests", "30", *extra))
+        proc = run_locust(
+            *headless(srv.url, tmp_path / "r", "--engine", "vllm", "--max-requests", "30", *extra)
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = check_conservation(tmp_path / "r")
     assert report["engines"]["vllm"]["outcomes"] == {"ok": 30}
@@ -73,10 +75,16 @@ def test_server_refusing_loadkit_fields_runs_without_them(tmp_path, processes):
 def test_strict_request_stops_with_the_servers_message(tmp_path):
     server = StrictOpenAI(allowed=CHAT_FIELDS)
     with ScriptedServer(server) as srv:
-        proc = run_locust(*headless(srv.url, tmp_path / "r", "--engine", "vllm", "--strict-request"), timeout=60)
+        proc = run_locust(
+            *headless(srv.url, tmp_path / "r", "--engine", "vllm", "--strict-request"), timeout=60
+        )
     assert proc.returncode == 2, proc.stderr[-3000:]
     errors = [line for line in proc.stderr.splitlines() if line.startswith("loadkit: error:")]
-    assert len(errors) == 1 and "Unexpected fields in the request" in errors[0] and "--strict-request" in errors[0]
+    assert (
+        len(errors) == 1
+        and "Unexpected fields in the request" in errors[0]
+        and "--strict-request" in errors[0]
+    )
     assert "Traceback" not in proc.stderr
     assert len(server.posts()) == 1 and not (tmp_path / "r" / "report.json").exists()
 
@@ -89,7 +97,10 @@ def test_unknown_model_is_refused_at_preflight_with_the_served_list(tmp_path):
     errors = [line for line in proc.stderr.splitlines() if line.startswith("loadkit: error:")]
     assert len(errors) == 1, proc.stderr[-3000:]
     assert "The model `wrong-model` does not exist" in errors[0] and "served-a, served-b" in errors[0]
-    assert [(r.method, r.path) for r in server.received] == [("GET", "/v1/models"), ("POST", "/v1/chat/completions")]
+    assert [(r.method, r.path) for r in server.received] == [
+        ("GET", "/v1/models"),
+        ("POST", "/v1/chat/completions"),
+    ]
     assert not (tmp_path / "r" / "report.json").exists()
 
 
@@ -110,7 +121,9 @@ def test_dead_port_with_skipped_check_says_unreachable(tmp_path):
     assert proc.returncode == 3, proc.stderr[-3000:]
     check_conservation(tmp_path / "r")
     lines = [line for line in proc.stderr.splitlines() if "pre-flight" in line]
-    assert len(lines) == 1 and "is unreachable" in lines[0] and "Connection refused" in lines[0], proc.stderr[-3000:]
+    assert len(lines) == 1 and "is unreachable" in lines[0] and "Connection refused" in lines[0], proc.stderr[
+        -3000:
+    ]
     assert "lists no models" not in proc.stderr
 
 
@@ -155,7 +168,9 @@ def test_backoff_bounds_the_request_rate_of_a_fast_failing_server(tmp_path):
     users, seconds = 4, 5
     with ScriptedServer(server) as srv:
         started = time.monotonic()
-        proc = run_locust(*headless(srv.url, tmp_path / "r", "--breaker", "off", users=users, seconds=seconds))
+        proc = run_locust(
+            *headless(srv.url, tmp_path / "r", "--breaker", "off", users=users, seconds=seconds)
+        )
         wall = time.monotonic() - started
         hot = run_locust(*headless(srv.url, tmp_path / "hot", "--breaker", "off", "--no-backoff",
                                    users=1, seconds=2))  # fmt: skip
@@ -183,7 +198,9 @@ def breaker_lines(stderr: str) -> int:
 
 def test_breaker_stops_a_dead_target_within_a_few_dozen_requests(tmp_path):
     started = time.monotonic()
-    proc = run_locust(*headless(dead_url(), tmp_path / "r", "--skip-reachability-check", users=10, seconds=60))
+    proc = run_locust(
+        *headless(dead_url(), tmp_path / "r", "--skip-reachability-check", users=10, seconds=60)
+    )
     wall = time.monotonic() - started
     assert proc.returncode == 3, proc.stderr[-3000:]
     report = check_conservation(tmp_path / "r")
@@ -210,7 +227,9 @@ def test_breaker_window_stops_a_target_that_dies_during_the_run(tmp_path):
     assert outcomes["ok"] >= 50 and outcomes["http_error:503"] >= 55, outcomes
     assert wall < 30, wall
     reasons = [e for e in report["invalid_reasons"] if "circuit breaker" in e]
-    assert len(reasons) == 1 and "of the last 60 requests failed (more than 90 %)" in reasons[0], report["invalid_reasons"]
+    assert len(reasons) == 1 and "of the last 60 requests failed (more than 90 %)" in reasons[0], report[
+        "invalid_reasons"
+    ]
     assert "http_error:503: HTTP 503" in reasons[0] and "the engine is broken" in reasons[0]
     assert breaker_lines(proc.stderr) == 1
 
@@ -296,18 +315,41 @@ def test_web_ui_start_refused_at_preflight_answers_success_false(tmp_path, proce
 
     form = {"user_count": "2", "spawn_rate": "2", "max_requests": "4"}
     with ScriptedServer(server) as srv, open(tmp_path / "log", "wb") as log:
-        proc = subprocess.Popen(locust_cmd("--web-host", "127.0.0.1", "--web-port", str(port), "--host", srv.url,
-                                           "--model", "wrong-model", "--scenario", TINY, *extra,
-                                           "--report-dir", str(tmp_path / "r"), "--no-console-table"),  # fmt: skip
-                                stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+        proc = subprocess.Popen(
+            locust_cmd(
+                "--web-host",
+                "127.0.0.1",
+                "--web-port",
+                str(port),
+                "--host",
+                srv.url,
+                "--model",
+                "wrong-model",
+                "--scenario",
+                TINY,
+                *extra,
+                "--report-dir",
+                str(tmp_path / "r"),
+                "--no-console-table",
+            ),  # fmt: skip
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+        )
         try:
             wait_for("the web UI", web_ready(base), 30)
             if processes > 1:
-                wait_for("two workers", lambda: get_json(base + "/stats/requests").get("worker_count") == 2, 60)
+                wait_for(
+                    "two workers", lambda: get_json(base + "/stats/requests").get("worker_count") == 2, 60
+                )
             refused_start(0)
             accepted = swarm(base, {**form, "model": "served-a"})
             assert accepted["success"] is True, accepted
-            wait_for("the accepted run's end", lambda: len(server.posts()) == 1 + 1 + 4 and state() == "stopped", 60)
+            wait_for(
+                "the accepted run's end",
+                lambda: len(server.posts()) == 1 + 1 + 4 and state() == "stopped",
+                60,
+            )
             refused_start(1 + 1 + 4)  # after a run: no worker sends under that run's configuration
         finally:
             stop_process(proc)
@@ -328,24 +370,56 @@ def test_web_ui_form_options_reach_the_server_and_preflight_runs_per_start(tmp_p
         return get_json(base + "/stats/requests")["state"] == "stopped"
 
     with ScriptedServer(server) as srv, open(tmp_path / "log", "wb") as log:
-        proc = subprocess.Popen(locust_cmd("--web-host", "127.0.0.1", "--web-port", str(port), "--host", srv.url,
-                                           "--engine", "vllm", "--scenario", TINY, "--report-dir", str(tmp_path / "r"),
-                                           "--no-console-table"),  # fmt: skip
-                                stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+        proc = subprocess.Popen(
+            locust_cmd(
+                "--web-host",
+                "127.0.0.1",
+                "--web-port",
+                str(port),
+                "--host",
+                srv.url,
+                "--engine",
+                "vllm",
+                "--scenario",
+                TINY,
+                "--report-dir",
+                str(tmp_path / "r"),
+                "--no-console-table",
+            ),  # fmt: skip
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+        )
         try:
             wait_for("the web UI", web_ready(base), 30)
             with urllib.request.urlopen(base + "/", timeout=5) as resp:
                 page = resp.read().decode()
-            for name in ("extra_body", "header", "strict_request", "exact_output", "backoff", "breaker", "breaker_dead_after"):
+            for name in (
+                "extra_body",
+                "header",
+                "strict_request",
+                "exact_output",
+                "backoff",
+                "breaker",
+                "breaker_dead_after",
+            ):
                 assert f'"{name}"' in page, name  # in the start form
-            assert start(max_requests="8", extra_body='{"temperature": 0.5}', header="X-Route: green")["success"]
+            assert start(max_requests="8", extra_body='{"temperature": 0.5}', header="X-Route: green")[
+                "success"
+            ]
             wait_for("the first run to end", lambda: stopped() and len(server.posts()) >= 10, 30)
             first_run = server.posts()
             # Refused at pre-flight: the form's reply says so (issue 32: it was success: true).
             refused = start(max_requests="8", strict_request="true")
-            assert refused["success"] is False and "Unexpected fields in the request" in refused["message"], refused
+            assert refused["success"] is False and "Unexpected fields in the request" in refused["message"], (
+                refused
+            )
             assert "--strict-request: stopped" in refused["message"]
-            wait_for("the second start to be refused", lambda: stopped() and len(server.posts()) > len(first_run), 30)
+            wait_for(
+                "the second start to be refused",
+                lambda: stopped() and len(server.posts()) > len(first_run),
+                30,
+            )
             time.sleep(0.5)
         finally:
             stop_process(proc)

@@ -28,7 +28,9 @@ def test_a_task_that_raises_is_counted_shown_and_sets_the_exit_code(tmp_path, pr
     out = proc.stdout + proc.stderr
     report = check_conservation(report_dir)
     rows = raw_records(report_dir)
-    assert len(rows) == EPISODES and {r["outcome"] for r in rows} == {"ok"} and {r["turn"] for r in rows} == {1}
+    assert (
+        len(rows) == EPISODES and {r["outcome"] for r in rows} == {"ok"} and {r["turn"] for r in rows} == {1}
+    )
     assert report["valid"], report["invalid_reasons"]
     assert report["engines"]["openai"]["failures"] == 0
 
@@ -44,7 +46,10 @@ def test_a_task_that_raises_is_counted_shown_and_sets_the_exit_code(tmp_path, pr
     assert value_error["where"].startswith("task_raises.py:") and value_error["where"].endswith(" in episode")
     assert 'raise ValueError("the reply named no tool")' in value_error["traceback"]
     assert value_error["traceback"].rstrip().endswith("ValueError: the reply named no tool")
-    assert min(r["t_send_ns"] for r in rows) > 0 and value_error["first_unix"] > report["manifest"]["started_unix"]
+    assert (
+        min(r["t_send_ns"] for r in rows) > 0
+        and value_error["first_unix"] > report["manifest"]["started_unix"]
+    )
 
     # Each session broke by the task's exception, at turn 2 (turn 1 was ok; turn 2 never sent).
     # The user that asked for one more episode than --max-requests allows ends it cancelled

@@ -53,7 +53,9 @@ def test_own_arrivals_own_slos_and_a_header_priority_reach_the_simulator(tmp_pat
     scenario.write_text(OWN)
     report_dir = tmp_path / "r"
     header = ["--priority-header", "X-Priority"] if sim_reads_header else []
-    with sim_process("--profile", "fast", "--max-num-seqs", "4", "--scheduling-policy", "priority", *header) as sim:
+    with sim_process(
+        "--profile", "fast", "--max-num-seqs", "4", "--scheduling-policy", "priority", *header
+    ) as sim:
         proc = run_locust(
             "--headless", "-u", "64", "-r", "64", "-t", "10s", "--stop-timeout", "5",
             "--target", f"sim={sim.url},priority_as=header:X-Priority", "--scenario", str(scenario),
@@ -74,15 +76,19 @@ def test_own_arrivals_own_slos_and_a_header_priority_reach_the_simulator(tmp_pat
     # Judged against its own SLOs: gold's 150 ms, bronze the run's 400 ms.
     assert (gold["slos"], gold["slos_from"]) == ({"ttft_ms": 150.0}, "tenant")
     assert (bronze["slos"], bronze["slos_from"]) == ({"ttft_ms": 400.0}, "run")
-    gold_ttft = sorted(r["ttft_ms"] for r in rows if r["label"].startswith("gold/") and r["ttft_ms"] is not None)
+    gold_ttft = sorted(
+        r["ttft_ms"] for r in rows if r["label"].startswith("gold/") and r["ttft_ms"] is not None
+    )
     assert gold["good"] == sum(t <= 150.0 for t in gold_ttft)
     delivered = report["delivered"]["by_target"]["sim"]["stages"]["tenants"]
     assert delivered["asked"]["model"] == "tenants" and abs(delivered["rate_error"]) < 0.02, delivered
     assert delivered["fit"]["test"] == "ks-2sample vs the tenants' schedule's gaps"
     ratio = bronze["ttft_ms_p50"] / gold["ttft_ms_p50"]
-    print(f"sim reads header={sim_reads_header}: TTFT p50 gold {gold['ttft_ms_p50']:.0f} ms, bronze "
-          f"{bronze['ttft_ms_p50']:.0f} ms; SLO met {gold['slo_attainment']:.3f} (own) vs {bronze['slo_attainment']:.3f}; "
-          f"Jain {section['jain_fairness']:.3f}; sent {dict(asked)}; rate error {delivered['rate_error']:.4f}")
+    print(
+        f"sim reads header={sim_reads_header}: TTFT p50 gold {gold['ttft_ms_p50']:.0f} ms, bronze "
+        f"{bronze['ttft_ms_p50']:.0f} ms; SLO met {gold['slo_attainment']:.3f} (own) vs {bronze['slo_attainment']:.3f}; "
+        f"Jain {section['jain_fairness']:.3f}; sent {dict(asked)}; rate error {delivered['rate_error']:.4f}"
+    )
     if sim_reads_header:
         assert ratio > 3, (gold["ttft_ms_p50"], bronze["ttft_ms_p50"])
         assert gold["slo_attainment"] > 0.8
@@ -147,7 +153,11 @@ def test_session_tenants_priorities_reach_the_simulator_on_every_turn(tmp_path):
     assert (gold["priority"], bronze["priority"]) == (0, 10)
     assert gold["requests"] + bronze["requests"] == len(rows)
     assert (gold["slos"], gold["slos_from"], bronze["slos"], bronze["slos_from"]) == (
-        {"ttft_ms": 150.0}, "tenant", {"ttft_ms": 400.0}, "run")
+        {"ttft_ms": 150.0},
+        "tenant",
+        {"ttft_ms": 400.0},
+        "run",
+    )
     gold_ttft = [r["ttft_ms"] for r in rows if r["label"].startswith("gold/") and r["ttft_ms"] is not None]
     assert gold["good"] == sum(t <= 150.0 for t in gold_ttft)
     # Long vs short within a tenant's sessions: later turns (the whole history) against first turns.
@@ -155,9 +165,11 @@ def test_session_tenants_priorities_reach_the_simulator_on_every_turn(tmp_path):
     shares = [gold["goodput_share_of_demand"], bronze["goodput_share_of_demand"]]
     assert section["jain_fairness"] == pytest.approx(sum(shares) ** 2 / (2 * sum(x * x for x in shares)))
     ratio = bronze["ttft_ms_p50"] / gold["ttft_ms_p50"]
-    print(f"session tenants: TTFT p50 gold {gold['ttft_ms_p50']:.0f} ms, bronze {bronze['ttft_ms_p50']:.0f} ms; "
-          f"requests gold {gold['requests']} bronze {bronze['requests']}; SLO met {gold['slo_attainment']:.3f} (own) "
-          f"vs {bronze['slo_attainment']:.3f}; Jain {section['jain_fairness']:.3f}")
+    print(
+        f"session tenants: TTFT p50 gold {gold['ttft_ms_p50']:.0f} ms, bronze {bronze['ttft_ms_p50']:.0f} ms; "
+        f"requests gold {gold['requests']} bronze {bronze['requests']}; SLO met {gold['slo_attainment']:.3f} (own) "
+        f"vs {bronze['slo_attainment']:.3f}; Jain {section['jain_fairness']:.3f}"
+    )
     assert gold["requests"] > 40 and bronze["requests"] > 3 * 40
     assert ratio > 3, (gold["ttft_ms_p50"], bronze["ttft_ms_p50"])
     assert gold["slo_attainment"] > 0.8 > 0.5 > bronze["slo_attainment"]  # bronze queues behind gold

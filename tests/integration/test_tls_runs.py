@@ -69,7 +69,9 @@ def _check_against_truth(ok: list[dict], truth: dict[str, dict]) -> None:
     lateness = []
     for r in ok:
         written = truth[r["request_id"]]["t_token_ns"]
-        assert len(r["event_t_ns"]) == len(written) and r["n_out"] == truth[r["request_id"]]["completion_tokens"]
+        assert (
+            len(r["event_t_ns"]) == len(written) and r["n_out"] == truth[r["request_id"]]["completion_tokens"]
+        )
         assert all(seen >= sent for seen, sent in zip(r["event_t_ns"], written, strict=True))
         lateness.append((r["t_first_ns"] - written[0]) / 1e6)
         assert r["t_sched_ns"] <= r["t_start_ns"] <= r["t_send_ns"] < r["t_first_ns"]
@@ -130,7 +132,9 @@ def test_loadkit_run_against_an_mtls_gateway(tmp_path, tls_files):
     report_dir = tmp_path / "r"
     base = [sys.executable, "-m", "loadkit.cli", "run", "--ca-bundle", tls_files.ca, "-u", "2", "-r", "2", "-t", "3s",
             "--stop-timeout", "5", "--scenario", str(SCENARIOS / "closed_small.toml")]  # fmt: skip
-    with sim_process("--profile", "fast", "--tls-cert", tls_files.server, "--tls-client-ca", tls_files.ca) as sim:
+    with sim_process(
+        "--profile", "fast", "--tls-cert", tls_files.server, "--tls-client-ca", tls_files.ca
+    ) as sim:
         refused = subprocess.run([*base, "--host", sim.url, "--report-dir", str(tmp_path / "x")],
                                  capture_output=True, text=True, timeout=90, cwd=REPO)  # fmt: skip
         proc = subprocess.run([*base, "--host", sim.url, "--client-cert", tls_files.client_cert, "--client-key",
@@ -141,4 +145,7 @@ def test_loadkit_run_against_an_mtls_gateway(tmp_path, tls_files):
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = check_conservation(report_dir)
     assert report["engines"]["openai"]["ok"] >= 2
-    assert json.loads((report_dir / "report.json").read_text())["manifest"]["tls"]["client_cert"] == tls_files.client_cert
+    assert (
+        json.loads((report_dir / "report.json").read_text())["manifest"]["tls"]["client_cert"]
+        == tls_files.client_cert
+    )

@@ -30,7 +30,9 @@ def final_table(output: str) -> list[str]:
 
 
 def triple(section: dict, metric: str) -> str:
-    return "/".join("-" if section[metric][p] is None else f"{section[metric][p]:.1f}" for p in ("p50", "p90", "p99"))
+    return "/".join(
+        "-" if section[metric][p] is None else f"{section[metric][p]:.1f}" for p in ("p50", "p90", "p99")
+    )
 
 
 def test_a_reasoning_run_shows_ttfat_beside_ttft(tmp_path):
@@ -43,7 +45,10 @@ def test_a_reasoning_run_shows_ttfat_beside_ttft(tmp_path):
     section = report["engines"]["vllm"]
     row = next(line for line in table if line.startswith("vllm"))
     cells = row.split()
-    assert cells[4] == triple(section, "ttft_ms") and cells[5] == triple(section, "ttfat_ms"), (row, section["ttfat_ms"])
+    assert cells[4] == triple(section, "ttft_ms") and cells[5] == triple(section, "ttfat_ms"), (
+        row,
+        section["ttfat_ms"],
+    )
     # Thinking comes before the answer: the first answer token is later than the first token.
     assert section["ttfat_ms"]["p50"] > section["ttft_ms"]["p50"]
     assert any("TTFAT: first answer token" in line for line in table), table

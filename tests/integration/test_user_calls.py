@@ -34,8 +34,11 @@ def test_keyword_and_extra_body_fields_reach_the_server(tmp_path):
 @pytest.mark.parametrize(
     ("call", "says"),
     [
-        ("typo", "chat() got an unexpected keyword argument 'max_token' (did you mean 'max_tokens'?); it accepts "
-                 "max_tokens, label, exact_output, temperature,"),
+        (
+            "typo",
+            "chat() got an unexpected keyword argument 'max_token' (did you mean 'max_tokens'?); it accepts "
+            "max_tokens, label, exact_output, temperature,",
+        ),
         ("dict", "chat(messages=...): expected a list of message dicts or a str, got one dict"),
     ],
 )
@@ -49,10 +52,13 @@ def test_a_call_that_cannot_be_sent_stops_the_run_with_one_line(tmp_path, call, 
     # Locust's one traceback shows the task's line; the run stopped before another loop.
     assert proc.stderr.count("Traceback") == 1, proc.stderr[-3000:]
     assert "user_calls.py" in proc.stderr
-    assert [p.body["messages"][-1]["content"] for p in server.posts()] == ["Say hello."]  # the pre-flight only
+    assert [p.body["messages"][-1]["content"] for p in server.posts()] == [
+        "Say hello."
+    ]  # the pre-flight only
     report = load_report(tmp_path / "r")
     assert any(says in r and r.startswith("user class Calls: ") for r in report["invalid_reasons"]), report[
-        "invalid_reasons"]
+        "invalid_reasons"
+    ]
 
 
 def test_self_client_talks_to_the_target_its_class_names(tmp_path):

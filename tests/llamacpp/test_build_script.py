@@ -14,8 +14,9 @@ SCRIPT = Path(llamacpp.scripts_dir()) / llamacpp.BUILD_SCRIPT
 
 
 def _run(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([BASH, str(SCRIPT)], env=env, capture_output=True, text=True,
-                          timeout=30, check=False)
+    return subprocess.run(
+        [BASH, str(SCRIPT)], env=env, capture_output=True, text=True, timeout=30, check=False
+    )
 
 
 def test_existing_binary_is_reused_without_building(tmp_path: Path):
@@ -43,7 +44,12 @@ def test_missing_build_tools_exit_3(tmp_path: Path):
 
 def test_version_is_pinned_in_both_places():
     text = SCRIPT.read_text()
-    assert f'LOADKIT_LLAMA_VERSION:-{llamacpp.LLAMA_CPP_PYTHON_VERSION}' in text
-    for flag in ("-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF",
-                 "-DBUILD_SHARED_LIBS=OFF", "--target llama-server"):
+    assert f"LOADKIT_LLAMA_VERSION:-{llamacpp.LLAMA_CPP_PYTHON_VERSION}" in text
+    for flag in (
+        "-DLLAMA_CURL=OFF",
+        "-DLLAMA_BUILD_UI=OFF",
+        "-DLLAMA_USE_PREBUILT_UI=OFF",
+        "-DBUILD_SHARED_LIBS=OFF",
+        "--target llama-server",
+    ):
         assert flag in text

@@ -18,8 +18,9 @@ def test_cache_dir_follows_env(monkeypatch, tmp_path: Path):
     assert llamacpp.cache_dir() == Path.home() / ".cache" / "loadkit"
 
 
-@pytest.mark.parametrize(("value", "expected"), [("", False), ("0", False), ("no", False),
-                                                 ("1", True), ("yes", True)])
+@pytest.mark.parametrize(
+    ("value", "expected"), [("", False), ("0", False), ("no", False), ("1", True), ("yes", True)]
+)
 def test_require_llama_switch(monkeypatch, value, expected):
     monkeypatch.setenv("LOADKIT_REQUIRE_LLAMA", value)
     assert llamacpp.require_llama() is expected
@@ -109,7 +110,7 @@ def test_port_taken_by_another_server_is_retried(monkeypatch, tmp_path: Path):
     fake.write_text(
         "#!/bin/sh\n"
         f"echo x >> {attempts}\n"
-        f"if [ $(wc -l < {attempts}) -lt 3 ]; then echo \"couldn't bind HTTP server socket\"; exit 1; fi\n"
+        f'if [ $(wc -l < {attempts}) -lt 3 ]; then echo "couldn\'t bind HTTP server socket"; exit 1; fi\n'
         "echo 'listening on'; exec sleep 30\n"
     )
     fake.chmod(0o755)

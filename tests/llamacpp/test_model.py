@@ -20,8 +20,9 @@ def test_random_tensors_are_seeded(model_script):
     cfg = model_script.TinyConfig(vocab=300, hidden=32, layers=1, heads=4, kv_heads=2, ffn=64)
     a = model_script.random_tensors(cfg, 300)
     b = model_script.random_tensors(cfg, 300)
-    c = model_script.random_tensors(model_script.TinyConfig(vocab=300, hidden=32, layers=1, heads=4,
-                                                            kv_heads=2, ffn=64, seed=1), 300)
+    c = model_script.random_tensors(
+        model_script.TinyConfig(vocab=300, hidden=32, layers=1, heads=4, kv_heads=2, ffn=64, seed=1), 300
+    )
     assert all(np.array_equal(a[k], b[k]) for k in a)
     assert not np.array_equal(a["blk.0.attn_q.weight"], c["blk.0.attn_q.weight"])
 
@@ -39,8 +40,16 @@ def test_tensor_shapes_follow_gqa_config(model_script):
 def test_tag_changes_with_every_shape_field(model_script):
     base = model_script.TinyConfig()
     tags = {base.tag()}
-    for field, value in [("vocab", 1024), ("hidden", 128), ("layers", 2), ("heads", 4),
-                         ("kv_heads", 2), ("ffn", 512), ("ctx", 1024), ("seed", 7)]:
+    for field, value in [
+        ("vocab", 1024),
+        ("hidden", 128),
+        ("layers", 2),
+        ("heads", 4),
+        ("kv_heads", 2),
+        ("ffn", 512),
+        ("ctx", 1024),
+        ("seed", 7),
+    ]:
         tags.add(model_script.TinyConfig(**{field: value}).tag())
     assert len(tags) == 9
 
@@ -109,8 +118,17 @@ def test_byte_decoder_is_the_byte_level_alphabet(model_script):
 
 
 def test_unprintable_ids_are_partial_utf8_and_silent_specials(model_script):
-    tokens = ["<|bos|>", "<|endoftext|>", "<|im_start|>", "<|im_end|>", "a", "\u0120the",
-              "\u00c3", "\u00c3\u00a9", "\u00a9"]  # Ã = byte 0xC3 (lead), Ã© = "é", © = 0xA9
+    tokens = [
+        "<|bos|>",
+        "<|endoftext|>",
+        "<|im_start|>",
+        "<|im_end|>",
+        "a",
+        "\u0120the",
+        "\u00c3",
+        "\u00c3\u00a9",
+        "\u00a9",
+    ]  # Ã = byte 0xC3 (lead), Ã© = "é", © = 0xA9
     assert model_script.unprintable_ids(tokens) == [0, 2, 6, 8]
 
 

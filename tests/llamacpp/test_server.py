@@ -21,8 +21,14 @@ MS = 1_000_000  # ns per ms
 
 
 def native(srv: LlamaServer, prompt: str, n: int, **extra) -> Stream:
-    body = {"prompt": prompt, "n_predict": n, "stream": True, "ignore_eos": True,
-            "cache_prompt": False, **extra}
+    body = {
+        "prompt": prompt,
+        "n_predict": n,
+        "stream": True,
+        "ignore_eos": True,
+        "cache_prompt": False,
+        **extra,
+    }
     return stream_post(srv.url, "/completion", body)
 
 
@@ -95,8 +101,13 @@ def test_every_token_is_its_own_event(llama: LlamaServer, seed: int):
     native_events = native(llama, prompt, 48, seed=seed).payloads()[:-1]
     assert [len(e["tokens"]) for e in native_events] == [1] * 48
     assert all(e["content"] for e in native_events)
-    body = {"messages": [{"role": "user", "content": prompt}], "max_tokens": 48, "stream": True,
-            "ignore_eos": True, "seed": seed}
+    body = {
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": 48,
+        "stream": True,
+        "ignore_eos": True,
+        "seed": seed,
+    }
     chunks = stream_post(llama.url, "/v1/chat/completions", body).payloads()
     assert sum(1 for c in chunks if c["choices"] and c["choices"][0]["delta"].get("content")) == 48
 
@@ -110,8 +121,7 @@ def test_greedy_output_is_deterministic(llama: LlamaServer):
 
 def test_seeded_sampling_is_deterministic(llama: LlamaServer):
     prompt = llama.prompt_of_length(40, seed=3)
-    texts = ["".join(e["content"] for e in native(llama, prompt, 16, seed=42).payloads())
-             for _ in range(2)]
+    texts = ["".join(e["content"] for e in native(llama, prompt, 16, seed=42).payloads()) for _ in range(2)]
     assert texts[0] == texts[1] and texts[0]
 
 
@@ -122,8 +132,14 @@ def test_chat_stream_usage_equals_request(llama: LlamaServer, turns: int):
         messages.append({"role": "user", "content": llama.prompt_of_length(20 + i, seed=i)})
         if i < turns - 1:
             messages.append({"role": "assistant", "content": f"answer number {i}"})
-    body = {"model": "tiny", "messages": messages, "max_tokens": 24, "stream": True,
-            "stream_options": {"include_usage": True}, "ignore_eos": True}
+    body = {
+        "model": "tiny",
+        "messages": messages,
+        "max_tokens": 24,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "ignore_eos": True,
+    }
     s = stream_post(llama.url, "/v1/chat/completions", body)
     chunks = s.payloads()
     content = [c for c in chunks if c["choices"] and c["choices"][0]["delta"].get("content")]
@@ -139,8 +155,14 @@ def test_chat_stream_usage_equals_request(llama: LlamaServer, turns: int):
 
 def test_openai_completions_stream_usage(llama: LlamaServer):
     prompt = llama.prompt_of_length(100, seed=5)
-    body = {"model": "tiny", "prompt": prompt, "max_tokens": 20, "stream": True,
-            "stream_options": {"include_usage": True}, "ignore_eos": True}
+    body = {
+        "model": "tiny",
+        "prompt": prompt,
+        "max_tokens": 20,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "ignore_eos": True,
+    }
     s = stream_post(llama.url, "/v1/completions", body)
     usage = s.payloads()[-1]["usage"]
     assert s.done_sentinel

@@ -24,7 +24,9 @@ ERROR = "ModuleNotFoundError: No module named 'loadkit_missing_dependency'"
 NAMED = f"plugin {DIST} {VERSION} (entry point {EP} = {MODULE}) failed to load: {ERROR}"
 
 
-def install_broken(site: Path, ep: str = EP, body: str = "import loadkit_missing_dependency\n") -> dict[str, str]:
+def install_broken(
+    site: Path, ep: str = EP, body: str = "import loadkit_missing_dependency\n"
+) -> dict[str, str]:
     (site / f"{MODULE}.py").write_text(body)
     info = site / f"loadkit_broken-{VERSION}.dist-info"
     info.mkdir()
@@ -47,8 +49,13 @@ def _forget_module() -> Iterator[None]:
 
 
 def loadkit(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "loadkit.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **env})
+    return subprocess.run(
+        [sys.executable, "-m", "loadkit.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **env},
+    )
 
 
 def warning_lines(stderr: str) -> list[str]:
@@ -70,8 +77,9 @@ def test_plugins_lists_the_broken_one_and_the_working_ones(broken):
     listing = orjson.loads(proc.stdout)
     engines = {e["engine"]: e["plugin"] for e in listing["engines"]}
     assert engines["openai"] == "loadkit" and engines["anthropic"] == "loadkit-anthropic"  # others still load
-    assert listing["failed"] == [{"distribution": DIST, "version": VERSION, "entry_point": f"{EP} = {MODULE}",
-                                  "error": ERROR}]
+    assert listing["failed"] == [
+        {"distribution": DIST, "version": VERSION, "entry_point": f"{EP} = {MODULE}", "error": ERROR}
+    ]
     assert len(warning_lines(proc.stderr)) == 1
 
 
@@ -122,8 +130,10 @@ def test_a_plugin_that_fails_to_register_is_unregistered(tmp_path, monkeypatch):
     have): the half-registered plugin is removed, so none of its hooks run."""
     from loadkit.plugins import engine_registry, load_failures, new_plugin_manager
 
-    body = ("from loadkit import hookimpl\n\n@hookimpl\ndef loadkit_register_engines(register):\n"
-            "    raise AssertionError('never called')\n\n@hookimpl\ndef loadkit_configure(nosuch):\n    pass\n")
+    body = (
+        "from loadkit import hookimpl\n\n@hookimpl\ndef loadkit_register_engines(register):\n"
+        "    raise AssertionError('never called')\n\n@hookimpl\ndef loadkit_configure(nosuch):\n    pass\n"
+    )
     install_broken(tmp_path, body=body)
     monkeypatch.syspath_prepend(str(tmp_path))
     pm = new_plugin_manager()
@@ -136,14 +146,18 @@ def test_a_plugin_that_fails_to_register_is_unregistered(tmp_path, monkeypatch):
 def test_a_plugin_with_a_hook_this_loadkit_lacks_is_skipped(tmp_path):
     """A plugin written for a newer loadkit (a hook with no specification here) is skipped like
     one that fails at import, instead of pluggy's check_pending failing every command."""
-    body = ("from loadkit import hookimpl\n\n@hookimpl\ndef loadkit_from_the_future(record):\n    pass\n\n"
-            "@hookimpl(optionalhook=True)\ndef loadkit_optional_future(record):\n    pass\n")
+    body = (
+        "from loadkit import hookimpl\n\n@hookimpl\ndef loadkit_from_the_future(record):\n    pass\n\n"
+        "@hookimpl(optionalhook=True)\ndef loadkit_optional_future(record):\n    pass\n"
+    )
     env = install_broken(tmp_path, body=body)
     proc = loadkit("plugins", env=env)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     (failed,) = orjson.loads(proc.stdout)["failed"]
-    assert failed["error"] == ("PluginValidationError: unknown hook 'loadkit_from_the_future': "
-                               "this loadkit has no such hook specification")
+    assert failed["error"] == (
+        "PluginValidationError: unknown hook 'loadkit_from_the_future': "
+        "this loadkit has no such hook specification"
+    )
     assert loadkit("options", env=env).returncode == 0
 
 

@@ -62,7 +62,9 @@ def check_configure(rows: list[dict], nodes: list[int], senders: list[int]) -> N
     # The worker was started without --scenario: it sees the master's.
     assert {r["scenario"] for r in configure} == {str(SCENARIOS / "closed_small.toml")}, configure
     for pid in senders:
-        first_request = min(r["t"] for r in rows if r["hook"] == "loadkit_request_finished" and r["pid"] == pid)
+        first_request = min(
+            r["t"] for r in rows if r["hook"] == "loadkit_request_finished" and r["pid"] == pid
+        )
         assert min(r["t"] for r in configure if r["pid"] == pid) < first_request
 
 

@@ -10,8 +10,7 @@ SECTION = re.compile(r"^## `([a-z_]+)`\s*$", re.MULTILINE)
 
 
 def hookspec_names() -> set[str]:
-    return {name for name, obj in vars(hookspecs).items()
-            if callable(obj) and hasattr(obj, "loadkit_spec")}
+    return {name for name, obj in vars(hookspecs).items() if callable(obj) and hasattr(obj, "loadkit_spec")}
 
 
 def documented() -> list[str]:

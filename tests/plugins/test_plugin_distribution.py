@@ -27,8 +27,13 @@ def test_distribution_layout():
 
 
 def engines(env: dict[str, str]) -> set[str]:
-    out = subprocess.run([sys.executable, "-m", "loadkit.cli", "plugins"], capture_output=True, timeout=60,
-                         env={**os.environ, **env}, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "loadkit.cli", "plugins"],
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, **env},
+        check=True,
+    )
     return {e["engine"] for e in orjson.loads(out.stdout)["engines"]}
 
 
@@ -36,8 +41,10 @@ def engines(env: dict[str, str]) -> set[str]:
 def plugin_installed() -> None:
     """The example plugin is part of the test setup: missing is a failure, not a skip."""
     if not any(ep.value == "loadkit_anthropic" for ep in importlib.metadata.entry_points(group="loadkit")):
-        pytest.fail("the example plugin is not installed: pip install -e plugins/loadkit-anthropic "
-                    "(scripts/test.sh does)")
+        pytest.fail(
+            "the example plugin is not installed: pip install -e plugins/loadkit-anthropic "
+            "(scripts/test.sh does)"
+        )
 
 
 installed = pytest.mark.usefixtures("plugin_installed")
@@ -51,8 +58,13 @@ def test_installed_plugin_is_loaded_only_when_allowed():
 
 
 def protocols(env: dict[str, str]) -> dict[str, dict]:
-    out = subprocess.run([sys.executable, "-m", "loadkit.cli", "plugins"], capture_output=True, timeout=60,
-                         env={**os.environ, **env}, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "loadkit.cli", "plugins"],
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, **env},
+        check=True,
+    )
     return {p["protocol"]: p for p in orjson.loads(out.stdout)["simulator_protocols"]}
 
 
@@ -65,8 +77,11 @@ def test_builtin_families_and_the_plugin_protocol_are_listed():
         assert found[name]["description"] and "/v1/chat/completions" in found[name]["routes"], found[name]
     assert "/v2/models/<model>/generate_stream" in found["triton"]["routes"]
     anthropic = found["anthropic"]
-    assert (anthropic["plugin"], anthropic["version"], anthropic["routes"]) == ("loadkit-anthropic", "0.1.0",
-                                                                                ["/v1/messages"])
+    assert (anthropic["plugin"], anthropic["version"], anthropic["routes"]) == (
+        "loadkit-anthropic",
+        "0.1.0",
+        ["/v1/messages"],
+    )
     assert list(protocols({"LOADKIT_LOAD_PLUGINS": "none"})) == list(FAMILIES)
 
 
@@ -75,7 +90,12 @@ def test_builtin_families_and_the_plugin_protocol_are_listed():
 @pytest.mark.integration
 def test_plugin_suite_passes_with_nothing_skipped():
     """The distribution's own tests, including a real `loadkit run` that must use the plugin."""
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "tests"],
-                          cwd=PLUGIN, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "tests"],
+        cwd=PLUGIN,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "passed" in proc.stdout and "skipped" not in proc.stdout, proc.stdout[-3000:]

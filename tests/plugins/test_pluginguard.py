@@ -45,7 +45,10 @@ def test_order_is_pluggys_and_a_failure_is_contained_and_named():
     assert pm.hook.loadkit_request_finished(record=object()) == []
     assert c.seen == ["first", "broken", "plain", "last"]  # tryfirst, newest first, trylast
     [failure] = pm.take_failures("loadkit_request_finished")
-    assert failure.describe() == "plugin 'loadkit-p2' raised RuntimeError('broken broke') in loadkit_request_finished"
+    assert (
+        failure.describe()
+        == "plugin 'loadkit-p2' raised RuntimeError('broken broke') in loadkit_request_finished"
+    )
     assert pm.take_failures("loadkit_request_finished") == []
 
 
@@ -117,7 +120,9 @@ def test_a_clash_names_both_plugins_in_registration_order():
         def loadkit_register_engines(self, register):
             register(Adapter)
 
-    with pytest.raises(PluginError, match=r"engine 'vllm' registered twice: by 'loadkit' and by 'loadkit-p0'"):
+    with pytest.raises(
+        PluginError, match=r"engine 'vllm' registered twice: by 'loadkit' and by 'loadkit-p0'"
+    ):
         engine_registry(manager(Clash()))
 
 

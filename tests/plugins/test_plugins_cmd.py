@@ -8,11 +8,15 @@ from pathlib import Path
 
 
 def plugins(env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "loadkit.cli", "plugins"], capture_output=True, timeout=60,
-                          env={**os.environ, **env})
+    return subprocess.run(
+        [sys.executable, "-m", "loadkit.cli", "plugins"],
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, **env},
+    )
 
 
-CLASHING = '''
+CLASHING = """
 from loadkit import hookimpl
 
 @hookimpl
@@ -20,7 +24,7 @@ def loadkit_register_sim_protocols(register):
     from loadkit.sim.families import VLLM_ROUTES
     from loadkit.sim.protocols import SimProtocol
     register(SimProtocol("openai", VLLM_ROUTES))
-'''
+"""
 
 
 def test_a_protocol_taking_a_builtin_name_is_an_error_naming_the_plugin(tmp_path: Path):

@@ -40,7 +40,9 @@ def test_option_reads_the_value_or_the_default():
 
 
 def test_build_target_hands_the_options_to_the_adapter():
-    target = build_target(TargetSpec("t", "http://127.0.0.1:9", "vllm"), None, None, run_options({"my_level": "x"}))
+    target = build_target(
+        TargetSpec("t", "http://127.0.0.1:9", "vllm"), None, None, run_options({"my_level": "x"})
+    )
     assert target.adapter.options.option("my_level") == "x"
 
 

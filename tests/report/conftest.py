@@ -75,8 +75,11 @@ def grouped_sections(rows_by_engine: dict[str, list[dict[str, Any]]]) -> dict[st
             if r.stage is not None and r.stage not in names:
                 names.append(r.stage)
     plan = [{"name": n, "level": i + 1, "level_kind": "rate", "duration_s": 5.0} for i, n in enumerate(names)]
-    return {"stages": stages.report(plan), "sessions": sessions.report(),
-            "lengths": {"asked": None, "by_target": lengths.report(), "workload_sources": []}}
+    return {
+        "stages": stages.report(plan),
+        "sessions": sessions.report(),
+        "lengths": {"asked": None, "by_target": lengths.report(), "workload_sources": []},
+    }
 
 
 def report_from_rows(rows_by_engine: dict[str, list[dict[str, Any]]], **extra: Any) -> dict[str, Any]:
@@ -161,7 +164,9 @@ def full_run(tmp_path: Path) -> Path:
     return folder
 
 
-def delivered_from_rows(rows_by_engine: dict[str, list[dict[str, Any]]], arrival: dict[str, Any]) -> dict[str, Any]:
+def delivered_from_rows(
+    rows_by_engine: dict[str, list[dict[str, Any]]], arrival: dict[str, Any]
+) -> dict[str, Any]:
     """The run's delivered section, through the code a live run uses (loadkit.stats.delivered)."""
     from types import SimpleNamespace
 

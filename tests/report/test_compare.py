@@ -204,7 +204,8 @@ def test_compare_warns_when_two_runs_sent_the_same_prompts(tmp_path, capsys):
     result = compare_runs([a, same, salted])
     assert result["warnings"] == [
         f"{same} sent the same prompts as {a} (same scenario, seed 3, prompt salt 41): a server with a prefix "
-        "cache may have answered the later run from it; for an A/B comparison rerun without --seed"]
+        "cache may have answered the later run from it; for an A/B comparison rerun without --seed"
+    ]
     assert compare_runs([old, old_too])["warnings"][0].startswith(f"{old_too} sent the same prompts as {old} (same "
                                                                   "scenario, seed 3, no prompt salt)")  # fmt: skip
     assert compare_runs([a, _with_prompts(runs["C"], 41, seed=4)])["warnings"] == []  # another scenario seed

@@ -143,7 +143,7 @@ def test_unreadable_report_json_raises_for_the_caller(tmp_path: Path, bad: bytes
 
 def test_an_invalid_run_says_why_at_the_top_and_lists_the_servers_words():
     report = report_from_rows({"a": make_rows("a", 50, 1)})
-    detail = '{"detail": "Unexpected fields in the request: {\'min_tokens\', \'ignore_eos\'}"}'
+    detail = "{\"detail\": \"Unexpected fields in the request: {'min_tokens', 'ignore_eos'}\"}"
     report["engines"]["a"]["error_messages"] = {
         "http_error:422": {"total": 7, "top": [{"message": detail, "count": 5}], "other": 2}}  # fmt: skip
     report.update(valid=False, invalid_reasons=["circuit breaker: 20 of the first 20 requests failed; run stopped",
@@ -168,7 +168,9 @@ def test_a_row_of_messages_differing_in_numbers_is_shown_by_its_example():
     html = build_html(report, None)
     errors = html[html.index('<section id="errors">') :]
     errors = errors[: errors.index("</section>")]
-    assert f"<td>e.g. <code>{example}</code></td>" in errors and "<td><code>exactly this</code></td>" in errors
+    assert (
+        f"<td>e.g. <code>{example}</code></td>" in errors and "<td><code>exactly this</code></td>" in errors
+    )
 
 
 def test_the_first_traceback_of_an_adapter_error_is_on_the_page_escaped():
@@ -176,14 +178,19 @@ def test_the_first_traceback_of_an_adapter_error_is_on_the_page_escaped():
     message = "engine 'flaky' (plugin loadkit-flaky 0.3, adapter flaky_plugin.FlakyAdapter): parse raised ValueError: <x>"
     report["engines"]["a"]["error_messages"] = {"adapter_error": {"total": 3, "other": 0, "top": [
         {"message": message, "count": 3, "varied": False, "template": message}]}}  # fmt: skip
-    trace = 'Traceback (most recent call last):\n  File "flaky_plugin.py", line 29, in parse\nValueError: <x>\n'
+    trace = (
+        'Traceback (most recent call last):\n  File "flaky_plugin.py", line 29, in parse\nValueError: <x>\n'
+    )
     report["adapter_errors"] = {"other": 0, "kinds": [{"engine": "a", "adapter": "flaky", "count": 3, "message": message,
                                                        "template": message, "traceback": trace}]}  # fmt: skip
     errors = build_html(report, None)
     errors = errors[errors.index('<section id="errors">') :]
     errors = errors[: errors.index("</section>")]
     assert "<summary>adapter_error ×3 on a: the first one&#39;s traceback</summary>" in errors
-    assert '<pre class="block">Traceback (most recent call last):\n  File &#34;flaky_plugin.py&#34;, line 29' in errors
+    assert (
+        '<pre class="block">Traceback (most recent call last):\n  File &#34;flaky_plugin.py&#34;, line 29'
+        in errors
+    )
     assert "ValueError: &lt;x&gt;" in errors and "<x>" not in errors
 
 

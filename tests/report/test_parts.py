@@ -80,8 +80,15 @@ def test_length_buckets_are_report_json_histograms_by_hand():
 def test_stage_and_turn_tables_quote_report_json():
     from loadkit.report.grouped import stage_rows, stages_section, turn_rows, turns_section
 
-    stats = {"requests": 3, "ok": 2, "output_tokens": 20, "requests_per_s": 0.5, "output_tokens_per_s": 5.0,
-             "ttft_ms": {"p50": 12.5, "p90": 40.25, "p99": 41.0}, "tpot_ms": {"p50": 3.0, "p90": 3.0, "p99": 3.0}}
+    stats = {
+        "requests": 3,
+        "ok": 2,
+        "output_tokens": 20,
+        "requests_per_s": 0.5,
+        "output_tokens_per_s": 5.0,
+        "ttft_ms": {"p50": 12.5, "p90": 40.25, "p99": 41.0},
+        "tpot_ms": {"p50": 3.0, "p90": 3.0, "p99": 3.0},
+    }
     report = {"stages": {"a": {"stages": [{"name": "s1", "level": 2, "duration_s": 4.0, "stats": stats},
                                           {"name": "s2", "level": 4, "duration_s": 4.0, "stats": None}]}},
               "sessions": {"a": {"sessions": 1, "completed": 1, "broken": 0,

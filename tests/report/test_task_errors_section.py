@@ -24,7 +24,10 @@ def section_of(html: str) -> str:
 def test_the_header_and_the_section_show_each_kind_with_its_first_traceback():
     html = build_html(report_from_rows({"a": make_rows("a", 30, 1)}, task_errors=ERRORS), None)
     header = html.split("</header>")[0]
-    assert "Task errors:</b> 5 exceptions were raised in the locustfile&#39;s tasks (Agent: ValueError ×3, " in header
+    assert (
+        "Task errors:</b> 5 exceptions were raised in the locustfile&#39;s tasks (Agent: ValueError ×3, "
+        in header
+    )
     assert 'href="#task-errors"' in header
     part = section_of(html)
     rows = re.findall(r"<tr>(.*?)</tr>", part.split("<tbody>")[1].split("</tbody>")[0])
@@ -34,7 +37,7 @@ def test_the_header_and_the_section_show_each_kind_with_its_first_traceback():
     assert cells[1][:4] == ["Agent", "KeyError", "&#39;tool&#39;", "1"]
     assert cells[2][:4] == ["Agent", "(other kinds)", "kinds past the per-process limit", "1"]
     assert "<script>" not in html
-    assert "Agent: ValueError: first traceback" in part and 'line 12, in episode' in part
+    assert "Agent: ValueError: first traceback" in part and "line 12, in episode" in part
     assert "sk-abcdefgh123" not in html  # a secret in a traceback's source line is masked
 
 

@@ -45,8 +45,15 @@ class RawResponse:
         return json.loads(self.body)
 
 
-def request(port: int, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None,
-            timeout_s: float = 5.0, raw_body: bytes | None = None) -> RawResponse:
+def request(
+    port: int,
+    method: str,
+    path: str,
+    body: Any = None,
+    headers: dict[str, str] | None = None,
+    timeout_s: float = 5.0,
+    raw_body: bytes | None = None,
+) -> RawResponse:
     data = raw_body if raw_body is not None else (json.dumps(body).encode() if body is not None else b"")
     head = f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {len(data)}\r\n"
     head += "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())

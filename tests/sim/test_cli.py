@@ -38,8 +38,9 @@ def test_impossible_options_are_refused(argv: list[str], message: str) -> None:
 
 
 def test_refusal_is_one_line_exit_2_without_traceback() -> None:
-    proc = subprocess.run([sys.executable, "-m", "loadkit.sim", "--block-size", "0"], capture_output=True,
-                          text=True, timeout=30)
+    proc = subprocess.run(
+        [sys.executable, "-m", "loadkit.sim", "--block-size", "0"], capture_output=True, text=True, timeout=30
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip() == "loadkit sim: error: --block-size must be >= 1 (got 0)"
 
@@ -59,7 +60,9 @@ def test_profiles_differ_visibly() -> None:
 
 @pytest.mark.integration
 def test_two_engines_one_process_then_clean_sigint() -> None:
-    with sim_process("--serve", "openai:0:profile=fast", "--serve", "ollama:0:profile=fast,model=tiny") as sim:
+    with sim_process(
+        "--serve", "openai:0:profile=fast", "--serve", "ollama:0:profile=fast,model=tiny"
+    ) as sim:
         assert len(sim.urls) == 2
         a = request(sim.ports[0], "POST", "/v1/completions", BODY)
         b = request(sim.ports[1], "POST", "/api/generate", {"prompt": "hi", "options": {"num_predict": 2}})

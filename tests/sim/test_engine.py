@@ -15,8 +15,16 @@ MS = 1_000_000
 
 
 def profile(**kw: object) -> Profile:
-    base = dict(decode_base_ms=10.0, decode_per_seq_ms=1.0, kv_read_ms_per_1k_tokens=1.0, prefill_us_per_token=100.0,
-                max_num_seqs=4, max_num_batched_tokens=4096, num_blocks=1000, block_size=16)
+    base = dict(
+        decode_base_ms=10.0,
+        decode_per_seq_ms=1.0,
+        kv_read_ms_per_1k_tokens=1.0,
+        prefill_us_per_token=100.0,
+        max_num_seqs=4,
+        max_num_batched_tokens=4096,
+        num_blocks=1000,
+        block_size=16,
+    )
     base.update(kw)
     return validate(Profile(**base))  # type: ignore[arg-type]
 
@@ -93,7 +101,9 @@ def test_chunked_prefill_spreads_a_long_prompt_over_steps() -> None:
 
 
 def test_without_chunked_prefill_one_step_takes_the_whole_prompt() -> None:
-    s = Scheduler(profile(max_num_batched_tokens=512, chunked_prefill=False, max_model_len=10_000, num_blocks=2000))
+    s = Scheduler(
+        profile(max_num_batched_tokens=512, chunked_prefill=False, max_model_len=10_000, num_blocks=2000)
+    )
     s.add(seq("a", 1500, 2))
     assert s.step().emissions
 
@@ -199,8 +209,12 @@ def test_fits_refuses_over_long_requests() -> None:
 
 @pytest.mark.parametrize(
     "change, message",
-    [({"block_size": 0}, "--block-size must be >= 1"), ({"decode_base_ms": -1.0}, "--decode-base-ms must be >= 0"),
-     ({"prefill_us_per_token": float("nan")}, "prefill-us-per-token"), ({"num_blocks": 0}, "--num-blocks")],
+    [
+        ({"block_size": 0}, "--block-size must be >= 1"),
+        ({"decode_base_ms": -1.0}, "--decode-base-ms must be >= 0"),
+        ({"prefill_us_per_token": float("nan")}, "prefill-us-per-token"),
+        ({"num_blocks": 0}, "--num-blocks"),
+    ],
 )
 def test_impossible_profiles_are_refused(change: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):

@@ -20,8 +20,9 @@ BODY = {"model": "m", "prompt": "hello world", "max_tokens": 6, "stream": True, 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimHandle]:
     truth = str(tmp_path_factory.mktemp("faults") / "truth.jsonl")
-    with sim_thread("openai", decode_base_ms=2.0, truth_log=truth, stall_seconds=0.5,
-                    trickle_interval_ms=0.2) as handle:
+    with sim_thread(
+        "openai", decode_base_ms=2.0, truth_log=truth, stall_seconds=0.5, trickle_interval_ms=0.2
+    ) as handle:
         yield handle
 
 
@@ -125,7 +126,10 @@ def test_fractions_are_seeded_and_roughly_right() -> None:
 def test_fraction_faults_over_http_are_deterministic_under_seed() -> None:
     def statuses() -> list[int]:
         with sim_thread("openai", faults=["http_503=0.5"], seed=7, decode_base_ms=1.0) as s:
-            return [request(s.port, "POST", "/v1/completions", {**BODY, "stream": False}).status for _ in range(12)]
+            return [
+                request(s.port, "POST", "/v1/completions", {**BODY, "stream": False}).status
+                for _ in range(12)
+            ]
 
     first, second = statuses(), statuses()
     assert first == second and 503 in first and 200 in first

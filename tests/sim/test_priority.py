@@ -19,8 +19,12 @@ def with_priority(rid: str, priority: int, n_prompt: int = 32, n_out: int = 4, b
 
 def first_token_order(policy: str) -> list[str]:
     s = Scheduler(profile(max_num_seqs=1, scheduling_policy=policy))
-    seqs = [with_priority("late-low", 5, base=0), with_priority("high", 0, base=1000),
-            with_priority("low", 5, base=2000), with_priority("high2", 0, base=3000)]
+    seqs = [
+        with_priority("late-low", 5, base=0),
+        with_priority("high", 0, base=1000),
+        with_priority("low", 5, base=2000),
+        with_priority("high2", 0, base=3000),
+    ]
     for q in seqs:
         s.add(q)
     times = run_until_done(s, seqs)
@@ -63,9 +67,13 @@ def test_with_priority_header_a_bad_value_is_the_requests_400_naming_the_header(
         answers = []
         for value in ("abc", "3"):
             conn = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
-            conn.request("POST", "/v1/completions", body, {"Content-Type": "application/json", "X-Priority": value})
+            conn.request(
+                "POST", "/v1/completions", body, {"Content-Type": "application/json", "X-Priority": value}
+            )
             resp = conn.getresponse()
             answers.append((resp.status, resp.read().decode()))
             conn.close()
-    assert answers[0][0] == 400 and "header X-Priority: expected an integer priority, got 'abc'" in answers[0][1]
+    assert (
+        answers[0][0] == 400 and "header X-Priority: expected an integer priority, got 'abc'" in answers[0][1]
+    )
     assert answers[1][0] == 200

@@ -20,7 +20,9 @@ from loadkit.sim.testing import sim_thread
 def parse_tiny(body, default_max, model):
     if not isinstance(body.get("q"), str):
         raise ValueError("q must be a string")
-    return RequestSpec(prompt=body["q"], max_tokens=int(body.get("n", default_max)), stream=True, model=model, exact=True)
+    return RequestSpec(
+        prompt=body["q"], max_tokens=int(body.get("n", default_max)), stream=True, model=model, exact=True
+    )
 
 
 class TinyFormat(StreamFormat):
@@ -41,8 +43,11 @@ class TinyFormat(StreamFormat):
         return b'{"t":\n'
 
 
-TINY = SimProtocol("tiny", {"/tiny": GenRoute(parse_tiny, TinyFormat, lambda s, m: orjson.dumps({"err": m}))},
-                   info=lambda e: {("GET", "/who"): lambda b: (200, orjson.dumps({"model": e.model}), "application/json")})
+TINY = SimProtocol(
+    "tiny",
+    {"/tiny": GenRoute(parse_tiny, TinyFormat, lambda s, m: orjson.dumps({"err": m}))},
+    info=lambda e: {("GET", "/who"): lambda b: (200, orjson.dumps({"model": e.model}), "application/json")},
+)
 
 
 class TinyParser(StreamParser):
@@ -61,8 +66,9 @@ class TinyAdapter(EngineAdapter):
     name, framing, apis = "tiny", "ndjson", ("tiny",)
 
     def build_request(self, request):
-        return t.HttpRequest("POST", "/tiny", orjson.dumps({"q": request.prompt, "n": request.max_tokens}),
-                             self.base_headers())
+        return t.HttpRequest(
+            "POST", "/tiny", orjson.dumps({"q": request.prompt, "n": request.max_tokens}), self.base_headers()
+        )
 
     def new_parser(self):
         return TinyParser()
@@ -100,17 +106,28 @@ def test_served_with_truth_log_and_faults(tmp_path, monkeypatch):
     monkeypatch.setattr(protocols, "plugin_protocols", lambda: {"tiny": TINY})
     log = tmp_path / "truth.jsonl"
     with sim_thread("tiny", truth_log=str(log)) as sim:
-        ok = run_request(TinyAdapter(), sim.url, t.GenerationRequest(prompt="hello", max_tokens=7),
-                         timeouts=Timeouts(connect_s=2, first_token_s=5, total_s=10))
-        bad = run_request(TinyAdapter(), sim.url, t.GenerationRequest(prompt="x", max_tokens=7),
-                          timeouts=Timeouts(connect_s=2, first_token_s=5, total_s=10),
-                          extra_headers={"x-loadkit-fault": "error_event"})
+        ok = run_request(
+            TinyAdapter(),
+            sim.url,
+            t.GenerationRequest(prompt="hello", max_tokens=7),
+            timeouts=Timeouts(connect_s=2, first_token_s=5, total_s=10),
+        )
+        bad = run_request(
+            TinyAdapter(),
+            sim.url,
+            t.GenerationRequest(prompt="x", max_tokens=7),
+            timeouts=Timeouts(connect_s=2, first_token_s=5, total_s=10),
+            extra_headers={"x-loadkit-fault": "error_event"},
+        )
         records = {r["request_id"]: r for r in sim.wait_truth(2)}
         conn = http.client.HTTPConnection(sim.host, sim.port, timeout=5)
         conn.request("GET", "/who")
         who = orjson.loads(conn.getresponse().read())
     assert who == {"model": sim.engines[0].model}  # the protocol's own info endpoint
     assert ok.outcome == t.OK and (ok.n_out, ok.n_out_source) == (7, "usage"), ok.error
-    assert len(ok.event_t_ns) == len(records[ok.request_id]["t_token_ns"]) and records[ok.request_id]["engine"] == "tiny"
+    assert (
+        len(ok.event_t_ns) == len(records[ok.request_id]["t_token_ns"])
+        and records[ok.request_id]["engine"] == "tiny"
+    )
     assert bad.outcome == t.IN_BAND_ERROR and "simulated engine error" in (bad.error or "")
     assert records[bad.request_id]["fault"] == "error_event"

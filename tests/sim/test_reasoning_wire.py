@@ -24,7 +24,9 @@ def send(sim, messages, **extra):
 
 def test_tool_result_without_a_matching_call_gets_the_api_400():
     with sim_testing.sim_thread(profile="fast") as sim:
-        bad = send(sim, [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "nope", "content": "x"}])
+        bad = send(
+            sim, [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "nope", "content": "x"}]
+        )
         calls = [{"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]
         good = send(sim, [{"role": "user", "content": "hi"}, {"role": "assistant", "content": None, "tool_calls": calls},
                           {"role": "tool", "tool_call_id": "c1", "content": "found"}])  # fmt: skip
@@ -34,7 +36,9 @@ def test_tool_result_without_a_matching_call_gets_the_api_400():
 
 def test_tool_choice_none_answers_in_text_and_fixed_reasoning_is_exact(tmp_path):
     log = str(tmp_path / "truth.jsonl")
-    with sim_testing.sim_thread(profile="fast", truth_log=log, reasoning_mean_tokens=3, reasoning_dist="fixed") as sim:
+    with sim_testing.sim_thread(
+        profile="fast", truth_log=log, reasoning_mean_tokens=3, reasoning_dist="fixed"
+    ) as sim:
         rec = send(sim, [{"role": "user", "content": "hi"}], tools=TOOLS, tool_choice="none")
     truth = [orjson.loads(line) for line in open(log)]
     assert rec.outcome == t.OK and rec.tool_calls is None and rec.finish_reason == "length"
@@ -43,8 +47,10 @@ def test_tool_choice_none_answers_in_text_and_fixed_reasoning_is_exact(tmp_path)
     assert rec.t_first_answer_ns >= truth[0]["t_first_answer_ns"]
 
 
-@pytest.mark.parametrize(("key", "value"), [("reasoning_dist", "zipf"), ("reasoning_format", "xml"),
-                                            ("reasoning_mean_tokens", -1.0)])
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("reasoning_dist", "zipf"), ("reasoning_format", "xml"), ("reasoning_mean_tokens", -1.0)],
+)
 def test_bad_reasoning_options_name_the_option(key, value):
     with pytest.raises(ConfigError, match=key.replace("_", "-")):
         get_profile("fast").replace(**{key: value})
@@ -56,7 +62,9 @@ def test_generic_openai_client_gets_tool_calls_too():
 
     with sim_testing.sim_thread(profile="fast") as sim:
         adapter = OpenAIAdapter(AdapterOptions(model="sim-fast", api="chat"))
-        req = t.GenerationRequest(messages=[{"role": "user", "content": "hi"}], max_tokens=6, extra_body={"tools": TOOLS})
+        req = t.GenerationRequest(
+            messages=[{"role": "user", "content": "hi"}], max_tokens=6, extra_body={"tools": TOOLS}
+        )
         rec = timer.run_request(adapter, sim.url, req, timeouts=TIMEOUTS)
     assert rec.outcome == t.OK, rec.error
     assert rec.tool_calls[0]["name"] == "lookup" and rec.n_tool == 6 and rec.finish_reason == "tool_calls"

@@ -43,14 +43,28 @@ def sims() -> Iterator[dict[str, SimHandle]]:
     from contextlib import ExitStack
 
     with ExitStack() as stack:
-        yield {fam: stack.enter_context(sim_thread(fam, decode_base_ms=1.0))
-               for fam in ("openai", "sglang", "tgi", "triton", "llamacpp", "ollama")}
+        yield {
+            fam: stack.enter_context(sim_thread(fam, decode_base_ms=1.0))
+            for fam in ("openai", "sglang", "tgi", "triton", "llamacpp", "ollama")
+        }
 
 
-CHAT = {"model": "m", "messages": [{"role": "user", "content": "Tell me a story"}], "max_tokens": 4,
-        "stream": True, "ignore_eos": True, "stream_options": {"include_usage": True}}
-COMPLETION = {"model": "m", "prompt": "The capital of France is", "max_tokens": 4, "stream": True,
-              "ignore_eos": True, "stream_options": {"include_usage": True}}
+CHAT = {
+    "model": "m",
+    "messages": [{"role": "user", "content": "Tell me a story"}],
+    "max_tokens": 4,
+    "stream": True,
+    "ignore_eos": True,
+    "stream_options": {"include_usage": True},
+}
+COMPLETION = {
+    "model": "m",
+    "prompt": "The capital of France is",
+    "max_tokens": 4,
+    "stream": True,
+    "ignore_eos": True,
+    "stream_options": {"include_usage": True},
+}
 
 
 def data_lines(resp: RawResponse) -> list[Any]:
@@ -118,8 +132,11 @@ def test_llamacpp_native_matches_real_capture(sims: dict[str, SimHandle]) -> Non
 
 
 def test_sglang_generate_cumulative_text(sims: dict[str, SimHandle]) -> None:
-    body = {"text": "The capital of France is", "sampling_params": {"max_new_tokens": 3, "ignore_eos": True},
-            "stream": True}
+    body = {
+        "text": "The capital of France is",
+        "sampling_params": {"max_new_tokens": 3, "ignore_eos": True},
+        "stream": True,
+    }
     got = data_lines(request(sims["sglang"].port, "POST", "/generate", body))
     want = fixture_events("sglang_generate_stream.txt")
     assert shape(got[0]) == shape(want[0]) and shape(got[-2]) == shape(want[-2])
@@ -137,8 +154,12 @@ def test_tgi_generate_stream_no_space_after_data(sims: dict[str, SimHandle]) -> 
 
 
 def test_triton_generate_stream(sims: dict[str, SimHandle]) -> None:
-    resp = request(sims["triton"].port, "POST", "/v2/models/ensemble/generate_stream",
-                   {"text_input": "What is ML?", "max_tokens": 3})
+    resp = request(
+        sims["triton"].port,
+        "POST",
+        "/v2/models/ensemble/generate_stream",
+        {"text_input": "What is ML?", "max_tokens": 3},
+    )
     got, want = data_lines(resp), fixture_events("triton_generate_stream.txt")
     assert len(got) == 3 and all(shape(e) == shape(want[0]) for e in got)
 
@@ -160,8 +181,12 @@ def test_ollama_ndjson(sims: dict[str, SimHandle], path: str, fixture: str, body
 def test_non_streamed_answers(sims: dict[str, SimHandle]) -> None:
     chat = request(sims["openai"].port, "POST", "/v1/chat/completions", {**CHAT, "stream": False}).json()
     assert chat["object"] == "chat.completion" and chat["usage"]["completion_tokens"] == 4
-    gen = request(sims["ollama"].port, "POST", "/api/generate", {"prompt": "x", "stream": False,
-                                                                 "options": {"num_predict": 2}}).json()
+    gen = request(
+        sims["ollama"].port,
+        "POST",
+        "/api/generate",
+        {"prompt": "x", "stream": False, "options": {"num_predict": 2}},
+    ).json()
     assert gen["done"] is True and len(gen["response"].split()) == 2
 
 
@@ -223,14 +248,17 @@ def test_ollama_has_no_metrics(sims: dict[str, SimHandle]) -> None:
     ("sglang", "/generate", b"{}", 400, lambda j: "message" in j["error"]),
     ("triton", "/v2/models/ensemble/generate_stream", b"{}", 400, lambda j: "text_input" in j["error"]),
 ])  # fmt: skip
-def test_malformed_bodies_get_the_engines_error_shape(sims: dict[str, SimHandle], fam: str, path: str, body: bytes,
-                                                     status: int, check: Any) -> None:
+def test_malformed_bodies_get_the_engines_error_shape(
+    sims: dict[str, SimHandle], fam: str, path: str, body: bytes, status: int, check: Any
+) -> None:
     resp = request(sims[fam].port, "POST", path, raw_body=body)
     assert resp.status == status and check(resp.json())
 
 
-@pytest.mark.parametrize("fam, status, key", [("openai", 400, "error"), ("tgi", 422, "error"),
-                                              ("llamacpp", 400, "error"), ("sglang", 400, "error")])
+@pytest.mark.parametrize(
+    "fam, status, key",
+    [("openai", 400, "error"), ("tgi", 422, "error"), ("llamacpp", 400, "error"), ("sglang", 400, "error")],
+)
 def test_over_long_prompt_is_refused(sims: dict[str, SimHandle], fam: str, status: int, key: str) -> None:
     body = {**COMPLETION, "prompt": "word " * 9000}
     path = "/v1/completions"

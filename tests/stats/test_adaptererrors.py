@@ -12,7 +12,9 @@ from loadkit.stats.adaptererrors import MAX_KINDS
 from loadkit.stats.builtin import BuiltinSections
 from tests.stats.records import record
 
-NAMED = "engine 'flaky' (plugin loadkit-flaky 0.3, adapter flaky_plugin.FlakyAdapter): parse raised ValueError: "
+NAMED = (
+    "engine 'flaky' (plugin loadkit-flaky 0.3, adapter flaky_plugin.FlakyAdapter): parse raised ValueError: "
+)
 
 
 def collector() -> StatsCollector:
@@ -45,7 +47,9 @@ def test_kinds_are_counted_with_the_first_traceback_and_one_console_line_each(ca
         (1, f"{NAMED}no such field 7", None)]  # fmt: skip
     assert kinds[0]["template"] == f"{NAMED}cannot read chunk <n>".replace("0.3", "<n>")
     lines = [r.getMessage() for r in caplog.records if "adapter_error" in r.getMessage()]
-    assert len(lines) == 2 and lines[0].startswith(f"loadkit: target 'e': adapter_error: {NAMED}cannot read chunk 1 ")
+    assert len(lines) == 2 and lines[0].startswith(
+        f"loadkit: target 'e': adapter_error: {NAMED}cannot read chunk 1 "
+    )
 
 
 def test_workers_merge_exactly_and_the_traceback_survives_the_wire():

@@ -12,7 +12,13 @@ from tests.stats.records import record
 
 
 def llama(prompt_ms: float, predicted_ms: float, n: int = 3) -> dict:
-    return {"prompt_ms": prompt_ms, "predicted_ms": predicted_ms, "predicted_n": n, "prompt_n": 10, "cache_n": 0}
+    return {
+        "prompt_ms": prompt_ms,
+        "predicted_ms": predicted_ms,
+        "predicted_n": n,
+        "prompt_n": 10,
+        "cache_n": 0,
+    }
 
 
 def with_timings(ttft_ms: float, timings: dict | None, **kw):
@@ -76,7 +82,9 @@ def test_group_stats_merge_and_wire_keep_the_breakdown():
     assert s["requests_reported"] == 20 and s["requests_not_reported"] == 0
     assert s["stages"]["prefill_ms"]["mean"] == pytest.approx(7.5, rel=0.01)
     assert s["stages"]["residual_ttft_ms"]["mean"] == pytest.approx(2.0, rel=0.01)
-    assert GroupStats.from_wire({**b.to_wire(), "breakdown": None}).breakdown.section()["requests_reported"] == 0
+    assert (
+        GroupStats.from_wire({**b.to_wire(), "breakdown": None}).breakdown.section()["requests_reported"] == 0
+    )
 
 
 def test_console_says_where_the_time_goes():

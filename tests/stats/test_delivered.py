@@ -57,7 +57,9 @@ def test_poisson_as_asked_passes_and_a_burstier_process_fails():
     good = load_from(np.cumsum(rng.exponential(1 / 20, 2000))).report(one_context(arrival))
     row = good["by_target"]["sim"]["stages"]["main"]
     assert row["asked"] == {"model": "poisson", "rate": 20.0, "cv": 1.0}
-    assert row["realised"]["rate"] == pytest.approx(20.0, rel=0.06) and row["realised"]["cv"] == pytest.approx(1, abs=0.08)
+    assert row["realised"]["rate"] == pytest.approx(20.0, rel=0.06) and row["realised"][
+        "cv"
+    ] == pytest.approx(1, abs=0.08)
     assert row["fit"]["test"] == "ks vs exponential" and row["fit"]["consistent"]
     # Same mean rate, CV 2: the rate matches, the test says it is not what was asked.
     bursty = np.cumsum(rng.gamma(0.25, 1 / (20 * 0.25), 2000))
@@ -67,13 +69,21 @@ def test_poisson_as_asked_passes_and_a_burstier_process_fails():
 
 def test_gamma_stage_and_trace_asked_sides():
     rng = np.random.default_rng(3)
-    arrival = {"model": "gamma", "rate": 5.0, "cv": 2.0,
-               "stages": [{"duration_s": 100, "rate": 5.0, "cv": 2.0}]}
+    arrival = {
+        "model": "gamma",
+        "rate": 5.0,
+        "cv": 2.0,
+        "stages": [{"duration_s": 100, "rate": 5.0, "cv": 2.0}],
+    }
     sends = np.cumsum(rng.gamma(0.25, 1 / (5 * 0.25), 400))
-    row = load_from(sends, stage="stage1").report(one_context(arrival))["by_target"]["sim"]["stages"]["stage1"]
+    row = load_from(sends, stage="stage1").report(one_context(arrival))["by_target"]["sim"]["stages"][
+        "stage1"
+    ]
     assert row["asked"]["cv"] == 2.0 and row["fit"]["test"] == "ks vs gamma" and row["fit"]["consistent"]
     trace = np.cumsum(rng.exponential(0.1, 300)).tolist()
-    row = load_from(trace, stage="trace").report(one_context({"model": "trace"}, trace))["by_target"]["sim"]["stages"]["trace"]
+    row = load_from(trace, stage="trace").report(one_context({"model": "trace"}, trace))["by_target"]["sim"][
+        "stages"
+    ]["trace"]
     assert row["fit"]["test"].startswith("ks-2sample") and row["fit"]["statistic"] < 0.01
     assert row["rate_error"] == pytest.approx(0.0, abs=1e-6)
 
@@ -112,12 +122,18 @@ def test_wire_round_trip_merges_to_the_whole():
 
 def test_html_and_console_show_the_figures():
     rng = np.random.default_rng(2)
-    section = load_from(np.cumsum(rng.exponential(0.05, 300))).report(one_context({"model": "poisson", "rate": 20.0}))
+    section = load_from(np.cumsum(rng.exponential(0.05, 300))).report(
+        one_context({"model": "poisson", "rate": 20.0})
+    )
     report = {"delivered": section}
     page = delivered_section(report)
     assert 'id="delivered"' in page and "ks vs exponential" in page and "20.00" in page
     lines = delivered_lines(report)
-    assert len(lines) == 1 and lines[0].startswith("delivered sim/main: rate ") and "(asked poisson 20)" in lines[0]
+    assert (
+        len(lines) == 1
+        and lines[0].startswith("delivered sim/main: rate ")
+        and "(asked poisson 20)" in lines[0]
+    )
     assert "not measured" in delivered_section({}).lower()
 
 
@@ -141,7 +157,9 @@ def test_a_faithful_replay_of_sub_ms_gaps_is_as_asked_at_the_clients_resolution(
     rng = np.random.default_rng(11)
     trace = _bursty_trace(rng)
     lags = rng.uniform(0.0, 0.004, len(trace))  # every send ≤ 4 ms late
-    row = _lagged(trace, lags).report(one_context({"model": "trace"}, trace.tolist()))["by_target"]["sim"]["stages"]["trace"]
+    row = _lagged(trace, lags).report(one_context({"model": "trace"}, trace.tolist()))["by_target"]["sim"][
+        "stages"
+    ]["trace"]
     assert row["fit"]["resolution_ms"] == 4.0  # the lag p99, whole ms
     assert row["fit"]["consistent"], row["fit"]
     # The same trace's rate sent as Poisson arrivals is still not what it asked.
@@ -156,10 +174,14 @@ def test_poisson_floored_to_the_resolution_stays_as_asked_and_a_bursty_one_does_
     arrival = {"model": "poisson", "rate": 200.0}  # mean gap 5 ms: flooring to 3 ms matters
     asked = np.cumsum(rng.exponential(1 / 200, 3000))
     lags = rng.uniform(0.0, 0.003, len(asked))
-    fit = _lagged(asked, lags, stage="main").report(one_context(arrival))["by_target"]["sim"]["stages"]["main"]["fit"]
+    fit = _lagged(asked, lags, stage="main").report(one_context(arrival))["by_target"]["sim"]["stages"][
+        "main"
+    ]["fit"]
     assert fit["resolution_ms"] == 3.0 and fit["consistent"], fit
     bursty = np.cumsum(rng.gamma(0.25, 1 / (200 * 0.25), 3000))
-    fit = _lagged(bursty, lags, stage="main").report(one_context(arrival))["by_target"]["sim"]["stages"]["main"]["fit"]
+    fit = _lagged(bursty, lags, stage="main").report(one_context(arrival))["by_target"]["sim"]["stages"][
+        "main"
+    ]["fit"]
     assert not fit["consistent"], fit
 
 

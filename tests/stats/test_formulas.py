@@ -21,10 +21,16 @@ SCALAR = (("ttft_ms", rec.ttft_ms), ("ttft_sched_ms", rec.ttft_from_schedule_ms)
 
 def awkward() -> RequestRecord:
     """Timings whose divisions do not come out even: TPOT 1000.333… ns per token, and so on."""
-    r = record(ttft_ms=123.456789, gaps_ms=(7.5, 30.250002, 1.0), tokens=(1, 3, 1, 2), sched_ms=-4.0, tail_ms=2.0)
+    r = record(
+        ttft_ms=123.456789, gaps_ms=(7.5, 30.250002, 1.0), tokens=(1, 3, 1, 2), sched_ms=-4.0, tail_ms=2.0
+    )
     r.n_out = 4  # (t_last − t_first) / 3: no whole ns
     r.t_start_ns = r.t_send_ns - 1_234_567
-    r.t_connect_ns, r.t_connected_ns, r.t_tls_ns = r.t_start_ns, r.t_start_ns + 400_001, r.t_start_ns + 900_003
+    r.t_connect_ns, r.t_connected_ns, r.t_tls_ns = (
+        r.t_start_ns,
+        r.t_start_ns + 400_001,
+        r.t_start_ns + 900_003,
+    )
     events = r.event_t_ns
     r.t_first_reasoning_ns, r.t_reasoning_end_ns = events[0], events[2]
     r.t_first_answer_ns, r.t_last_answer_ns, r.n_answer = events[2], events[3], 3

@@ -165,8 +165,11 @@ def test_each_run_starts_a_fresh_raw_log_in_a_directory_of_its_own(tmp_path):
         env.events.test_start.fire(environment=env)
         collector.add(record())
         env.events.test_stop.fire(environment=env)
-        rows = [json.loads(line) for line in (tmp_path / f"r-{n}" / "requests.jsonl").read_text().splitlines()]
+        rows = [
+            json.loads(line) for line in (tmp_path / f"r-{n}" / "requests.jsonl").read_text().splitlines()
+        ]
         assert len(rows) == 1 and "request_id" in rows[0]
         assert json.loads((tmp_path / f"r-{n}" / "report.json").read_text())["manifest"]["report_dir"] == str(
-            tmp_path / f"r-{n}")
+            tmp_path / f"r-{n}"
+        )
     assert (given / "requests.jsonl").read_text() == '{"stale": true}\n'  # the earlier run, untouched

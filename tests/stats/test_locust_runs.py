@@ -109,7 +109,9 @@ def test_processes_2_merges_both_workers(tmp_path):
     report, rows = _check_report(tmp_path, workers=2)
     assert report["valid"] and {r["worker"] for r in rows} == {0, 1}
     assert [w["status"] for w in report["workers"]["nodes"]] == ["final", "final"]
-    assert report["engines"]["fake"]["cancelled"] > 0  # recorded at stop: they arrive with the final snapshots
+    assert (
+        report["engines"]["fake"]["cancelled"] > 0
+    )  # recorded at stop: they arrive with the final snapshots
     _check_sections_agree(report)
 
 

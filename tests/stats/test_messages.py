@@ -14,7 +14,7 @@ from loadkit.stats.messages import KEPT_PER_OUTCOME, MESSAGE_CHARS, MessageCount
 from loadkit.stats.output import final_summary
 from tests.stats.records import record
 
-DETAIL = '{"detail":"Unexpected fields in the request: {\'min_tokens\', \'ignore_eos\'}"}'
+DETAIL = "{\"detail\":\"Unexpected fields in the request: {'min_tokens', 'ignore_eos'}\"}"
 
 
 def failed(outcome: str, error: str, status: int | None = None, engine: str = "e") -> RequestRecord:
@@ -29,7 +29,9 @@ def wire(payload: dict) -> dict:
 
 def test_message_drops_the_status_prefix_collapses_space_and_is_cut():
     assert failure_message(failed("http_error:422", f"HTTP 422: {DETAIL}", 422)) == DETAIL
-    assert failure_message(failed("in_band_error", "  overloaded\n  retry\tlater ")) == "overloaded retry later"
+    assert (
+        failure_message(failed("in_band_error", "  overloaded\n  retry\tlater ")) == "overloaded retry later"
+    )
     long = failure_message(failed("http_error:500", "HTTP 500: " + "x" * 1000, 500))
     assert len(long) == MESSAGE_CHARS and long.endswith("…")
     assert failure_message(failed("http_error:502", "HTTP 502: ", 502)) == "(no message)"
@@ -46,8 +48,11 @@ def test_report_lists_messages_per_outcome_most_frequent_first_with_exact_totals
     c.add(failed("cancelled", "cancelled: GreenletExit"))  # the test stopped it: no message
     messages = c.report()["engines"]["e"]["error_messages"]
     assert set(messages) == {"http_error:422", "http_error:400"}
-    assert messages["http_error:422"] == {"total": 5, "other": 0, "top": [{"message": DETAIL, "count": 5,
-                                                                           "template": DETAIL, "varied": False}]}
+    assert messages["http_error:422"] == {
+        "total": 5,
+        "other": 0,
+        "top": [{"message": DETAIL, "count": 5, "template": DETAIL, "varied": False}],
+    }
     assert [m["count"] for m in messages["http_error:400"]["top"]] == [2, 1]
     assert messages["http_error:400"]["top"][0]["message"] == "bad"
 
@@ -127,8 +132,12 @@ def test_messages_differing_only_in_numbers_are_one_row_with_the_count_and_the_f
     c.add(failed("http_error:400", "HTTP 400: model 'x' is not served", 400))
     entry = c.report()["engines"]["e"]["error_messages"]["http_error:400"]
     assert entry["total"] == 6 and entry["other"] == 0
-    assert entry["top"][0] == {"message": CONTEXT.format(10914, 10786), "count": 5, "varied": True,
-                               "template": CONTEXT.replace("{}", "<n>").replace("8192", "<n>").replace("128", "<n>")}
+    assert entry["top"][0] == {
+        "message": CONTEXT.format(10914, 10786),
+        "count": 5,
+        "varied": True,
+        "template": CONTEXT.replace("{}", "<n>").replace("8192", "<n>").replace("128", "<n>"),
+    }
     assert entry["top"][1]["count"] == 1 and entry["top"][1]["varied"] is False
     text = final_summary(c.report())
     assert f"http_error:400 ×5: e.g. {CONTEXT.format(10914, 10786)}" in text
@@ -136,6 +145,7 @@ def test_messages_differing_only_in_numbers_are_one_row_with_the_count_and_the_f
 
 def test_grouped_rows_merge_exactly_in_any_order_of_workers():
     """Counts add; the example is the earliest (ties: the text), whichever worker arrives first."""
+
     def collector() -> StatsCollector:  # one wall clock for all: the same offset on every node
         return StatsCollector(wall_clock_ns=lambda: 10**18, mono_clock_ns=lambda: 0)
 

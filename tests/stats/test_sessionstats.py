@@ -3,8 +3,16 @@ from loadkit.stats.sessionstats import MAX_TURN, SessionStats
 
 
 def rec(engine, turn, ttft_ms, outcome="ok", n_in=1000, expected=None, cached=None):
-    r = RequestRecord(request_id=f"{engine}{turn}{ttft_ms}", engine=engine, adapter="openai", outcome=outcome,
-                      turn=turn, n_in=n_in, expected_cached_tokens=expected, cached_tokens=cached)
+    r = RequestRecord(
+        request_id=f"{engine}{turn}{ttft_ms}",
+        engine=engine,
+        adapter="openai",
+        outcome=outcome,
+        turn=turn,
+        n_in=n_in,
+        expected_cached_tokens=expected,
+        cached_tokens=cached,
+    )
     r.t_send_ns = 0
     if outcome == "ok":
         r.event_t_ns = [int(ttft_ms * 1e6)]

@@ -3,7 +3,9 @@ from loadkit.stats.stagestats import StageStats, analyse, stage_plan
 
 
 def rec(stage, ttft_ms, n_out=10, outcome="ok", engine="e"):
-    r = RequestRecord(request_id=f"{stage}{ttft_ms}{n_out}", engine=engine, adapter="openai", outcome=outcome, stage=stage)
+    r = RequestRecord(
+        request_id=f"{stage}{ttft_ms}{n_out}", engine=engine, adapter="openai", outcome=outcome, stage=stage
+    )
     r.t_send_ns = 0
     if outcome == "ok":
         r.event_t_ns = [int(ttft_ms * 1e6), int((ttft_ms + 100) * 1e6)]
@@ -14,8 +16,16 @@ def rec(stage, ttft_ms, n_out=10, outcome="ok", engine="e"):
 
 
 def row(level, tput, ttft, att=1.0):
-    return {"name": f"l{level}", "level": level,
-            "stats": {"output_tokens_per_s": tput, "ttft_ms": {"p50": ttft}, "slo_attainment": att, "goodput_rps": 1.0}}
+    return {
+        "name": f"l{level}",
+        "level": level,
+        "stats": {
+            "output_tokens_per_s": tput,
+            "ttft_ms": {"p50": ttft},
+            "slo_attainment": att,
+            "goodput_rps": 1.0,
+        },
+    }
 
 
 def test_analysis_finds_saturation_and_best_level():
@@ -39,7 +49,9 @@ def test_stage_stats_per_stage_summary_and_slos_and_merge():
     merged = StageStats()
     merged.merge(a)
     merged.merge(b)
-    plan = stage_plan({"model": "closed", "stages": [{"duration_s": 10, "users": 2}, {"duration_s": 5, "users": 4}]})
+    plan = stage_plan(
+        {"model": "closed", "stages": [{"duration_s": 10, "users": 2}, {"duration_s": 5, "users": 4}]}
+    )
     out = merged.report(plan)["e"]["stages"]
     s1, s2 = out[0]["stats"], out[1]["stats"]
     assert out[0]["level"] == 2 and out[1]["level"] == 4

@@ -45,7 +45,12 @@ def test_counted_per_class_and_kind_with_the_first_traceback_and_where():
     chat = report["Chat"]
     assert chat["count"] == 3 and chat["other"] == 0
     first, second = chat["errors"]
-    assert (first["type"], first["message"], first["count"], first["first_unix"]) == ("ValueError", "no tool in reply", 2, 10.0)
+    assert (first["type"], first["message"], first["count"], first["first_unix"]) == (
+        "ValueError",
+        "no tool in reply",
+        2,
+        10.0,
+    )
     assert (second["type"], second["message"], second["count"]) == ("KeyError", "'tool'", 1)
     assert first["where"].startswith("test_taskerrors.py:") and first["where"].endswith(" in raised")
     assert first["traceback"].startswith("Traceback (most recent call last):")
@@ -60,7 +65,8 @@ def test_kinds_are_bounded_and_the_count_stays_exact():
     assert len(chat["errors"]) == MAX_KINDS and chat["other"] == 7 and chat["count"] == MAX_KINDS + 7
     assert all(len(e["message"]) == MAX_MESSAGE_CHARS and e["message"].endswith("…") for e in chat["errors"])
     assert console_lines({"task_errors": state.report()}, per_class=2)[-1].endswith(
-        f"… and {MAX_KINDS + 5} more of other kinds (report.json task_errors)")
+        f"… and {MAX_KINDS + 5} more of other kinds (report.json task_errors)"
+    )
 
 
 def test_two_workers_merge_to_what_one_process_fed_everything_reports():
@@ -71,7 +77,9 @@ def test_two_workers_merge_to_what_one_process_fed_everything_reports():
         workers[(i // 4) % 2][1].add_task_error(cls, exc, exc.__traceback__, at)
         single[1].add_task_error(cls, exc, exc.__traceback__, at)
     for i, (node, _) in reversed(list(enumerate(workers))):  # the later worker's snapshot first
-        payload = msgpack.unpackb(msgpack.packb(node.snapshot_payload(final=True)), raw=False, strict_map_key=False)
+        payload = msgpack.unpackb(
+            msgpack.packb(node.snapshot_payload(final=True)), raw=False, strict_map_key=False
+        )
         assert master[0].accept_snapshot(f"w{i}", payload) == "accepted"
     merged = master[0].report()["task_errors"]
     assert merged == single[0].report()["task_errors"]
@@ -111,13 +119,17 @@ def test_the_exit_line_names_task_errors_apart_from_failed_requests():
     report = c.report()
     assert report["valid"]  # the requests sent were measured exactly: task errors do not invalidate
     line = exit_summary(report)
-    assert line == ("exit code 1 (Locust's --exit-code-on-error): the run is valid, but 2 exceptions were raised in "
-                    "the locustfile's tasks (Agent: KeyError ×2); no request failed")
+    assert line == (
+        "exit code 1 (Locust's --exit-code-on-error): the run is valid, but 2 exceptions were raised in "
+        "the locustfile's tasks (Agent: KeyError ×2); no request failed"
+    )
     assert exit_summary(report, code_on_error=7).startswith("exit code 7 ")
     c.add(record("http_error:503"))
     both = exit_summary(c.report(), other_failed=2)
-    assert both.startswith("exit code 1 (Locust's --exit-code-on-error): the run is valid, but 1 request failed and "
-                           "2 of the locustfile's own (non-LLM) requests failed in Locust's table and 2 exceptions")
+    assert both.startswith(
+        "exit code 1 (Locust's --exit-code-on-error): the run is valid, but 1 request failed and "
+        "2 of the locustfile's own (non-LLM) requests failed in Locust's table and 2 exceptions"
+    )
     assert "no request failed" not in both
     summary = final_summary(c.report(), both)
     assert "exceptions raised in the locustfile's tasks (2;" in summary and "Agent" in summary

@@ -50,7 +50,10 @@ def good_judged(report: dict) -> dict[str, tuple[int, int]]:
     stage = report["stages"]["e"]["stages"][0]["stats"]
     return {
         "engine": (engine["slo"]["good"], engine["slo"]["judged"]),
-        "label": (engine["labels"]["acme/chat"]["slo"]["good"], engine["labels"]["acme/chat"]["slo"]["judged"]),
+        "label": (
+            engine["labels"]["acme/chat"]["slo"]["good"],
+            engine["labels"]["acme/chat"]["slo"]["judged"],
+        ),
         "tenant": (tenant["good"], tenant["judged"]),
         "user class": (cls["slo"]["good"], cls["slo"]["judged"]),
         "user class engine": (cls["engines"]["e"]["slo"]["good"], cls["engines"]["e"]["slo"]["judged"]),
@@ -77,13 +80,19 @@ def mixed() -> list[tuple[RequestRecord, bool | None]]:
         (record(label="acme/chat", ttft_ms=100.0, gaps_ms=(10.0, 10.0)), True),
         (record(label="acme/chat", ttft_ms=900.0, gaps_ms=(10.0,)), False),  # TTFT over 500
         (record(label="acme/chat", ttft_ms=100.0, gaps_ms=(60.0, 70.0)), False),  # TPOT 65 > 50
-        (record(label="acme/chat", ttft_ms=100.0, gaps_ms=(1.0, 1.0, 1.0, 1.0, 150.0)), False),  # one 150 ms stall
+        (
+            record(label="acme/chat", ttft_ms=100.0, gaps_ms=(1.0, 1.0, 1.0, 1.0, 150.0)),
+            False,
+        ),  # one 150 ms stall
         (record(label="acme/chat", ttft_ms=100.0, gaps_ms=()), True),  # 1 token: TPOT, ITL not measured
         (record(label="acme/chat", ttft_ms=None, gaps_ms=()), True),  # ok with no event: nothing measured
         (record(label="acme/chat", outcome="http_error", ttft_ms=None), False),
         (record(label="acme/chat", outcome="timeout", ttft_ms=50.0), False),
         (record(label="acme/chat", outcome="cancelled", ttft_ms=50.0), None),
-        (record(label="acme/chat", ttft_ms=100.0, gaps_ms=(80.0,), tokens=(1, 4)), True),  # gap at the ITL limit
+        (
+            record(label="acme/chat", ttft_ms=100.0, gaps_ms=(80.0,), tokens=(1, 4)),
+            True,
+        ),  # gap at the ITL limit
     ]
 
 
@@ -114,7 +123,10 @@ def test_views_agree_on_counts_and_percentiles_where_they_overlap():
     for view in (stage, turn, cls, tenant):
         assert (view["requests"], view["ok"]) == (engine["requests"], engine["ok"]) == (61, 60)
     assert lengths["input_server"]["count"] == engine["n_in"]["count"] == 61
-    assert lengths["input_server"]["p50"] == engine["n_in"]["p50"] and lengths["input_server"]["max"] == engine["n_in"]["max"]
+    assert (
+        lengths["input_server"]["p50"] == engine["n_in"]["p50"]
+        and lengths["input_server"]["max"] == engine["n_in"]["max"]
+    )
     for q in ("p50", "p90", "p99"):
         # Same population (the ok requests' TTFT), the same ns values (loadkit.formulas) in
         # the same histograms: the same figure, exactly.

@@ -73,7 +73,9 @@ class NamedEvents(EngineAdapter):
     name = "named-events"
 
     def build_request(self, request: t.GenerationRequest) -> t.HttpRequest:
-        return t.HttpRequest("POST", "/v1/named", orjson.dumps({"prompt": request.prompt}), self.base_headers())
+        return t.HttpRequest(
+            "POST", "/v1/named", orjson.dumps({"prompt": request.prompt}), self.base_headers()
+        )
 
     def new_parser(self) -> StreamParser:
         return NamedParser()

@@ -82,8 +82,10 @@ def install_miscounting(site: Path) -> dict[str, str]:
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: loadkit-miscount\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text("[loadkit]\nmiscount = miscount_plugin\n")
-    return {"PYTHONPATH": os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p),
-            "LOADKIT_LOAD_PLUGINS": "miscount"}
+    return {
+        "PYTHONPATH": os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p),
+        "LOADKIT_LOAD_PLUGINS": "miscount",
+    }
 
 
 def test_tokens_miscounted_per_event_fail_the_check(tmp_path, monkeypatch):
@@ -96,8 +98,10 @@ def test_tokens_miscounted_per_event_fail_the_check(tmp_path, monkeypatch):
     assert ok and all(r["engine"] == "miscount" for r in ok), {r["engine"] for r in run.rows}
     # Totals agree (n_out is the server's usage) and every event is where and when it was
     # written: only the count per event is wrong.
-    assert all(r["n_out_source"] == "usage" and r["n_out"] == run.truth[r["request_id"]]["completion_tokens"]
-               for r in ok)
+    assert all(
+        r["n_out_source"] == "usage" and r["n_out"] == run.truth[r["request_id"]]["completion_tokens"]
+        for r in ok
+    )
     with pytest.raises(AssertionError, match="tokens per event differ from the server's writes"):
         run.check_against_truth()
 

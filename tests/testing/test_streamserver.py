@@ -36,7 +36,10 @@ def test_serves_on_the_port_given():
 
 def test_port_zero_is_the_default_and_picks_a_free_one():
     with stream_server(ROUTES) as a, stream_server(ROUTES, port=0) as b:
-        assert a.server_address[1] != b.server_address[1] and 0 not in (a.server_address[1], b.server_address[1])
+        assert a.server_address[1] != b.server_address[1] and 0 not in (
+            a.server_address[1],
+            b.server_address[1],
+        )
         assert get(b.url, "/ping")[0] == 200
 
 

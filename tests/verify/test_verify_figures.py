@@ -16,7 +16,11 @@ def test_nearest_rank_is_the_ceiling_rank_without_float_noise():
     assert [rank(500, 10), rank(900, 10), rank(990, 10), rank(999, 10)] == [5, 9, 10, 10]
     assert rank(500, 1) == 1 and rank(990, 100) == 99 and rank(999, 1000) == 999 and rank(999, 1001) == 1000
     values = list(range(1, 101))
-    assert nearest_rank(values, 500) == 50 and nearest_rank(values, 990) == 99 and nearest_rank(values, 999) == 100
+    assert (
+        nearest_rank(values, 500) == 50
+        and nearest_rank(values, 990) == 99
+        and nearest_rank(values, 999) == 100
+    )
 
 
 def test_weighted_rank_counts_each_value_its_weight_times():
@@ -48,5 +52,7 @@ def test_tolerance_is_the_resolution_plus_one_unit():
     v.close("s", "k", "p99", 100.09, 100.0, 1e-6)  # 0.09 % off: within 2^-10
     v.close("s", "k", "p99", 100.2, 100.0, 1e-6)  # 0.2 % off: named
     v.exact("s", "k", "outcomes", {"ok": 3, "cancelled": 0}, {"ok": 3})  # a zero entry is no disagreement
-    assert [str(d) for d in v.disagreements] == ["s / k / p99: report 100.2, recomputed 100.0 (tolerance 0.0976574)"]
+    assert [str(d) for d in v.disagreements] == [
+        "s / k / p99: report 100.2, recomputed 100.0 (tolerance 0.0976574)"
+    ]
     assert v.checked == {"s": 3}

@@ -70,4 +70,6 @@ def test_a_lost_worker_is_said_beside_the_disagreements_it_causes(tmp_path, caps
     (directory / "report.json").write_text(json.dumps(doc))
     assert main(["verify", str(directory)]) == 1
     out = capsys.readouterr().out
-    assert "1 worker(s) lost" in out and "DISAGREES conservation / raw log / sent: report 0, recomputed 1" in out
+    assert (
+        "1 worker(s) lost" in out and "DISAGREES conservation / raw log / sent: report 0, recomputed 1" in out
+    )

@@ -75,14 +75,20 @@ def test_one_target_with_events_agrees_and_tampering_is_named(tmp_path):
 
     proc = tampered(report_dir, tmp_path / "t1", one_more_ok)
     assert proc.returncode == 1, proc.stdout
-    assert f"DISAGREES engines / {engine} / ok: report {section['ok'] + 1}, recomputed {section['ok']} (tolerance 0)" in proc.stdout
+    assert (
+        f"DISAGREES engines / {engine} / ok: report {section['ok'] + 1}, recomputed {section['ok']} (tolerance 0)"
+        in proc.stdout
+    )
 
     def slower_p99(doc: dict[str, Any]) -> None:
         doc["engines"][engine]["ttft_ms"]["p99"] *= 1.01  # ten times the histogram's resolution
 
     proc = tampered(report_dir, tmp_path / "t2", slower_p99)
     assert proc.returncode == 1, proc.stdout
-    assert f"engines / {engine} / ttft_ms.p99: report {section['ttft_ms']['p99'] * 1.01}, recomputed" in proc.stdout
+    assert (
+        f"engines / {engine} / ttft_ms.p99: report {section['ttft_ms']['p99'] * 1.01}, recomputed"
+        in proc.stdout
+    )
     assert "(tolerance 0.0" in proc.stdout
 
     def itl_p99(doc: dict[str, Any]) -> None:
@@ -93,12 +99,18 @@ def test_one_target_with_events_agrees_and_tampering_is_named(tmp_path):
     def one_less_good(doc: dict[str, Any]) -> None:
         doc["engines"][engine]["slo"]["good"] -= 1
 
-    assert f"engines / {engine} / slo.good: report" in tampered(report_dir, tmp_path / "t4", one_less_good).stdout
+    assert (
+        f"engines / {engine} / slo.good: report"
+        in tampered(report_dir, tmp_path / "t4", one_less_good).stdout
+    )
 
     def faster(doc: dict[str, Any]) -> None:
         doc["engines"][engine]["output_tokens_per_s"] *= 1.001  # one process: its window is exact
 
-    assert f"engines / {engine} / output_tokens_per_s: report" in tampered(report_dir, tmp_path / "t5", faster).stdout
+    assert (
+        f"engines / {engine} / output_tokens_per_s: report"
+        in tampered(report_dir, tmp_path / "t5", faster).stdout
+    )
 
 
 def test_two_targets_two_user_classes_agree(tmp_path):
@@ -123,7 +135,10 @@ def test_two_targets_two_user_classes_agree(tmp_path):
         doc["user_classes"]["BackToBack"]["engines"]["big"]["labels"]["short"]["requests"] += 1
 
     proc = tampered(report_dir, tmp_path / "t", class_label_count)
-    assert proc.returncode == 1 and "user_classes / BackToBack / big / label short / requests: report" in proc.stdout
+    assert (
+        proc.returncode == 1
+        and "user_classes / BackToBack / big / label short / requests: report" in proc.stdout
+    )
     assert "not checked: ITL" in out  # no --raw-log-events: said, not silently skipped
 
 
@@ -183,7 +198,11 @@ def test_two_processes_with_stages_and_slos_agree(tmp_path):
         log.write_text("\n".join(lines[keep] + extra) + "\n")
         proc = verify(copy)
         assert proc.returncode == 1, proc.stdout
-        want = "conservation / raw log / sent: report" if name == "t2" else "conservation / raw log / request ids seen twice"
+        want = (
+            "conservation / raw log / sent: report"
+            if name == "t2"
+            else "conservation / raw log / request ids seen twice"
+        )
         assert want in proc.stdout, proc.stdout
 
 
@@ -191,7 +210,9 @@ def test_reasoning_and_tool_call_channels_agree(tmp_path):
     """A reasoning simulator whose replies call a tool: the channel figures (time to first
     reasoning / tool-call token, reasoning time, tokens per channel) are recomputed too."""
     report_dir = tmp_path / "r"
-    tools = json.dumps({"tools": [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]})
+    tools = json.dumps(
+        {"tools": [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]}
+    )
     with sim_process("--engine", "openai", "--profile", "fast", "--seed", "7", "--reasoning-mean-tokens", "6",
                      "--reasoning-dist", "uniform", "--reasoning-format", "parser") as sim:  # fmt: skip
         proc = run_locust(
@@ -202,7 +223,11 @@ def test_reasoning_and_tool_call_channels_agree(tmp_path):
         )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     section = next(iter(load_report(report_dir)["engines"].values()))
-    assert section["ttfrt_ms"]["count"] > 0 and section["ttftc_ms"]["count"] > 0 and section["n_tool"]["count"] > 0
+    assert (
+        section["ttfrt_ms"]["count"] > 0
+        and section["ttftc_ms"]["count"] > 0
+        and section["n_tool"]["count"] > 0
+    )
     agrees(report_dir)
 
 

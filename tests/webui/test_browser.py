@@ -166,7 +166,11 @@ def check_report_link(page: Any, base: str, finished: bool) -> None:
     resp = page.request.get(base + "/loadkit/report", timeout=60_000)
     if finished and resp.status == 404:
         # The master writes the report once every worker's final stats are in: bounded wait.
-        wait_for("the final report", lambda: page.request.get(base + "/loadkit/report", timeout=60_000).status == 200, 60)
+        wait_for(
+            "the final report",
+            lambda: page.request.get(base + "/loadkit/report", timeout=60_000).status == 200,
+            60,
+        )
         resp = page.request.get(base + "/loadkit/report", timeout=60_000)
     if not finished:
         assert resp.status == 404 and "no report yet" in resp.text()

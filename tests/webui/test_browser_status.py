@@ -84,7 +84,15 @@ def panel(page: Any) -> dict[str, str]:
 def local_locust(tmp_path, *extra: str) -> Iterator[str]:
     web = free_port()
     base = f"http://127.0.0.1:{web}"
-    args = ["--web-host", "127.0.0.1", "--web-port", str(web), "--report-dir", str(tmp_path / "report"), *extra]
+    args = [
+        "--web-host",
+        "127.0.0.1",
+        "--web-port",
+        str(web),
+        "--report-dir",
+        str(tmp_path / "report"),
+        *extra,
+    ]
     with locust_process(tmp_path / "locust.log", *args):
         wait_for("Locust's web UI", web_ready(base), 30)
         yield base
@@ -99,16 +107,23 @@ def test_llm_tab_shows_validity_reasons_slos_server_messages_and_cancelled(tmp_p
             submit_form(page, base, srv.url)
             wait_for("failed requests", lambda: sum(r["failures"] for r in totals(get_json(base + "/loadkit/stats.json")).values()) >= 10, 30)  # fmt: skip
             page.get_by_role("tab", name="LLM").click()
-            live = wait_for("the panel to say INVALID so far", lambda: (p := panel(page))["validity"] == "INVALID so far"
-                                                    and p["shown"] and p["slos"] and p, 20)  # every field drawn
+            live = wait_for(
+                "the panel to say INVALID so far",
+                lambda: (p := panel(page))["validity"] == "INVALID so far" and p["shown"] and p["slos"] and p,
+                20,
+            )  # every field drawn
             assert live["shown"] and "SLOs in force: ttft_ms ≤ 500 ms" == live["slos"]
             assert "% of requests failed" in live["reasons"] and "threshold 40%" in live["reasons"]
             assert "in_band_error ×" in live["messages"] and variants.IN_BAND_MESSAGE in live["messages"]
             shot(page, "status-llm-tab-invalid.png")
             page.get_by_role("button", name="Stop").click()
-            wait_for("the run to stop", lambda: get_json(base + "/loadkit/stats.json")["state"] == "stopped", 30)
+            wait_for(
+                "the run to stop", lambda: get_json(base + "/loadkit/stats.json")["state"] == "stopped", 30
+            )
             doc = get_json(base + "/loadkit/stats.json")
-            final = wait_for("the panel to settle", lambda: (p := panel(page))["validity"] == "INVALID" and p, 20)
+            final = wait_for(
+                "the panel to settle", lambda: (p := panel(page))["validity"] == "INVALID" and p, 20
+            )
             engine = totals(doc)["vllm"]
             (row,) = wait_for("the final table", lambda: [r for r in table_rows(page) if r.get("Label") == "*"
                                                          and r.get("User class") == "*" and int(r["Requests"]) == engine["requests"]], 20)  # fmt: skip
@@ -140,19 +155,35 @@ def test_start_errors_are_shown_in_the_form_and_in_the_panel(tmp_path):
     try:
         with local_locust(tmp_path, "--engine", "auto") as base, browser_page() as page:
             submit_form(page, base, mute, scenario="/nonexistent/scenario.toml")
-            wait_for("the form to show the scenario error", lambda: page.get_by_text("cannot read file").count() > 0, 15)
-            wait_for("the panel's start error", lambda: "/nonexistent/scenario.toml" in panel(page)["start_error"], 10)
+            wait_for(
+                "the form to show the scenario error",
+                lambda: page.get_by_text("cannot read file").count() > 0,
+                15,
+            )
+            wait_for(
+                "the panel's start error",
+                lambda: "/nonexistent/scenario.toml" in panel(page)["start_error"],
+                10,
+            )
             assert get_json(base + "/loadkit/stats.json")["state"] == "ready"  # nothing started
             shot(page, "status-form-bad-scenario.png")
             with socket.socket() as s:
                 s.bind(("127.0.0.1", 0))
                 gone = f"http://127.0.0.1:{s.getsockname()[1]}"
             submit_form(page, base, gone)
-            wait_for("the form to show the unreachable target", lambda: page.get_by_text("is unreachable").count() > 0, 15)
+            wait_for(
+                "the form to show the unreachable target",
+                lambda: page.get_by_text("is unreachable").count() > 0,
+                15,
+            )
             # Reachable but answering nothing: the form's check passes, engine detection at the
             # start fails, and the panel says so on whatever tab is open.
             submit_form(page, base, mute)
-            shown = wait_for("the panel's start error", lambda: "nothing answered" in (p := panel(page))["start_error"] and p, 30)
+            shown = wait_for(
+                "the panel's start error",
+                lambda: "nothing answered" in (p := panel(page))["start_error"] and p,
+                30,
+            )
             assert shown["shown"]
             shot(page, "status-start-error-panel.png")
             assert "--engine auto: nothing answered" in get_json(base + "/loadkit/stats.json")["start_error"]
@@ -183,7 +214,9 @@ def test_a_lost_worker_is_a_warning_and_makes_the_run_invalid(tmp_path):
                 page.get_by_role("tab", name="LLM").click()
                 wait_for("the panel", lambda: panel(page)["validity"] == "valid so far", 20)
                 os.kill(doomed.pid, signal.SIGKILL)
-                shown = wait_for("the lost-worker warning", lambda: "lost" in (p := panel(page))["warnings"] and p, 45)
+                shown = wait_for(
+                    "the lost-worker warning", lambda: "lost" in (p := panel(page))["warnings"] and p, 45
+                )
                 shot(page, "status-lost-worker.png")
     assert shown["validity"] == "INVALID so far"
     assert "lost" in shown["reasons"] and "its data up to snapshot" in shown["warnings"]
@@ -217,7 +250,11 @@ def test_exceptions_in_the_tasks_are_listed_in_the_panel(tmp_path):
                 assert live["shown"] and live["validity"] == "valid so far" and not live["messages"]
                 shot(page, "status-task-errors.png")
                 page.get_by_role("button", name="Stop").click()
-                wait_for("the run to stop", lambda: get_json(base + "/loadkit/stats.json")["state"] == "stopped", 30)
+                wait_for(
+                    "the run to stop",
+                    lambda: get_json(base + "/loadkit/stats.json")["state"] == "stopped",
+                    30,
+                )
                 doc = get_json(base + "/loadkit/stats.json")
                 final = wait_for("the panel to settle", lambda: (p := panel(page))["validity"] == "valid" and all(
                     f"×{e['count']}:" in p["task_errors"] for e in doc["task_errors"]) and p, 20)  # fmt: skip
@@ -225,8 +262,16 @@ def test_exceptions_in_the_tasks_are_listed_in_the_panel(tmp_path):
             stop_process(proc)
     report = json.loads((report_dir / "report.json").read_text())
     breaks = report["task_errors"]["Breaks"]
-    assert {(e["type"], e["count"]) for e in breaks["errors"]} == {(e["type"], e["count"]) for e in doc["task_errors"]}
+    assert {(e["type"], e["count"]) for e in breaks["errors"]} == {
+        (e["type"], e["count"]) for e in doc["task_errors"]
+    }
     assert report["sessions"]["openai"]["broken_by"]["task_error"] == breaks["count"] > 0
     assert "Exceptions in the locustfile's tasks" in final["task_errors"]
-    assert "Breaks · ValueError ×" in final["task_errors"] and ": the reply named no tool (at task_raises.py:" in final["task_errors"]
-    assert "Breaks · KeyError ×" in final["task_errors"] and ": 'tool' (at task_raises.py:" in final["task_errors"]
+    assert (
+        "Breaks · ValueError ×" in final["task_errors"]
+        and ": the reply named no tool (at task_raises.py:" in final["task_errors"]
+    )
+    assert (
+        "Breaks · KeyError ×" in final["task_errors"]
+        and ": 'tool' (at task_raises.py:" in final["task_errors"]
+    )

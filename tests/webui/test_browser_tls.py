@@ -41,7 +41,11 @@ def test_start_form_runs_against_a_tls_target(tmp_path):
                 doc = wait_for("ok requests over TLS", lambda: ok_rows(base), 45)
                 shot(page, "webui-tls-running.png")
                 page.get_by_role("button", name="Stop").click()
-                wait_for("the run to stop", lambda: get_json(base + "/loadkit/stats.json")["state"] == "stopped", 60)
+                wait_for(
+                    "the run to stop",
+                    lambda: get_json(base + "/loadkit/stats.json")["state"] == "stopped",
+                    60,
+                )
             finally:
                 browser.close()
     row = totals(doc)["openai"]

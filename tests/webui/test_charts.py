@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 
 from loadkit.webui.charts import live_charts
 
-EVIL = 'e<script>alert("x")</script>&\'q\''
+EVIL = "e<script>alert(\"x\")</script>&'q'"
 
 
 def doc(engine: str = EVIL, waiting: list[float | None] | None = None) -> dict:
@@ -47,7 +47,9 @@ def test_p99_dashed_and_a_gap_is_not_drawn_as_zero():
 def test_queue_line_only_when_scraped():
     assert "stroke-dasharray" not in live_charts(doc())["inflight"]
     drawn = live_charts(doc(waiting=[3.0, 4.0]))["inflight"]
-    assert drawn.count('<path class="series"') == 2 and "stroke-dasharray" in drawn and "queue</title>" in drawn
+    assert (
+        drawn.count('<path class="series"') == 2 and "stroke-dasharray" in drawn and "queue</title>" in drawn
+    )
 
 
 def test_engine_names_are_escaped():

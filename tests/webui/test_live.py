@@ -255,7 +255,12 @@ def test_a_start_that_cannot_work_is_refused_in_the_form_with_the_reason(tmp_pat
     env, _ = loadkit_env(tmp_path)
     client = env.web_ui.app.test_client()
     with socket_listening() as port:
-        form = {"user_count": "1", "spawn_rate": "1", "host": f"http://127.0.0.1:{port}", "scenario": SCENARIO}
+        form = {
+            "user_count": "1",
+            "spawn_rate": "1",
+            "host": f"http://127.0.0.1:{port}",
+            "scenario": SCENARIO,
+        }
         form[field] = value.format(closed=closed_port())
         body = client.post("/swarm", data=form).get_json()
     assert body["success"] is False and wanted in body["message"] and body["message"].startswith("loadkit: ")
@@ -270,7 +275,12 @@ def test_a_good_start_passes_the_check(tmp_path):
     env, _ = loadkit_env(tmp_path)
     client = env.web_ui.app.test_client()
     with socket_listening() as port:
-        form = {"user_count": "0", "spawn_rate": "1", "host": f"http://127.0.0.1:{port}", "scenario": SCENARIO}
+        form = {
+            "user_count": "0",
+            "spawn_rate": "1",
+            "host": f"http://127.0.0.1:{port}",
+            "scenario": SCENARIO,
+        }
         assert client.post("/swarm", data=form).get_json()["success"] is True
     env.runner.quit()
 

@@ -94,7 +94,11 @@ def test_example_in_the_web_ui_has_rows_per_class_and_label(tmp_path, example):
                     wait_for("rows per class and label", lambda: class_rows(page, classes), 60)
                     shot(page, f"locustfile-{example}-llm-tab.png")
                     page.get_by_role("button", name="Stop").click()
-                    wait_for("the run to stop", lambda: get_json(base + "/loadkit/stats.json")["state"] == "stopped", 60)
+                    wait_for(
+                        "the run to stop",
+                        lambda: get_json(base + "/loadkit/stats.json")["state"] == "stopped",
+                        60,
+                    )
                     # Requests still finishing in --stop-timeout may land after the page's last poll.
                     page.reload()
                     page.get_by_role("tab", name="LLM").click()
@@ -109,7 +113,10 @@ def test_example_in_the_web_ui_has_rows_per_class_and_label(tmp_path, example):
                         return (shown, doc) if shown and doc["conservation"]["holds"] else None
 
                     shown, doc = wait_for("the LLM table to show the final numbers", settled, 45)
-                    assert doc["conservation"]["scheduled"] == doc["conservation"]["sent"] + doc["conservation"]["dropped"]
+                    assert (
+                        doc["conservation"]["scheduled"]
+                        == doc["conservation"]["sent"] + doc["conservation"]["dropped"]
+                    )
                     shot(page, f"locustfile-{example}-llm-tab-stopped.png")
                     resp = wait_for("the final report", lambda: (r := page.request.get(base + "/loadkit/report",
                                     timeout=60_000)).status == 200 and r, 60)  # fmt: skip

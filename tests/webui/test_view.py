@@ -57,7 +57,10 @@ def test_the_llm_tab_names_its_fields_as_stats_json_does():
         assert key in numeric or all(f"{key}_{p}" in numeric for p in view.PERCENTILES), key
     shown = view.display_row(numeric)
     assert shown["ttft_ms"] == " / ".join(f"{numeric[f'ttft_ms_{p}']:.1f}" for p in view.PERCENTILES)
-    assert (shown["user_class"], shown["output_tokens_per_s"]) == ("*", f"{numeric['output_tokens_per_s']:.1f}")
+    assert (shown["user_class"], shown["output_tokens_per_s"]) == (
+        "*",
+        f"{numeric['output_tokens_per_s']:.1f}",
+    )
 
 
 def test_goodput_shown_when_slos_are_set():

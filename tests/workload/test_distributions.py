@@ -64,7 +64,9 @@ def test_normal_with_clipping(write_scenario):
     rng = np.random.default_rng(2)
     got = realised_inputs(write_scenario, '{ dist = "normal", mean = 200, std = 80, min = 100, max = 300 }')
     assert got.min() >= 100 and got.max() <= 300
-    assert_same(got, clip_round(rng.normal(200, 80, N), 100, 300), clip_round(rng.normal(230, 80, N), 100, 300))
+    assert_same(
+        got, clip_round(rng.normal(200, 80, N), 100, 300), clip_round(rng.normal(230, 80, N), 100, 300)
+    )
 
 
 def test_lognormal_mean_std(write_scenario):
@@ -72,15 +74,21 @@ def test_lognormal_mean_std(write_scenario):
     sigma2 = math.log1p((600 / 800) ** 2)
     mu = math.log(800) - sigma2 / 2
     got = realised_inputs(write_scenario, '{ dist = "lognormal", mean = 800, std = 600 }')
-    assert_same(got, clip_round(rng.lognormal(mu, math.sqrt(sigma2), N)),
-                clip_round(rng.lognormal(mu + 0.2, math.sqrt(sigma2), N)))
+    assert_same(
+        got,
+        clip_round(rng.lognormal(mu, math.sqrt(sigma2), N)),
+        clip_round(rng.lognormal(mu + 0.2, math.sqrt(sigma2), N)),
+    )
 
 
 def test_lognormal_median_sigma(write_scenario):
     rng = np.random.default_rng(4)
     got = realised_inputs(write_scenario, '{ dist = "lognormal", median = 300, sigma = 0.5, max = 2000 }')
-    assert_same(got, clip_round(300 * np.exp(rng.normal(0, 0.5, N)), 1, 2000),
-                clip_round(360 * np.exp(rng.normal(0, 0.5, N)), 1, 2000))
+    assert_same(
+        got,
+        clip_round(300 * np.exp(rng.normal(0, 0.5, N)), 1, 2000),
+        clip_round(360 * np.exp(rng.normal(0, 0.5, N)), 1, 2000),
+    )
 
 
 def test_gamma_mean_cv(write_scenario):
@@ -112,9 +120,12 @@ def test_zipf_chi_square(write_scenario):
 
 def test_mixture_weights_and_components(write_scenario):
     rng = np.random.default_rng(7)
-    got = realised_inputs(write_scenario, """{ dist = "mixture", components = [
+    got = realised_inputs(
+        write_scenario,
+        """{ dist = "mixture", components = [
         { weight = 3, dist = "normal", mean = 100, std = 10 },
-        { weight = 1, dist = "normal", mean = 1000, std = 50 } ] }""")
+        { weight = 1, dist = "normal", mean = 1000, std = 50 } ] }""",
+    )
     pick = rng.random(N) < 0.75
     direct = np.where(pick, rng.normal(100, 10, N), rng.normal(1000, 50, N))
     control = np.where(rng.random(N) < 0.6, rng.normal(100, 10, N), rng.normal(1000, 50, N))
@@ -124,7 +135,9 @@ def test_mixture_weights_and_components(write_scenario):
 def test_empirical_from_csv_column(write_scenario):
     path = TRACES / "sharegpt-lengths" / "sharegpt_8k_filtered_stats_llama2_tokenizer.csv"
     column = np.loadtxt(path, delimiter=",", skiprows=1, usecols=0)
-    got = realised_inputs(write_scenario, f'{{ dist = "empirical", path = "{path}", column = "num_prefill_tokens" }}')
+    got = realised_inputs(
+        write_scenario, f'{{ dist = "empirical", path = "{path}", column = "num_prefill_tokens" }}'
+    )
     rng = np.random.default_rng(8)
     assert_same(got, rng.choice(column, N), rng.choice(column, N) * 1.25)
 

@@ -11,15 +11,65 @@ from hypothesis import strategies as st
 from loadkit.workload import Scenario, ScenarioError, parse_scenario
 from loadkit.workload.scenario import TOP_KEYS
 
-KEYS = list(TOP_KEYS) + ["dist", "mean", "std", "low", "high", "value", "model", "rate", "users", "name",
-                         "input", "output", "components", "weight", "format", "path", "turns", "user_tokens",
-                         "output_tokens", "stages", "duration_s", "min", "max", "joint", "policy", "x"]
-SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-5, 10**6), st.floats(allow_nan=True),
-                    st.sampled_from(["loadkit.scenario/1", "lognormal", "mixture", "poisson", "closed", "trace",
-                                     "azure", "mooncake", "fixed", "uniform", "", "zipf", "empirical"]),
-                    st.text(max_size=8))
-VALUES = st.recursive(SCALARS, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(st.sampled_from(KEYS), inner, max_size=5)), max_leaves=20)
+KEYS = list(TOP_KEYS) + [
+    "dist",
+    "mean",
+    "std",
+    "low",
+    "high",
+    "value",
+    "model",
+    "rate",
+    "users",
+    "name",
+    "input",
+    "output",
+    "components",
+    "weight",
+    "format",
+    "path",
+    "turns",
+    "user_tokens",
+    "output_tokens",
+    "stages",
+    "duration_s",
+    "min",
+    "max",
+    "joint",
+    "policy",
+    "x",
+]
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 10**6),
+    st.floats(allow_nan=True),
+    st.sampled_from(
+        [
+            "loadkit.scenario/1",
+            "lognormal",
+            "mixture",
+            "poisson",
+            "closed",
+            "trace",
+            "azure",
+            "mooncake",
+            "fixed",
+            "uniform",
+            "",
+            "zipf",
+            "empirical",
+        ]
+    ),
+    st.text(max_size=8),
+)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.sampled_from(KEYS), inner, max_size=5)
+    ),
+    max_leaves=20,
+)
 
 
 def _with_header(body: dict) -> dict:
@@ -53,11 +103,20 @@ def test_fuzzed_parts_and_sessions(body):
         assert item is not None
 
 
-FAMILY_PARAMS = {"fixed": ["value"], "uniform": ["low", "high"], "normal": ["mean", "std"],
-                 "lognormal": ["mean", "std"], "gamma": ["mean", "cv"], "pareto": ["alpha", "xm"],
-                 "zipf": ["a", "scale"]}
-EXTREME = st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.integers(-10, 10**30),
-                    st.sampled_from([1e-300, 1e300, 1.0000001, 0.0]))
+FAMILY_PARAMS = {
+    "fixed": ["value"],
+    "uniform": ["low", "high"],
+    "normal": ["mean", "std"],
+    "lognormal": ["mean", "std"],
+    "gamma": ["mean", "cv"],
+    "pareto": ["alpha", "xm"],
+    "zipf": ["a", "scale"],
+}
+EXTREME = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.integers(-10, 10**30),
+    st.sampled_from([1e-300, 1e300, 1.0000001, 0.0]),
+)
 
 
 @pytest.mark.slow

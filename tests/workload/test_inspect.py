@@ -22,7 +22,9 @@ def test_azure_rate_cv_and_lengths_match_the_file(capsys):
     r = inspect_json(capsys, str(path))
     assert r["format"] == "azure" and r["requests"] == 19_366
     # The data README's figures: 5.5 req/s, CV 1.09, input mean 1,155 / p99 4,142.
-    assert r["rate_per_s"] == pytest.approx(5.53, abs=0.01) and r["inter_arrival_cv"] == pytest.approx(1.09, abs=0.01)
+    assert r["rate_per_s"] == pytest.approx(5.53, abs=0.01) and r["inter_arrival_cv"] == pytest.approx(
+        1.09, abs=0.01
+    )
     assert round(r["input_tokens"]["mean"]) == 1155 and round(r["input_tokens"]["p99"]) == 4142
     assert r["prefix_sharing"] is None
 
@@ -39,11 +41,19 @@ def test_mooncake_sharing_and_a_window_with_its_history(capsys):
 
 
 def test_lengths_table_without_timestamps_and_servegen(capsys):
-    r = inspect_json(capsys, str(TRACES / "sharegpt-lengths" / "sharegpt_8k_filtered_stats_llama2_tokenizer.csv"))
+    r = inspect_json(
+        capsys, str(TRACES / "sharegpt-lengths" / "sharegpt_8k_filtered_stats_llama2_tokenizer.csv")
+    )
     assert r["format"] == "lengths" and r["requests"] == 30_731 and r["rate_per_s"] is None
     assert round(r["input_tokens"]["mean"]) == 2340
-    sg = inspect_json(capsys, str(TRACES / "servegen" / "language-m-mid" / "chunk-0-trace.csv"),
-                      "--start-s", "206400", "--end-s", "207600")
+    sg = inspect_json(
+        capsys,
+        str(TRACES / "servegen" / "language-m-mid" / "chunk-0-trace.csv"),
+        "--start-s",
+        "206400",
+        "--end-s",
+        "207600",
+    )
     assert sg["format"] == "servegen" and sg["synthesised"]["seed"] == 0
     assert sg["rate_per_s"] == pytest.approx((27.588 + 30.423) / 2, rel=0.01)
 
@@ -51,10 +61,44 @@ def test_lengths_table_without_timestamps_and_servegen(capsys):
 def test_text_output_and_a_bad_file_exit_2(tmp_path, capsys):
     path = tmp_path / "t.csv"
     path.write_text("ts,inp,out\n3,10,1\n1,20,2\n2,-1,3\n")
-    assert loadkit_main(["traces", "inspect", str(path), "--timestamp-column", "ts", "--input-column", "inp",
-                         "--output-column", "out"]) == 2
+    assert (
+        loadkit_main(
+            [
+                "traces",
+                "inspect",
+                str(path),
+                "--timestamp-column",
+                "ts",
+                "--input-column",
+                "inp",
+                "--output-column",
+                "out",
+            ]
+        )
+        == 2
+    )
     assert "line 4: expected a non-negative integer inp, got '-1'" in capsys.readouterr().err
-    assert loadkit_main(["traces", "inspect", str(path), "--timestamp-column", "ts", "--input-column", "inp",
-                         "--output-column", "out", "--on-bad-row", "skip"]) == 0
+    assert (
+        loadkit_main(
+            [
+                "traces",
+                "inspect",
+                str(path),
+                "--timestamp-column",
+                "ts",
+                "--input-column",
+                "inp",
+                "--output-column",
+                "out",
+                "--on-bad-row",
+                "skip",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
-    assert "requests 2 over 2.0 s" in text and "warning:" in text and "1 of 3 rows have a timestamp earlier" in text
+    assert (
+        "requests 2 over 2.0 s" in text
+        and "warning:" in text
+        and "1 of 3 rows have a timestamp earlier" in text
+    )

@@ -21,8 +21,11 @@ TRACE = TRACES / "mooncake-fast25" / "conversation_trace.jsonl"
 
 
 def scenario(write_scenario, extra: str = "", top: str = ""):
-    return load_scenario(write_scenario(f'{top}[arrival]\nmodel = "trace"\n[trace]\nformat = "mooncake"\n'
-                                        f'path = "{TRACE}"\n{extra}'))
+    return load_scenario(
+        write_scenario(
+            f'{top}[arrival]\nmodel = "trace"\n[trace]\nformat = "mooncake"\npath = "{TRACE}"\n{extra}'
+        )
+    )
 
 
 class PrefixCache:
@@ -37,7 +40,7 @@ class PrefixCache:
         h = hashlib.sha256()
         hit, still_hitting = 0, True
         for start in range(0, len(words), self.block):
-            chunk = words[start:start + self.block]
+            chunk = words[start : start + self.block]
             if len(chunk) < self.block:
                 break  # a partial block is never a cache entry
             h.update(" ".join(chunk).encode() + b"|")
@@ -83,7 +86,9 @@ def test_block_zero_is_the_shared_system_prompt(write_scenario):
 
 
 def test_replay_times_and_clipping(write_scenario):
-    sc = scenario(write_scenario, "end_s = 30\nspeed = 3.0\nmax_input_tokens = 2000\nmax_output_tokens = 64\n")
+    sc = scenario(
+        write_scenario, "end_s = 30\nspeed = 3.0\nmax_input_tokens = 2000\nmax_output_tokens = 64\n"
+    )
     src = sc.request_source()
     times = src.trace_arrival_times_s()
     assert times and max(times) < 10.0 and times == sorted(times)

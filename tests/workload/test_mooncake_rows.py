@@ -17,14 +17,21 @@ from loadkit.workload.tracereader import TraceReadError, read_trace
 
 def write_trace(tmp_path, rows, name="m.jsonl"):
     path = tmp_path / name
-    path.write_text("".join(json.dumps(dict(zip(("timestamp", "input_length", "output_length", "hash_ids"),
-                                                 r, strict=True))) + "\n" for r in rows))
+    path.write_text(
+        "".join(
+            json.dumps(dict(zip(("timestamp", "input_length", "output_length", "hash_ids"), r, strict=True)))
+            + "\n"
+            for r in rows
+        )
+    )
     return path
 
 
-ROWS = [(0, 900, 4, [0, 1]),          # 900 tokens: two 512-token blocks, as it should
-        (1000, 56_397, 4, [0]),       # one id for 56,397 tokens: short (needs 111)
-        (2000, 700, 4, [0, 2])]
+ROWS = [
+    (0, 900, 4, [0, 1]),  # 900 tokens: two 512-token blocks, as it should
+    (1000, 56_397, 4, [0]),  # one id for 56,397 tokens: short (needs 111)
+    (2000, 700, 4, [0, 2]),
+]
 
 
 def inspect_json(capsys, *args: str) -> dict:
@@ -38,9 +45,11 @@ def scenario_text(path, extra=""):
 
 def test_short_row_is_refused_naming_file_line_and_values(tmp_path, write_scenario, capsys):
     path = write_trace(tmp_path, ROWS)
-    message = (r"m\.jsonl: line 2: input_length 56397 needs 111 hash_ids of 512 tokens \(block_tokens\), "
-               r"the row has 1 \(covering 512 tokens\); 1 of 3 rows have too few hash_ids \(lines 2\) "
-               r"\(on_bad_row = \"skip\" drops such rows .* \"pad\" gives")
+    message = (
+        r"m\.jsonl: line 2: input_length 56397 needs 111 hash_ids of 512 tokens \(block_tokens\), "
+        r"the row has 1 \(covering 512 tokens\); 1 of 3 rows have too few hash_ids \(lines 2\) "
+        r"\(on_bad_row = \"skip\" drops such rows .* \"pad\" gives"
+    )
     with pytest.raises(TraceReadError, match=message):
         read_trace(path, "mooncake")
     with pytest.raises(ScenarioError, match=r"trace\.path: .*" + message):
@@ -51,7 +60,9 @@ def test_short_row_is_refused_naming_file_line_and_values(tmp_path, write_scenar
 
 def test_every_short_row_is_counted_in_the_refusal(tmp_path):
     rows = [(i * 1000, 600 if i % 2 else 100, 1, [0]) for i in range(9)]  # the odd lines need 2 ids
-    with pytest.raises(TraceReadError, match=r"line 2: .*; 4 of 9 rows have too few hash_ids \(lines 2, 4, 6, 8\)"):
+    with pytest.raises(
+        TraceReadError, match=r"line 2: .*; 4 of 9 rows have too few hash_ids \(lines 2, 4, 6, 8\)"
+    ):
         read_trace(write_trace(tmp_path, rows), "mooncake")
     empty = [(0, 10, 1, [0]), (1000, 0, 1, [])]  # replay sends at least one token: one block
     with pytest.raises(TraceReadError, match=r"line 2: input_length 0 needs 1 hash_ids .* the row has 0"):
@@ -83,7 +94,9 @@ def test_pad_sends_the_rows_length_with_blocks_of_its_own(tmp_path, write_scenar
     reqs = list(iter(src.next_item, None))
     assert [r.n_in_target for r in reqs] == [8, 23, 8]
     assert [len(r.messages[0]["content"].split()) for r in reqs] == [8, 23, 8]
-    assert any("1 rows have fewer hash_ids than their input_length needs; padded" in n for n in src.load_notes())
+    assert any(
+        "1 rows have fewer hash_ids than their input_length needs; padded" in n for n in src.load_notes()
+    )
     r = inspect_json(capsys, str(path), "--on-bad-row", "pad", "--block-tokens", "4")
     assert r["requests"] == 3 and r["input_tokens"]["max"] == 23 and r["load"]["padded_short_rows"] == 1
     assert r["prefix_sharing"]["blocks"] == 2 + 6 + 2  # the padded blocks count, as in replay
@@ -99,9 +112,13 @@ def test_block_tokens_decides_what_is_short(tmp_path, write_scenario):
 
 def test_pad_is_for_mooncake_only(tmp_path, write_scenario):
     (tmp_path / "t.csv").write_text("ts,inp,out\n0,1,1\n")
-    body = ('[arrival]\nmodel = "trace"\n[trace]\nformat = "lengths"\npath = "t.csv"\ntimestamp_column = "ts"\n'
-            'input_column = "inp"\noutput_column = "out"\non_bad_row = "pad"\n')
-    with pytest.raises(ScenarioError, match=r"trace\.on_bad_row: expected \"pad\" only with format 'mooncake'"):
+    body = (
+        '[arrival]\nmodel = "trace"\n[trace]\nformat = "lengths"\npath = "t.csv"\ntimestamp_column = "ts"\n'
+        'input_column = "inp"\noutput_column = "out"\non_bad_row = "pad"\n'
+    )
+    with pytest.raises(
+        ScenarioError, match=r"trace\.on_bad_row: expected \"pad\" only with format 'mooncake'"
+    ):
         load_scenario(write_scenario(body))
     with pytest.raises(TraceReadError, match=r"t\.csv: on_bad_row = \"pad\" is for Mooncake rows"):
         read_trace(tmp_path / "t.csv", "lengths", ("ts", "inp", "out"), on_bad_row="pad")
@@ -126,6 +143,10 @@ def test_capacity_reads_the_rows_under_the_same_rule(tmp_path, capsys):
     assert read_lengths(path, on_bad_row="skip").skipped == {"too few hash_ids": 1}
     padded = read_lengths(path, on_bad_row="pad")
     assert sorted(padded.lengths.tolist()) == [704, 904, 56_401]  # input + output, the short row whole
-    assert padded.prefix is not None and padded.prefix.unique_tokens == (3 + 110) * 512  # ids 0, 1, 2 and 110 pads
-    code = loadkit_main(["capacity", "--model", "llama-3-8b", "--lengths-from", str(path), "--on-bad-row", "pad"])
+    assert (
+        padded.prefix is not None and padded.prefix.unique_tokens == (3 + 110) * 512
+    )  # ids 0, 1, 2 and 110 pads
+    code = loadkit_main(
+        ["capacity", "--model", "llama-3-8b", "--lengths-from", str(path), "--on-bad-row", "pad"]
+    )
     assert code == 0, capsys.readouterr().err

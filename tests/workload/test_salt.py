@@ -26,7 +26,9 @@ def test_salted_prompts_change_from_the_first_word_and_keep_every_length():
     sc = load_scenario("uneven_chat")
     plain, a, again, b = (_requests(sc, s) for s in (0, 11, 11, 12))
     for x, y in ((plain, a), (a, b)):
-        assert [(r.n_in_target, r.max_tokens, r.label) for r in x] == [(r.n_in_target, r.max_tokens, r.label) for r in y]
+        assert [(r.n_in_target, r.max_tokens, r.label) for r in x] == [
+            (r.n_in_target, r.max_tokens, r.label) for r in y
+        ]
         firsts_equal = sum(_text(p).split()[0] == _text(q).split()[0] for p, q in zip(x, y, strict=True))
         assert firsts_equal <= 2  # 4,900 words: a chance collision or two, never the same prompts
         assert all(len(_text(p).split()) == len(_text(q).split()) for p, q in zip(x, y, strict=True))

@@ -22,12 +22,19 @@ def test_every_shipped_scenario_validates_and_yields_items(path):
 
 def test_required_kinds_are_shipped():
     names = {p.stem for p in SCENARIOS}
-    assert {"uneven_chat", "long_context_summarisation", "code_completion", "agent-multiturn",
-            "azure_conversation_replay", "mooncake_replay"} <= names
+    assert {
+        "uneven_chat",
+        "long_context_summarisation",
+        "code_completion",
+        "agent-multiturn",
+        "azure_conversation_replay",
+        "mooncake_replay",
+    } <= names
 
 
 def test_exposed_fields(write_scenario):
-    path = write_scenario("""
+    path = write_scenario(
+        """
         duration_s = 30
         max_requests = 100
         [[targets]]
@@ -43,36 +50,74 @@ def test_exposed_fields(write_scenario):
         rate = 5.0
         cv = 2.0
         stages = [ { duration_s = 10, rate = 1.0 }, { duration_s = 20, rate = 4.0, cv = 1.0 } ]
-    """ + PART)
+    """
+        + PART
+    )
     sc = load_scenario(path)
     assert sc.name == "t" and sc.seed == 1 and sc.duration_s == 30 and sc.max_requests == 100
-    assert sc.targets == [{"name": "sim", "url": "http://127.0.0.1:8000", "engine": "openai", "api": "chat",
-                           "model": "m"}]
+    assert sc.targets == [
+        {"name": "sim", "url": "http://127.0.0.1:8000", "engine": "openai", "api": "chat", "model": "m"}
+    ]
     assert sc.slos == {"ttft_ms": 500, "tpot_ms": 50}
-    assert sc.arrival == {"model": "gamma", "rate": 5.0, "cv": 2.0, "stages": [
-        {"duration_s": 10, "rate": 1.0, "cv": 2.0}, {"duration_s": 20, "rate": 4.0, "cv": 1.0}]}
+    assert sc.arrival == {
+        "model": "gamma",
+        "rate": 5.0,
+        "cv": 2.0,
+        "stages": [{"duration_s": 10, "rate": 1.0, "cv": 2.0}, {"duration_s": 20, "rate": 4.0, "cv": 1.0}],
+    }
 
 
-@pytest.mark.parametrize("body, where, expected", [
-    ('seed = 1\n' + PART, "name", "required key is missing"),
-    ('name = "t"\nseed = "x"\n' + PART, "seed", "expected an integer"),
-    ('name = "t"\nseed = 1\nsed = 2\n' + PART, "sed", "did you mean 'seed'"),
-    ('name = "t"\nseed = 1\n', "(top level)", "expected exactly one of"),
-    ('name = "t"\nseed = 1\n[[parts]]\nname = "p"\ninput = { dist = "lognormal", mean = -1, std = 1 }\noutput = 1\n',
-     "parts[0].input.mean", "expected a number >= 1e-06"),
-    ('name = "t"\nseed = 1\n[[parts]]\nname = "p"\ninput = { dist = "gama", mean = 1 }\noutput = 1\n',
-     "parts[0].input.dist", "expected one of"),
-    ('name = "t"\nseed = 1\n[[parts]]\nname = "p"\ninput = { dist = "uniform", low = 5, hihg = 9 }\noutput = 1\n',
-     "parts[0].input.hihg", "did you mean 'high'"),
-    ('name = "t"\nseed = 1\n[arrival]\nmodel = "poisson"\n' + PART, "arrival.rate", "required key is missing"),
-    ('name = "t"\nseed = 1\n[arrival]\nmodel = "trace"\n' + PART, "arrival.model", "expected a [trace]"),
-    ('name = "t"\nseed = 1\n[[targets]]\nname = "a"\nurl = "127.0.0.1:80"\n' + PART, "targets[0].url",
-     "expected an http://"),
-    ('name = "t"\nseed = 1\n[trace]\nformat = "azure"\npath = "nope.csv"\n', "trace.path", "expected an existing file"),
-    ('name = "t"\nseed = 1\n[sessions]\nturns = 3\nuser_tokens = 5\n', "sessions.output_tokens", "missing"),
-    ('name = "t"\nseed = 1\n[sessions]\nturns = 3\nuser_tokens = 5\noutput_tokens = 5\n'
-     'context = { max_tokens = 100, policy = "drop" }\n', "sessions.context.policy", "expected one of"),
-])
+@pytest.mark.parametrize(
+    "body, where, expected",
+    [
+        ("seed = 1\n" + PART, "name", "required key is missing"),
+        ('name = "t"\nseed = "x"\n' + PART, "seed", "expected an integer"),
+        ('name = "t"\nseed = 1\nsed = 2\n' + PART, "sed", "did you mean 'seed'"),
+        ('name = "t"\nseed = 1\n', "(top level)", "expected exactly one of"),
+        (
+            'name = "t"\nseed = 1\n[[parts]]\nname = "p"\ninput = { dist = "lognormal", mean = -1, std = 1 }\noutput = 1\n',
+            "parts[0].input.mean",
+            "expected a number >= 1e-06",
+        ),
+        (
+            'name = "t"\nseed = 1\n[[parts]]\nname = "p"\ninput = { dist = "gama", mean = 1 }\noutput = 1\n',
+            "parts[0].input.dist",
+            "expected one of",
+        ),
+        (
+            'name = "t"\nseed = 1\n[[parts]]\nname = "p"\ninput = { dist = "uniform", low = 5, hihg = 9 }\noutput = 1\n',
+            "parts[0].input.hihg",
+            "did you mean 'high'",
+        ),
+        (
+            'name = "t"\nseed = 1\n[arrival]\nmodel = "poisson"\n' + PART,
+            "arrival.rate",
+            "required key is missing",
+        ),
+        ('name = "t"\nseed = 1\n[arrival]\nmodel = "trace"\n' + PART, "arrival.model", "expected a [trace]"),
+        (
+            'name = "t"\nseed = 1\n[[targets]]\nname = "a"\nurl = "127.0.0.1:80"\n' + PART,
+            "targets[0].url",
+            "expected an http://",
+        ),
+        (
+            'name = "t"\nseed = 1\n[trace]\nformat = "azure"\npath = "nope.csv"\n',
+            "trace.path",
+            "expected an existing file",
+        ),
+        (
+            'name = "t"\nseed = 1\n[sessions]\nturns = 3\nuser_tokens = 5\n',
+            "sessions.output_tokens",
+            "missing",
+        ),
+        (
+            'name = "t"\nseed = 1\n[sessions]\nturns = 3\nuser_tokens = 5\noutput_tokens = 5\n'
+            'context = { max_tokens = 100, policy = "drop" }\n',
+            "sessions.context.policy",
+            "expected one of",
+        ),
+    ],
+)
 def test_invalid_files_name_file_key_and_expectation(write_scenario, body, where, expected):
     path = write_scenario('schema = "loadkit.scenario/1"\n' + body, header=False)
     with pytest.raises(ScenarioError) as info:
@@ -95,7 +140,9 @@ def test_wrong_schema_and_bad_toml(write_scenario):
 
 def test_relative_trace_path_resolves_against_the_scenario_dir(write_scenario, tmp_path):
     (tmp_path / "lens.csv").write_text("a,b\n10,2\n20,3\n")
-    path = write_scenario('[trace]\nformat = "lengths"\npath = "lens.csv"\ninput_column = "a"\noutput_column = "b"\n')
+    path = write_scenario(
+        '[trace]\nformat = "lengths"\npath = "lens.csv"\ninput_column = "a"\noutput_column = "b"\n'
+    )
     source = load_scenario(path).request_source()
     assert [(r.n_in_target, r.max_tokens) for r in iter(source.next_item, None)] == [(10, 2), (20, 3)]
 
@@ -110,7 +157,7 @@ def test_cli_validate_exit_codes(write_scenario, capsys):
 
 
 def test_cli_show_prints_lengths(write_scenario, capsys):
-    path = write_scenario('max_requests = 2\n' + PART)
+    path = write_scenario("max_requests = 2\n" + PART)
     assert loadkit_main(["scenarios", "show", str(path), "-n", "5"]) == 0
     out = capsys.readouterr().out
     assert out.count("n_in=10 max_tokens=5") == 2 and "(workload exhausted)" in out
@@ -124,11 +171,17 @@ def test_cli_show_bad_file_is_one_line(write_scenario, capsys):
 
 
 def test_lengths_asked_echoes_the_file(write_scenario):
-    sc = load_scenario(write_scenario('[[parts]]\nname = "p"\ninput = { dist = "uniform", low = 1, high = 9 }\n'
-                                      'output = 5\n'))
-    assert sc.lengths_asked == {"parts": {"p": {"input": {"dist": "uniform", "low": 1, "high": 9}, "output": 5}}}
-    sc = load_scenario(write_scenario("[sessions]\nturns = 2\nuser_tokens = 5\noutput_tokens = 4\nlabels = {}\n",
-                                      name="s2.toml"))
+    sc = load_scenario(
+        write_scenario('[[parts]]\nname = "p"\ninput = { dist = "uniform", low = 1, high = 9 }\noutput = 5\n')
+    )
+    assert sc.lengths_asked == {
+        "parts": {"p": {"input": {"dist": "uniform", "low": 1, "high": 9}, "output": 5}}
+    }
+    sc = load_scenario(
+        write_scenario(
+            "[sessions]\nturns = 2\nuser_tokens = 5\noutput_tokens = 4\nlabels = {}\n", name="s2.toml"
+        )
+    )
     assert sc.lengths_asked == {"sessions": {"turns": 2, "user_tokens": 5, "output_tokens": 4}}
 
 
@@ -143,7 +196,7 @@ def test_prompt_shape_and_its_deprecated_old_name(write_scenario, caplog):
         caplog.clear()
         assert load(f'[prompt]\napi = "{old}"\n', name=f"{old}.toml").prompt.shape == new
         (msg,) = [r.getMessage() for r in caplog.records]
-        assert f'{old}.toml: prompt.api is deprecated' in msg and f'prompt.shape = "{new}"' in msg
+        assert f"{old}.toml: prompt.api is deprecated" in msg and f'prompt.shape = "{new}"' in msg
     caplog.clear()
     load('[prompt]\napi = "chat"\n', name="chat.toml")
     assert not caplog.records  # once per file
@@ -156,7 +209,7 @@ def test_prompt_shape_and_its_deprecated_old_name(write_scenario, caplog):
 def test_parts_send_tools_and_tool_choice(write_scenario):
     from loadkit.workload import load_scenario
 
-    path = write_scenario('''
+    path = write_scenario("""
         [[parts]]
         name = "agent"
         input = { dist = "fixed", value = 20 }
@@ -168,7 +221,7 @@ def test_parts_send_tools_and_tool_choice(write_scenario):
         name = "plain"
         input = { dist = "fixed", value = 20 }
         output = { dist = "fixed", value = 8 }
-    ''')
+    """)
     src = load_scenario(path).request_source()
     reqs = [src.next_item() for _ in range(40)]
     agent = [r for r in reqs if r.label == "agent"]
@@ -179,11 +232,14 @@ def test_parts_send_tools_and_tool_choice(write_scenario):
     assert all("tools" not in r.extra_body for r in plain)
 
 
-@pytest.mark.parametrize(("extra", "message"), [
-    ('tools = [{ type = "function" }]', "parts\\[0\\].tools: must be a non-empty list"),
-    ('tool_choice = "auto"', "tool_choice: needs tools"),
-    ('tools = [{ function = { name = "f" } }]\ntool_choice = "sometimes"', 'must be "auto"'),
-])
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ('tools = [{ type = "function" }]', "parts\\[0\\].tools: must be a non-empty list"),
+        ('tool_choice = "auto"', "tool_choice: needs tools"),
+        ('tools = [{ function = { name = "f" } }]\ntool_choice = "sometimes"', 'must be "auto"'),
+    ],
+)
 def test_bad_part_tools_name_the_key(write_scenario, extra, message):
     from loadkit.workload import load_scenario
     from loadkit.workload.errors import ScenarioError

@@ -54,8 +54,12 @@ def test_weibull_shape_gives_the_asked_cv(cv):
 
 
 def test_scenario_replays_a_window_rebased(write_scenario):
-    sc = load_scenario(write_scenario(f'[arrival]\nmodel = "trace"\n[trace]\nformat = "servegen"\n'
-                                      f'path = "{CHUNK0}"\nstart_s = 157200\nend_s = 157800\nspeed = 2\n'))
+    sc = load_scenario(
+        write_scenario(
+            f'[arrival]\nmodel = "trace"\n[trace]\nformat = "servegen"\n'
+            f'path = "{CHUNK0}"\nstart_s = 157200\nend_s = 157800\nspeed = 2\n'
+        )
+    )
     src = sc.request_source()
     times = src.trace_arrival_times_s()
     assert len(times) == round(5.1433333 * 600) and 0 <= times[0] and times[-1] < 300
@@ -71,8 +75,12 @@ def test_shipped_servegen_scenario_loads():
 def test_errors_name_file_and_line(tmp_path, write_scenario):
     bad = tmp_path / "chunk-9-trace.csv"
     bad.write_text("0,0,0,,0,0\n600,1.5,x,Gamma,1,1\n")
-    (tmp_path / "chunk-9-dataset.json").write_text('{"0": {"input_tokens": "{10: 1.0}", "output_tokens": "{2: 1.0}"}}')
-    with pytest.raises(TraceReadError, match=r"chunk-9-trace\.csv: line 2: expected cv as a non-negative number"):
+    (tmp_path / "chunk-9-dataset.json").write_text(
+        '{"0": {"input_tokens": "{10: 1.0}", "output_tokens": "{2: 1.0}"}}'
+    )
+    with pytest.raises(
+        TraceReadError, match=r"chunk-9-trace\.csv: line 2: expected cv as a non-negative number"
+    ):
         read_windows(str(bad))
     bad.write_text("0,0,0,,0,0\n600,1.5,1.2,Lognormal,1,1\n")
     with pytest.raises(ScenarioError, match=r"line 2: expected the fitted distribution Gamma or Weibull"):

@@ -28,7 +28,8 @@ def write_chunk(tmp_path, rows: str, dataset: dict[str, str] | None = None, n: i
     trace.write_text(rows)
     doc = dataset if dataset is not None else {"0": LENGTHS}
     (tmp_path / f"chunk-{n}-dataset.json").write_text(
-        "{" + ", ".join(f"{json.dumps(k)}: {v}" for k, v in doc.items()) + "}")
+        "{" + ", ".join(f"{json.dumps(k)}: {v}" for k, v in doc.items()) + "}"
+    )
     return trace
 
 
@@ -38,9 +39,13 @@ def inspect_requests(capsys, path, *args: str) -> int:
 
 
 def replay_times(write_scenario, path, seed: int, start: float, end: float, name: str = "s.toml"):
-    body = (f'schema = "loadkit.scenario/1"\nname = "t"\nseed = {seed}\n[arrival]\nmodel = "trace"\n'
-            f'[trace]\nformat = "servegen"\npath = "{path}"\nstart_s = {start}\nend_s = {end}\n')
-    return load_scenario(write_scenario(body, name=name, header=False)).request_source().trace_arrival_times_s()
+    body = (
+        f'schema = "loadkit.scenario/1"\nname = "t"\nseed = {seed}\n[arrival]\nmodel = "trace"\n'
+        f'[trace]\nformat = "servegen"\npath = "{path}"\nstart_s = {start}\nend_s = {end}\n'
+    )
+    return (
+        load_scenario(write_scenario(body, name=name, header=False)).request_source().trace_arrival_times_s()
+    )
 
 
 def test_shipped_window_replay_and_inspect_count_the_same(write_scenario, capsys):
@@ -53,14 +58,19 @@ def test_shipped_window_replay_and_inspect_count_the_same(write_scenario, capsys
 
 
 def test_every_arrival_lands_inside_its_window_on_whole_microseconds(tmp_path, write_scenario, capsys):
-    path = write_chunk(tmp_path, "0,0,0,,0,0\n600,0.05,4.0,Gamma,1,1\n1200,0.05,4.0,Weibull,1,1\n1800,0,0,,0,0\n")
+    path = write_chunk(
+        tmp_path, "0,0,0,,0,0\n600,0.05,4.0,Gamma,1,1\n1200,0.05,4.0,Weibull,1,1\n1800,0,0,,0,0\n"
+    )
     synthesised = []
     for seed in range(30):  # CV 4: seeds 6, 12 and 23 drew a last gap too small to see at 1200 s
         t, _, _ = synthesise(path, seed, 900.0, 1200.0)
         assert len(t) == round(0.05 * 300), seed
         times = replay_times(write_scenario, path, seed, 900.0, 1200.0, name=f"s{seed}.toml")
-        assert len(times) == len(t) == inspect_requests(capsys, path, "--seed", str(seed), "--start-s", "900",
-                                                          "--end-s", "1200"), seed
+        assert (
+            len(times)
+            == len(t)
+            == inspect_requests(capsys, path, "--seed", str(seed), "--start-s", "900", "--end-s", "1200")
+        ), seed
         synthesised.append(t)
     t = np.concatenate(synthesised)
     assert t.min() >= 900.0 and t.max() < 1200.0 and np.array_equal(np.rint(t * 1e6) / 1e6, t)
@@ -68,20 +78,31 @@ def test_every_arrival_lands_inside_its_window_on_whole_microseconds(tmp_path, w
 
 def test_a_jump_of_more_than_a_day_between_rows_is_refused(tmp_path):
     path = write_chunk(tmp_path, "0,0.1,1.0,Gamma,1,1\n600,0.1,1.0,Gamma,1,1\n34560600,0.1,1.0,Gamma,1,1\n")
-    with pytest.raises(TraceReadError, match=r"chunk-7-trace\.csv: line 3: window start 34560600 s is 400\.0 days "
-                                             r"after the row before \(600 s\)"):
+    with pytest.raises(
+        TraceReadError,
+        match=r"chunk-7-trace\.csv: line 3: window start 34560600 s is 400\.0 days "
+        r"after the row before \(600 s\)",
+    ):
         read_windows(str(path))
-    path = write_chunk(tmp_path, "0,0.1,1.0,Gamma,1,1\n", {"0": LENGTHS, "21600": LENGTHS, "34581600": LENGTHS}, n=8)
-    with pytest.raises(TraceReadError, match=r"chunk-8-dataset\.json: key '34581600': window start 34581600 s is "
-                                             r"400\.0 days after the one before \('21600'\)"):
+    path = write_chunk(
+        tmp_path, "0,0.1,1.0,Gamma,1,1\n", {"0": LENGTHS, "21600": LENGTHS, "34581600": LENGTHS}, n=8
+    )
+    with pytest.raises(
+        TraceReadError,
+        match=r"chunk-8-dataset\.json: key '34581600': window start 34581600 s is "
+        r"400\.0 days after the one before \('21600'\)",
+    ):
         read_lengths(str(tmp_path / "chunk-8-dataset.json"))
 
 
 def test_requests_no_dataset_window_covers_are_refused(tmp_path, write_scenario):
     rows = "".join(f"{w * 600},0.1,1.0,Gamma,1,1\n" for w in range(80))  # 48,000 s of arrivals
     path = write_chunk(tmp_path, rows, {"0": LENGTHS, "21600": LENGTHS})  # lengths for 0-43,200 s only
-    with pytest.raises(TraceReadError, match=r"chunk-7-dataset\.json: expected length distributions for the \d+ "
-                                             r"requests at 432\d\d(\.\d+)? s and on, the dataset's windows cover 0-43200 s"):
+    with pytest.raises(
+        TraceReadError,
+        match=r"chunk-7-dataset\.json: expected length distributions for the \d+ "
+        r"requests at 432\d\d(\.\d+)? s and on, the dataset's windows cover 0-43200 s",
+    ):
         synthesise(path, 0, None, None)
     assert len(synthesise(path, 0, 0.0, 43_200.0)[0]) == 72 * 60  # inside the dataset: fine
 
@@ -92,18 +113,34 @@ def test_a_window_past_the_file_is_named(tmp_path, write_scenario):
         replay_times(write_scenario, path, 1, 5000, 6000)
 
 
-def test_reason_ratio_is_said_to_be_ignored_at_load_in_the_report_and_in_inspect(tmp_path, write_scenario, capsys,
-                                                                                  caplog):
-    reasoning = '{"input_tokens": "{10: 1.0}", "output_tokens": "{300: 1.0}", "reason_ratio": "{0.8: 0.5, 0.9: 0.5}"}'
+def test_reason_ratio_is_said_to_be_ignored_at_load_in_the_report_and_in_inspect(
+    tmp_path, write_scenario, capsys, caplog
+):
+    reasoning = (
+        '{"input_tokens": "{10: 1.0}", "output_tokens": "{300: 1.0}", "reason_ratio": "{0.8: 0.5, 0.9: 0.5}"}'
+    )
     path = write_chunk(tmp_path, "0,0.1,1.0,Gamma,1,1\n600,0.1,1.0,Gamma,1,1\n", {"0": reasoning}, n=3)
     with caplog.at_level("WARNING", logger="loadkit"):
-        src = load_scenario(write_scenario(f'[arrival]\nmodel = "trace"\n[trace]\nformat = "servegen"\n'
-                                           f'path = "{path}"\n')).request_source()
-    said = [n for n in src.load_notes() if "reason_ratio ignored: 1 dataset windows give the reasoning share" in n]
-    assert said and "chunk-3-dataset.json" in said[0] and "output_tokens is sent as the whole output" in said[0]
+        src = load_scenario(
+            write_scenario(f'[arrival]\nmodel = "trace"\n[trace]\nformat = "servegen"\npath = "{path}"\n')
+        ).request_source()
+    said = [
+        n for n in src.load_notes() if "reason_ratio ignored: 1 dataset windows give the reasoning share" in n
+    ]
+    assert (
+        said and "chunk-3-dataset.json" in said[0] and "output_tokens is sent as the whole output" in said[0]
+    )
     assert any("reason_ratio ignored" in r.getMessage() for r in caplog.records)
     assert loadkit_main(["traces", "inspect", str(path)]) == 0
     assert "warning: " in (text := capsys.readouterr().out) and "reason_ratio ignored" in text
     plain = write_chunk(tmp_path, "0,0.1,1.0,Gamma,1,1\n", n=4)  # a language client: nothing to say
-    assert load_scenario(write_scenario(f'[arrival]\nmodel = "trace"\n[trace]\nformat = "servegen"\n'
-                                        f'path = "{plain}"\n', name="p.toml")).request_source().load_notes() == []
+    assert (
+        load_scenario(
+            write_scenario(
+                f'[arrival]\nmodel = "trace"\n[trace]\nformat = "servegen"\npath = "{plain}"\n', name="p.toml"
+            )
+        )
+        .request_source()
+        .load_notes()
+        == []
+    )

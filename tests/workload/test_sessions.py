@@ -72,9 +72,10 @@ def test_context_cap_stop_and_truncate(write_scenario):
 
 
 def test_system_prompt_pool_is_shared_and_zipf_popular(write_scenario):
-    body = ('system_prompts = { count = 5, tokens = 40, popularity = "zipf", zipf_s = 1.5 }\n')
-    sc = load_scenario(write_scenario("[sessions]\ncount = 2000\nturns = 1\nuser_tokens = 3\noutput_tokens = 2\n"
-                                      + body))
+    body = 'system_prompts = { count = 5, tokens = 40, popularity = "zipf", zipf_s = 1.5 }\n'
+    sc = load_scenario(
+        write_scenario("[sessions]\ncount = 2000\nturns = 1\nuser_tokens = 3\noutput_tokens = 2\n" + body)
+    )
     src = sc.request_source()
     firsts = [s.next_request(None, True) for s in iter(src.next_item, None)]
     systems = [r.messages[0]["content"] for r in firsts]
@@ -94,8 +95,10 @@ def test_system_prompt_pool_is_shared_and_zipf_popular(write_scenario):
 
 
 def test_tool_calls_text_format(write_scenario):
-    tool = ('tool = { probability = 1.0, call_tokens = 7, result_tokens = 12, latency_s = 0.25 }\n'
-            'labels = { tool = "after_tool" }\n')
+    tool = (
+        "tool = { probability = 1.0, call_tokens = 7, result_tokens = 12, latency_s = 0.25 }\n"
+        'labels = { tool = "after_tool" }\n'
+    )
     session = first_session(write_scenario, tool, turns="3")
     first = session.next_request(None, True)
     assert session.think_time_s() == 0.25  # tool latency, not think time
@@ -130,37 +133,52 @@ def test_completions_api_gets_templated_prompt(write_scenario):
 
 
 def test_sessions_are_deterministic_and_realised_counts_turns(write_scenario):
-    path = write_scenario("[sessions]\ncount = 5\nturns = { dist = \"uniform\", low = 1, high = 6 }\n"
-                          "user_tokens = { dist = \"uniform\", low = 5, high = 50 }\noutput_tokens = 9\n")
+    path = write_scenario(
+        '[sessions]\ncount = 5\nturns = { dist = "uniform", low = 1, high = 6 }\n'
+        'user_tokens = { dist = "uniform", low = 5, high = 50 }\noutput_tokens = 9\n'
+    )
     runs = []
     for _ in range(2):
         src = load_scenario(path).request_source()
-        runs.append([[(r.n_in_target, r.messages[-1]["content"]) for r in run(s)] for s in iter(src.next_item, None)])
+        runs.append(
+            [[(r.n_in_target, r.messages[-1]["content"]) for r in run(s)] for s in iter(src.next_item, None)]
+        )
     assert runs[0] == runs[1] and len(runs[0]) == 5
     total = sum(len(s) for s in runs[0])
     assert src.realised()["requests"] == total and src.realised()["sessions_started"] == 5
 
 
 def test_tool_calls_server_format_answers_the_servers_own_calls(write_scenario):
-    tool = ('tool = { format = "server", result_tokens = 6, latency_s = 0.5, tool_choice = "required" }\n'
-            'labels = { tool = "after_tool" }\n')
+    tool = (
+        'tool = { format = "server", result_tokens = 6, latency_s = 0.5, tool_choice = "required" }\n'
+        'labels = { tool = "after_tool" }\n'
+    )
     session = first_session(write_scenario, tool, turns="3")
     first = session.next_request(None, True)
     assert first.extra_body["tools"][0]["function"]["name"] == "lookup"
     assert first.extra_body["tool_choice"] == "required"
-    calls = [{"id": "chatcmpl-tool-1", "name": "lookup", "arguments": '{"query": "x"}'},
-             {"id": None, "name": "lookup", "arguments": '{"query": "y"}'}]
+    calls = [
+        {"id": "chatcmpl-tool-1", "name": "lookup", "arguments": '{"query": "x"}'},
+        {"id": None, "name": "lookup", "arguments": '{"query": "y"}'},
+    ]
     second = session.next_request("", True, None, calls)
     assert session.think_time_s() == 0.5 and second.label == "after_tool"
     reply, res1, res2 = second.messages[-3:]
     assert reply["role"] == "assistant" and reply["content"] is None
     assert [c["id"] for c in reply["tool_calls"]] == ["chatcmpl-tool-1", "call_0_1_1"]
     assert reply["tool_calls"][0]["function"] == {"name": "lookup", "arguments": '{"query": "x"}'}
-    assert (res1["role"], res1["tool_call_id"], res2["tool_call_id"]) == ("tool", "chatcmpl-tool-1", "call_0_1_1")
+    assert (res1["role"], res1["tool_call_id"], res2["tool_call_id"]) == (
+        "tool",
+        "chatcmpl-tool-1",
+        "call_0_1_1",
+    )
     assert res1["content"] and res1["content"] != res2["content"]
     # A reply without calls: a fresh user message follows, as in a normal turn.
     third = session.next_request("the answer", True, None, None)
-    assert third.messages[-1]["role"] == "user" and third.messages[-2] == {"role": "assistant", "content": "the answer"}
+    assert third.messages[-1]["role"] == "user" and third.messages[-2] == {
+        "role": "assistant",
+        "content": "the answer",
+    }
     assert third.label != "after_tool"
 
 

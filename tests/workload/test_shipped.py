@@ -60,7 +60,9 @@ def test_scenarios_list_shows_every_shipped_scenario_on_one_line(capsys):
     for line, (name, path) in zip(lines, SHIPPED.items(), strict=True):
         description = tomllib.loads(path.read_text())["description"]
         assert line.startswith(name + " ") and description in line
-    assert any(line.startswith("mooncake_replay ") and "[mooncake trace replay, open loop]" in line for line in lines)
+    assert any(
+        line.startswith("mooncake_replay ") and "[mooncake trace replay, open loop]" in line for line in lines
+    )
     assert any(line.startswith("agent-multiturn ") and "[sessions, closed loop]" in line for line in lines)
 
 
@@ -102,7 +104,9 @@ def test_shipped_scenarios_read_packaged_traces_whatever_loadkit_data_says(tmp_p
     assert named >= 4
 
 
-def test_loadkit_data_is_the_users_override_and_defaults_to_the_packaged_data(tmp_path, monkeypatch, write_scenario):
+def test_loadkit_data_is_the_users_override_and_defaults_to_the_packaged_data(
+    tmp_path, monkeypatch, write_scenario
+):
     body = '[[parts]]\nname = "p"\njoint = { path = "${LOADKIT_DATA}/traces/mine.csv", input_column = "i", output_column = "o" }\n'
     scenario = write_scenario(body)
     mine = tmp_path / "data" / "traces" / "mine.csv"
@@ -117,9 +121,11 @@ def test_loadkit_data_is_the_users_override_and_defaults_to_the_packaged_data(tm
     # Unset: ${LOADKIT_DATA} is the packaged data, so a copy of a shipped path works as written.
     monkeypatch.delenv("LOADKIT_DATA")
     shipped_csv = "${LOADKIT_DATA}/traces/sharegpt-lengths/sharegpt_8k_filtered_stats_llama2_tokenizer.csv"
-    copy = write_scenario(f'[[parts]]\nname = "p"\njoint = {{ path = "{shipped_csv}", '
-                          'input_column = "num_prefill_tokens", output_column = "num_decode_tokens" }\n',
-                          name="copy.toml")
+    copy = write_scenario(
+        f'[[parts]]\nname = "p"\njoint = {{ path = "{shipped_csv}", '
+        'input_column = "num_prefill_tokens", output_column = "num_decode_tokens" }\n',
+        name="copy.toml",
+    )
     assert load_scenario(copy).request_source().next_item() is not None
     assert (PACKAGE_DATA / "traces").is_dir() and PACKAGE_DATA.parent == PACKAGE
 
@@ -200,8 +206,11 @@ def test_the_sim_table_names_a_simulator_profile(write_scenario):
     body = '[[parts]]\nname = "p"\ninput = 10\noutput = 5\n'
     assert load_scenario(write_scenario(body + '[sim]\nprofile = "long"\n')).sim_profile == "long"
     assert load_scenario(write_scenario(body)).sim_profile is None
-    with pytest.raises(ScenarioError, match=r"sim\.profile: expected one of 'default', 'fast', 'big', 'long', "
-                                            r"got 'huge'"):
+    with pytest.raises(
+        ScenarioError,
+        match=r"sim\.profile: expected one of 'default', 'fast', 'big', 'long', "
+        r"got 'huge'",
+    ):
         load_scenario(write_scenario(body + '[sim]\nprofile = "huge"\n'))
     with pytest.raises(ScenarioError, match=r"sim\.max_model_len: unknown key; allowed: profile"):
         load_scenario(write_scenario(body + '[sim]\nprofile = "long"\nmax_model_len = 4\n'))

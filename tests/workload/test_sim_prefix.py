@@ -20,7 +20,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 def complete(url: str, prompt: str) -> dict:
     body = json.dumps({"model": "m", "prompt": prompt, "max_tokens": 1, "stream": False}).encode()
-    req = urllib.request.Request(url + "/v1/completions", data=body, headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url + "/v1/completions", data=body, headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=30) as resp:
         return json.loads(resp.read())["usage"]
 
@@ -34,7 +36,7 @@ def test_mooncake_prefix_hits_at_the_simulator(write_scenario):
         shape = "prompt"
         [trace]
         format = "mooncake"
-        path = "{TRACES / 'mooncake-fast25' / 'conversation_trace.jsonl'}"
+        path = "{TRACES / "mooncake-fast25" / "conversation_trace.jsonl"}"
         max_input_tokens = 16384
     """)
     src = load_scenario(path).request_source()
@@ -53,8 +55,9 @@ def test_mooncake_prefix_hits_at_the_simulator(write_scenario):
 
 
 def post(url: str, path: str, body: dict) -> dict:
-    req = urllib.request.Request(url + path, data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=30) as resp:
         return json.loads(resp.read())
 

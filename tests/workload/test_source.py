@@ -51,7 +51,9 @@ def test_known_first_request_pins_cross_machine_determinism(write_scenario):
 
 def test_different_seed_different_requests(write_scenario):
     a = drain(load_scenario(write_scenario(MIX)).request_source())
-    other = write_scenario('schema = "loadkit.scenario/1"\nname = "t"\nseed = 2\n' + MIX, name="b.toml", header=False)
+    other = write_scenario(
+        'schema = "loadkit.scenario/1"\nname = "t"\nseed = 2\n' + MIX, name="b.toml", header=False
+    )
     b = drain(load_scenario(other).request_source())
     assert a != b and len(a) == len(b)
 
@@ -130,8 +132,12 @@ def test_loop_without_bound_is_refused(write_scenario, tmp_path):
 
 def test_azure_arrivals_and_lengths_follow_the_csv(write_scenario):
     path = TRACES / "azure-llm-2023" / "AzureLLMInferenceTrace_conv.csv"
-    sc = load_scenario(write_scenario(f'[arrival]\nmodel = "trace"\n[trace]\nformat = "azure"\npath = "{path}"\n'
-                                      "end_s = 120\nspeed = 4.0\n"))
+    sc = load_scenario(
+        write_scenario(
+            f'[arrival]\nmodel = "trace"\n[trace]\nformat = "azure"\npath = "{path}"\n'
+            "end_s = 120\nspeed = 4.0\n"
+        )
+    )
     src = sc.request_source()
     times = np.asarray(src.trace_arrival_times_s())
     lines = path.read_text().splitlines()[1:]

@@ -36,7 +36,7 @@ arrival = { model = "constant", rate = 5 }
 """
 
 
-def own_scenario(write_scenario, head: str = "duration_s = 60\n[arrival]\nmodel = \"tenants\"\n"):
+def own_scenario(write_scenario, head: str = 'duration_s = 60\n[arrival]\nmodel = "tenants"\n'):
     return load_scenario(write_scenario(head + PARTS + OWN))
 
 
@@ -70,7 +70,9 @@ def test_worker_shares_partition_the_tenant_schedule_exactly(write_scenario):
     whole = sc.request_source()
     times, labels = whole.trace_arrival_times_s(), [r.label for r in drain(whole)]
     shares = [sc.request_source(worker_index=w, worker_count=3) for w in range(3)]
-    got = sorted((t, r.label) for s in shares for t, r in zip(s.trace_arrival_times_s(), drain(s), strict=True))
+    got = sorted(
+        (t, r.label) for s in shares for t, r in zip(s.trace_arrival_times_s(), drain(s), strict=True)
+    )
     assert got == sorted(zip(times, labels, strict=True))
 
 
@@ -79,23 +81,51 @@ def test_max_requests_bounds_the_superposed_schedule(write_scenario):
     assert len(drain(sc.request_source())) == 50
 
 
-@pytest.mark.parametrize("head, tenants, message", [
-    ('duration_s = 5\n[arrival]\nmodel = "tenants"\n', OWN.replace('priority = 5\n', 'weight = 2\n'),
-     r"tenants\[1\].arrival: give weight or arrival, not both"),
-    ('duration_s = 5\n[arrival]\nmodel = "tenants"\n', OWN.replace('arrival = { model = "constant", rate = 5 }\n', ''),
-     r"tenants\[1\]: expected an arrival table: when one tenant has its own arrival, every tenant needs one"),
-    ('duration_s = 5\n[arrival]\nmodel = "poisson"\nrate = 3\n', OWN,
-     r"arrival.model: expected 'tenants' \(the tenants give their own arrivals\), got 'poisson'"),
-    ('duration_s = 5\n[arrival]\nmodel = "tenants"\n', '[[tenants]]\nname = "a"\n',
-     r"arrival.model: expected \[\[tenants\]\] that each give an arrival table"),
-    ('[arrival]\nmodel = "tenants"\n', OWN, r"expected duration_s or max_requests to bound the tenants' arrivals"),
-    ('duration_s = 5\n[arrival]\nmodel = "tenants"\n', OWN.replace('"constant", rate = 5', '"closed", users = 2'),
-     r"tenants\[1\].arrival.model: expected one of 'constant', 'poisson', 'gamma'"),
-    ('duration_s = 5\n[arrival]\nmodel = "tenants"\n', OWN.replace('"constant", rate = 5', '"gamma", rate = 5'),
-     r"tenants\[1\].arrival: missing required key 'cv'|tenants\[1\].arrival.cv"),
-    ('duration_s = 5\n[arrival]\nmodel = "tenants"\n', OWN.replace('{ ttft_ms = 50 }', '{ ttft = 50 }'),
-     r"tenants\[0\].slos"),
-])
+@pytest.mark.parametrize(
+    "head, tenants, message",
+    [
+        (
+            'duration_s = 5\n[arrival]\nmodel = "tenants"\n',
+            OWN.replace("priority = 5\n", "weight = 2\n"),
+            r"tenants\[1\].arrival: give weight or arrival, not both",
+        ),
+        (
+            'duration_s = 5\n[arrival]\nmodel = "tenants"\n',
+            OWN.replace('arrival = { model = "constant", rate = 5 }\n', ""),
+            r"tenants\[1\]: expected an arrival table: when one tenant has its own arrival, every tenant needs one",
+        ),
+        (
+            'duration_s = 5\n[arrival]\nmodel = "poisson"\nrate = 3\n',
+            OWN,
+            r"arrival.model: expected 'tenants' \(the tenants give their own arrivals\), got 'poisson'",
+        ),
+        (
+            'duration_s = 5\n[arrival]\nmodel = "tenants"\n',
+            '[[tenants]]\nname = "a"\n',
+            r"arrival.model: expected \[\[tenants\]\] that each give an arrival table",
+        ),
+        (
+            '[arrival]\nmodel = "tenants"\n',
+            OWN,
+            r"expected duration_s or max_requests to bound the tenants' arrivals",
+        ),
+        (
+            'duration_s = 5\n[arrival]\nmodel = "tenants"\n',
+            OWN.replace('"constant", rate = 5', '"closed", users = 2'),
+            r"tenants\[1\].arrival.model: expected one of 'constant', 'poisson', 'gamma'",
+        ),
+        (
+            'duration_s = 5\n[arrival]\nmodel = "tenants"\n',
+            OWN.replace('"constant", rate = 5', '"gamma", rate = 5'),
+            r"tenants\[1\].arrival: missing required key 'cv'|tenants\[1\].arrival.cv",
+        ),
+        (
+            'duration_s = 5\n[arrival]\nmodel = "tenants"\n',
+            OWN.replace("{ ttft_ms = 50 }", "{ ttft = 50 }"),
+            r"tenants\[0\].slos",
+        ),
+    ],
+)
 def test_bad_tenant_arrivals_and_slos_are_refused_by_key(write_scenario, head, tenants, message):
     with pytest.raises(ScenarioError, match=message):
         load_scenario(write_scenario(head + PARTS + tenants))
@@ -120,9 +150,18 @@ def test_html_rows_show_the_tenants_own_arrival_and_slos():
     stats = TenantStats()
     stats.add(rec("gold/short", 20), {"ttft_ms": 100.0}, {"gold": {"ttft_ms": 30.0}})
     stats.add(rec("bronze/short", 20), {"ttft_ms": 100.0}, {"gold": {"ttft_ms": 30.0}})
-    declared = {"gold": {"slos": {"ttft_ms": 30.0}, "slos_from": "tenant", "arrival_asked": {"model": "poisson", "rate": 8.0}},
-                "bronze": {"slos": {"ttft_ms": 100.0}, "slos_from": "run",
-                           "arrival_asked": {"model": "gamma", "rate": 2.5, "cv": 2.0}}}
+    declared = {
+        "gold": {
+            "slos": {"ttft_ms": 30.0},
+            "slos_from": "tenant",
+            "arrival_asked": {"model": "poisson", "rate": 8.0},
+        },
+        "bronze": {
+            "slos": {"ttft_ms": 100.0},
+            "slos_from": "run",
+            "arrival_asked": {"model": "gamma", "rate": 2.5, "cv": 2.0},
+        },
+    }
     page = tenants_section({"tenants": stats.report({"gold": 0, "bronze": 1}, declared)})
     for cell in ("poisson 8/s", "ttft_ms&lt;=30 (own)", "gamma 2.5/s cv 2", "ttft_ms&lt;=100 (run)"):
         assert f"<td>{cell}</td>" in page, cell

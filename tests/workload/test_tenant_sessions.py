@@ -75,9 +75,13 @@ def test_every_turn_carries_its_tenants_label_and_priority(write_scenario):
 
 def test_the_draw_is_per_session_so_workers_agree_and_untouched_sessions_stay_as_they_were(write_scenario):
     body = SESSIONS.format(count=60) + TWO
-    whole = {s.session_id: (s.spec.labels["first"], s.turns_planned) for s in sessions_of(write_scenario, body)}
+    whole = {
+        s.session_id: (s.spec.labels["first"], s.turns_planned) for s in sessions_of(write_scenario, body)
+    }
     shares = [sessions_of(write_scenario, body, w, 3) for w in range(3)]
-    assert {s.session_id: (s.spec.labels["first"], s.turns_planned) for share in shares for s in share} == whole
+    assert {
+        s.session_id: (s.spec.labels["first"], s.turns_planned) for share in shares for s in share
+    } == whole
     plain = {s.session_id: s.turns_planned for s in sessions_of(write_scenario, SESSIONS.format(count=60))}
     gold = [sid for sid, (first, _) in whole.items() if first == "gold/turn1"]
     assert gold and all(whole[sid][1] == plain[sid] for sid in gold)  # the tenant draw is a stream of its own
@@ -94,13 +98,17 @@ def test_tenant_of_session_follows_the_weights_and_is_a_pure_function():
 
 
 def test_a_tenant_that_gives_system_prompts_has_a_pool_of_its_own(write_scenario):
-    body = SESSIONS.format(count=40) + 'system_prompts = { count = 1, tokens = 40 }\n' + """
+    body = (
+        SESSIONS.format(count=40)
+        + "system_prompts = { count = 1, tokens = 40 }\n"
+        + """
 [[tenants]]
 name = "a"
 [[tenants]]
 name = "b"
 sessions = { system_prompts = { count = 1, tokens = 90 } }
 """
+    )
     systems: dict[str, set[str]] = {"a": set(), "b": set()}
     for session in sessions_of(write_scenario, body):
         req = session.next_request(None, True)
@@ -110,33 +118,57 @@ sessions = { system_prompts = { count = 1, tokens = 90 } }
     assert len(next(iter(systems["b"])).split()) > len(next(iter(systems["a"])).split())
 
 
-@pytest.mark.parametrize("tenants, message", [
-    ('[[tenants]]\nname = "a"\nsessions = { count = 3 }\n',
-     r"tenants\[0\]\.sessions\.count: a tenant has no session count"),
-    ('[[tenants]]\nname = "a"\nsessions = { turn = 3 }\n',
-     r"tenants\[0\]\.sessions\.turn: unknown key \(did you mean 'turns'\?\)"),
-    ('[[tenants]]\nname = "a"\n[[tenants]]\nname = "b"\nsessions = { turns = { dist = "uniform", low = 4 } }\n',
-     r"tenants\[1\]\.sessions\.turns"),
-    ('[[tenants]]\nname = "a"\nsessions = { think_time_s = -1 }\n', r"tenants\[0\]\.sessions\.think_time_s"),
-    ('[[tenants]]\nname = "a"\nsessions = 3\n', r"tenants\[0\]\.sessions: expected a table"),
-    ('[[tenants]]\nname = "a"\nparts = ["x"]\n', r"tenants\[0\]\.parts: parts apply to \[\[parts\]\] workloads"),
-    ('[[tenants]]\nname = "a"\narrival = { model = "poisson", rate = 2 }\n',
-     r"arrival\.model: expected 'tenants' \(the tenants give their own arrivals\), got 'closed'"),
-    ('[arrival]\nmodel = "tenants"\n[[tenants]]\nname = "a"\narrival = { model = "poisson", rate = 2 }\n'
-     '[[tenants]]\nname = "b"\n',
-     r"tenants\[1\]: expected an arrival table: when one tenant has its own arrival, every tenant needs one"),
-    ('[[tenants]]\nname = "a/b"\n', "expected a non-empty name without '/'"),
-    ('[[tenants]]\nname = "a"\nweight = 0\n', r"tenants\[0\]\.weight"),
-])
+@pytest.mark.parametrize(
+    "tenants, message",
+    [
+        (
+            '[[tenants]]\nname = "a"\nsessions = { count = 3 }\n',
+            r"tenants\[0\]\.sessions\.count: a tenant has no session count",
+        ),
+        (
+            '[[tenants]]\nname = "a"\nsessions = { turn = 3 }\n',
+            r"tenants\[0\]\.sessions\.turn: unknown key \(did you mean 'turns'\?\)",
+        ),
+        (
+            '[[tenants]]\nname = "a"\n[[tenants]]\nname = "b"\nsessions = { turns = { dist = "uniform", low = 4 } }\n',
+            r"tenants\[1\]\.sessions\.turns",
+        ),
+        (
+            '[[tenants]]\nname = "a"\nsessions = { think_time_s = -1 }\n',
+            r"tenants\[0\]\.sessions\.think_time_s",
+        ),
+        ('[[tenants]]\nname = "a"\nsessions = 3\n', r"tenants\[0\]\.sessions: expected a table"),
+        (
+            '[[tenants]]\nname = "a"\nparts = ["x"]\n',
+            r"tenants\[0\]\.parts: parts apply to \[\[parts\]\] workloads",
+        ),
+        (
+            '[[tenants]]\nname = "a"\narrival = { model = "poisson", rate = 2 }\n',
+            r"arrival\.model: expected 'tenants' \(the tenants give their own arrivals\), got 'closed'",
+        ),
+        (
+            '[arrival]\nmodel = "tenants"\n[[tenants]]\nname = "a"\narrival = { model = "poisson", rate = 2 }\n'
+            '[[tenants]]\nname = "b"\n',
+            r"tenants\[1\]: expected an arrival table: when one tenant has its own arrival, every tenant needs one",
+        ),
+        ('[[tenants]]\nname = "a/b"\n', "expected a non-empty name without '/'"),
+        ('[[tenants]]\nname = "a"\nweight = 0\n', r"tenants\[0\]\.weight"),
+    ],
+)
 def test_bad_session_tenants_are_refused_by_key(write_scenario, tenants, message):
     with pytest.raises(ScenarioError, match=message):
         load_scenario(write_scenario(SESSIONS.format(count=4) + tenants))
 
 
 def test_a_session_mix_is_refused_for_parts_and_tenants_for_a_trace(write_scenario):
-    parts = '[[parts]]\nname = "p"\ninput = 10\noutput = 2\n[[tenants]]\nname = "a"\nsessions = { turns = 2 }\n'
-    with pytest.raises(ScenarioError, match=r"tenants\[0\]\.sessions: a tenant's session mix applies to a "
-                                            r"\[sessions\] workload"):
+    parts = (
+        '[[parts]]\nname = "p"\ninput = 10\noutput = 2\n[[tenants]]\nname = "a"\nsessions = { turns = 2 }\n'
+    )
+    with pytest.raises(
+        ScenarioError,
+        match=r"tenants\[0\]\.sessions: a tenant's session mix applies to a "
+        r"\[sessions\] workload",
+    ):
         load_scenario(write_scenario(parts))
     trace = '[trace]\nformat = "lengths"\npath = "t.csv"\n[[tenants]]\nname = "a"\n'
     (write_scenario(trace).parent / "t.csv").write_text("num_prefill_tokens,num_decode_tokens\n5,5\n")

@@ -23,8 +23,12 @@ output = { dist = "fixed", value = 2 }
 
 
 def test_requests_carry_tenant_labels_priorities_and_weights(write_scenario):
-    sc = load_scenario(write_scenario(BODY + '[[tenants]]\nname = "a"\nweight = 3\npriority = 1\n'
-                                             '[[tenants]]\nname = "b"\nparts = ["short"]\n'))
+    sc = load_scenario(
+        write_scenario(
+            BODY + '[[tenants]]\nname = "a"\nweight = 3\npriority = 1\n'
+            '[[tenants]]\nname = "b"\nparts = ["short"]\n'
+        )
+    )
     items = [sc.request_source().next_item() for _ in range(1)]
     src = sc.request_source()
     reqs = [src.next_item() for _ in range(4000)]
@@ -39,12 +43,18 @@ def test_requests_carry_tenant_labels_priorities_and_weights(write_scenario):
     assert all(r.priority is None and r.extra_body == {} for r in reqs if r.label.startswith("b/"))
 
 
-@pytest.mark.parametrize("tenants, message", [
-    ('[[tenants]]\nname = "a/b"\n', "expected a non-empty name without '/'"),
-    ('[[tenants]]\nname = "a"\nparts = ["medium"]\n', "tenants\\[0\\].parts\\[0\\]: expected one of 'short', 'long'"),
-    ('[[tenants]]\nname = "a"\n[[tenants]]\nname = "a"\n', "expected unique tenant names"),
-    ('[[tenants]]\nname = "a"\npriority = 1.5\n', "tenants\\[0\\].priority: expected an integer"),
-])
+@pytest.mark.parametrize(
+    "tenants, message",
+    [
+        ('[[tenants]]\nname = "a/b"\n', "expected a non-empty name without '/'"),
+        (
+            '[[tenants]]\nname = "a"\nparts = ["medium"]\n',
+            "tenants\\[0\\].parts\\[0\\]: expected one of 'short', 'long'",
+        ),
+        ('[[tenants]]\nname = "a"\n[[tenants]]\nname = "a"\n', "expected unique tenant names"),
+        ('[[tenants]]\nname = "a"\npriority = 1.5\n', "tenants\\[0\\].priority: expected an integer"),
+    ],
+)
 def test_bad_tenants_are_refused_by_key(write_scenario, tenants, message):
     with pytest.raises(ScenarioError, match=message):
         load_scenario(write_scenario(BODY + tenants))

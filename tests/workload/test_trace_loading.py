@@ -33,7 +33,11 @@ def test_unsorted_rows_are_sent_in_time_order_with_their_own_lengths(write_scena
     src = sc.request_source()
     assert src.trace_arrival_times_s() == [0.0, 1.0, 4.0, 9.0]
     assert [(r.n_in_target, r.max_tokens) for r in iter(src.next_item, None)] == [
-        (400, 4), (200, 2), (300, 3), (100, 1)]
+        (400, 4),
+        (200, 2),
+        (300, 3),
+        (100, 1),
+    ]
     notes = src.load_notes()
     assert len(notes) == 1 and "3 of 4 rows have a timestamp earlier than a row above them" in notes[0]
     assert "sorted by timestamp" in notes[0]
@@ -42,8 +46,9 @@ def test_unsorted_rows_are_sent_in_time_order_with_their_own_lengths(write_scena
     pairs = []
     for w in range(2):
         part = sc.request_source(w, 2)
-        pairs += zip(part.trace_arrival_times_s(), [r.n_in_target for r in iter(part.next_item, None)],
-                     strict=True)
+        pairs += zip(
+            part.trace_arrival_times_s(), [r.n_in_target for r in iter(part.next_item, None)], strict=True
+        )
     assert sorted(pairs) == [(0.0, 400), (1.0, 200), (4.0, 300), (9.0, 100)]
 
 
@@ -63,8 +68,11 @@ def test_sorted_trace_has_no_notes(write_scenario, tmp_path):
 
 def test_bad_row_is_refused_naming_file_line_and_expectation(write_scenario, tmp_path):
     write_csv(tmp_path, "ts,inp,out\n0,10,1\n1,abc,2\n")
-    with pytest.raises(ScenarioError, match=r"trace\.path: .*t\.csv: line 3: expected a non-negative integer "
-                                            r"inp, got 'abc'"):
+    with pytest.raises(
+        ScenarioError,
+        match=r"trace\.path: .*t\.csv: line 3: expected a non-negative integer "
+        r"inp, got 'abc'",
+    ):
         load_scenario(write_scenario(TIMED))
 
 
@@ -81,8 +89,11 @@ def test_negative_lengths_are_bad_rows_not_clamped(write_scenario, tmp_path):
 
 
 def test_unparseable_timestamp_names_the_line(tmp_path):
-    path = write_csv(tmp_path, "TIMESTAMP,ContextTokens,GeneratedTokens\n"
-                               "2023-11-16 18:15:46.68,1,1\n2023-11-16 18:15:47,2,2\nsoon,3,3\n")
+    path = write_csv(
+        tmp_path,
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        "2023-11-16 18:15:46.68,1,1\n2023-11-16 18:15:47,2,2\nsoon,3,3\n",
+    )
     with pytest.raises(TraceReadError, match=r"line 4: expected TIMESTAMP as an ISO date-time"):
         read_trace(path, "azure")
     rows = read_trace(path, "azure", on_bad_row="skip")
@@ -91,12 +102,18 @@ def test_unparseable_timestamp_names_the_line(tmp_path):
 
 def test_headerless_csv_says_the_first_row_was_read_as_a_header(tmp_path):
     path = write_csv(tmp_path, "0,10,1\n1,20,2\n")
-    with pytest.raises(TraceReadError, match=r"line 1: expected a header row naming 'ts', 'inp', 'out'; "
-                                             r"line 1 \(0,10,1\) looks like data"):
+    with pytest.raises(
+        TraceReadError,
+        match=r"line 1: expected a header row naming 'ts', 'inp', 'out'; "
+        r"line 1 \(0,10,1\) looks like data",
+    ):
         read_trace(path, "lengths", ("ts", "inp", "out"))
     named = write_csv(tmp_path, "a,b\n1,2\n", "named.csv")
-    with pytest.raises(TraceReadError, match=r"line 1 \(header\): expected a column named 'inp'; the header "
-                                             r"has 'a', 'b'"):
+    with pytest.raises(
+        TraceReadError,
+        match=r"line 1 \(header\): expected a column named 'inp'; the header "
+        r"has 'a', 'b'",
+    ):
         read_trace(named, "lengths", (None, "inp", "out"))
 
 
@@ -120,11 +137,15 @@ def test_mooncake_json_error_names_the_file_line_not_orjsons(tmp_path):
 
 def test_unsorted_mooncake_rows_carry_their_hash_ids(tmp_path):
     path = tmp_path / "m.jsonl"
-    path.write_text('{"timestamp": 2000, "input_length": 5, "output_length": 1, "hash_ids": [0, 2]}\n'
-                    '{"timestamp": 0, "input_length": 6, "output_length": 2, "hash_ids": [0, 1]}\n')
+    path.write_text(
+        '{"timestamp": 2000, "input_length": 5, "output_length": 1, "hash_ids": [0, 2]}\n'
+        '{"timestamp": 0, "input_length": 6, "output_length": 2, "hash_ids": [0, 1]}\n'
+    )
     rows = read_trace(path, "mooncake")
     assert rows.out_of_order == 1 and rows.t_s.tolist() == [0.0, 2.0]
-    assert rows.hash_ids == [[0, 1], [0, 2]] and rows.n_in.tolist() == [6, 5] and rows.lines.tolist() == [2, 1]
+    assert (
+        rows.hash_ids == [[0, 1], [0, 2]] and rows.n_in.tolist() == [6, 5] and rows.lines.tolist() == [2, 1]
+    )
 
 
 def test_policy_keys_are_validated(write_scenario, tmp_path):

@@ -167,8 +167,10 @@ def check_tool_messages(messages: Any) -> None:
             if isinstance(call, dict) and isinstance(call.get("id"), str):
                 ids.add(call["id"])
         if m.get("role") == "tool" and m.get("tool_call_id") not in ids:
-            raise ValueError("messages with role 'tool' must be a response to a preceding message with "
-                             f"'tool_calls' (tool_call_id {m.get('tool_call_id')!r} not found)")
+            raise ValueError(
+                "messages with role 'tool' must be a response to a preceding message with "
+                f"'tool_calls' (tool_call_id {m.get('tool_call_id')!r} not found)"
+            )
 
 
 def json_str(text: bytes) -> bytes:

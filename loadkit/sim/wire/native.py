@@ -65,14 +65,23 @@ def sglang_error(status: int, message: str) -> bytes:
 def sglang_timings(out: Outcome) -> dict[str, float]:
     """The final meta_info's timings, in seconds: ``queue_time`` (SGLang sends it with
     --enable-metrics) and ``e2e_latency`` (arrival to the last token)."""
-    return {"queue_time": out.queue_ms / 1000, "e2e_latency": (out.queue_ms + out.prefill_ms + out.decode_ms) / 1000}
+    return {
+        "queue_time": out.queue_ms / 1000,
+        "e2e_latency": (out.queue_ms + out.prefill_ms + out.decode_ms) / 1000,
+    }
 
 
 class SglangGenerate(StreamFormat):
     def meta(self, n_out: int, out: Outcome | None) -> dict[str, Any]:
         finish: dict[str, Any] | None = None
-        if out is not None:  # SGLang: {"type": "length", "length": N} or {"type": "stop", "matched": <eos id>}
-            finish = {"type": "length", "length": n_out} if out.finish_reason == "length" else {"type": "stop", "matched": 2}
+        if (
+            out is not None
+        ):  # SGLang: {"type": "length", "length": N} or {"type": "stop", "matched": <eos id>}
+            finish = (
+                {"type": "length", "length": n_out}
+                if out.finish_reason == "length"
+                else {"type": "stop", "matched": 2}
+            )
         meta: dict[str, Any] = {
             "id": self.rid, "finish_reason": finish,
             "prompt_tokens": out.prompt_tokens if out else self.n_prompt,
@@ -92,12 +101,16 @@ class SglangGenerate(StreamFormat):
     def token(self, text: bytes, index: int, n: int) -> bytes:
         so_far = self.corpus.text_of(self.start_word, 0, index + n)
         return b'data: {"text":%s,"meta_info":%s,"index":0}\n\n' % (
-            json_str(so_far), dumps(self.meta(index + n, None)))
+            json_str(so_far),
+            dumps(self.meta(index + n, None)),
+        )
 
     def last_token(self, text: bytes, index: int, n: int, out: Outcome) -> bytes:
         so_far = self.corpus.text_of(self.start_word, 0, index + n)
         return b'data: {"text":%s,"meta_info":%s,"index":0}\n\n' % (
-            json_str(so_far), dumps(self.meta(index + n, out)))
+            json_str(so_far),
+            dumps(self.meta(index + n, out)),
+        )
 
     def end(self, out: Outcome) -> bytes:
         return DONE
@@ -123,8 +136,14 @@ def parse_tgi(body: dict[str, Any], default_max: int, model: str) -> RequestSpec
     if not isinstance(params, dict):
         raise ValueError("Failed to deserialize the JSON body into the target type: parameters")
     max_new = _positive(as_int(params, "max_new_tokens", min(default_max, 100)), "max_new_tokens")
-    return RequestSpec(prompt=inputs, max_tokens=max_new, stream=bool(body.get("stream")), model=model,
-                       exact=bool(params.get("ignore_eos")), include_usage=bool(params.get("details")))
+    return RequestSpec(
+        prompt=inputs,
+        max_tokens=max_new,
+        stream=bool(body.get("stream")),
+        model=model,
+        exact=bool(params.get("ignore_eos")),
+        include_usage=bool(params.get("details")),
+    )
 
 
 def tgi_error(status: int, message: str, kind: str = "validation") -> bytes:
@@ -138,8 +157,10 @@ class TgiGenerateStream(StreamFormat):
         for k in range(n):
             text = self.corpus.text_of(self.start_word, index + k, 1)
             tail = final if (final is not None and k == n - 1) else b'"generated_text":null,"details":null'
-            parts.append(b'data:{"index":%d,"token":{"id":%d,"text":%s,"logprob":-0.5,"special":false},%s,"top_tokens":null}\n\n' % (
-                index + k + 1, ids[k], json_str(text), tail))
+            parts.append(
+                b'data:{"index":%d,"token":{"id":%d,"text":%s,"logprob":-0.5,"special":false},%s,"top_tokens":null}\n\n'
+                % (index + k + 1, ids[k], json_str(text), tail)
+            )
         return b"".join(parts)
 
     def token(self, text: bytes, index: int, n: int) -> bytes:
@@ -149,8 +170,14 @@ class TgiGenerateStream(StreamFormat):
         full = self.corpus.text_of(self.start_word, 0, index + n)
         details = b"null"
         if self.spec.include_usage:
-            details = dumps({"finish_reason": _tgi_finish(out), "generated_tokens": out.completion_tokens,
-                             "seed": None, "input_length": out.prompt_tokens})
+            details = dumps(
+                {
+                    "finish_reason": _tgi_finish(out),
+                    "generated_tokens": out.completion_tokens,
+                    "seed": None,
+                    "input_length": out.prompt_tokens,
+                }
+            )
         return self._events(index, n, b'"generated_text":%s,"details":%s' % (json_str(full), details))
 
     def end(self, out: Outcome) -> bytes:
@@ -165,8 +192,13 @@ class TgiGenerateStream(StreamFormat):
     def body(self, text: bytes, out: Outcome) -> bytes:
         obj: dict[str, Any] = {"generated_text": text.decode()}
         if self.spec.include_usage:
-            obj["details"] = {"finish_reason": _tgi_finish(out), "generated_tokens": out.completion_tokens,
-                              "seed": None, "prefill": [], "tokens": []}
+            obj["details"] = {
+                "finish_reason": _tgi_finish(out),
+                "generated_tokens": out.completion_tokens,
+                "seed": None,
+                "prefill": [],
+                "tokens": [],
+            }
         return dumps(obj)
 
 
@@ -183,8 +215,14 @@ def parse_triton(body: dict[str, Any], default_max: int, model: str) -> RequestS
         raise ValueError("missing text_input")
     max_tokens = _positive(as_int(body, "max_tokens", default_max), "max_tokens")
     min_len = as_int(body, "min_tokens", as_int(body, "min_length", 0))
-    return RequestSpec(prompt=text, max_tokens=max_tokens, min_tokens=min_len, stream=True, model=model,
-                       exact=bool(body.get("ignore_eos")) or min_len >= max_tokens)
+    return RequestSpec(
+        prompt=text,
+        max_tokens=max_tokens,
+        min_tokens=min_len,
+        stream=True,
+        model=model,
+        exact=bool(body.get("ignore_eos")) or min_len >= max_tokens,
+    )
 
 
 def triton_error(status: int, message: str) -> bytes:
@@ -196,12 +234,13 @@ class TritonGenerate(StreamFormat):
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
-        self.head = b'data: {"model_name":%s,"model_version":"1","sequence_end":false,"sequence_id":0,"sequence_start":false,"text_output":' % dumps(
-            self.spec.model)
+        self.head = (
+            b'data: {"model_name":%s,"model_version":"1","sequence_end":false,"sequence_id":0,"sequence_start":false,"text_output":'
+            % dumps(self.spec.model)
+        )
 
     def token(self, text: bytes, index: int, n: int) -> bytes:
         return self.head + json_str(text) + b"}\n\n"
-
 
     def end(self, out: Outcome) -> bytes:
         return b""
@@ -213,8 +252,16 @@ class TritonGenerate(StreamFormat):
         return self.head + b'"\n\n'
 
     def body(self, text: bytes, out: Outcome) -> bytes:
-        return dumps({"model_name": self.spec.model, "model_version": "1", "sequence_end": False,
-                      "sequence_id": 0, "sequence_start": False, "text_output": text.decode()})
+        return dumps(
+            {
+                "model_name": self.spec.model,
+                "model_version": "1",
+                "sequence_end": False,
+                "sequence_id": 0,
+                "sequence_start": False,
+                "text_output": text.decode(),
+            }
+        )
 
 
 # ---- llama.cpp /completion -----------------------------------------------------------------
@@ -229,16 +276,24 @@ def parse_llama_native(body: dict[str, Any], default_max: int, model: str) -> Re
         raise ValueError('"prompt" must be provided')
     n_predict = as_int(body, "n_predict", as_int(body, "max_tokens", -1))
     n_predict = default_max if n_predict < 0 else _positive(n_predict, "n_predict")
-    return RequestSpec(prompt=prompt, prompt_ids=ids, max_tokens=n_predict, stream=bool(body.get("stream")),
-                       model=model, exact=bool(body.get("ignore_eos")),
-                       cache_prompt=body.get("cache_prompt", True) is not False)
+    return RequestSpec(
+        prompt=prompt,
+        prompt_ids=ids,
+        max_tokens=n_predict,
+        stream=bool(body.get("stream")),
+        model=model,
+        exact=bool(body.get("ignore_eos")),
+        cache_prompt=body.get("cache_prompt", True) is not False,
+    )
 
 
 class LlamaNative(StreamFormat):
     def token(self, text: bytes, index: int, n: int) -> bytes:
         ids = b",".join(b"%d" % i for i in self.ids(index, n))
-        return b'data: {"index":0,"content":%s,"tokens":[%s],"stop":false,"id_slot":-1,"tokens_predicted":%d,"tokens_evaluated":%d}\n\n' % (
-            json_str(text), ids, index + n, self.n_prompt)
+        return (
+            b'data: {"index":0,"content":%s,"tokens":[%s],"stop":false,"id_slot":-1,"tokens_predicted":%d,"tokens_evaluated":%d}\n\n'
+            % (json_str(text), ids, index + n, self.n_prompt)
+        )
 
     def final(self, out: Outcome) -> dict[str, Any]:
         return {
@@ -285,8 +340,12 @@ def parse_ollama(body: dict[str, Any], chat: bool, default_max: int, model: str)
         raise ValueError("options must be an object")
     n = as_int(opts, "num_predict", -1)
     n = default_max if n < 0 else _positive(n, "num_predict")
-    return RequestSpec(prompt=prompt, max_tokens=n, stream=body.get("stream", True) is not False,
-                       model=str(body.get("model") or model))
+    return RequestSpec(
+        prompt=prompt,
+        max_tokens=n,
+        stream=body.get("stream", True) is not False,
+        model=str(body.get("model") or model),
+    )
 
 
 def ollama_error(status: int, message: str) -> bytes:
@@ -317,25 +376,39 @@ class OllamaGenerate(StreamFormat):
 
     def token(self, text: bytes, index: int, n: int) -> bytes:
         return b'{"model":%s,"created_at":%s,"response":%s,"done":false}\n' % (
-            self.model_b, created_at(), json_str(text))
+            self.model_b,
+            created_at(),
+            json_str(text),
+        )
 
     def reasoning_chunk(self, text: bytes, index: int, n: int) -> bytes:
         return b'{"model":%s,"created_at":%s,"response":"","thinking":%s,"done":false}\n' % (
-            self.model_b, created_at(), json_str(text))
+            self.model_b,
+            created_at(),
+            json_str(text),
+        )
 
     def stats(self, out: Outcome) -> bytes:
         return dumps(self.server_timings(out))[1:-1]
 
     def server_timings(self, out: Outcome) -> dict[str, Any]:
         """Ollama's durations (ns): the total runs from arrival, so it holds the queueing too."""
-        queue_ns, prefill_ns, decode_ns = int(out.queue_ms * 1e6), int(out.prefill_ms * 1e6), int(out.decode_ms * 1e6)
+        queue_ns, prefill_ns, decode_ns = (
+            int(out.queue_ms * 1e6),
+            int(out.prefill_ms * 1e6),
+            int(out.decode_ms * 1e6),
+        )
         return {"total_duration": queue_ns + prefill_ns + decode_ns, "load_duration": 0,
                 "prompt_eval_count": out.prompt_tokens, "prompt_eval_duration": prefill_ns,
                 "eval_count": out.completion_tokens, "eval_duration": decode_ns}  # fmt: skip
 
     def end(self, out: Outcome) -> bytes:
         return b'{"model":%s,"created_at":%s,"response":"","done":true,"done_reason":%s,%s}\n' % (
-            self.model_b, created_at(), dumps(out.finish_reason), self.stats(out))
+            self.model_b,
+            created_at(),
+            dumps(out.finish_reason),
+            self.stats(out),
+        )
 
     def error(self, message: str) -> bytes:
         return ollama_error(500, message) + b"\n"
@@ -345,22 +418,36 @@ class OllamaGenerate(StreamFormat):
 
     def body(self, text: bytes, out: Outcome) -> bytes:
         return b'{"model":%s,"created_at":%s,"response":%s,"done":true,"done_reason":%s,%s}' % (
-            self.model_b, created_at(), json_str(text), dumps(out.finish_reason), self.stats(out))
+            self.model_b,
+            created_at(),
+            json_str(text),
+            dumps(out.finish_reason),
+            self.stats(out),
+        )
 
 
 class OllamaChat(OllamaGenerate):
     def token(self, text: bytes, index: int, n: int) -> bytes:
         return b'{"model":%s,"created_at":%s,"message":{"role":"assistant","content":%s},"done":false}\n' % (
-            self.model_b, created_at(), json_str(text))
+            self.model_b,
+            created_at(),
+            json_str(text),
+        )
 
     def reasoning_chunk(self, text: bytes, index: int, n: int) -> bytes:
-        return b'{"model":%s,"created_at":%s,"message":{"role":"assistant","content":"","thinking":%s},"done":false}\n' % (
-            self.model_b, created_at(), json_str(text))
+        return (
+            b'{"model":%s,"created_at":%s,"message":{"role":"assistant","content":"","thinking":%s},"done":false}\n'
+            % (self.model_b, created_at(), json_str(text))
+        )
 
     def end(self, out: Outcome) -> bytes:
-        return b'{"model":%s,"created_at":%s,"message":{"role":"assistant","content":""},"done_reason":%s,"done":true,%s}\n' % (
-            self.model_b, created_at(), dumps(out.finish_reason), self.stats(out))
+        return (
+            b'{"model":%s,"created_at":%s,"message":{"role":"assistant","content":""},"done_reason":%s,"done":true,%s}\n'
+            % (self.model_b, created_at(), dumps(out.finish_reason), self.stats(out))
+        )
 
     def body(self, text: bytes, out: Outcome) -> bytes:
-        return b'{"model":%s,"created_at":%s,"message":{"role":"assistant","content":%s},"done_reason":%s,"done":true,%s}' % (
-            self.model_b, created_at(), json_str(text), dumps(out.finish_reason), self.stats(out))
+        return (
+            b'{"model":%s,"created_at":%s,"message":{"role":"assistant","content":%s},"done_reason":%s,"done":true,%s}'
+            % (self.model_b, created_at(), json_str(text), dumps(out.finish_reason), self.stats(out))
+        )

@@ -106,7 +106,11 @@ class VllmCompletion(StreamFormat):
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         head = b'data: {"id":"%s","object":"%s","created":%d,"model":%s,"choices":[' % (
-            (self.id_prefix + self.rid).encode(), self.object_name, self.created, dumps(self.spec.model))
+            (self.id_prefix + self.rid).encode(),
+            self.object_name,
+            self.created,
+            dumps(self.spec.model),
+        )
         self.head = head
         self.tail = b"]}\n\n"
         if self.spec.continuous_usage:  # usage in every chunk: the frame changes per event
@@ -116,11 +120,17 @@ class VllmCompletion(StreamFormat):
         if not self.spec.continuous_usage:
             return self.tail
         p = self.n_prompt
-        return b'],"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d}}\n\n' % (p, p + n_out, n_out)
+        return b'],"usage":{"prompt_tokens":%d,"total_tokens":%d,"completion_tokens":%d}}\n\n' % (
+            p,
+            p + n_out,
+            n_out,
+        )
 
     def choice(self, text: bytes, finish: bytes) -> bytes:
         return b'{"index":0,"text":%s,"logprobs":null,"finish_reason":%s,"stop_reason":null}' % (
-            json_str(text), finish)
+            json_str(text),
+            finish,
+        )
 
     def token(self, text: bytes, index: int, n: int) -> bytes:
         return self.head + self.choice(text, b"null") + self.running_tail(index + n)
@@ -156,15 +166,21 @@ class VllmChat(VllmCompletion):
 
     def choice(self, text: bytes, finish: bytes) -> bytes:
         return b'{"index":0,"delta":{"content":%s},"logprobs":null,"finish_reason":%s}' % (
-            json_str(text), finish)
+            json_str(text),
+            finish,
+        )
 
     def start(self) -> bytes:
         role = b'{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}'
         return self.head + role + self.running_tail(0)
 
     def reasoning_chunk(self, text: bytes, index: int, n: int) -> bytes:
-        return self.head + b'{"index":0,"delta":{"reasoning_content":%s},"logprobs":null,"finish_reason":null}' % (
-            json_str(text)) + self.running_tail(index + n)
+        return (
+            self.head
+            + b'{"index":0,"delta":{"reasoning_content":%s},"logprobs":null,"finish_reason":null}'
+            % (json_str(text))
+            + self.running_tail(index + n)
+        )
 
     def token(self, text: bytes, index: int, n: int) -> bytes:
         if self.spec.tool_name is None:
@@ -174,7 +190,11 @@ class VllmChat(VllmCompletion):
     def last_token(self, text: bytes, index: int, n: int, out: Outcome) -> bytes:
         if self.spec.tool_name is None:
             return super().last_token(text, index, n, out)
-        return self.head + self.tool_call(text, index, dumps(out.finish_reason), True) + self.running_tail(index + n)
+        return (
+            self.head
+            + self.tool_call(text, index, dumps(out.finish_reason), True)
+            + self.running_tail(index + n)
+        )
 
     def tool_call(self, text: bytes, index: int, finish: bytes, last: bool = False) -> bytes:
         """One ``delta.tool_calls`` fragment: id and name first, the arguments in pieces
@@ -182,9 +202,16 @@ class VllmChat(VllmCompletion):
         args = text.decode() + ('"}' if last else "")
         call: dict[str, Any] = {"index": 0, "function": {"arguments": args}}
         if index <= self.reasoning_tokens:
-            call = {"index": 0, "id": f"chatcmpl-tool-{self.rid}", "type": "function",
-                    "function": {"name": self.spec.tool_name, "arguments": '{"input": "' + args}}
-        return b'{"index":0,"delta":{"tool_calls":%s},"logprobs":null,"finish_reason":%s}' % (dumps([call]), finish)
+            call = {
+                "index": 0,
+                "id": f"chatcmpl-tool-{self.rid}",
+                "type": "function",
+                "function": {"name": self.spec.tool_name, "arguments": '{"input": "' + args},
+            }
+        return b'{"index":0,"delta":{"tool_calls":%s},"logprobs":null,"finish_reason":%s}' % (
+            dumps([call]),
+            finish,
+        )
 
     def body(self, text: bytes, out: Outcome) -> bytes:
         return dumps({
@@ -225,19 +252,31 @@ class LlamaCompletion(StreamFormat):
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self.meta = b'],"created":%d,"model":%s,"system_fingerprint":"b0-unknown","object":"%s"' % (
-            self.created, dumps(self.spec.model), self.object_name)
+            self.created,
+            dumps(self.spec.model),
+            self.object_name,
+        )
         self.id_part = b',"id":"chatcmpl-%s"' % self.rid.encode()
         self.tail = self.meta + self.id_part
 
     def token(self, text: bytes, index: int, n: int) -> bytes:
         return b'data: {"choices":[{"text":%s,"index":0,"logprobs":null,"finish_reason":null}%s}\n\n' % (
-            json_str(text), self.tail)
-
+            json_str(text),
+            self.tail,
+        )
 
     def end(self, out: Outcome) -> bytes:
-        return b'data: {"choices":[{"text":"","index":0,"logprobs":null,"finish_reason":%s}%s,"usage":%s%s,"timings":%s}\n\n' % (
-            dumps(out.finish_reason), self.meta, dumps(llama_usage(out)), self.id_part,
-            dumps(llama_timings(out))) + DONE
+        return (
+            b'data: {"choices":[{"text":"","index":0,"logprobs":null,"finish_reason":%s}%s,"usage":%s%s,"timings":%s}\n\n'
+            % (
+                dumps(out.finish_reason),
+                self.meta,
+                dumps(llama_usage(out)),
+                self.id_part,
+                dumps(llama_timings(out)),
+            )
+            + DONE
+        )
 
     def error(self, message: str) -> bytes:
         return b"error: " + llama_error(500, message, "server_error") + b"\n\n"
@@ -264,26 +303,40 @@ class LlamaChat(LlamaCompletion):
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
-        self.tail = b'],"created":%d,"id":"chatcmpl-%s","model":%s,"system_fingerprint":"b0-unknown","object":"chat.completion.chunk"' % (
-            self.created, self.rid.encode(), dumps(self.spec.model))
+        self.tail = (
+            b'],"created":%d,"id":"chatcmpl-%s","model":%s,"system_fingerprint":"b0-unknown","object":"chat.completion.chunk"'
+            % (self.created, self.rid.encode(), dumps(self.spec.model))
+        )
 
     def start(self) -> bytes:
-        return b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"role":"assistant","content":null}}%s}\n\n' % self.tail
+        return (
+            b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"role":"assistant","content":null}}%s}\n\n'
+            % self.tail
+        )
 
     def reasoning_chunk(self, text: bytes, index: int, n: int) -> bytes:
-        return b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"reasoning_content":%s}}%s}\n\n' % (
-            json_str(text), self.tail)
+        return (
+            b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"reasoning_content":%s}}%s}\n\n'
+            % (json_str(text), self.tail)
+        )
 
     def token(self, text: bytes, index: int, n: int) -> bytes:
         return b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"content":%s}}%s}\n\n' % (
-            json_str(text), self.tail)
+            json_str(text),
+            self.tail,
+        )
 
     def end(self, out: Outcome) -> bytes:
         fin = b'data: {"choices":[{"finish_reason":%s,"index":0,"delta":{}}%s}\n\n' % (
-            dumps(out.finish_reason), self.tail)
+            dumps(out.finish_reason),
+            self.tail,
+        )
         if self.spec.include_usage:
             fin += b'data: {"choices":[%s,"usage":%s,"timings":%s}\n\n' % (
-                self.tail, dumps(llama_usage(out)), dumps(llama_timings(out)))
+                self.tail,
+                dumps(llama_usage(out)),
+                dumps(llama_timings(out)),
+            )
         return fin + DONE
 
     def malformed(self) -> bytes:

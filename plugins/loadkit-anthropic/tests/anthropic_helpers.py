@@ -20,8 +20,10 @@ def stream_body(name: str) -> bytes:
 @contextmanager
 def messages_server(body: bytes) -> Iterator[tuple[str, list[Seen]]]:
     """Serve the model list and stream ``body`` (one event per chunk) for every POST /v1/messages."""
-    routes = {("GET", "/v1/models"): Stream([MODELS], content_type="application/json", stream=False),
-              ("POST", "/v1/messages"): Stream(split_events(body, "sse"))}
+    routes = {
+        ("GET", "/v1/models"): Stream([MODELS], content_type="application/json", stream=False),
+        ("POST", "/v1/messages"): Stream(split_events(body, "sse")),
+    }
     with stream_server(routes) as server:
         yield server.url, server.seen  # every request: the detector's GETs and the POSTs
 

@@ -11,10 +11,10 @@ import pytest
 from anthropic_helpers import messages_server, posts, stream_body
 
 from loadkit import GenerationRequest, types
-from loadkit.engines.detect import detect_engine
-from loadkit.engines.base import AdapterOptions
-from loadkit.plugins import get_engine, new_plugin_manager
 from loadkit.client.timer import Timeouts, run_request
+from loadkit.engines.base import AdapterOptions
+from loadkit.engines.detect import detect_engine
+from loadkit.plugins import get_engine, new_plugin_manager
 
 installed = pytest.mark.skipif(
     not any(ep.value == "loadkit_anthropic" for ep in importlib.metadata.entry_points(group="loadkit")),
@@ -24,8 +24,9 @@ installed = pytest.mark.skipif(
 
 def plugins_json(env_extra: dict[str, str]) -> dict:
     env = {**os.environ, **env_extra}
-    out = subprocess.run([sys.executable, "-m", "loadkit.cli", "plugins"], capture_output=True, env=env,
-                         timeout=60, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "loadkit.cli", "plugins"], capture_output=True, env=env, timeout=60, check=True
+    )
     return orjson.loads(out.stdout)
 
 
@@ -33,9 +34,15 @@ def plugins_json(env_extra: dict[str, str]) -> dict:
 def test_listed_by_loadkit_plugins():
     listing = plugins_json({})
     engines = {e["engine"]: e for e in listing["engines"]}
-    assert engines["anthropic"]["plugin"] == "loadkit-anthropic" and engines["anthropic"]["version"] == "0.1.0"
-    protocols = {p["protocol"]: p for p in listing["simulator_protocols"]}  # what `loadkit sim --engine` takes
-    assert protocols["anthropic"]["plugin"] == "loadkit-anthropic" and protocols["anthropic"]["routes"] == ["/v1/messages"]
+    assert (
+        engines["anthropic"]["plugin"] == "loadkit-anthropic" and engines["anthropic"]["version"] == "0.1.0"
+    )
+    protocols = {
+        p["protocol"]: p for p in listing["simulator_protocols"]
+    }  # what `loadkit sim --engine` takes
+    assert protocols["anthropic"]["plugin"] == "loadkit-anthropic" and protocols["anthropic"]["routes"] == [
+        "/v1/messages"
+    ]
 
 
 @installed
@@ -50,8 +57,12 @@ def test_run_and_detect_through_the_entry_point():
     adapter = get_engine("anthropic", pm).adapter(AdapterOptions(model="claude-test", api_key="k"))
     with messages_server(stream_body("messages_stream.sse")) as (url, requests):
         found = detect_engine(url, pm, timeout_s=2.0)
-        record = run_request(adapter, url, GenerationRequest(prompt="Hi", max_tokens=20),
-                             timeouts=Timeouts(connect_s=2, first_token_s=5, total_s=10))
+        record = run_request(
+            adapter,
+            url,
+            GenerationRequest(prompt="Hi", max_tokens=20),
+            timeouts=Timeouts(connect_s=2, first_token_s=5, total_s=10),
+        )
     assert found.engine == "anthropic" and "installed plugin" in found.explanation
     assert record.outcome == types.OK, record.error
     assert record.event_tokens == [1, 1] and record.text == "Hello!"
@@ -64,8 +75,12 @@ def test_error_stream_is_in_band_error_in_a_run():
     from loadkit_anthropic import AnthropicAdapter
 
     with messages_server(stream_body("error_stream.sse")) as (url, _):
-        record = run_request(AnthropicAdapter(), url, GenerationRequest(prompt="Hi"),
-                             timeouts=Timeouts(connect_s=2, first_token_s=5, total_s=10))
+        record = run_request(
+            AnthropicAdapter(),
+            url,
+            GenerationRequest(prompt="Hi"),
+            timeouts=Timeouts(connect_s=2, first_token_s=5, total_s=10),
+        )
     assert record.outcome == types.IN_BAND_ERROR and "overloaded" in (record.error or "")
 
 
@@ -77,10 +92,35 @@ def test_loadkit_run_uses_the_plugin(tmp_path):
     with the version its own --anthropic-version option set."""
     with messages_server(stream_body("messages_stream.sse")) as (url, requests):
         proc = subprocess.run(
-            [sys.executable, "-m", "loadkit.cli", "run", "--host", url, "--engine", "auto", "--model", "claude-test",
-             "-u", "2", "-r", "2", "-t", "10s", "--max-requests", "6", "--report-dir", str(tmp_path),
-             "--scrape-interval", "0", "--anthropic-version", "2099-01-01"],
-            capture_output=True, text=True, timeout=120,
+            [
+                sys.executable,
+                "-m",
+                "loadkit.cli",
+                "run",
+                "--host",
+                url,
+                "--engine",
+                "auto",
+                "--model",
+                "claude-test",
+                "-u",
+                "2",
+                "-r",
+                "2",
+                "-t",
+                "10s",
+                "--max-requests",
+                "6",
+                "--report-dir",
+                str(tmp_path),
+                "--scrape-interval",
+                "0",
+                "--anthropic-version",
+                "2099-01-01",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "--engine auto: found: anthropic" in proc.stderr

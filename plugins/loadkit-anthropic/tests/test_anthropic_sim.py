@@ -27,9 +27,13 @@ def test_registered_through_the_entry_point():
 def test_the_api_own_errors_and_non_streamed_answer():
     with sim_process("--engine", "anthropic", "--profile", "fast") as sim:
         status, body = post(sim, {"model": "m", "messages": [{"role": "user", "content": "Hi"}]})
-        assert status == 400 and orjson.loads(body)["error"] == {"type": "invalid_request_error",
-                                                                 "message": "max_tokens: Field required"}
-        status, body = post(sim, {"model": "m", "max_tokens": 4, "messages": [{"role": "user", "content": "Hi"}]})
+        assert status == 400 and orjson.loads(body)["error"] == {
+            "type": "invalid_request_error",
+            "message": "max_tokens: Field required",
+        }
+        status, body = post(
+            sim, {"model": "m", "max_tokens": 4, "messages": [{"role": "user", "content": "Hi"}]}
+        )
         answer = orjson.loads(body)
         assert status == 200 and answer["type"] == "message" and answer["usage"]["output_tokens"] <= 4
 

@@ -23,8 +23,13 @@ def write_changes(environment, **_):
     changed = {k: [before.get(k), now.get(k)] for k in set(before) | set(now) if before.get(k) != now.get(k)}
     role = type(environment.runner).__name__
     runtime = environment.loadkit
-    out = {"role": role, "changed": changed, "configured": runtime.configured,
-           "slos": list(runtime.config.slos), "slo_source": runtime.config.slo_source}
+    out = {
+        "role": role,
+        "changed": changed,
+        "configured": runtime.configured,
+        "slos": list(runtime.config.slos),
+        "slo_source": runtime.config.slo_source,
+    }
     with open(os.path.join(SPY_DIR, f"{role}.{os.getpid()}.json"), "w") as f:
         json.dump(out, f)
 

@@ -58,5 +58,7 @@ def loadkit_write_report(report_dir, final):
 
 @hookimpl
 def loadkit_report_written(report, report_dir):
-    files = sorted(f for f in ("report.json", "report.html", "stats.csv") if os.path.exists(os.path.join(report_dir, f)))
+    files = sorted(
+        f for f in ("report.json", "report.html", "stats.csv") if os.path.exists(os.path.join(report_dir, f))
+    )
     _log("loadkit_report_written", files=files, valid=report["valid"])

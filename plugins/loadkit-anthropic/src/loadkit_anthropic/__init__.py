@@ -19,8 +19,14 @@ from loadkit_anthropic.adapter import (
 )
 
 __version__ = "0.1.0"
-__all__ = ["AnthropicAdapter", "MessagesStreamParser", "loadkit_add_arguments", "loadkit_detect_engine",
-           "loadkit_register_engines", "loadkit_register_sim_protocols"]
+__all__ = [
+    "AnthropicAdapter",
+    "MessagesStreamParser",
+    "loadkit_add_arguments",
+    "loadkit_detect_engine",
+    "loadkit_register_engines",
+    "loadkit_register_sim_protocols",
+]
 
 
 @hookimpl
@@ -36,8 +42,12 @@ def loadkit_detect_engine(probes: dict[str, Any]) -> str | None:
 @hookimpl
 def loadkit_add_arguments(group: argparse._ArgumentGroup) -> None:
     # The adapter reads it back as options.option("anthropic_version") (AdapterOptions.run_options).
-    group.add_argument("--anthropic-version", default=API_VERSION, env_var="LOADKIT_ANTHROPIC_VERSION",
-                       help=f"anthropic-version header sent with every request (default {API_VERSION})")
+    group.add_argument(
+        "--anthropic-version",
+        default=API_VERSION,
+        env_var="LOADKIT_ANTHROPIC_VERSION",
+        help=f"anthropic-version header sent with every request (default {API_VERSION})",
+    )
 
 
 @hookimpl

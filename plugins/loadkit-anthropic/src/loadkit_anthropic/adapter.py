@@ -87,7 +87,10 @@ class MessagesStreamParser(StreamParser):
         self.take_input_usage(sub(message, "usage"))
 
     def take_input_usage(self, usage: dict[str, Any]) -> None:
-        parts = [_int(usage.get(k)) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")]
+        parts = [
+            _int(usage.get(k))
+            for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+        ]
         if parts[0] is None:
             return
         # input_tokens excludes cache reads and writes; the prompt is all three together.
@@ -120,8 +123,11 @@ class MessagesStreamParser(StreamParser):
         usage = sub(obj, "usage")
         self.take_input_usage(usage)  # message_delta's counts are cumulative where it sends them
         return TokenEvent(
-            usage=Usage(prompt_tokens=self.prompt_tokens, completion_tokens=_int(usage.get("output_tokens")),
-                        cached_tokens=self.cached_tokens),
+            usage=Usage(
+                prompt_tokens=self.prompt_tokens,
+                completion_tokens=_int(usage.get("output_tokens")),
+                cached_tokens=self.cached_tokens,
+            ),
             finish_reason=delta.get("stop_reason"),
         )
 
