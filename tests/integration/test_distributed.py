@@ -14,16 +14,11 @@ from contextlib import contextmanager
 import pytest
 
 from loadkit.sim.testing import sim_process
+from tests.helpers.ports import free_port
 from tests.integration.proxy import CuttableProxy
 from tests.integration.runs import REPO, SCENARIOS, check_conservation, locust_cmd, raw_records
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextmanager

@@ -18,20 +18,13 @@ import pytest
 
 from loadkit.sim.testing import sim_process
 from loadkit.workload.arrival import arrival_offsets, stages_from_spec
+from tests.helpers.ports import free_port
 from tests.integration.runs import REPO, SCENARIOS, check_conservation, raw_records
 
 pytestmark = pytest.mark.integration
 
 EXAMPLES = REPO / "locustfiles"
 HERE = Path(__file__).resolve().parent / "locustfiles"
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def run_file(locustfile: Path, *args: str, processes: bool = False, env: dict[str, str] | None = None,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.helpers.ports import free_port
 from tests.integration.runs import check_conservation, load_report
-from tests.integration.test_locustfiles import free_port
 from tests.report.simruns import loadkit
 
 pytestmark = pytest.mark.integration

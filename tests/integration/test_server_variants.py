@@ -151,8 +151,9 @@ def test_distributed_auto_detected_target_and_exact_message_counts(tmp_path):
     workers counted add up exactly in the master's report."""
     import subprocess
 
+    from tests.helpers.ports import free_port
     from tests.integration.runs import REPO, locust_cmd
-    from tests.integration.test_distributed import free_port, worker_args
+    from tests.integration.test_distributed import worker_args
 
     report_dir, port = tmp_path / "r", free_port()
     script = variants.server(variants.with_done, every=4, other=variants.in_band_error)

@@ -7,7 +7,6 @@ import json
 import math
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.helpers.ports import free_port
 
 LOCUSTFILE = Path(__file__).with_name("fake_locustfile.py")
 REPO = Path(__file__).resolve().parents[2]
@@ -30,12 +31,6 @@ def _popen(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         _cmd(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO
     )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _nearest_rank(values: list[float], q: float) -> float:
@@ -116,7 +111,7 @@ def test_processes_2_merges_both_workers(tmp_path):
 
 
 def test_separate_master_and_workers(tmp_path):
-    port = str(_free_port())
+    port = str(free_port())
     master = _popen("--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", port, "--expect-workers", "2",
                     "--headless", "-u", "20", "-r", "20", "-t", "4s", "--report-dir", str(tmp_path), "--raw-log")  # fmt: skip
     workers = [_popen("--worker", "--master-host", "127.0.0.1", "--master-port", port) for _ in range(2)]
@@ -134,7 +129,7 @@ def test_separate_master_and_workers(tmp_path):
 
 
 def test_killed_worker_is_marked_lost_and_its_data_kept(tmp_path):
-    port = str(_free_port())
+    port = str(free_port())
     master = _popen("--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", port, "--expect-workers", "2",
                     "--headless", "-u", "20", "-r", "20", "-t", "14s", "--report-dir", str(tmp_path), "--raw-log",
                     "--slo", "ttft_ms=30")  # fmt: skip

@@ -1,19 +1,13 @@
 """loadkit.testing.streamserver on a port the caller chooses, and on a free one by default."""
 
 import http.client
-import socket
 
 import pytest
 
 from loadkit.testing.streamserver import Stream, StreamServer, stream_server
+from tests.helpers.ports import free_port
 
 ROUTES = {("GET", "/ping"): Stream([b'{"ok": true}'], content_type="application/json", stream=False)}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def get(url: str, path: str) -> tuple[int, bytes]:

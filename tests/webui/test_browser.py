@@ -16,11 +16,11 @@ import pytest
 
 from loadkit.sim.testing import sim_process
 from loadkit.webui import view
+from tests.helpers.ports import free_port
 from tests.webui.browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
     SCENARIO,
-    free_port,
     get_json,
     locust_process,
     shot,

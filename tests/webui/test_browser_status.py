@@ -22,13 +22,13 @@ import pytest
 
 from loadkit.sim.testing import sim_process
 from tests.helpers import variants
+from tests.helpers.ports import free_port
 from tests.helpers.scripted_server import ScriptedServer
 from tests.webui.browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
     REPO,
     SCENARIO,
-    free_port,
     get_json,
     locust_process,
     shot,

@@ -7,11 +7,11 @@ import pytest
 
 from loadkit.sim.testing import sim_process
 from tests.helpers.certs import make_tls_files
+from tests.helpers.ports import free_port
 from tests.webui.browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
     SCENARIO,
-    free_port,
     get_json,
     locust_process,
     shot,

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from loadkit.sim.testing import sim_process
+from tests.helpers.ports import free_port
 from tests.webui.browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
     REPO,
-    free_port,
     get_json,
     shot,
     stop_process,

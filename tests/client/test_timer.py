@@ -12,27 +12,8 @@ from loadkit.client.httpstream import ConnectionPool
 from loadkit.client.timer import Timeouts, run_request
 from loadkit.engines.openai import OpenAIAdapter
 from loadkit.records import e2e_ms, itl_chunk_ms, tpot_ms, ttft_ms
+from tests.helpers.openai_chunks import DONE, REQ, ROLE, USAGE, delta, sse
 from tests.helpers.scripted_server import END_CHUNK, Script, ScriptedServer, ScriptedServerProcess, chunk
-
-
-def sse(obj) -> bytes:
-    data = obj if isinstance(obj, str) else orjson.dumps(obj).decode()
-    return chunk(f"data: {data}\n\n".encode())
-
-
-def delta(text: str) -> bytes:
-    return sse({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]})
-
-
-ROLE = sse({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})
-USAGE = sse(
-    {
-        "choices": [],
-        "usage": {"prompt_tokens": 11, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 3}},
-    }
-)
-DONE = sse("[DONE]")
-REQ = t.GenerationRequest(prompt="hello", max_tokens=5)
 
 
 def serve(script: Script):
@@ -494,7 +475,7 @@ def test_timer_under_gevent_monkey_patching():
     code = (
         "from gevent import monkey; monkey.patch_all()\n"
         "import sys, pytest\n"
-        "sys.exit(pytest.main(['tests/test_timer.py', '-q', '-x', '-p', 'no:cacheprovider', '-p', 'no:anyio',"
+        "sys.exit(pytest.main(['tests/client/test_timer.py', '-q', '-x', '-p', 'no:cacheprovider', '-p', 'no:anyio',"
         " '-p', 'no:trio', '-k', 'not under_gevent_monkey', '-rs']))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -19,8 +19,8 @@ from loadkit.engines.openai import OpenAIAdapter
 from loadkit.records import connect_ms, tls_ms, ttft_ms, ttft_with_connect_ms
 from loadkit.sim.testing import sim_process
 from tests.helpers.certs import TlsFiles, make_tls_files
+from tests.helpers.openai_chunks import DONE, ROLE, USAGE, delta
 from tests.helpers.scripted_server import END_CHUNK, Script, ScriptedServer, ScriptedServerProcess
-from tests.test_timer import DONE, ROLE, USAGE, delta
 
 REQ = t.GenerationRequest(prompt="hello", max_tokens=12, extra_body={"ignore_eos": True})
 
@@ -311,7 +311,7 @@ def test_tls_under_gevent_monkey_patching():
         "import sys, pytest\n"
         "from loadkit.client.hubreads import ArrivalQueue\n"
         "import socket; s = socket.socket(); assert ArrivalQueue.usable(s); s.close()\n"
-        "sys.exit(pytest.main(['tests/test_tls.py', '-q', '-x', '-p', 'no:cacheprovider', '-p', 'no:anyio',"
+        "sys.exit(pytest.main(['tests/client/test_tls.py', '-q', '-x', '-p', 'no:cacheprovider', '-p', 'no:anyio',"
         " '-p', 'no:trio', '-k', 'not under_gevent', '-rs']))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)

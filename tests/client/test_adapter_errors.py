@@ -11,8 +11,8 @@ from loadkit.client import adaptererr
 from loadkit.client.timer import run_request
 from loadkit.engines.openai import OpenAIAdapter, OpenAIStreamParser
 from loadkit.plugins import get_engine
+from tests.helpers.openai_chunks import DONE, REQ, ROLE, USAGE, delta, sse
 from tests.helpers.scripted_server import END_CHUNK, Script, ScriptedServer
-from tests.test_timer import DONE, REQ, ROLE, USAGE, delta, sse
 
 
 def stream(*extra: bytes) -> Script:
