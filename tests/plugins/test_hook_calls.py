@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from loadkit.sim.testing import sim_process
+from tests.helpers.ports import free_port
 from tests.integration.runs import REPO, SCENARIOS, check_conservation, locust_cmd, raw_records
-from tests.integration.test_distributed import free_port, master_args, processes, worker_args
+from tests.integration.test_distributed import master_args, processes, worker_args
 from tests.plugins.hookrec import install
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
