@@ -8,7 +8,7 @@ from loadkit.engines.tensorrt import TensorRTLLMAdapter
 from loadkit.engines.tgi import TGIAdapter
 from loadkit.engines.vllm import VLLMAdapter
 from loadkit.testing.adapters import GARBAGE, AdapterContract, StreamCase
-from tests.engines.wire import FIXTURES
+from tests.helpers.wire import FIXTURES
 
 # The OpenAI-family adapters also refuse a choices field that is not a list.
 OPENAI_GARBAGE = (*GARBAGE, '{"choices": "x"}')

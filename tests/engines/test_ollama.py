@@ -4,7 +4,7 @@ import pytest
 from loadkit import types as t
 from loadkit.engines.base import AdapterOptions
 from loadkit.engines.ollama import OllamaAdapter
-from tests.engines.wire import body_bytes, replay
+from tests.helpers.wire import body_bytes, replay
 
 
 def adapter(api: str = "native") -> OllamaAdapter:

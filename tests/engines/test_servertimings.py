@@ -12,7 +12,7 @@ from loadkit.engines.servertimings import join, normalise
 from loadkit.engines.sglang import SGLangAdapter
 from loadkit.engines.tgi import TGIAdapter
 from loadkit.records import RequestRecord
-from tests.engines.wire import body_bytes, replay
+from tests.helpers.wire import body_bytes, replay
 
 
 def last_timings(adapter, fixture: str):

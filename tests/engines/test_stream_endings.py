@@ -22,8 +22,8 @@ from loadkit.engines.sglang import SGLangAdapter
 from loadkit.engines.tensorrt import TensorRTLLMAdapter
 from loadkit.engines.tgi import TGIAdapter
 from loadkit.engines.vllm import VLLMAdapter
-from tests.engines.wire import body_bytes
 from tests.helpers.scripted_server import END_CHUNK, Script, ScriptedServer, chunk
+from tests.helpers.wire import body_bytes
 
 REQ = t.GenerationRequest(prompt="hi", max_tokens=16)
 OK, INCOMPLETE = t.OK, t.INCOMPLETE

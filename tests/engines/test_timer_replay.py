@@ -15,7 +15,7 @@ from loadkit.engines.tensorrt import TensorRTLLMAdapter
 from loadkit.engines.tgi import TGIAdapter
 from loadkit.engines.vllm import VLLMAdapter
 from tests.engines.stubserver import Answer, stub_server
-from tests.engines.wire import body_bytes
+from tests.helpers.wire import body_bytes
 
 SSE = {"Content-Type": "text/event-stream"}
 NDJSON = {"Content-Type": "application/x-ndjson"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from loadkit.glue.failures import FailureTexts, RequestOutcomeError
-from tests.stats.records import record
+from tests.helpers.records import record
 
 
 def failed(outcome: str, error: str, status: int | None = None):

@@ -8,8 +8,8 @@ from loadkit.report import build_html
 from loadkit.report.breakdown import breakdown_section
 from loadkit.stats.aggregate import GroupStats
 from loadkit.stats.report import group_section
+from tests.helpers.records import record
 from tests.report.conftest import make_rows, report_from_rows
-from tests.stats.records import record
 
 
 def engine_breakdown(prefill_ms: float, decode_ms: float, n: int = 20) -> dict:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.report.simruns import REPO, STAGED_SESSIONS, loadkit, sim_run
+from tests.helpers.simruns import REPO, STAGED_SESSIONS, loadkit, sim_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.slow]
 

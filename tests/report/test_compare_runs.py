@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from tests.report.simruns import loadkit, sim_run
+from tests.helpers.simruns import loadkit, sim_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -60,7 +60,7 @@ def test_length_buckets_are_report_json_histograms_by_hand():
     """Buckets by the server's prompt count, from the lengths section (nearest rank), not the raw log."""
     from loadkit.report.grouped import bucket_rows
     from loadkit.stats.lengthstats import LengthStats
-    from tests.stats.records import record
+    from tests.helpers.records import record
 
     stats = LengthStats()
     for n_in, ttft in ((100, 10.0), (200, 20.0), (300, 30.0), (5000, 500.0), (20000, 900.0)):

@@ -10,7 +10,7 @@ import msgpack
 from loadkit.stats import StatsCollector
 from loadkit.stats.adaptererrors import MAX_KINDS
 from loadkit.stats.builtin import BuiltinSections
-from tests.stats.records import record
+from tests.helpers.records import record
 
 NAMED = (
     "engine 'flaky' (plugin loadkit-flaky 0.3, adapter flaky_plugin.FlakyAdapter): parse raised ValueError: "

@@ -8,7 +8,7 @@ from loadkit.records import e2e_ms, itl_chunk_ms, itl_token_ms, tpot_ms, ttft_fr
 from loadkit.stats import Slo, StatsCollector
 from loadkit.stats.aggregate import FLUSH_RECORDS, GroupStats
 from loadkit.stats.histogram import MAX_RELATIVE_ERROR
-from tests.stats.records import BASE, MS, record
+from tests.helpers.records import BASE, MS, record
 
 # Wall clock = monotonic + WALL_OFFSET; BASE lands exactly on a second boundary.
 WALL_OFFSET = 1_700_000_000 * 10**9 - BASE

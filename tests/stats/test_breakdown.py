@@ -8,7 +8,7 @@ from loadkit.stats.aggregate import GroupStats
 from loadkit.stats.breakdown import BreakdownStats, console_line
 from loadkit.stats.output import console_table
 from loadkit.stats.report import group_section
-from tests.stats.records import record
+from tests.helpers.records import record
 
 
 def llama(prompt_ms: float, predicted_ms: float, n: int = 3) -> dict:

@@ -6,7 +6,7 @@ import pytest
 
 from loadkit.stats import Slo, StatsCollector
 from loadkit.stats.classstats import ClassStats
-from tests.webui.records import record
+from tests.helpers.steady_records import record
 
 
 def records():

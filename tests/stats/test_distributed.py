@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from loadkit.stats import Slo, StatsCollector
 from loadkit.stats.distributed import PAYLOAD_VERSION, RemoteSnapshots
-from tests.stats.records import BASE, record
+from tests.helpers.records import BASE, record
 
 
 def _wire(payload: dict) -> dict:

@@ -10,7 +10,7 @@ from loadkit import records as rec
 from loadkit.records import RequestRecord
 from loadkit.stats.aggregate import GroupStats
 from loadkit.stats.stagestats import StageCell
-from tests.stats.records import BASE, MS, record
+from tests.helpers.records import BASE, MS, record
 
 # (histogram name, records.py function); the histograms' names are the ms names.
 SCALAR = (("ttft_ms", rec.ttft_ms), ("ttft_sched_ms", rec.ttft_from_schedule_ms), ("tpot_ms", rec.tpot_ms),

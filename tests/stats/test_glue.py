@@ -10,7 +10,7 @@ from locust.env import Environment
 
 from loadkit.stats import install_stats
 from loadkit.stats.distributed import PAYLOAD_KEY
-from tests.stats.records import record
+from tests.helpers.records import record
 
 
 class Idle(User):

@@ -22,7 +22,7 @@ from loadkit.stats import (
 from loadkit.stats.options import parse_slo_item
 from loadkit.stats.output import write_atomic
 from loadkit.stats.rawlog import RawLog, raw_log_name
-from tests.stats.records import record
+from tests.helpers.records import record
 
 S_KEYS = {"count", "mean", "min", "max", "p50", "p90", "p95", "p99", "p999"}
 REQUIRED = {"requests", "outcomes", "output_tokens", "output_tokens_per_s", "requests_per_s", "ttft_ms",

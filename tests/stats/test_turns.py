@@ -11,7 +11,7 @@ import gevent.socket
 
 from loadkit.stats import StatsCollector
 from loadkit.stats.turns import active, cooperative, give_way
-from tests.stats.records import record
+from tests.helpers.records import record
 
 BUSY_S = 0.05
 

@@ -8,7 +8,7 @@ import pytest
 from loadkit.stats import StatsCollector
 from loadkit.stats.options import StatsOptions, failed_share_limit
 from loadkit.stats.output import final_summary, stream_end_lines
-from tests.stats.records import record
+from tests.helpers.records import record
 
 
 def outcome(name: str, engine: str = "e"):

@@ -13,7 +13,7 @@ from loadkit.records import RequestRecord
 from loadkit.stats import StatsCollector, meets
 from loadkit.stats.builtin import BuiltinSections
 from loadkit.stats.distributed import RemoteSnapshots
-from tests.stats.records import record
+from tests.helpers.records import record
 
 PLAN = [{"name": "s1", "level": 4, "level_kind": "users", "duration_s": 10.0}]
 

@@ -10,7 +10,7 @@ from loadkit.engines.base import EngineAdapter, StreamParser
 from loadkit.engines.ollama import OllamaAdapter
 from loadkit.engines.vllm import VLLMAdapter
 from loadkit.testing.adapters import AdapterContract, StreamCase
-from tests.engines.wire import FIXTURES
+from tests.helpers.wire import FIXTURES
 
 HERE = Path(__file__).parent
 CHAT = StreamCase("chat_continuous_usage_reasoning.sse", tokens=[1, 1, 2, 1], n_out=5, api="chat")

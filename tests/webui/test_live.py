@@ -17,7 +17,7 @@ from locust.env import Environment
 from loadkit.stats import StatsCollector
 from loadkit.webui import install_web_ui
 from loadkit.webui.report import find_report
-from tests.webui.records import record
+from tests.helpers.steady_records import record
 
 
 class Idle(HttpUser):

@@ -9,7 +9,7 @@ import pytest
 
 from loadkit.stats import Slo, StatsCollector
 from loadkit.webui import view
-from tests.webui.records import record
+from tests.helpers.steady_records import record
 
 
 def collector_with(records, slos=()) -> StatsCollector:

@@ -1,4 +1,5 @@
-"""Synthetic RequestRecords with known timings for the web UI tests."""
+"""Synthetic RequestRecords with known timings and one token every gap (web UI and class-stats
+tests); tests/helpers/records.py builds records with gaps of their own."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from loadkit.testing.replay import Replay, fixture_body, replay
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "engines" / "fixtures"
 __all__ = ["FIXTURES", "Replay", "body_bytes", "replay"]
 
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-STAGED_SESSIONS = Path(__file__).resolve().parent / "data" / "staged_sessions.toml"
+STAGED_SESSIONS = REPO / "tests" / "report" / "data" / "staged_sessions.toml"
 
 
 # Not `python -m loadkit.cli`: run as __main__, the module's UserError is a different class from

@@ -1,4 +1,4 @@
-"""Synthetic RequestRecords with known timings, for the stats tests."""
+"""Synthetic RequestRecords with known timings (stats, report and failure tests)."""
 
 from __future__ import annotations
 
