@@ -17,10 +17,10 @@ import urllib.request
 import pytest
 
 from tests.helpers.ports import free_port
+from tests.helpers.processes import get_json, stop_process, wait_for, web_ready
 from tests.helpers.scripted_server import ScriptedServer
 from tests.helpers.strict_server import CHAT_FIELDS, StrictOpenAI
 from tests.integration.runs import REPO, SCENARIOS, check_conservation, locust_cmd, raw_records, run_locust
-from tests.webui.browser import get_json, stop_process, wait_for, web_ready
 
 pytestmark = pytest.mark.integration
 

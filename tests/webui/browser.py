@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-import time
-import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.helpers.processes import stop_process
 
 REPO = Path(__file__).resolve().parents[2]
 LOCUSTFILE = Path(__file__).resolve().parent / "locustfile_webui.py"
@@ -41,26 +40,6 @@ def sync_playwright_or_skip() -> Any:
     return sync_playwright
 
 
-def wait_for(what: str, probe: Callable[[], Any], timeout_s: float, every_s: float = 0.25) -> Any:
-    """Poll ``probe`` until it returns something truthy; fail after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = probe()
-        except Exception as exc:  # a server still starting, a DOM still rendering
-            last = exc
-        if last and not isinstance(last, Exception):
-            return last
-        time.sleep(every_s)
-    pytest.fail(f"timed out after {timeout_s:g} s waiting for {what} (last: {last!r})")
-
-
-def get_json(url: str, timeout_s: float = 5.0) -> Any:
-    with urllib.request.urlopen(url, timeout=timeout_s) as resp:
-        return json.loads(resp.read())
-
-
 @contextmanager
 def locust_process(log_path: Path, *args: str) -> Iterator[subprocess.Popen[bytes]]:
     """``locust -f <test locustfile> ARGS``, output to ``log_path``; stopped on exit."""
@@ -71,24 +50,6 @@ def locust_process(log_path: Path, *args: str) -> Iterator[subprocess.Popen[byte
             yield proc
         finally:
             stop_process(proc)
-
-
-def stop_process(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
-
-
-def web_ready(base: str) -> Callable[[], bool]:
-    def probe() -> bool:
-        with urllib.request.urlopen(base + "/", timeout=2) as resp:
-            return resp.status == 200
-
-    return probe
 
 
 def table_rows(page: Any) -> list[dict[str, str]]:

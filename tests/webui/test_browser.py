@@ -17,19 +17,17 @@ import pytest
 from loadkit.sim.testing import sim_process
 from loadkit.webui import view
 from tests.helpers.ports import free_port
+from tests.helpers.processes import get_json, wait_for, web_ready
 from tests.webui.browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
     SCENARIO,
-    get_json,
     locust_process,
     shot,
     sync_playwright_or_skip,
     table_rows,
     totals,
     triple,
-    wait_for,
-    web_ready,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.integration]

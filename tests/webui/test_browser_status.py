@@ -23,21 +23,18 @@ import pytest
 from loadkit.sim.testing import sim_process
 from tests.helpers import variants
 from tests.helpers.ports import free_port
+from tests.helpers.processes import get_json, stop_process, wait_for, web_ready
 from tests.helpers.scripted_server import ScriptedServer
 from tests.webui.browser import (
     CHROMIUM,
     CHROMIUM_ARGS,
     REPO,
     SCENARIO,
-    get_json,
     locust_process,
     shot,
-    stop_process,
     sync_playwright_or_skip,
     table_rows,
     totals,
-    wait_for,
-    web_ready,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.integration]

@@ -13,18 +13,8 @@ import pytest
 
 from loadkit.sim.testing import sim_process
 from tests.helpers.ports import free_port
-from tests.webui.browser import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
-    REPO,
-    get_json,
-    shot,
-    stop_process,
-    sync_playwright_or_skip,
-    table_rows,
-    wait_for,
-    web_ready,
-)
+from tests.helpers.processes import get_json, stop_process, wait_for, web_ready
+from tests.webui.browser import CHROMIUM, CHROMIUM_ARGS, REPO, shot, sync_playwright_or_skip, table_rows
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.integration]
 
