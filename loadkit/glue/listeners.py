@@ -10,6 +10,7 @@ from typing import Any
 from loadkit.engines.targets import TargetError
 from loadkit.errors import UserError
 from loadkit.glue import breaker, preflight, reachability, starts
+from loadkit.glue.cooperative import install_gevent_yield
 from loadkit.glue.ending import on_user_error, stop_a_refused_start, worker_done_handler
 from loadkit.glue.manifest import run_manifest
 from loadkit.glue.openloop import behind_warning
@@ -42,6 +43,7 @@ def on_init(environment: Any, **_: Any) -> None:
     if getattr(environment, "loadkit", None) is not None:
         return  # already set up (a worker can get its first spawn before `init` fires)
 
+    install_gevent_yield()  # the stats' live reports give the hub its turns (stats/turns.py)
     runtime = Runtime(environment, stats=_install_stats(environment))
     environment.loadkit = runtime
     # Locust fires `quitting` in reverse order, so this runs before the stats layer's handler.
@@ -92,7 +94,7 @@ def on_init(environment: Any, **_: Any) -> None:
         starts.spawn_open_loop_at_once(environment, runtime)
         from loadkit.webui import install_web_ui
 
-        install_web_ui(environment)
+        install_web_ui(environment, runtime)
         _warn_open_web_ui(environment)
 
 

@@ -25,6 +25,7 @@ from locust import __version__ as locust_version
 from locust.rpc import Message
 from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
+from loadkit.glue.cooperative import install_gevent_yield
 from loadkit.stats.collector import StatsCollector
 from loadkit.stats.distributed import PAYLOAD_KEY, WorkerState
 from loadkit.stats.options import StatsOptions
@@ -65,6 +66,7 @@ def run_slos(environment: Any, from_options: tuple[Any, ...]) -> tuple[Any, ...]
 
 def install_stats(environment: Any) -> StatsCollector:
     """Create this node's collector and register every listener it needs. Call from ``init``."""
+    install_gevent_yield()  # its live reports and snapshots give the hub turns (stats/turns.py)
     return LocustStats(environment).collector
 
 

@@ -12,9 +12,10 @@ with ``meets`` / ``judge``, so the figures cannot disagree. The rule (docs/metri
   (the DistServe goodput convention; "not measured" is None, never 0);
 - ``itl_ms`` is judged on the request's largest gap between two consecutive stream events.
 
-Adding a metric: one line in ``TIME_METRICS`` (or ``TOKEN_METRICS``) gives it a histogram in
-every engine/label/class section and a row in the CSV; one line in ``SLO_KEYS`` plus its value
-in ``slo_values_ns`` makes it an SLO key for ``--slo``, the scenario's ``[slo]`` and every view.
+Adding a metric: one line in ``TIME_METRICS`` (or ``TOKEN_METRICS``) of ``loadkit/metricnames.py``
+gives it a histogram in every engine/label/class section and a row in the CSV; one line in
+``SLO_KEYS`` there plus its value in ``slo_values_ns`` here makes it an SLO key for ``--slo``,
+the scenario's ``[slo]`` and every view.
 """
 
 from __future__ import annotations
@@ -31,26 +32,19 @@ from loadkit.formulas import (
     ttft_ns,
     ttft_sched_ns,
 )
+from loadkit.metricnames import (  # noqa: F401 (re-exported: the views import the names from here)
+    CHANNEL_TIME_METRICS,
+    LIVE_METRICS,
+    METRICS,
+    SLO_KEYS,
+    STAGE_METRICS,
+    TIME_METRICS,
+    TOKEN_METRICS,
+)
 from loadkit.records import RequestRecord
 from loadkit.types import CANCELLED, OK
 
-# Histograms per (engine, label) and user class, in report order; values in ns, shown in ms.
-# Per output channel (loadkit.engines.channels): reasoning, answer, tool calls.
-CHANNEL_TIME_METRICS = ("ttfat_ms", "ttfrt_ms", "ttftc_ms", "reasoning_ms", "answer_tpot_ms")
-TIME_METRICS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "itl_ms", "itl_chunk_ms", "e2e_ms",
-                "ttft_with_connect_ms", "connect_ms", "tls_ms", *CHANNEL_TIME_METRICS)  # fmt: skip
-TOKEN_METRICS = ("n_in", "n_out", "n_cached", "n_reasoning", "n_answer", "n_tool")
-METRICS = TIME_METRICS + TOKEN_METRICS
-
-# SLO keys a user may give, in the order of ``slo_values_ns``'s tuple.
-SLO_KEYS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms", "itl_ms", "ttfat_ms", "answer_tpot_ms")
 SLO_SLOT = {key: i for i, key in enumerate(SLO_KEYS)}
-
-# Per-stage (and per-tenant) latency histograms: the per-request metrics, no per-event ITL.
-STAGE_METRICS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms")
-
-# The web UI's live latency table.
-LIVE_METRICS = ("ttft_ms", "ttfat_ms", "tpot_ms", "itl_ms", "e2e_ms")
 
 # Per-key verdict slots: [met, violated, not_measured] (report "attainment" counts).
 MET, VIOLATED, NOT_MEASURED = 0, 1, 2

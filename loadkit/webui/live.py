@@ -1,7 +1,7 @@
 """LiveView: loadkit's routes, the extended "LLM" tab and the chart sampler on Locust's web UI.
 
 Runs on the node that serves the web UI (local or master). Everything shown comes from the
-node's StatsCollector (``environment.loadkit.stats``), whose ``report()`` already merges the
+node's StatsCollector (the ``stats`` of the runtime it is given, webui/runstate.py), whose ``report()`` already merges the
 workers' snapshots on a master, so the view is correct distributed without extra wiring.
 Stats resets need nothing here either: the collector listens to Locust's ``reset_stats``
 and forwards it to every worker; the timeline follows the collector's epoch.
@@ -24,6 +24,7 @@ from loadkit.webui import view
 from loadkit.webui.charts import live_charts
 from loadkit.webui.formsecrets import install_secret_hiding
 from loadkit.webui.page import chart_page
+from loadkit.webui.runstate import RunState, base_path, given_report_dir
 from loadkit.webui.startform import install_start_check
 from loadkit.webui.status import SCRIPT_PATH, STATUS_SCRIPT, status_fields, with_status_script
 from loadkit.webui.timeline import CHART_METRICS, MAX_POINTS, Timeline, seconds_series
@@ -74,24 +75,25 @@ class QueueProbe:
 
 
 class LiveView:
-    """Binds loadkit's web additions to one Locust environment with a web UI."""
+    """Binds loadkit's web additions to one Locust environment with a web UI and the
+    process's runtime (what it shows; the environment gives the web UI and the runner)."""
 
-    def __init__(self, environment: Any, clock: Any = time.time) -> None:
+    def __init__(self, environment: Any, runtime: RunState, clock: Any = time.time) -> None:
         self.env = environment
+        self.runtime = runtime
         self.web_ui = environment.web_ui
         self.clock = clock
         self.timeline = Timeline()
         self.queue = QueueProbe()
         self._cached: tuple[float, tuple[int, str], dict[str, Any]] | None = None
         self._charts: tuple[float, tuple[int, str], dict[str, str]] | None = None
-        self.base = (getattr(environment.parsed_options, "web_base_path", None) or "").rstrip("/")
+        self.base = base_path(runtime)
 
     # -- data -----------------------------------------------------------------------------
 
     @property
     def collector(self) -> Any:
-        runtime = getattr(self.env, "loadkit", None)
-        return getattr(runtime, "stats", None)
+        return self.runtime.stats
 
     def report(self) -> dict[str, Any]:
         """The collector's merged report, recomputed at most once per REPORT_CACHE_S while the
@@ -119,7 +121,7 @@ class LiveView:
             "generated_unix": now,
             "state": self.state(),
             "valid": report["valid"],
-            **status_fields(report, getattr(getattr(self.env, "loadkit", None), "start_error", None)),
+            **status_fields(report, self.runtime.start_error),
             "errors": report["errors"],
             "warnings": report["warnings"],
             "slos": report["manifest"].get("slos", {}),
@@ -152,19 +154,22 @@ class LiveView:
 
     def _read_queue(self) -> dict[str, float | None]:
         """Scrape queue lengths only where the glue does not already scrape server metrics."""
-        runtime = getattr(self.env, "loadkit", None)
-        targets = getattr(runtime, "targets", None)
-        if hasattr(runtime, "server_metrics") or not targets or self.state() not in RUNNING_STATES:
+        targets = self.runtime.targets
+        if self._glue_scrapes() or not targets or self.state() not in RUNNING_STATES:
             return {}
         return self.queue.read(targets)
 
+    def _glue_scrapes(self) -> bool:
+        # loadkit's Runtime always has the attribute (its scrapes are set at each test start);
+        # a runtime without it (another locustfile's, a test's) gets the web UI's own probe.
+        return hasattr(self.runtime, "server_metrics")
+
     def queue_series(self) -> dict[str, dict[str, list[Any]]]:
         """Per engine, server queue length over time: the glue's scrapes, else our own."""
-        runtime = getattr(self.env, "loadkit", None)
-        if not hasattr(runtime, "server_metrics"):
+        if not self._glue_scrapes():
             points = self.timeline.to_json()
             return {e: {"t": p["t"], "waiting": p["queue"]} for e, p in points.items()}
-        metrics = getattr(runtime, "server_metrics", None)
+        metrics = getattr(self.runtime, "server_metrics", None)
         out: dict[str, dict[str, list[Any]]] = {}
         for name, rows in (getattr(metrics, "samples", None) or {}).items():
             recent = rows[-MAX_POINTS:]
@@ -187,7 +192,7 @@ class LiveView:
     def install(self) -> None:
         self._extend_template_args()
         install_secret_hiding(self.web_ui, self.base)
-        install_start_check(self.env, self.base, IDLE_STATES)
+        install_start_check(self.env, self.runtime, self.base, IDLE_STATES)
         self.web_ui.app.register_blueprint(self._blueprint())
         self.web_ui.app.after_request(self._add_extended_stats)
         self.web_ui.app.after_request(self._add_status_script)
@@ -304,5 +309,5 @@ class LiveView:
         if manifest_dir:
             return str(manifest_dir)
         # No run yet: each run's directory is chosen when it starts (stats/rundir.py).
-        given = getattr(self.env.parsed_options, "report_dir", "") or ""
+        given = given_report_dir(self.runtime)
         return os.path.abspath(given) if given else "reports/<UTC start time of the run>"

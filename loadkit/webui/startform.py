@@ -61,19 +61,20 @@ def options_from_form(parsed: Any, form: Any) -> Any:
     return options
 
 
-def install_start_check(environment: Any, base_path: str, idle_states: tuple[str, ...]) -> None:
+def install_start_check(environment: Any, runtime: Any, base_path: str, idle_states: tuple[str, ...]) -> None:
     """Answer a /swarm post that cannot start with the reason (only when no run is going:
-    editing a running test's user count posts the same form)."""
+    editing a running test's user count posts the same form). ``runtime`` checks the start
+    (``check_start``) and counts the starts (``starts_begun``, ``starts_done``)."""
     web_ui = environment.web_ui
 
     def check_form() -> Any:
         if request.method != "POST" or request.path != f"{base_path}/swarm":
             return None
-        runtime: Any = getattr(environment, "loadkit", None)
-        check = getattr(runtime, "check_start", None)
+        check = getattr(runtime, "check_start", None)  # absent: a runtime that checks nothing
         if check is None or str(getattr(environment.runner, "state", "")) not in idle_states:
             return None
         try:
+            # Locust's /swarm applies the form over parsed_options: the check does the same.
             options = options_from_form(environment.parsed_options, request.form)
             problem = check(options, request.form.get("host") or environment.host)
         except ValueError as exc:
@@ -94,7 +95,6 @@ def install_start_check(environment: Any, base_path: str, idle_states: tuple[str
         before = g.pop("loadkit_starts", None)
         if before is None or not (response.get_json(silent=True) or {}).get("success"):
             return response
-        runtime: Any = environment.loadkit
         error = wait_for_start(runtime, before)
         if error is None:
             return response

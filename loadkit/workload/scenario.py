@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loadkit.engines.priority import check_priority_as
-from loadkit.stats.metrics import SLO_KEYS
+from loadkit.metricnames import SLO_KEYS
 from loadkit.workload import parts as parts_mod
 from loadkit.workload.errors import (
     Ctx,

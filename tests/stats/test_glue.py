@@ -173,3 +173,16 @@ def test_each_run_starts_a_fresh_raw_log_in_a_directory_of_its_own(tmp_path):
             tmp_path / f"r-{n}"
         )
     assert (given / "requests.jsonl").read_text() == '{"stale": true}\n'  # the earlier run, untouched
+
+
+def test_installing_the_stats_on_locust_gives_gevents_hub_to_their_live_work(tmp_path):
+    # The stats import no event loop (stats/turns.py); the Locust glue installs gevent's hub.
+    from loadkit.glue.cooperative import GEVENT_HUB
+    from loadkit.stats import turns
+
+    before = turns.set_yield(None)
+    try:
+        install_stats(_env(tmp_path))
+        assert turns.set_yield(before) is GEVENT_HUB
+    finally:
+        turns.set_yield(before)

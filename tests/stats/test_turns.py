@@ -1,19 +1,32 @@
-"""Live reports give the event loop its turns (stats/turns.py): sockets are read while a
-report is built, and interleaved recording is neither lost nor counted twice."""
+"""Live reports give the event loop its turns (stats/turns.py, with gevent's hub installed as
+the Locust glue does: glue/cooperative.py): sockets are read while a report is built, and
+interleaved recording is neither lost nor counted twice."""
 
 from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Iterator
 
 import gevent
 import gevent.socket
+import pytest
 
-from loadkit.stats import StatsCollector
+from loadkit.glue.cooperative import install_gevent_yield
+from loadkit.stats import StatsCollector, turns
 from loadkit.stats.turns import active, cooperative, give_way
 from tests.helpers.records import record
 
 BUSY_S = 0.05
+
+
+@pytest.fixture(autouse=True)
+def gevent_hub() -> Iterator[None]:
+    """gevent's hub as the loop to give way to, installed as the glue's init listener does."""
+    before = turns.set_yield(None)
+    install_gevent_yield()
+    yield
+    turns.set_yield(before)
 
 
 def _busy_with_turns(seconds: float) -> float:
@@ -63,6 +76,19 @@ def test_a_socket_is_read_while_cooperative_work_runs():
 def test_outside_a_cooperative_block_give_way_does_not_switch():
     read_at, done_at = _read_during(lambda: _busy_with_turns(BUSY_S))
     assert read_at >= done_at  # the final report's work stays atomic
+
+
+def test_without_an_installed_loop_cooperative_work_stays_atomic():
+    # The stats import no event loop: until the glue installs one, nothing yields.
+    turns.set_yield(None)
+
+    def work() -> float:
+        with cooperative():
+            assert not active()
+            return _busy_with_turns(BUSY_S)
+
+    read_at, done_at = _read_during(work)
+    assert read_at >= done_at
 
 
 def test_the_hub_never_becomes_cooperative():

@@ -35,7 +35,10 @@ def make_env(tmp_path, web_login: bool = False, base_path: str = "") -> tuple[En
     env.create_local_runner()
     collector = StatsCollector()
     env.events.reset_stats.add_listener(collector.reset)  # as loadkit's stats glue does
-    env.loadkit = SimpleNamespace(stats=collector, targets=[])
+    # A runtime that is not loadkit's: what the web UI reads of one (webui/runstate.py).
+    env.loadkit = SimpleNamespace(
+        stats=collector, targets=[], start_error=None, command_line=dict(vars(options))
+    )
     env.create_web_ui(
         "127.0.0.1", 0, delayed_start=True, web_login=web_login, web_base_path=base_path or None
     )
@@ -51,7 +54,7 @@ def plain_argv(monkeypatch):
 @pytest.fixture
 def live(tmp_path):
     env, collector = make_env(tmp_path)
-    view = install_web_ui(env)
+    view = install_web_ui(env, env.loadkit)
     for i in range(20):
         collector.add(record(engine="vllm-a", label="chat", ttft_ms=10.0 + i, send_ms=i * 50.0))
     collector.add(record(engine="vllm-a", label="chat", outcome="http_error:500"))
@@ -62,7 +65,34 @@ def live(tmp_path):
 
 def test_no_web_ui_no_install():
     env = Environment(user_classes=[Idle])
-    assert install_web_ui(env) is None
+    assert (
+        install_web_ui(env, SimpleNamespace(stats=None, targets=[], start_error=None, command_line={}))
+        is None
+    )
+
+
+def test_the_view_reads_the_runtime_it_is_given_not_the_environment(tmp_path):
+    env, collector = make_env(tmp_path, base_path="/lk")
+    runtime = env.loadkit
+    del env.loadkit  # nothing to fish
+    env.parsed_options.web_base_path = "/elsewhere"  # the runtime's command line decides
+    install_web_ui(env, runtime)
+    collector.add(record(engine="x"))
+    runtime.start_error = "the last start failed"
+    doc = env.web_ui.app.test_client().get("/lk/loadkit/stats.json").get_json()
+    assert doc["rows"][0]["engine"] == "x" and doc["start_error"] == "the last start failed"
+    env.runner.quit()
+
+
+def test_install_without_the_runtime_is_deprecated_and_still_reads_the_environment(tmp_path):
+    env, collector = make_env(tmp_path)
+    with pytest.warns(DeprecationWarning, match=r"install_web_ui\(environment, runtime\)"):
+        install_web_ui(env)
+    collector.add(record(engine="x"))
+    env.loadkit.start_error = "refused"
+    doc = env.web_ui.app.test_client().get("/loadkit/stats.json").get_json()
+    assert doc["rows"][0]["engine"] == "x" and doc["start_error"] == "refused"
+    env.runner.quit()
 
 
 def test_index_keeps_the_llm_tab_after_locust_rebuilds_its_template_args(live):
@@ -170,7 +200,7 @@ def test_routes_require_login_when_web_login_is_on(tmp_path):
     env, _ = make_env(tmp_path, web_login=True)
     env.web_ui.app.secret_key = "test"
     env.web_ui.login_manager.user_loader(lambda user_id: None)  # nobody is logged in
-    install_web_ui(env)
+    install_web_ui(env, env.loadkit)
     client = env.web_ui.app.test_client()
     for path in ("/loadkit/", "/loadkit/stats.json", "/loadkit/stats.csv", "/loadkit/report"):
         resp = client.get(path)
@@ -185,7 +215,7 @@ def test_secret_option_is_blanked_in_the_page_and_kept_when_the_form_leaves_it_e
         "api_key": {"default_value": "sk-startup", "is_secret": True, "help_text": "API key"},
         "engine": {"default_value": "vllm", "is_secret": False, "help_text": "engine"},
     }
-    install_web_ui(env)
+    install_web_ui(env, env.loadkit)
     options = env.web_ui.template_args["extra_options"]
     assert options["api_key"]["default_value"] == "" and options["engine"]["default_value"] == "vllm"
     client = env.web_ui.app.test_client()
@@ -200,7 +230,7 @@ def test_secret_option_is_blanked_in_the_page_and_kept_when_the_form_leaves_it_e
 
 def test_routes_follow_the_web_base_path(tmp_path):
     env, collector = make_env(tmp_path, base_path="/lk")
-    install_web_ui(env)
+    install_web_ui(env, env.loadkit)
     collector.add(record(engine="x"))
     client = env.web_ui.app.test_client()
     assert client.get("/loadkit/stats.json").status_code == 404
@@ -228,7 +258,7 @@ def loadkit_env(tmp_path) -> tuple[Environment, StatsCollector]:
     env, collector = make_env(tmp_path)
     env.parsed_options = parser.parse_args(args=["--report-dir", str(tmp_path)])
     env.loadkit = Runtime(env, stats=collector)
-    install_web_ui(env)
+    install_web_ui(env, env.loadkit)
     return env, collector
 
 
