@@ -24,7 +24,12 @@ ENTRY_POINT_GROUP = "loadkit"
 # Registration order matters where pluggy's order does: among implementations of equal
 # priority the last registered runs first, so report.json (report.files) is written before
 # report.html (report.plugin).
-BUILTIN_PLUGINS = ("loadkit.engines.builtin", "loadkit.report.plugin", "loadkit.report.files")
+BUILTIN_PLUGINS = (
+    "loadkit.engines.builtin",
+    "loadkit.report.plugin",
+    "loadkit.report.files",
+    "loadkit.sim.builtin",
+)
 
 
 class PluginError(RuntimeError):
