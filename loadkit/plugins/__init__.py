@@ -16,6 +16,7 @@ import pluggy
 
 from loadkit import hookspecs
 from loadkit.engines.base import EngineAdapter
+from loadkit.errors import UserError
 from loadkit.plugins import loading
 from loadkit.plugins.guard import GuardedPluginManager
 from loadkit.plugins.loading import LoadFailure, unavailable_note
@@ -32,7 +33,7 @@ BUILTIN_PLUGINS = (
 )
 
 
-class PluginError(RuntimeError):
+class PluginError(RuntimeError, UserError):
     """A plugin could not be loaded or registered something invalid."""
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from loadkit.errors import UserError
 from loadkit.sim.families import GenRoute, Parser, match_route
 from loadkit.sim.wire.common import (
     Outcome,
@@ -89,7 +90,7 @@ class SimProtocol:
     description: str = field(default="", compare=False)
 
 
-class ProtocolError(ValueError):
+class ProtocolError(ValueError, UserError):
     """A plugin registered an unusable protocol; the message names the plugin."""
 
 
