@@ -1,9 +1,12 @@
 """Errors a user can fix, raised by library code and turned into one line by the CLI.
 
-``UserError`` is the base the ``loadkit`` command catches (one line on stderr, exit code 2):
-library code raises it, or a subclass, without importing the CLI. The other user-facing
-errors (``ConfigError``, ``TargetError``, ``PluginError``, ``ScenarioError`` ...) live beside
-the code that raises them (the glue, the plugin registry, the workload package).
+``UserError`` is the one base of every such error: the ``loadkit`` command catches it (one
+line on stderr, exit code 2), and so do the run's start checks, without a tuple of types.
+The subclasses live beside the code that raises them (``ConfigError`` in the glue and the
+simulator, ``TargetError``, ``PluginError``, ``ProtocolError``, ``ScenarioError``,
+``CapacityError`` ...; the table in docs/api/public.md), each keeping its older base (ValueError,
+RuntimeError) so existing ``except`` clauses still catch it. tests/test_errors.py holds every
+exception class of the package to this, or lists why not.
 """
 
 from __future__ import annotations

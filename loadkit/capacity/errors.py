@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from loadkit.errors import UserError
 
-class CapacityError(ValueError):
+
+class CapacityError(ValueError, UserError):
     """A bad model config, length file or option, described in one line naming the culprit."""

@@ -8,8 +8,9 @@ import sys
 
 import orjson
 
-from loadkit.plugins import PluginError, engine_registry, load_failures, new_plugin_manager
-from loadkit.sim.protocols import ProtocolError, listing
+from loadkit.errors import UserError
+from loadkit.plugins import engine_registry, load_failures, new_plugin_manager
+from loadkit.sim.protocols import listing
 
 
 def main(argv: list[str]) -> int:
@@ -23,7 +24,7 @@ def main(argv: list[str]) -> int:
         pm = new_plugin_manager()
         registry = engine_registry(pm)
         protocols = listing(pm)
-    except (PluginError, ProtocolError) as exc:
+    except UserError as exc:  # PluginError, ProtocolError
         print(f"loadkit plugins: error: {exc}", file=sys.stderr)
         return 2
     engines = [

@@ -16,6 +16,8 @@ import ssl
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from loadkit.errors import UserError
+
 ALPN = ["http/1.1"]
 INSECURE_WARNING = (
     "--insecure: https:// targets' certificates and host names are NOT verified; anyone on the path "
@@ -28,7 +30,7 @@ _EXPIRED, _NOT_YET_VALID, _HOSTNAME_MISMATCH, _IP_MISMATCH = 10, 9, 62, 64
 _CLIENT_CERT_HINT = "give --client-cert and --client-key"
 
 
-class TlsConfigError(ValueError):
+class TlsConfigError(ValueError, UserError):
     """A TLS option cannot be used (missing file, not PEM, key not matching); names the option."""
 
 

@@ -9,12 +9,13 @@ from typing import Any
 from loadkit.client.httpstream import Endpoint
 from loadkit.engines.base import AdapterOptions, EngineAdapter
 from loadkit.engines.priority import check_priority_as
+from loadkit.errors import UserError
 from loadkit.plugins import get_engine
 
 TARGET_KEYS = ("engine", "api", "model", "priority_as")
 
 
-class TargetError(ValueError):
+class TargetError(ValueError, UserError):
     """A --target or --host value that cannot be used; the message names it."""
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from loadkit.errors import UserError
 
-class ConfigError(Exception):
+
+class ConfigError(UserError):
     """A run cannot start with these options; the message says why, in one line."""

@@ -7,7 +7,6 @@ import logging
 import sys
 from typing import Any
 
-from loadkit.engines.targets import TargetError
 from loadkit.errors import UserError
 from loadkit.glue import breaker, preflight, reachability, starts
 from loadkit.glue.cooperative import install_gevent_yield
@@ -20,13 +19,11 @@ from loadkit.glue.scraping import ServerMetrics
 from loadkit.glue.shape import StageShape
 from loadkit.glue.shapesteps import install_worker as install_shape_steps
 from loadkit.glue.shapesteps import watch_shape
-from loadkit.plugins import PluginError
 from loadkit.stats.builtin import BuiltinSections
 
 log = logging.getLogger("loadkit")
 NOTE_MESSAGE = "loadkit_worker_note"
 REFUSED_MESSAGE = "loadkit_worker_refused"
-USER_ERRORS = (ConfigError, TargetError, PluginError, UserError, preflight.PreflightError)
 
 
 def _install_stats(environment: Any) -> Any:
@@ -124,7 +121,7 @@ def _install_shape(environment: Any) -> None:
     runtime: Runtime = environment.loadkit
     try:
         starts.prepare(runtime, environment.parsed_options, environment.host, (0, 1))
-    except USER_ERRORS:
+    except UserError:
         return  # the web UI may still fix the options; test_start reports the error
     if runtime.plan and environment.shape_class is None:
         environment.shape_class = StageShape(runtime.plan, closed=runtime.stages_closed)
@@ -173,7 +170,7 @@ def _check_options_early(environment: Any) -> None:
         if not getattr(options, "skip_reachability_check", False):
             check_reachable(environment.loadkit)
         preflight.before_headless_start(environment.loadkit, options)
-    except USER_ERRORS as exc:
+    except UserError as exc:
         print(f"loadkit: error: {exc}", file=sys.stderr)
         sys.exit(2)
 
@@ -253,7 +250,7 @@ def _start(environment: Any, runtime: Runtime, runner: Any, options: Any) -> Non
         runtime.ready.set()
         runtime.watch.trigger()  # "done" once its users stopped: the master ends the run
         return
-    except USER_ERRORS as exc:
+    except UserError as exc:
         log.error("loadkit: error: %s", exc)
         runtime.start_error = str(exc)  # the web UI shows it; the report says why it is invalid
         environment.process_exit_code = 2

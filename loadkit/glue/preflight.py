@@ -41,6 +41,7 @@ import orjson
 from loadkit.client.timer import Timeouts, run_request
 from loadkit.engines.base import EngineAdapter
 from loadkit.engines.targets import Target
+from loadkit.errors import UserError
 from loadkit.glue.requestshape import RequestShape, drop_fields
 from loadkit.records import RequestRecord
 from loadkit.types import CONNECT_ERROR, OK, GenerationRequest
@@ -58,7 +59,7 @@ LATER = (408, 425, 429)  # "try again later", not "never like this"
 OPTIONAL_PATHS = ("stream_options.continuous_usage_stats", "stream_options")
 
 
-class PreflightError(Exception):
+class PreflightError(UserError):
     """A target refused the run's requests at pre-flight; one line, with the server's text.
     (Not a runtime.ConfigError so that this module stays importable without Locust.)"""
 

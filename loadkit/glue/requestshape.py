@@ -17,6 +17,7 @@ import orjson
 
 from loadkit.engines.base import EngineAdapter
 from loadkit.engines.targets import Target
+from loadkit.errors import UserError
 from loadkit.types import GenerationRequest, HttpRequest
 
 MASK = "***"
@@ -25,7 +26,7 @@ _HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
 _OWNED_HEADERS = ("host", "content-length", "transfer-encoding", "connection")
 
 
-class RequestOptionError(ValueError):
+class RequestOptionError(ValueError, UserError):
     """--extra-body / --header / --exact-output given a value that cannot be used."""
 
 

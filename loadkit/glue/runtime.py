@@ -137,14 +137,12 @@ class Runtime(Schedules):
 
     def check_start(self, options: Any, host: str | None) -> str | None:
         """Why a run with ``options`` cannot start (one line), or None (glue/startcheck.py)."""
-        from loadkit.engines.targets import TargetError
         from loadkit.errors import UserError
         from loadkit.glue.startcheck import check_start
-        from loadkit.plugins import PluginError
 
         try:
             check_start(options, host)
-        except (ConfigError, TargetError, PluginError, UserError) as exc:
+        except UserError as exc:  # ConfigError, TargetError, PluginError ... (loadkit/errors.py)
             return str(exc)
         return None
 

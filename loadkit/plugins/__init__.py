@@ -16,6 +16,7 @@ import pluggy
 
 from loadkit import hookspecs
 from loadkit.engines.base import EngineAdapter
+from loadkit.errors import UserError
 from loadkit.plugins import loading
 from loadkit.plugins.guard import GuardedPluginManager
 from loadkit.plugins.loading import LoadFailure, unavailable_note
@@ -24,10 +25,15 @@ ENTRY_POINT_GROUP = "loadkit"
 # Registration order matters where pluggy's order does: among implementations of equal
 # priority the last registered runs first, so report.json (report.files) is written before
 # report.html (report.plugin).
-BUILTIN_PLUGINS = ("loadkit.engines.builtin", "loadkit.report.plugin", "loadkit.report.files")
+BUILTIN_PLUGINS = (
+    "loadkit.engines.builtin",
+    "loadkit.report.plugin",
+    "loadkit.report.files",
+    "loadkit.sim.builtin",
+)
 
 
-class PluginError(RuntimeError):
+class PluginError(RuntimeError, UserError):
     """A plugin could not be loaded or registered something invalid."""
 
 

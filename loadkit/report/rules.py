@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from loadkit.errors import UserError
+
 ALIASES = {
     "goodput": "goodput_per_s", "goodput.rps": "goodput_per_s", "goodput.fraction": "slo.good_fraction",
     "rps": "requests_per_s", "throughput": "output_tokens_per_s", "tokens_per_s": "output_tokens_per_s",
@@ -21,7 +23,7 @@ DERIVED = ("error_rate",)
 _RULE = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(>=|<=|>|<)\s*([+-]?\d+(?:\.\d+)?)\s*(%|ms)?\s*$")
 
 
-class RuleError(ValueError):
+class RuleError(ValueError, UserError):
     """A rule or metric path that cannot be understood (the user's to fix)."""
 
 

@@ -314,11 +314,8 @@ def main(argv: list[str]) -> int:
 
         print(json.dumps({k: dataclasses.asdict(v) for k, v in PROFILES.items()}, indent=2))
         return 0
-    try:
-        specs = engine_specs(args)
-        options = server_options(args)
-    except ConfigError as exc:
-        raise UserError(str(exc)) from None
+    specs = engine_specs(args)  # a ConfigError is a UserError: one line, exit 2
+    options = server_options(args)
     try:
         _run(specs, options)
     except OSError as exc:

@@ -10,8 +10,10 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from loadkit.errors import UserError
 
-class ConfigError(ValueError):
+
+class ConfigError(ValueError, UserError):
     """An impossible simulator option; the message names the option and the rule."""
 
 

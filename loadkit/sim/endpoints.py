@@ -6,7 +6,7 @@ Each returns ``(status, body, content_type)``; None means "no such route here" (
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from loadkit.sim.server import SimEngine
 
 Reply = tuple[int, bytes, str]
+Handler = Callable[[bytes], Reply]
 JSON = "application/json"
 VERSIONS = {"openai": "0.11.0", "sglang": "0.5.3", "tgi": "3.3.6", "triton": "2.59.0",
             "llamacpp": "b6800", "ollama": "0.12.6"}  # fmt: skip
@@ -115,31 +116,22 @@ def _triton_model(e: SimEngine) -> Reply:
     )
 
 
-def routes(e: SimEngine) -> dict[tuple[str, str], Callable[[bytes], Reply]]:
-    """(method, path) -> handler(body) for the engine's family."""
-    fam = e.family
-    common: dict[tuple[str, str], Callable[[bytes], Reply]] = {
+def routes(e: SimEngine, own: Mapping[tuple[str, str], Handler]) -> dict[tuple[str, str], Handler]:
+    """(method, path) -> handler(body): the simulator's own (stats, and the family's /metrics
+    where it has one), then ``own``, the endpoints the engine's protocol brings (its ``info``)."""
+    common: dict[tuple[str, str], Handler] = {
         ("GET", "/loadkit/sim/stats"): lambda b: _json(e.stats()),
     }
-    if fam in METRICS:
+    if e.family in METRICS:
         common[("GET", "/metrics")] = lambda b: (
             200,
-            METRICS[fam](e.scheduler, e.model),
+            METRICS[e.family](e.scheduler, e.model),
             "text/plain; version=0.0.4",
         )
-    builtin = {
-        "openai": _vllm_routes, "sglang": _sglang_routes, "tgi": _tgi_routes,
-        "triton": _triton_routes, "llamacpp": _llama_routes, "ollama": _ollama_routes,
-    }.get(fam)  # fmt: skip
-    if builtin is None:  # a plugin's protocol (loadkit.sim.protocols) brings its own
-        from loadkit.sim.protocols import info_routes
-
-        return {**common, **info_routes(e)}
-    table = builtin(e)
-    return {**common, **table}
+    return {**common, **own}
 
 
-def _vllm_routes(e: SimEngine) -> dict[tuple[str, str], Callable[[bytes], Reply]]:
+def _vllm_routes(e: SimEngine) -> dict[tuple[str, str], Handler]:
     return {
         ("GET", "/v1/models"): lambda b: _models(e, "vllm"),
         ("GET", "/version"): lambda b: _json({"version": VERSIONS["openai"]}),
@@ -150,7 +142,7 @@ def _vllm_routes(e: SimEngine) -> dict[tuple[str, str], Callable[[bytes], Reply]
     }
 
 
-def _sglang_routes(e: SimEngine) -> dict[tuple[str, str], Callable[[bytes], Reply]]:
+def _sglang_routes(e: SimEngine) -> dict[tuple[str, str], Handler]:
     info = {"model_path": e.model, "tokenizer_path": e.model, "is_generation": True}
     return {
         ("GET", "/v1/models"): lambda b: _models(e, "sglang"),
@@ -166,7 +158,7 @@ def _sglang_routes(e: SimEngine) -> dict[tuple[str, str], Callable[[bytes], Repl
     }
 
 
-def _tgi_routes(e: SimEngine) -> dict[tuple[str, str], Callable[[bytes], Reply]]:
+def _tgi_routes(e: SimEngine) -> dict[tuple[str, str], Handler]:
     info = {
         "model_id": e.model,
         "model_sha": None,
@@ -189,7 +181,7 @@ def _tgi_routes(e: SimEngine) -> dict[tuple[str, str], Callable[[bytes], Reply]]
     }
 
 
-def _triton_routes(e: SimEngine) -> dict[tuple[str, str], Callable[[bytes], Reply]]:
+def _triton_routes(e: SimEngine) -> dict[tuple[str, str], Handler]:
     meta = {
         "name": "triton",
         "version": VERSIONS["triton"],
@@ -217,7 +209,7 @@ def _triton_routes(e: SimEngine) -> dict[tuple[str, str], Callable[[bytes], Repl
     }
 
 
-def _llama_routes(e: SimEngine) -> dict[tuple[str, str], Callable[[bytes], Reply]]:
+def _llama_routes(e: SimEngine) -> dict[tuple[str, str], Handler]:
     return {
         ("GET", "/health"): lambda b: _json({"status": "ok"}),
         ("GET", "/props"): lambda b: _llama_props(e),
@@ -233,7 +225,7 @@ def _llama_routes(e: SimEngine) -> dict[tuple[str, str], Callable[[bytes], Reply
     }
 
 
-def _ollama_routes(e: SimEngine) -> dict[tuple[str, str], Callable[[bytes], Reply]]:
+def _ollama_routes(e: SimEngine) -> dict[tuple[str, str], Handler]:
     return {
         ("GET", "/"): lambda b: (200, b"Ollama is running", "text/plain; charset=utf-8"),
         ("GET", "/api/version"): lambda b: _json({"version": VERSIONS["ollama"]}),
@@ -241,3 +233,14 @@ def _ollama_routes(e: SimEngine) -> dict[tuple[str, str], Callable[[bytes], Repl
         ("GET", "/api/ps"): lambda b: _json({"models": []}),
         ("GET", "/v1/models"): lambda b: _models(e, "library"),
     }
+
+
+# Each built-in family's own endpoints (its SimProtocol's ``info``, loadkit.sim.builtin).
+INFO: dict[str, Callable[[SimEngine], dict[tuple[str, str], Handler]]] = {
+    "openai": _vllm_routes,
+    "sglang": _sglang_routes,
+    "tgi": _tgi_routes,
+    "triton": _triton_routes,
+    "llamacpp": _llama_routes,
+    "ollama": _ollama_routes,
+}

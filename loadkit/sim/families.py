@@ -1,12 +1,14 @@
-"""Engine families: which routes a port serves, and each engine's error shapes.
+"""The built-in engine families' data: which routes a port serves, and each engine's error shapes.
 
 A port serves one family. ``openai`` is vLLM (OpenAI routes plus vLLM's extras); the others
-serve their native API plus the OpenAI routes the real engine also has.
+serve their native API plus the OpenAI routes the real engine also has. The tables here are
+registered as simulator protocols by ``loadkit.sim.builtin`` through the same hook a plugin
+uses; the simulator looks every family up through ``loadkit.sim.protocols``, never here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,21 +91,8 @@ DESCRIPTIONS = {
 SERVER_HEADER = {"openai": b"uvicorn", "sglang": b"uvicorn", "llamacpp": b"llama.cpp"}
 
 
-def routes_of(family: str) -> dict[str, GenRoute]:
-    """A family's generation routes: a built-in one, or a plugin's (loadkit.sim.protocols)."""
-    if family in ROUTES:
-        return ROUTES[family]
-    from loadkit.sim.protocols import get_protocol
-
-    protocol = get_protocol(family)
-    if protocol is None:
-        raise KeyError(f"unknown simulator engine family {family!r}")
-    return dict(protocol.routes)
-
-
-def find_route(family: str, path: str) -> GenRoute | None:
-    """The generation route for a path (Triton's carries the model name)."""
-    routes = routes_of(family)
+def match_route(family: str, routes: Mapping[str, GenRoute], path: str) -> GenRoute | None:
+    """The generation route of ``routes`` for a path (Triton's carry the model name)."""
     if family == "triton" and path.startswith("/v2/models/"):
         parts = path.strip("/").split("/")
         if len(parts) == 4 and parts[3] in ("generate", "generate_stream"):
@@ -112,8 +101,11 @@ def find_route(family: str, path: str) -> GenRoute | None:
     return routes.get(path) if path.startswith("/") else None
 
 
-def context_error(family: str, n_prompt: int, max_out: int, limit: int) -> tuple[int, bytes]:
-    """Each engine's answer to a prompt + max_tokens over the context length."""
+def context_error(
+    family: str, routes: Mapping[str, GenRoute], n_prompt: int, max_out: int, limit: int
+) -> tuple[int, bytes]:
+    """Each engine's answer to a prompt + max_tokens over the context length (``routes``: the
+    family's generation routes, whose error shape a plugin's protocol answers with)."""
     total = n_prompt + max_out
     if family == "tgi":
         msg = (
@@ -147,5 +139,5 @@ def context_error(family: str, n_prompt: int, max_out: int, limit: int) -> tuple
     if family == "openai":
         return 400, oai.openai_error(400, msg)
     if family not in ROUTES:  # a plugin's protocol: its own error shape
-        return 400, next(iter(routes_of(family).values())).error(400, msg)
+        return 400, next(iter(routes.values())).error(400, msg)
     return 400, oai.dumps({"error": msg})

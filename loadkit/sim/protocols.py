@@ -1,8 +1,9 @@
-"""Wire protocols plugins add to ``loadkit sim`` (hook ``loadkit_register_sim_protocols``).
+"""Wire protocols ``loadkit sim`` serves, all registered through ``loadkit_register_sim_protocols``.
 
-A protocol says how to read a generation request and how to frame its answer; the simulator
-supplies the rest — continuous batching, the prefix cache, preemption, faults, the truth log —
-exactly as for the built-in families. Everything a protocol author needs is importable from
+The built-in families are registered through that hook too (``loadkit.sim.builtin``), first;
+plugins add theirs after them. A protocol says how to read a generation request and how to
+frame its answer; the simulator supplies the rest — continuous batching, the prefix cache,
+preemption, faults, the truth log — the same for every protocol. Everything a protocol author needs is importable from
 here::
 
     from loadkit.sim.protocols import GenRoute, Outcome, RequestSpec, SimProtocol, StreamFormat
@@ -24,7 +25,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from loadkit.sim.families import FAMILIES, GenRoute, Parser
+from loadkit.errors import UserError
+from loadkit.sim.families import GenRoute, Parser, match_route
 from loadkit.sim.wire.common import (
     Outcome,
     RequestSpec,
@@ -88,89 +90,141 @@ class SimProtocol:
     description: str = field(default="", compare=False)
 
 
-class ProtocolError(ValueError):
+class ProtocolError(ValueError, UserError):
     """A plugin registered an unusable protocol; the message names the plugin."""
 
 
-def collect(pm: pluggy.PluginManager, providers: dict[str, str] | None = None) -> dict[str, SimProtocol]:
-    """Every plugin protocol by name; a name taken by a built-in family or twice is an error.
-    ``providers``, when given, receives each protocol's distribution name."""
+BUILTIN = "loadkit"  # who provides the built-in families (loadkit.plugins.plugin_name)
+
+
+@dataclass(frozen=True, slots=True)
+class Registered:
+    """A registered protocol and the distribution that provides it."""
+
+    protocol: SimProtocol
+    plugin: str
+
+    @property
+    def builtin(self) -> bool:
+        return self.plugin == BUILTIN
+
+
+def registry(pm: pluggy.PluginManager) -> dict[str, Registered]:
+    """Every protocol ``pm``'s plugins register, built-ins first, then in plugin registration
+    order; a name registered twice is an error naming the second plugin. Built once per plugin
+    manager (rebuilt when its plugin set changes); callers must not mutate the dict."""
+    cache = getattr(pm, "cache", None)
+    if cache is None:
+        return _build_registry(pm)
+    if "sim_protocols" not in cache:
+        cache["sim_protocols"] = _build_registry(pm)
+    found: dict[str, Registered] = cache["sim_protocols"]
+    return found
+
+
+def _build_registry(pm: pluggy.PluginManager) -> dict[str, Registered]:
     from loadkit.plugins import plugin_name
 
-    found: dict[str, SimProtocol] = {}
+    by_plugin: dict[int, list[Registered]] = {}
 
     def register(protocol: SimProtocol) -> None:
-        # GuardedPluginManager says which plugin's implementation is running.
-        who = plugin_name(pm, getattr(pm, "calling", None))
+        plugin = getattr(pm, "calling", None)  # set by GuardedPluginManager around each implementation
+        who = plugin_name(pm, plugin)
         if not isinstance(protocol, SimProtocol) or not protocol.name or not protocol.routes:
             raise ProtocolError(f"plugin {who!r} registered {protocol!r}, not a SimProtocol with routes")
-        if protocol.name in FAMILIES or protocol.name in found:
-            raise ProtocolError(f"plugin {who!r}: simulator protocol {protocol.name!r} already exists")
-        found[protocol.name] = protocol
-        if providers is not None:
-            providers[protocol.name] = who
+        by_plugin.setdefault(id(plugin), []).append(Registered(protocol, who))
 
     pm.hook.loadkit_register_sim_protocols(register=register)
+    # pluggy calls the newest plugin first; the registry follows registration order, so the
+    # built-ins come first and a plugin that takes one of their names is the one named.
+    found: dict[str, Registered] = {}
+    for impl in pm.hook.loadkit_register_sim_protocols.get_hookimpls():
+        for entry in by_plugin.get(id(impl.plugin), []):
+            if entry.protocol.name in found:
+                raise ProtocolError(
+                    f"plugin {entry.plugin!r}: simulator protocol {entry.protocol.name!r} already exists"
+                )
+            found[entry.protocol.name] = entry
     return found
+
+
+def collect(pm: pluggy.PluginManager, providers: dict[str, str] | None = None) -> dict[str, SimProtocol]:
+    """Every plugin (not built-in) protocol by name; a name taken by a built-in family or twice
+    is an error. ``providers``, when given, receives each protocol's distribution name."""
+    found: dict[str, SimProtocol] = {}
+    for name, entry in registry(pm).items():
+        if not entry.builtin:
+            found[name] = entry.protocol
+            if providers is not None:
+                providers[name] = entry.plugin
+    return found
+
+
+def _installed() -> dict[str, Registered]:
+    from loadkit.plugins import get_plugin_manager
+
+    return registry(get_plugin_manager())
+
+
+@lru_cache(maxsize=1)
+def builtin_protocols() -> dict[str, SimProtocol]:
+    """The built-in families' protocols, by name (registered by ``loadkit.sim.builtin``)."""
+    return {name: entry.protocol for name, entry in _installed().items() if entry.builtin}
 
 
 @lru_cache(maxsize=1)
 def plugin_protocols() -> dict[str, SimProtocol]:
     """The installed plugins' protocols (cached per process; LOADKIT_LOAD_PLUGINS applies)."""
-    from loadkit.plugins import get_plugin_manager
-
-    return collect(get_plugin_manager())
+    return {name: entry.protocol for name, entry in _installed().items() if not entry.builtin}
 
 
 def listing(pm: pluggy.PluginManager) -> list[dict[str, object]]:
     """What ``loadkit sim --engine`` can serve with ``pm``'s plugins, for ``loadkit plugins``:
     the built-in families, then the plugins' protocols, each with who provides it."""
     from loadkit import __version__
-    from loadkit.sim.families import DESCRIPTIONS, ROUTES
 
-    providers: dict[str, str] = {}
-    found = collect(pm, providers)
     versions = {dist.project_name: dist.version for _, dist in pm.list_plugin_distinfo()}
-    rows: list[dict[str, object]] = [
+    found = registry(pm)
+    builtins = [name for name, entry in found.items() if entry.builtin]
+    return [
         {
             "protocol": name,
-            "plugin": "loadkit",
-            "version": __version__,
-            "description": DESCRIPTIONS.get(name, ""),
-            "routes": [_route_path(name, path) for path in routes],
+            "plugin": found[name].plugin,
+            "version": __version__ if found[name].builtin else versions.get(found[name].plugin, "unknown"),
+            "description": found[name].protocol.description,
+            "routes": [_route_path(name, path) for path in found[name].protocol.routes],
         }
-        for name, routes in ROUTES.items()
+        for name in [*builtins, *sorted(set(found) - set(builtins))]
     ]
-    for name in sorted(found):
-        who = providers[name]
-        rows.append(
-            {
-                "protocol": name,
-                "plugin": who,
-                "version": versions.get(who, "unknown"),
-                "description": found[name].description,
-                "routes": list(found[name].routes),
-            }
-        )
-    return rows
 
 
 def _route_path(family: str, path: str) -> str:
-    # Triton's routes carry the model name (loadkit.sim.families.find_route).
+    # Triton's routes carry the model name (loadkit.sim.families.match_route).
     return f"/v2/models/<model>/{path}" if family == "triton" and not path.startswith("/") else path
 
 
 def get_protocol(name: str) -> SimProtocol | None:
-    return None if name in FAMILIES else plugin_protocols().get(name)
+    """The protocol ``loadkit sim --engine NAME`` serves, built-in or a plugin's (None: unknown)."""
+    return builtin_protocols().get(name) or plugin_protocols().get(name)
+
+
+def require(name: str) -> SimProtocol:
+    protocol = get_protocol(name)
+    if protocol is None:
+        raise KeyError(f"unknown simulator engine family {name!r}")
+    return protocol
+
+
+def routes_of(family: str) -> dict[str, GenRoute]:
+    """A family's generation routes (KeyError: no such family)."""
+    return dict(require(family).routes)
+
+
+def find_route(family: str, path: str) -> GenRoute | None:
+    """The generation route of a family for a path (Triton's carry the model name)."""
+    return match_route(family, require(family).routes, path)
 
 
 def all_families() -> tuple[str, ...]:
     """Built-in families first, then the plugins'."""
-    return FAMILIES + tuple(sorted(plugin_protocols()))
-
-
-def info_routes(engine: SimEngine) -> dict[tuple[str, str], Callable[[bytes], Reply]]:
-    protocol = get_protocol(engine.family)
-    if protocol is None or protocol.info is None:
-        return {}
-    return dict(protocol.info(engine))
+    return tuple(builtin_protocols()) + tuple(sorted(plugin_protocols()))

@@ -21,10 +21,10 @@ from typing import Any
 from loadkit.sim.config import Profile
 from loadkit.sim.endpoints import routes as info_routes
 from loadkit.sim.engine import Scheduler, Sequence
-from loadkit.sim.families import SERVER_HEADER, GenRoute, context_error, find_route, routes_of
+from loadkit.sim.families import GenRoute, context_error, match_route
 from loadkit.sim.faults import HTTP_FAULTS, Fault, FaultPlan, fault_from_header
 from loadkit.sim.http import HttpConnection, Request
-from loadkit.sim.protocols import get_protocol
+from loadkit.sim.protocols import require
 from loadkit.sim.runner import EngineRunner, TruthLog
 from loadkit.sim.stream import ActiveStream, Trickle
 from loadkit.sim.textgen import OutputCorpus, tokenize
@@ -94,8 +94,12 @@ class SimEngine:
         self.arrivals = 0
         self.requests_done = 0
         self.port = spec.port
-        self.routes = info_routes(self)
-        self.server_header = server_header(spec.family)
+        # The family's protocol (built-in or a plugin's), looked up once: its generation
+        # routes are matched on every request.
+        wire = require(spec.family)
+        self.gen_routes = wire.routes
+        self.routes = info_routes(self, wire.info(self) if wire.info is not None else {})
+        self.server_header = wire.server_header
 
     # ---- connections ---------------------------------------------------------------------
 
@@ -103,7 +107,7 @@ class SimEngine:
         return HttpConnection(self.handle, self.server_header, self.options.sndbuf)
 
     def handle(self, req: Request, conn: HttpConnection) -> None:
-        route = find_route(self.family, req.path)
+        route = match_route(self.family, self.gen_routes, req.path)
         if route is not None:
             if req.method != "POST":
                 conn.respond(405, b'{"error":"method not allowed"}')
@@ -117,7 +121,7 @@ class SimEngine:
         try:
             status, body, ctype = info(req.body)
         except ValueError as exc:
-            status, body, ctype = 400, parse_error_body(self.family, str(exc)), "application/json"
+            status, body, ctype = 400, self.parse_error_body(str(exc)), "application/json"
         conn.respond(status, body, ctype)
 
     # ---- generation ----------------------------------------------------------------------
@@ -168,7 +172,9 @@ class SimEngine:
     ) -> None:
         ids = spec.prompt_ids if spec.prompt_ids is not None else tokenize(spec.prompt)
         if self.scheduler.fits(len(ids), spec.max_tokens) is not None:
-            status, body = context_error(self.family, len(ids), spec.max_tokens, self.profile.max_model_len)
+            status, body = context_error(
+                self.family, self.gen_routes, len(ids), spec.max_tokens, self.profile.max_model_len
+            )
             self._refuse(conn, truth, status, body)
             return
         seq = Sequence(truth["request_id"], ids, self._target_out(spec, rng))
@@ -280,6 +286,10 @@ class SimEngine:
                 sink._finish(time.monotonic_ns())
                 sink.conn.abort()
 
+    def parse_error_body(self, message: str) -> bytes:
+        """The family's error body for a request an info endpoint could not parse."""
+        return next(iter(self.gen_routes.values())).error(400, message)
+
     def stats(self) -> dict[str, Any]:
         c, r = self.scheduler.counters, self.runner
         return {
@@ -292,16 +302,6 @@ class SimEngine:
             "event_lateness_buckets": r.lateness.sparse(), "step_lateness_buckets": r.step_lateness.sparse(),
             "lateness_bucket_us": 10,
         }  # fmt: skip
-
-
-def parse_error_body(family: str, message: str) -> bytes:
-    route = next(iter(routes_of(family).values()))
-    return route.error(400, message)
-
-
-def server_header(family: str) -> bytes:
-    protocol = get_protocol(family)
-    return protocol.server_header if protocol is not None else SERVER_HEADER.get(family, b"loadkit-sim")
 
 
 async def start_engine(

@@ -11,8 +11,10 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from loadkit.errors import UserError
 
-class ScenarioError(ValueError):
+
+class ScenarioError(ValueError, UserError):
     """A scenario file is invalid; str() is one line naming file, key path and expectation."""
 
 

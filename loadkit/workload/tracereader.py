@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from loadkit.errors import UserError
+
 FORMATS = ("azure", "mooncake", "lengths")
 BAD_ROW_POLICIES = ("refuse", "skip", "pad")  # "pad": Mooncake's short rows only (others refused)
 ORDERS = ("time", "file")
@@ -35,7 +37,7 @@ _SHOWN_SKIPS = 5  # line numbers kept per read, so a report can point at example
 LONG_GAP_S = 86_400.0  # a silence longer than a day between rows is worth a word (a typo'd year?)
 
 
-class TraceReadError(ValueError):
+class TraceReadError(ValueError, UserError):
     """A trace file cannot be used; str() names the file, the line and the expectation."""
 
 

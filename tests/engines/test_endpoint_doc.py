@@ -5,7 +5,8 @@ from pathlib import Path
 
 from loadkit.engines.base import AdapterOptions
 from loadkit.engines.builtin import builtin_adapters
-from loadkit.sim.families import FAMILIES, find_route
+from loadkit.sim.families import FAMILIES
+from loadkit.sim.protocols import find_route
 from loadkit.types import GenerationRequest
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "engines.md"

@@ -12,8 +12,15 @@ from loadkit.client.timer import Timeouts, run_request
 from loadkit.engines.base import EngineAdapter, StreamParser
 from loadkit.plugins import new_plugin_manager
 from loadkit.sim import protocols
-from loadkit.sim.families import routes_of
-from loadkit.sim.protocols import GenRoute, Outcome, ProtocolError, RequestSpec, SimProtocol, StreamFormat
+from loadkit.sim.protocols import (
+    GenRoute,
+    Outcome,
+    ProtocolError,
+    RequestSpec,
+    SimProtocol,
+    StreamFormat,
+    routes_of,
+)
 from loadkit.sim.testing import sim_thread
 
 
