@@ -5,7 +5,7 @@ once per record)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -21,7 +21,9 @@ def _closed(target: str, classes: list[str]) -> dict[str, Any]:
 class RunContext:
     """What one configured run tells its stats sections."""
 
-    plan: tuple[dict[str, Any], ...] = ()  # the stage plan (stats/stagestats.py stage_plan)
+    # The stage plan (stats/stagestats.py stage_plan). Not copied: a locustfile's load shape
+    # adds its steps as they happen (glue/shapesteps.py), and the report shows every one.
+    plan: Sequence[dict[str, Any]] = ()
     # Records count in the stage table: a run with stages, a shape or a warm-up. True without
     # a run set-up (the stats alone): every record that names a stage counts.
     staged: bool = True
@@ -40,5 +42,5 @@ class RunContext:
         """A context with the tenants' SLOs compiled."""
         own = {t.name: compile_slos(t.slos) for t in tenants if t.slos is not None}
         return cls(
-            tuple(plan), staged, shaped, asked_lengths, tuple(tenants), MappingProxyType(own), asked_for
+            plan, staged, shaped, asked_lengths, tuple(tenants), MappingProxyType(own), asked_for
         )
