@@ -41,6 +41,4 @@ class RunContext:
            tenants: list[Any], asked_for: Callable[[str, list[str]], dict[str, Any]]) -> RunContext:  # fmt: skip
         """A context with the tenants' SLOs compiled."""
         own = {t.name: compile_slos(t.slos) for t in tenants if t.slos is not None}
-        return cls(
-            plan, staged, shaped, asked_lengths, tuple(tenants), MappingProxyType(own), asked_for
-        )
+        return cls(plan, staged, shaped, asked_lengths, tuple(tenants), MappingProxyType(own), asked_for)
