@@ -72,8 +72,9 @@ def loadkit_detect_engine(probes: dict[str, Any]) -> str | None:
 def loadkit_add_arguments(group: argparse._ArgumentGroup) -> None:
     """Add command-line options to loadkit's option group on Locust's parser.
 
-    Called once while Locust builds its parser, on every node. Options added here are
-    available as ``environment.parsed_options.<dest>``. Give each a help text and, where a
+    Called once while Locust builds its parser, on every node. Options added here reach the
+    plugin by their ``dest`` through ``loadkit_configure`` (and adapters through
+    ``AdapterOptions.run_options``), once per test start. Give each a help text and, where a
     user may set it from the environment, an ``env_var="LOADKIT_..."``; pass
     ``include_in_web_ui=False`` for anything that must not show in the start form and
     ``is_secret=True`` for keys and passwords.

@@ -109,6 +109,6 @@ class LLMCalls:
         )
 
     def _conversation_ended(self, conversation: Conversation) -> None:
-        sessions = getattr(self.runtime, "sessions", None)
+        sessions = getattr(self.runtime, "sections", None)
         if sessions is not None:
             sessions.add_session(self.target.name, conversation)

@@ -257,7 +257,7 @@ def stop_run(environment: Any, runtime: Any, reason: str, why: str = "circuit br
     else:
         log.error("loadkit: %s", reason)
     if environment is not None and getattr(environment, "runner", None) is not None:
-        from loadkit.glue.runtime import end_run
+        from loadkit.glue.ending import end_run  # not through runtime.py: no runtime <-> breaker cycle
 
         end_run(environment, why)
 

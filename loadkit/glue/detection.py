@@ -61,7 +61,7 @@ class Detections:
         self.used: dict[str, tuple[str, Detected]] = {}  # target name → (url, detection), this configuration
 
     def begin(self, from_master: dict[str, Any]) -> None:
-        """A new configuration: take what the master found (workers; RunConfig.detections),
+        """A new configuration: take what the master found (workers; StartPlan.detections),
         forget which target used what."""
         self.used = {}
         for url, data in from_master.items():

@@ -44,9 +44,9 @@ def end_run(environment: Any, why: str) -> None:
     import gevent
 
     log.info("loadkit: %s; ending the run", why)
-    options = environment.parsed_options
     runner = environment.runner
-    if options is not None and getattr(options, "headless", False):
+    # A headless run ends with the process; a web UI run stops and waits for the next start.
+    if getattr(getattr(environment, "loadkit", None), "headless", False):
         gevent.spawn(runner.quit)
     else:
         gevent.spawn(runner.stop)

@@ -14,11 +14,13 @@ from loadkit.glue.ending import on_user_error, stop_a_refused_start, worker_done
 from loadkit.glue.manifest import run_manifest
 from loadkit.glue.openloop import behind_warning
 from loadkit.glue.options import add_arguments
+from loadkit.glue.runconfig import snapshot
 from loadkit.glue.runtime import ConfigError, ExhaustionWatch, Runtime, end_run
 from loadkit.glue.scraping import ServerMetrics
 from loadkit.glue.shape import StageShape
 from loadkit.glue.shapesteps import install_worker as install_shape_steps
 from loadkit.glue.shapesteps import watch_shape
+from loadkit.glue.statslisteners import LocustStats, options_of
 from loadkit.stats.builtin import BuiltinSections
 
 log = logging.getLogger("loadkit")
@@ -26,12 +28,9 @@ NOTE_MESSAGE = "loadkit_worker_note"
 REFUSED_MESSAGE = "loadkit_worker_refused"
 
 
-def _install_stats(environment: Any) -> Any:
-    try:
-        from loadkit.stats import install_stats
-    except ImportError:
-        return None
-    return install_stats(environment)
+def _install_stats(environment: Any, options: Any) -> LocustStats:
+    """This node's stats, wired: the listeners here tell them when a start begins and ends."""
+    return LocustStats(environment, options_of(options), wired=True)
 
 
 def on_init(environment: Any, **_: Any) -> None:
@@ -41,14 +40,19 @@ def on_init(environment: Any, **_: Any) -> None:
         return  # already set up (a worker can get its first spawn before `init` fires)
 
     install_gevent_yield()  # the stats' live reports give the hub its turns (stats/turns.py)
-    runtime = Runtime(environment, stats=_install_stats(environment))
+    options = environment.parsed_options  # Locust hands the options over here and at test start
+    stats = _install_stats(environment, options)
+    runtime = Runtime(environment, stats=stats.collector, command_line=snapshot(options),
+                      headless=bool(getattr(options, "headless", False)))  # fmt: skip
+    runtime.stats_listeners = stats
+    stats.runtime = runtime
     environment.loadkit = runtime
     # Locust fires `quitting` in reverse order, so this runs before the stats layer's handler.
     environment.events.quitting.add_listener(_stop_before_quitting)
     _route_sigint()
     if runtime.stats is not None:
-        runtime.sessions = BuiltinSections(runtime.stats, environment)
-        runtime.sessions.install()  # every built-in section subscribes here, once
+        runtime.sections = BuiltinSections(runtime.stats, runtime.run_context())
+        runtime.sections.install()  # every built-in section subscribes here, once
         from loadkit.glue.taskerrors import install as install_task_errors
 
         install_task_errors(environment, runtime)  # exceptions in the users' own tasks
@@ -124,7 +128,11 @@ def _install_shape(environment: Any) -> None:
     except UserError:
         return  # the web UI may still fix the options; test_start reports the error
     if runtime.plan and environment.shape_class is None:
-        environment.shape_class = StageShape(runtime.plan, closed=runtime.stages_closed)
+        environment.shape_class = StageShape(
+            runtime.plan,
+            closed=runtime.stages_closed,
+            users=lambda: getattr(environment.parsed_options, "num_users", None),
+        )
         environment.shape_class.runner = environment.runner
 
 
@@ -166,10 +174,11 @@ def _check_options_early(environment: Any) -> None:
     if options is None or not (getattr(options, "headless", False) or getattr(options, "autostart", False)):
         return
     try:
-        starts.prepare(environment.loadkit, options, environment.host, (0, 1))
-        if not getattr(options, "skip_reachability_check", False):
-            check_reachable(environment.loadkit)
-        preflight.before_headless_start(environment.loadkit, options)
+        runtime: Runtime = environment.loadkit
+        config = starts.prepare(runtime, options, environment.host, (0, 1))
+        if not config.checks.skip_reachability_check:
+            check_reachable(runtime)
+        preflight.before_headless_start(runtime)
     except UserError as exc:
         print(f"loadkit: error: {exc}", file=sys.stderr)
         sys.exit(2)
@@ -218,30 +227,47 @@ def on_test_start(environment: Any, **_: Any) -> None:
     runtime.start_error = None
     if isinstance(runner, WorkerRunner):
         runtime.report_dir = None  # until this start's config from the master names it
+    # The second half of a worker's start whose config came late (ask_for_config): its stats
+    # began with the first half and wait for runtime.ready.
+    resumed = isinstance(runner, WorkerRunner) and runtime.asked_config
     if isinstance(runner, WorkerRunner) and starts.ask_for_config(environment, runtime, on_test_start):
         runtime.ready.clear()  # its users wait until the config has come and this start is done
+        _begin_stats(runtime, options, configured=False)
         return
     runtime.starts_begun += 1
+    configured = False
     try:
-        _start(environment, runtime, runner, options)
+        configured = _start(environment, runtime, runner, options)
     finally:
+        if not resumed:
+            _begin_stats(runtime, options, configured)
         runtime.starts_done += 1  # a web UI start's reply waits for this (webui/startform.py)
 
 
-def _start(environment: Any, runtime: Runtime, runner: Any, options: Any) -> None:
+def _begin_stats(runtime: Runtime, options: Any, configured: bool) -> None:
+    """The stats' test start, after loadkit's: this start's StatsOptions (SLOs resolved once,
+    in the RunConfig); a start that failed before its config was built gets the options' own."""
+    if runtime.stats_listeners is None:
+        return
+    slos = runtime.config.slo_objects() if runtime.configured else None
+    runtime.stats_listeners.begin(runtime.config.stats if configured else options_of(options, slos))
+
+
+def _start(environment: Any, runtime: Runtime, runner: Any, options: Any) -> bool:
+    """loadkit's part of a test start; True when this start's RunConfig was built."""
     from locust.runners import MasterRunner, WorkerRunner
 
     try:
         if not isinstance(runner, WorkerRunner):
-            starts.claim_report_dir(runtime, options)
+            starts.claim_report_dir(runtime, str(getattr(options, "report_dir", "") or ""))
         if isinstance(runner, MasterRunner):
-            _prepare_master(environment, runtime)
+            _prepare_master(environment, runtime, options)
         elif isinstance(runner, WorkerRunner):
-            _prepare_worker(environment, runtime)
+            _prepare_worker(environment, runtime, options)
         else:
             starts.begin(runtime, options, environment.host, (0, 1))
         if not isinstance(runner, WorkerRunner):
-            preflight.at_test_start(runtime, options)
+            preflight.at_test_start(runtime)
         if isinstance(runner, MasterRunner):
             starts.send_to_workers(environment, runtime)  # before Locust's spawn messages
     except starts.StartRefused as exc:  # worker: a spawn of a start the master refused
@@ -249,7 +275,7 @@ def _start(environment: Any, runtime: Runtime, runner: Any, options: Any) -> Non
         runtime.halted = True
         runtime.ready.set()
         runtime.watch.trigger()  # "done" once its users stopped: the master ends the run
-        return
+        return False
     except UserError as exc:
         log.error("loadkit: error: %s", exc)
         runtime.start_error = str(exc)  # the web UI shows it; the report says why it is invalid
@@ -262,13 +288,14 @@ def _start(environment: Any, runtime: Runtime, runner: Any, options: Any) -> Non
                 starts.refuse_workers(environment, str(exc))
             end_run(environment, "configuration error")
         runtime.ready.set()
-        return
+        return False
     runtime.ready.set()
     if not environment.host and runtime.targets:
         environment.host = runtime.targets[0].spec.url
     if not isinstance(runner, WorkerRunner):
         starts.bound_by_scenario(environment, runtime)
-        _start_reporting(environment, runtime)
+        _start_reporting(environment, runtime, options)
+    return True
 
 
 def _start_when_runner_exists(environment: Any) -> None:
@@ -284,46 +311,43 @@ def _start_when_runner_exists(environment: Any) -> None:
     log.error("loadkit: worker runner never came up; this worker sends no loadkit traffic")
 
 
-def _start_reporting(environment: Any, runtime: Runtime) -> None:
+def _start_reporting(environment: Any, runtime: Runtime, options: Any) -> None:
     """On the node that writes the report: the manifest, and server metrics scraping."""
     from locust.runners import MasterRunner
 
-    options = environment.parsed_options
     runner = environment.runner
     workers = runner.worker_count if isinstance(runner, MasterRunner) else 1
     if runtime.stats is not None:
         runtime.stats.set_manifest_fields(run_manifest(runtime, options, workers))
-        runtime.stats.set_manifest_fields(preflight.manifest_fields(runtime, options))
+        runtime.stats.set_manifest_fields(preflight.manifest_fields(runtime))
     if runtime.server_metrics is not None:
         runtime.server_metrics.stop()
-    runtime.server_metrics = ServerMetrics(
-        runtime.targets, float(getattr(options, "scrape_interval", 0) or 0)
-    )
+    runtime.server_metrics = ServerMetrics(runtime.targets, runtime.config.settings.scrape_interval_s)
     runtime.server_metrics.start()
 
 
-def _prepare_master(environment: Any, runtime: Runtime) -> None:
+def _prepare_master(environment: Any, runtime: Runtime, options: Any) -> None:
     """Validate on the master too (its config goes to the workers); it sends nothing itself."""
-    starts.begin(runtime, environment.parsed_options, environment.host, (0, 1))
+    starts.begin(runtime, options, environment.host, (0, 1))
     # At once, not only in send_to_workers: pre-flight yields, and a worker asking for the
     # config meanwhile (CONFIG_REQUEST) must get this run's directory.
-    runtime.config = runtime.config.with_(report_dir=runtime.report_dir)
+    runtime.start_plan = runtime.start_plan.with_(report_dir=runtime.report_dir)
     runtime.send_no_schedule()
 
 
-def _prepare_worker(environment: Any, runtime: Runtime) -> None:
-    given = starts.worker_config(runtime)
+def _prepare_worker(environment: Any, runtime: Runtime, options: Any) -> None:
+    given, plan = starts.worker_config(runtime)
     runner = environment.runner
-    if given.late:
+    if plan.late:
         # Joined after the run started: the shares are already dealt. In closed loop it takes
         # a share of its own (deterministic, but not disjoint from the others); in open loop
         # it sends nothing, so the asked arrival rate stays exact. The master's report says so.
         runner.send_message(NOTE_MESSAGE, {"warning": f"worker {runner.worker_index} joined after the start: "
                                            "its requests are not a disjoint share of the workload"})  # fmt: skip
-    shard = (runner.worker_index, runner.worker_index + 1) if given.late else given.shard
-    runtime.report_dir = given.report_dir  # the master's choice for this run: raw logs go there
-    starts.begin(runtime, environment.parsed_options, environment.host, shard, given)
-    if given.late:
+    shard = (runner.worker_index, runner.worker_index + 1) if plan.late else plan.shard
+    runtime.report_dir = plan.report_dir  # the master's choice for this run: raw logs go there
+    starts.begin(runtime, options, environment.host, shard, (given, plan))
+    if plan.late:
         runtime.silence_schedules()
 
 
@@ -350,9 +374,20 @@ def _master_notes_handler(runtime: Runtime):
 
 
 def on_test_stop(environment: Any, **_: Any) -> None:
-    """Before the stats close: account for overdue open-loop slots and state client saturation."""
+    """loadkit's part of the stop, then the stats' (which write the report)."""
     runtime: Runtime | None = getattr(environment, "loadkit", None)
-    if runtime is None or not runtime.targets:
+    if runtime is None:
+        return
+    try:
+        _account_stop(environment, runtime)
+    finally:
+        if runtime.stats_listeners is not None:
+            runtime.stats_listeners.stop()
+
+
+def _account_stop(environment: Any, runtime: Runtime) -> None:
+    """Before the stats close: account for overdue open-loop slots and state client saturation."""
+    if not runtime.targets:
         return
     runtime.close_schedule()
     runtime.snapshot_realised()
@@ -371,7 +406,7 @@ def on_test_stop(environment: Any, **_: Any) -> None:
     runtime.stats.set_manifest_fields({"schedule": summary})
     saturated = bool(getattr(runtime.stats, "manifest", {}).get("client_saturation"))
     for target, s in summary.items():
-        warning = behind_warning(target, s, environment.parsed_options.late_threshold_ms, saturated)
+        warning = behind_warning(target, s, runtime.config.schedule.late_threshold_ms, saturated)
         if warning is not None:
             runtime.stats.warn(warning)
 

@@ -23,8 +23,8 @@ A target that does not accept connections stops the run (unless --skip-reachabil
 when it is said to be unreachable, with the connect error, and the start goes on);
 anything else (5xx, a timeout, a broken stream) is reported in one line and the run goes on.
 
-The decision is kept in the run configuration (``RunConfig.preflight``), which the master
-sends every worker at test start; each node's ``Runtime.configure`` applies it.
+The decision is kept in the start plan (``StartPlan.preflight``), which the master sends every
+worker with its run configuration at test start; each node's ``Runtime.configure`` applies it.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from loadkit.client.timer import Timeouts, run_request
 from loadkit.engines.base import EngineAdapter
 from loadkit.engines.targets import Target
 from loadkit.errors import UserError
-from loadkit.glue.requestshape import RequestShape, drop_fields
+from loadkit.glue.requestshape import drop_fields
 from loadkit.records import RequestRecord
 from loadkit.types import CONNECT_ERROR, OK, GenerationRequest
 
@@ -82,23 +82,23 @@ class Verdict:
 # -- entry points (listeners) --------------------------------------------------------------
 
 
-def before_headless_start(runtime: Runtime, options: Any) -> None:
+def before_headless_start(runtime: Runtime) -> None:
     """Headless: pre-flight before Locust starts, so a refusal exits 2 with nothing sent."""
-    run(runtime, options)
+    run(runtime)
 
 
-def at_test_start(runtime: Runtime, options: Any) -> None:
+def at_test_start(runtime: Runtime) -> None:
     """Local or master, after configure: run pre-flight unless this configuration had it (the
     headless early check ran it for this very start; a new configuration has none)."""
-    if runtime.config.preflight is None:
-        run(runtime, options)
+    if runtime.start_plan.preflight is None:
+        run(runtime)
 
 
-def run(runtime: Runtime, options: Any) -> None:
-    """Check every target; keep the decision in the run configuration and apply it here."""
-    shape = RequestShape.from_options(options)
-    strict = bool(getattr(options, "strict_request", False))
-    skip_unreachable = bool(getattr(options, "skip_reachability_check", False))
+def run(runtime: Runtime) -> None:
+    """Check every target; keep the decision in the start plan and apply it here."""
+    shape = runtime.config.request
+    strict = runtime.config.checks.strict_request
+    skip_unreachable = runtime.config.checks.skip_reachability_check
     timeouts = Timeouts(5.0, min(runtime.timeouts.first_token_s, 30.0), min(runtime.timeouts.total_s, 60.0))
     request = probe_request(runtime.scenario)
     targets = {}
@@ -109,16 +109,15 @@ def run(runtime: Runtime, options: Any) -> None:
         if verdict.drop:
             drop_fields(target.adapter, verdict.drop)
         targets[target.name] = verdict.to_wire()
-    runtime.config = runtime.config.with_(preflight=targets)
+    runtime.start_plan = runtime.start_plan.with_(preflight=targets)
 
 
-def manifest_fields(runtime: Runtime, options: Any) -> dict[str, Any]:
-    shape = RequestShape.from_options(options)
+def manifest_fields(runtime: Runtime) -> dict[str, Any]:
     return {
-        "preflight": runtime.config.preflight,
+        "preflight": runtime.start_plan.preflight,
         "request_options": {
-            **shape.manifest(),
-            "strict_request": bool(getattr(options, "strict_request", False)),
+            **runtime.config.request.manifest(),
+            "strict_request": runtime.config.checks.strict_request,
         },
     }
 

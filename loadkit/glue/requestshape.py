@@ -30,7 +30,7 @@ class RequestOptionError(ValueError, UserError):
     """--extra-body / --header / --exact-output given a value that cannot be used."""
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class RequestShape:
     """The parsed request options of one run (the same on every node)."""
 

@@ -1,13 +1,15 @@
 """One run configuration: what a test start decided, frozen, built once per start per process.
 
-Run set-up used to write its decisions back into Locust's ``parsed_options`` (the SLOs and a
-marker saying where they came from, the run time, the spawn rate, the shards, the plugin
-fingerprint, detections, pre-flight's verdict) and the stats layer re-read them. Now the
-options are only read: set-up builds a :class:`RunConfig` and every consumer reads that.
+The options are read once per start per process, here: :func:`build_run_config` makes the
+whole typed, frozen :class:`RunConfig` (the decisions, and the sub-configurations of
+glue/settings.py: timeouts, TLS, request shape, failure and retry rules, the stats' options
+with the SLOs parsed once, the users' settings), and every consumer takes its part of it.
+What the start finds afterwards (detections, pre-flight, shards, the run's directory) is its
+:class:`StartPlan`, so a built RunConfig is never replaced.
 
 Precedence, for every setting that several sources give (docs/configuration.md):
 web UI form > command line (and LOADKIT_* environment / config file) > scenario > defaults.
-Locust copies the web form into ``parsed_options`` itself before the run starts; the command
+Locust copies the web form into its options itself before the run starts; the command
 line's own values are kept from ``init`` (:func:`snapshot`), which is how a value is known to
 come from the form.
 
@@ -23,7 +25,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from loadkit.client.timer import Timeouts
+from loadkit.client.tls import TlsSettings
 from loadkit.glue.errors import ConfigError
+from loadkit.glue.requestshape import RequestShape
+from loadkit.glue.settings import (
+    FailureRules,
+    ScheduleRules,
+    Settings,
+    StartChecks,
+    UserSettings,
+    parse_settings,
+)
+from loadkit.stats.metrics import Slo
+from loadkit.stats.options import StatsOptions, parse_slo_item
 
 CONFIG_MESSAGE = "loadkit_run_config"
 # 2: the run's report directory and prompt salt (a worker of version 1 would write its raw log
@@ -34,7 +49,10 @@ FORM, COMMAND_LINE, SCENARIO = "web form", "command line", "scenario"
 
 @dataclass(frozen=True, slots=True)
 class RunConfig:
-    """The decisions of one test start (the same on every node, but for ``shard``)."""
+    """The whole configuration of one test start, built once (:func:`build_run_config`): the
+    run's decisions (the same on every node; they cross to the workers) and the typed
+    sub-configurations every node parses from its own options (glue/settings.py). What the
+    start finds out afterwards (detections, pre-flight, shards) is its :class:`StartPlan`."""
 
     slos: tuple[str, ...] = ()  # "KEY=MS" items, as the options give them
     slo_source: str | None = None  # FORM, COMMAND_LINE, SCENARIO, or None (no SLOs)
@@ -42,66 +60,149 @@ class RunConfig:
     run_time_s: float | None = None  # -t, else a headless run's scenario duration (no stages)
     run_time_source: str | None = None
     warmup_s: float = 0.0
-    shard: tuple[int, int] = (0, 1)
-    late: bool = False  # a worker that joined after the start: not one of the dealt shares
-    shards: dict[str, tuple[int, int]] = field(default_factory=dict)  # master: by worker client id
     plugins: dict[str, str] = field(default_factory=dict)  # the fingerprint every node must match
-    detections: dict[str, Any] = field(default_factory=dict)  # url → Detected.to_wire()
-    preflight: dict[str, Any] | None = None  # {target: verdict.to_wire()}; None: not run
-    extra_body: dict[str, Any] = field(default_factory=dict)
-    headers: dict[str, str] = field(default_factory=dict)
-    report_dir: str | None = None  # this run's directory, as the master chose it (stats/rundir.py)
     salt: int = 0  # mixed into every prompt text of the run (workload/text.py salted_seed); 0: none
     salt_source: str | None = None  # "--seed" (FORM / COMMAND_LINE wording kept) or "random"
+    settings: Settings = field(default_factory=Settings)  # parsed on each node, not sent
+
+    # -- the sub-configurations, by their consumers' names -----------------------------------
+
+    @property
+    def timeouts(self) -> Timeouts:
+        return self.settings.timeouts
+
+    @property
+    def tls(self) -> TlsSettings:
+        return self.settings.tls
+
+    @property
+    def request(self) -> RequestShape:
+        return self.settings.request
+
+    @property
+    def failures(self) -> FailureRules:
+        return self.settings.failures
+
+    @property
+    def stats(self) -> StatsOptions:
+        return self.settings.stats
+
+    @property
+    def user(self) -> UserSettings:
+        return self.settings.user
+
+    @property
+    def schedule(self) -> ScheduleRules:
+        return self.settings.schedule
+
+    @property
+    def checks(self) -> StartChecks:
+        return self.settings.checks
 
     def slo_limits(self) -> dict[str, float]:
         """{metric: limit ms}; the last value given for a key wins."""
         return {slo.key: slo.limit_ms for slo in self.slo_objects()}
 
-    def slo_objects(self) -> tuple[Any, ...]:
-        """The stats layer's Slo objects (loadkit.stats.options), one per metric."""
-        from loadkit.stats.options import parse_slo_item
+    def slo_objects(self) -> tuple[Slo, ...]:
+        """The run's Slo objects, one per metric (parsed once, when the config was built)."""
+        return self.settings.stats.slos
 
-        slos: dict[str, Any] = {}
-        for item in self.slos:
-            try:
-                slos.update((s.key, s) for s in parse_slo_item(item))
-            except argparse.ArgumentTypeError as exc:
-                raise ConfigError(str(exc)) from None
-        return tuple(slos.values())
+    def with_(self, **changes: Any) -> RunConfig:
+        return replace(self, **changes)
+
+    def to_wire(self, plan: StartPlan, shard: tuple[int, int] | None) -> dict[str, Any]:
+        """The payload for one worker: the decisions and the start plan (``shard`` None: it
+        joined late). The sub-configurations are not sent: each node parses its options, which
+        Locust sends the workers itself."""
+        return {"v": WIRE_VERSION, "slos": list(self.slos), "slo_source": self.slo_source,
+                "max_requests": self.max_requests, "run_time_s": self.run_time_s,
+                "run_time_source": self.run_time_source, "warmup_s": self.warmup_s,
+                "shard": list(shard) if shard is not None else None, "plugins": dict(self.plugins),
+                "detections": dict(plan.detections), "preflight": plan.preflight,
+                "report_dir": plan.report_dir, "salt": self.salt, "salt_source": self.salt_source}  # fmt: skip
+
+    @classmethod
+    def from_wire(cls, data: Any) -> tuple[RunConfig, StartPlan]:
+        """A worker's decisions and start plan from the master's message; ConfigError for
+        another version. The decisions get this node's sub-configurations in build_run_config."""
+        version = data.get("v") if isinstance(data, dict) else None
+        if version != WIRE_VERSION:
+            raise ConfigError(f"the master sent a run configuration of version {version!r}; this worker "
+                              f"understands version {WIRE_VERSION}: run the same loadkit on every node")  # fmt: skip
+        shard = data.get("shard")
+        config = cls(slos=tuple(data.get("slos") or ()), slo_source=data.get("slo_source"),
+                     max_requests=data.get("max_requests"), run_time_s=data.get("run_time_s"),
+                     run_time_source=data.get("run_time_source"), warmup_s=float(data.get("warmup_s") or 0),
+                     plugins=dict(data.get("plugins") or {}), salt=int(data.get("salt") or 0),
+                     salt_source=data.get("salt_source"))  # fmt: skip
+        plan = StartPlan(shard=(int(shard[0]), int(shard[1])) if shard else (0, 1), late=shard is None,
+                         detections=dict(data.get("detections") or {}), preflight=data.get("preflight"),
+                         report_dir=data.get("report_dir"))  # fmt: skip
+        return config, plan
+
+
+@dataclass(frozen=True, slots=True)
+class StartPlan:
+    """What a test start found out and dealt after its configuration was built: detections,
+    pre-flight's verdicts, the shards, the run's directory. Replaced as the start goes on
+    (``with_``); the RunConfig it belongs to never is."""
+
+    shard: tuple[int, int] = (0, 1)
+    late: bool = False  # a worker that joined after the start: not one of the dealt shares
+    shards: dict[str, tuple[int, int]] = field(default_factory=dict)  # master: by worker client id
+    detections: dict[str, Any] = field(default_factory=dict)  # url → Detected.to_wire()
+    preflight: dict[str, Any] | None = None  # {target: verdict.to_wire()}; None: not run
+    report_dir: str | None = None  # this run's directory, as the master chose it (stats/rundir.py)
 
     def dropped_for(self, target: str) -> list[str]:
         """The body fields pre-flight found ``target`` refuses."""
         entry = (self.preflight or {}).get(target) or {}
         return [str(p) for p in entry.get("drop") or []]
 
-    def with_(self, **changes: Any) -> RunConfig:
+    def with_(self, **changes: Any) -> StartPlan:
         return replace(self, **changes)
 
-    def to_wire(self, shard: tuple[int, int] | None) -> dict[str, Any]:
-        """The payload for one worker (``shard`` None: it joined late)."""
-        return {"v": WIRE_VERSION, "slos": list(self.slos), "slo_source": self.slo_source,
-                "max_requests": self.max_requests, "run_time_s": self.run_time_s,
-                "run_time_source": self.run_time_source, "warmup_s": self.warmup_s,
-                "shard": list(shard) if shard is not None else None, "plugins": dict(self.plugins),
-                "detections": dict(self.detections), "preflight": self.preflight,
-                "report_dir": self.report_dir, "salt": self.salt, "salt_source": self.salt_source}  # fmt: skip
 
-    @classmethod
-    def from_wire(cls, data: Any) -> RunConfig:
-        """A worker's config from the master's message; ConfigError for another version."""
-        version = data.get("v") if isinstance(data, dict) else None
-        if version != WIRE_VERSION:
-            raise ConfigError(f"the master sent a run configuration of version {version!r}; this worker "
-                              f"understands version {WIRE_VERSION}: run the same loadkit on every node")  # fmt: skip
-        shard = data.get("shard")
-        return cls(slos=tuple(data.get("slos") or ()), slo_source=data.get("slo_source"),
-                   max_requests=data.get("max_requests"), run_time_s=data.get("run_time_s"),
-                   run_time_source=data.get("run_time_source"), warmup_s=float(data.get("warmup_s") or 0),
-                   shard=(int(shard[0]), int(shard[1])) if shard else (0, 1), late=shard is None,
-                   plugins=dict(data.get("plugins") or {}), detections=dict(data.get("detections") or {}),
-                   preflight=data.get("preflight"), report_dir=data.get("report_dir"),
-                   salt=int(data.get("salt") or 0), salt_source=data.get("salt_source"))  # fmt: skip
+@dataclass(frozen=True, slots=True)
+class ScenarioFacts:
+    """What the run's scenarios say that the configuration depends on."""
+
+    slos: Callable[[], dict[str, float]] = dict  # asked only without --slo (glue/workloads.py run_slos)
+    duration_s: float | None = None
+    staged: bool = False  # stages (or a locustfile's load shape) end the run themselves
+
+
+def build_run_config(options: Any, command_line: dict[str, Any], scenario: ScenarioFacts,
+                     given: RunConfig | None = None, plugins: dict[str, str] | None = None) -> RunConfig:  # fmt: skip
+    """The one build of a test start's configuration. ``given``: a worker's decisions from the
+    master (its SLOs, run time, salt), else they are decided here: web form > command line >
+    scenario > defaults. Either way the sub-configurations come from this node's options.
+    ConfigError naming the option for any bad value."""
+    if given is not None:
+        return given.with_(settings=parse_settings(options, parse_slos(given.slos)))
+    slos, slo_source = resolve_slos(options, command_line, scenario.slos)
+    run_time, run_time_source = resolve_run_time(options, command_line, scenario.duration_s, scenario.staged)
+    warmup = float(getattr(options, "warmup", 0) or 0)
+    if warmup and run_time_source == SCENARIO:
+        # The warm-up's stage plan bounds the run (glue/runtime.py _configure_stages).
+        run_time, run_time_source = None, None
+    salt, salt_source = resolve_salt(options, command_line)
+    settings = parse_settings(options, parse_slos(slos))
+    return RunConfig(slos=slos, slo_source=slo_source, max_requests=options.max_requests or None,
+                     run_time_s=run_time, run_time_source=run_time_source, warmup_s=warmup,
+                     plugins=dict(plugins or {}), salt=salt, salt_source=salt_source, settings=settings)  # fmt: skip
+
+
+def parse_slos(items: tuple[str, ...]) -> tuple[Slo, ...]:
+    """ "KEY=MS" items → Slo objects, one per metric (the last value given for a key wins);
+    ConfigError for a bad item (the web form's text skips argparse)."""
+    slos: dict[str, Slo] = {}
+    for item in items:
+        try:
+            slos.update((s.key, s) for s in parse_slo_item(item))
+        except argparse.ArgumentTypeError as exc:
+            raise ConfigError(str(exc)) from None
+    return tuple(slos.values())
 
 
 def snapshot(options: Any) -> dict[str, Any]:

@@ -18,17 +18,17 @@ from loadkit.client.timer import Timeouts
 from loadkit.client.tls import TlsSettings
 from loadkit.engines.targets import Target, build_target, check_unique_names
 from loadkit.glue import reachability
-from loadkit.glue.backoff import Backoff, BackoffRules
-from loadkit.glue.breaker import Breaker, BreakerRules, trip
+from loadkit.glue.backoff import Backoff
+from loadkit.glue.breaker import Breaker, trip
 from loadkit.glue.detection import Detections
 from loadkit.glue.ending import ExhaustionWatch, end_run
 from loadkit.glue.errors import ConfigError
-from loadkit.glue.runconfig import RunConfig, resolve_run_time, resolve_salt, resolve_slos, snapshot
+from loadkit.glue.runconfig import RunConfig, ScenarioFacts, StartPlan, build_run_config
 from loadkit.glue.runoptions import configure_plugins, run_options
 from loadkit.glue.schedules import Schedules
 from loadkit.glue.setup import (
+    apply_exact_output,
     configure_tls,
-    request_shape,
     target_specs,
     validate_failed_share,
     validate_slos,
@@ -54,6 +54,7 @@ from loadkit.glue.workloads import (
 from loadkit.plugins import plugin_fingerprint
 from loadkit.plugins.guard import GuardedPluginManager, failure_of
 from loadkit.records import RequestRecord
+from loadkit.stats.runcontext import RunContext
 from loadkit.stats.stagestats import stage_plan
 
 log = logging.getLogger("loadkit")
@@ -81,12 +82,16 @@ __all__ = [
 class Runtime(Schedules):
     """Everything one Locust process needs to send loadkit traffic."""
 
-    def __init__(self, environment: Any, stats: Any = None) -> None:
+    def __init__(self, environment: Any, stats: Any = None, command_line: dict[str, Any] | None = None,
+                 headless: bool = False) -> None:  # fmt: skip
         self.environment = environment
         self.stats = stats
-        # The command line's values, before any web UI form changes parsed_options (precedence).
-        self.command_line = snapshot(getattr(environment, "parsed_options", None))
-        self.config = RunConfig()
+        # The command line's values, taken at init before any web UI form changes the options
+        # (precedence, glue/runconfig.py snapshot); given by the listener that builds the runtime.
+        self.command_line = dict(command_line or {})
+        self.headless = headless  # a Locust process option: the web form cannot change it
+        self.config = RunConfig()  # this start's, built once by configure (never replaced after)
+        self.start_plan = StartPlan()  # what this start found and dealt (detections, pre-flight, shards)
         self.configured = 0  # how many times the scenarios were loaded and the targets probed
         self.prepared_for: str | None = None  # the options the current configuration was made for (starts.py)
         self.from_master: Any = None  # worker: the master's run configuration message, as received
@@ -102,8 +107,6 @@ class Runtime(Schedules):
         self.targets: list[Target] = []
         self.workloads: dict[str, Workload] = {}
         self.scenario: Any = None  # the main workload's scenario (see workloads.main_workload)
-        self.timeouts = Timeouts()
-        self.tls = TlsSettings()
         # What the pre-flight handshake of each https target negotiated (kept across configures).
         self.tls_negotiated: dict[str, dict[str, str | None]] = {}
         self.budget: int | None = None
@@ -111,7 +114,8 @@ class Runtime(Schedules):
         self._assign: dict[Any, Iterator[int]] = {}
         self.shard = (0, 1)
         self.server_metrics: Any = None
-        self.sessions: Any = None
+        self.sections: Any = None  # the stats' built-in sections (stats/builtin.py), given their context here
+        self.stats_listeners: Any = None  # glue/statslisteners.py LocustStats, wired by glue/listeners.py
         self.shape_steps: Any = None  # a locustfile's LoadTestShape, watched (local / master)
         self.shape_stage: str | None = None  # the shape's current step (glue/shapesteps.py)
         self.plan: list[dict[str, Any]] = []
@@ -121,7 +125,6 @@ class Runtime(Schedules):
         self._plugin_errors: set[str] = set()
         self.watch = ExhaustionWatch(environment)
         self.breaker: Breaker | None = None
-        self.backoff_rules: BackoffRules | None = None
         # The run was stopped (circuit breaker, a start that failed): users send nothing more.
         self.halted = False
         # Targets that went away and came back: this node's view, and (local, master) the run's record.
@@ -157,10 +160,18 @@ class Runtime(Schedules):
         classes = getattr(self.environment, "user_classes", None)
         return None if classes is None else list(classes)
 
+    @property
+    def timeouts(self) -> Timeouts:
+        return self.config.timeouts
+
+    @property
+    def tls(self) -> TlsSettings:
+        return self.config.tls
+
     def configure(self, options: Any, host: str | None, shard: tuple[int, int],
-                  given: RunConfig | None = None) -> RunConfig:  # fmt: skip
-        """Load the scenarios, detect and build the targets, and decide this start's RunConfig.
-        ``given``: a worker's configuration from the master (its SLOs, detections, pre-flight)."""
+                  given: tuple[RunConfig, StartPlan] | None = None) -> RunConfig:  # fmt: skip
+        """Load the scenarios, build this start's RunConfig (once), detect and build the targets.
+        ``given``: a worker's decisions and start plan from the master (SLOs, detections, pre-flight)."""
         self.configured += 1
         self.workloads = load_workloads(self.user_classes(), options.scenario)
         if options.scenario and default_unused(self.user_classes()):
@@ -168,40 +179,50 @@ class Runtime(Schedules):
                       "locustfile leaves its scenario to it")  # fmt: skip
         main = main_workload(self.workloads, options.scenario)
         self.scenario = main.scenario if main is not None else None
-        # --extra-body / --header / --exact-output; --exact-output overrides every scenario's own.
-        shape = request_shape(options, None)
+        config = build_run_config(options, self.command_line, self._scenario_facts(),
+                                  given[0] if given is not None else None, self.fingerprint())  # fmt: skip
+        self.config = config
+        self.start_plan = given[1].with_(shard=shard) if given is not None else StartPlan(shard=shard)
+        # --exact-output overrides every scenario's own.
         for workload in self.workloads.values():
-            request_shape(options, workload.scenario)
-        self._build_targets(options, host, shape, given)
-        self.configure_failures(options, shard)
-        try:
-            self.timeouts = Timeouts(
-                first_token_s=options.first_token_timeout, total_s=options.request_timeout
-            )
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"--first-token-timeout / --request-timeout: {exc}") from None
-        self.config = self._decide(options, shard, shape, given)
+            apply_exact_output(config.request, workload.scenario)
+        self._build_targets(options, host, config)
+        if given is None:
+            self.start_plan = self.start_plan.with_(detections=self.detections.to_option())
+        self.configure_failures(shard)
         for target in self.targets:
-            shape.apply(target, self.config.dropped_for(target.name))
+            config.request.apply(target, self.start_plan.dropped_for(target.name))
         self.shard = shard
-        self.budget = share_of(options.max_requests, *shard) if options.max_requests else None
+        self.budget = share_of(config.max_requests, *shard) if config.max_requests else None
         self._configure_stages()
-        validate_failed_share(options)
         for workload in self.workloads.values():
-            self._configure_workload(workload, options)
+            self._configure_workload(workload)
         self.arm()
-        if self.sessions is not None:
-            self.sessions.plan = self.plan
-            self.sessions.set_slos(self.config.slo_limits())
-            self.sessions.asked = self._lengths_asked()
-        return self.config
+        if self.sections is not None:
+            self.sections.configure(self.run_context(), config.slo_objects())
+        return config
 
-    def _build_targets(self, options: Any, host: str | None, shape: Any, given: RunConfig | None) -> None:
+    def run_context(self) -> RunContext:
+        """What the stats sections need of this run, frozen (stats/runcontext.py)."""
+        from loadkit.stats.askedcontext import asked_context
+
+        tenants = list(getattr(self.scenario, "tenants", None) or [])
+        return RunContext.of(self.plan, self.staged, self.shaped, self._lengths_asked(), tenants,
+                             lambda target, classes: asked_context(self, target, classes))  # fmt: skip
+
+    def _scenario_facts(self) -> ScenarioFacts:
+        staged = (
+            bool(staged_arrival(self.workloads.values(), None).get("stages"))
+            or user_shape(self.environment) is not None
+        )
+        return ScenarioFacts(lambda: self.slos, self.duration_s, staged)
+
+    def _build_targets(self, options: Any, host: str | None, config: RunConfig) -> None:
         specs = target_specs(options, host, run_targets(self.workloads.values()))
-        self.tls = configure_tls(options)
-        self.detections.begin(given.detections if given is not None else {})
+        configure_tls(config.tls)
+        self.detections.begin(self.start_plan.detections)
         for spec in specs:
-            self.detections.resolve(spec, options.api_key or None, shape.headers)
+            self.detections.resolve(spec, options.api_key or None, config.request.headers)
         check_unique_names(specs)  # again: detection named the --host target
         # issue 25: plugins read their own options (AdapterOptions.run_options, loadkit_configure).
         plugin_options = run_options(options)
@@ -210,33 +231,6 @@ class Runtime(Schedules):
             build_target(s, options.api_key or None, options.model or None, plugin_options) for s in specs
         ]
         check_class_targets(self.user_classes(), [t.name for t in self.targets])
-
-    def _decide(self, options: Any, shard: tuple[int, int], shape: Any, given: RunConfig | None) -> RunConfig:
-        """This start's RunConfig: a worker takes the master's; else web form > command line >
-        scenario > defaults (glue/runconfig.py)."""
-        if given is not None:
-            return given.with_(shard=shard, extra_body=shape.extra_body, headers=shape.headers)
-        validate_slos(options)
-        slos, slo_source = resolve_slos(options, self.command_line, lambda: self.slos)
-        staged = (
-            bool(staged_arrival(self.workloads.values(), None).get("stages"))
-            or user_shape(self.environment) is not None
-        )
-        run_time, run_time_source = resolve_run_time(options, self.command_line, self.duration_s, staged)
-        warmup = float(getattr(options, "warmup", 0) or 0)
-        if warmup and run_time_source == "scenario":
-            run_time, run_time_source = (
-                None,
-                None,
-            )  # the warm-up's stage plan bounds the run (see _configure_stages)
-        salt, salt_source = resolve_salt(options, self.command_line)
-        config = RunConfig(slos=slos, slo_source=slo_source, max_requests=options.max_requests or None,
-                           run_time_s=run_time, run_time_source=run_time_source, warmup_s=warmup, shard=shard,
-                           plugins=self.fingerprint(), detections=self.detections.to_option(),
-                           extra_body=shape.extra_body, headers=shape.headers, salt=salt,
-                           salt_source=salt_source)  # fmt: skip
-        config.slo_objects()  # a bad SLO is a ConfigError now, not in the stats layer
-        return config
 
     def arm(self) -> None:
         """A test start begins: counters and clocks of the run start over (cheap; no probing)."""
@@ -286,12 +280,13 @@ class Runtime(Schedules):
         rest = run_time - self.warmup_s if run_time is not None else self.duration_s
         return {"name": MEASURED, "level": None, "level_kind": "users", "duration_s": rest}
 
-    def _configure_workload(self, workload: Workload, options: Any) -> None:
+    def _configure_workload(self, workload: Workload) -> None:
         """Its sources (one per target its classes send to), its budget, its schedules."""
         workload.sent = 0
         workload.salt = self.config.salt
         workload.dispatchers = {}
-        workload.plan_deal(workload.target_names([t.name for t in self.targets]), options, self.warmup_s)
+        names = workload.target_names([t.name for t in self.targets])
+        workload.plan_deal(names, self.config.schedule, bool(self.config.max_requests), self.warmup_s)
         workload.deal(self.shard)
 
     def _lengths_asked(self) -> Any:
@@ -303,13 +298,9 @@ class Runtime(Schedules):
             }
         }
 
-    def configure_failures(self, options: Any, shard: tuple[int, int]) -> None:
-        """The circuit breaker and the closed-loop backoff of this run (see breaker.py, backoff.py)."""
-        try:
-            rules = BreakerRules.from_options(options)
-            self.backoff_rules = BackoffRules.from_options(options)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+    def configure_failures(self, shard: tuple[int, int]) -> None:
+        """The circuit breaker of this run, judging this node's share (see breaker.py)."""
+        rules = self.config.failures.breaker
         self.breaker = Breaker(rules.for_share(*shard)) if rules is not None else None
         self.halted = False
         self.reachability = reachability.Reachability()
@@ -317,9 +308,10 @@ class Runtime(Schedules):
 
     def new_backoff(self) -> Backoff | None:
         """A user's backoff state; None in open loop (the schedule is kept) or with --no-backoff."""
-        if self.backoff_rules is None or self.open_loop:
+        rules = self.config.failures.retry.backoff
+        if rules is None or self.open_loop:
             return None
-        return Backoff(self.backoff_rules)
+        return Backoff(rules)
 
     def snapshot_realised(self) -> None:
         """The workload sources' own summaries (realised lengths, prefix sharing) for the report."""
@@ -327,7 +319,7 @@ class Runtime(Schedules):
         for note in dict.fromkeys(n for s in self.sources.values() for n in getattr(s, "load_notes", list)()):
             if self.stats is not None:
                 self.stats.warn(note)
-        if self.sessions is None:
+        if self.sections is None:
             return
         out = {}
         for name, source in self.sources.items():
@@ -335,7 +327,7 @@ class Runtime(Schedules):
                 out[name] = source.realised()
             except Exception as exc:  # a summary is optional; its absence is stated
                 out[name] = {"error": f"{type(exc).__name__}: {exc}"}
-        self.sessions.realised = out
+        self.sections.realised = out
 
     def target_for(self, user_class: type | None = None) -> Target:
         """The target a new user sends to: the one its class names, else round-robin over the
@@ -389,11 +381,7 @@ class Runtime(Schedules):
     def retry_wait(self, rec: RequestRecord, backoff: Backoff | None = None) -> float:
         """Seconds to wait before this user's next request: Retry-After, when honoured, or the
         user's backoff after a fast failure (closed loop), whichever is longer."""
-        options = getattr(self.environment, "parsed_options", None)
-        wait = backoff.after(rec) if backoff is not None else 0.0
-        if rec.retry_after_s is None or not getattr(options, "honor_retry_after", False):
-            return wait
-        return max(wait, min(rec.retry_after_s, float(getattr(options, "max_retry_after", 30.0))))
+        return self.config.failures.retry.wait_s(rec, backoff)
 
     def _notify_finished(self, pm: GuardedPluginManager, rec: RequestRecord) -> None:
         """One pluggy call; a plugin that raised is named and the run marked invalid, and the

@@ -176,5 +176,5 @@ class ScenarioUser(LLMUser):
             self._session_ended(session)
 
     def _session_ended(self, session: Any) -> None:
-        if self.runtime.sessions is not None:
-            self.runtime.sessions.add_session(self.target.name, session)
+        if self.runtime.sections is not None:
+            self.runtime.sections.add_session(self.target.name, session)

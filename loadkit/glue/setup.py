@@ -11,7 +11,7 @@ from loadkit.client.tls import use as use_tls
 from loadkit.engines.targets import TargetSpec, check_unique_names, parse_target
 from loadkit.glue.detection import AUTO_NAME
 from loadkit.glue.errors import ConfigError
-from loadkit.glue.requestshape import RequestOptionError, RequestShape
+from loadkit.glue.requestshape import RequestShape
 
 log = logging.getLogger("loadkit")
 
@@ -49,11 +49,10 @@ def target_specs(
 _insecure_warned: list[bool] = []
 
 
-def configure_tls(options: Any) -> TlsSettings:
-    """The run's TLS options become this process's client context (loadkit/client/tls.py), before any
+def configure_tls(settings: TlsSettings) -> TlsSettings:
+    """The run's TLS settings become this process's client context (loadkit/client/tls.py), before any
     target is probed or built. --insecure is said loudly: on the console here (once per
     process), and in the report's manifest and warnings (glue/manifest.py)."""
-    settings = TlsSettings.from_options(options)
     try:
         use_tls(settings)
     except TlsConfigError as exc:
@@ -74,25 +73,20 @@ def warn_once(message: str) -> None:
         log.warning(message)
 
 
-def request_shape(options: Any, scenario: Any) -> RequestShape:
-    """--extra-body / --header / --exact-output, parsed; --exact-output overrides the scenario's
-    [prompt] exact_output (the scenario is loaded afresh for every run)."""
-    try:
-        shape = RequestShape.from_options(options)
-    except RequestOptionError as exc:
-        raise ConfigError(str(exc)) from None
+def apply_exact_output(shape: RequestShape, scenario: Any) -> None:
+    """--exact-output overrides the scenario's [prompt] exact_output (the scenario is loaded
+    afresh for every run)."""
     prompt = getattr(scenario, "prompt", None)
     if shape.exact_output is not None and prompt is not None:
         prompt.exact_output = shape.exact_output
-    return shape
 
 
 def validate_slos(options: Any) -> dict[str, float]:
     """SLOs typed into the web UI's form skip argparse: check them here, one clear error.
     Returns {metric: limit ms} (the last value given for a key wins, as in the stats layer)."""
-    from loadkit.glue.runconfig import RunConfig, given_slos
+    from loadkit.glue.runconfig import given_slos, parse_slos
 
-    return RunConfig(slos=given_slos(options)).slo_limits()
+    return {slo.key: slo.limit_ms for slo in parse_slos(given_slos(options))}
 
 
 def validate_failed_share(options: Any) -> None:

@@ -4,6 +4,7 @@ last stage. Installed at `init` only when the scenario has stages (or a warm-up)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from locust import LoadTestShape
@@ -16,15 +17,16 @@ class StageShape(LoadTestShape):
 
     use_common_options = True  # -u is the open-loop sender pool and the closed-loop default
 
-    def __init__(self, plan: list[dict[str, Any]], closed: bool) -> None:
+    def __init__(self, plan: list[dict[str, Any]], closed: bool,
+                 users: Callable[[], int | None] = lambda: None) -> None:  # fmt: skip
         super().__init__()
         self.plan = plan
         self.closed = closed
+        # -u as it is now (the web form sets it at each start): asked, not kept.
+        self.given_users = users
 
     def users_for(self, stage: dict[str, Any]) -> int:
-        default = (
-            int(getattr(self.runner.environment.parsed_options, "num_users", None) or 1) if self.runner else 1
-        )
+        default = int(self.given_users() or 1) if self.runner else 1
         if self.closed and stage.get("level") is not None:
             return int(stage["level"])
         return default

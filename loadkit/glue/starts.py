@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from loadkit.glue.errors import ConfigError
-from loadkit.glue.runconfig import CONFIG_MESSAGE, RunConfig, open_loop_spawn_rate
+from loadkit.glue.runconfig import CONFIG_MESSAGE, SCENARIO, RunConfig, StartPlan, open_loop_spawn_rate
 
 CONFIG_REQUEST = "loadkit_run_config_request"
 CONFIG_WAIT_S = 15.0  # a worker waits this long for the master's answer before refusing
@@ -35,13 +35,16 @@ CONFIG_WAIT_S = 15.0  # a worker waits this long for the master's answer before 
 LOCUST_FILLED = ("num_users", "spawn_rate")
 
 
-def start_key(options: Any, host: str | None, shard: tuple[int, int], given: RunConfig | None) -> str:
+Given = tuple[RunConfig, StartPlan]  # a worker's: the master's decisions and start plan
+
+
+def start_key(options: Any, host: str | None, shard: tuple[int, int], given: Given | None) -> str:
     values = sorted((k, repr(v)) for k, v in vars(options).items() if k not in LOCUST_FILLED)
     return repr((values, host, shard, given))
 
 
 def prepare(runtime: Any, options: Any, host: str | None, shard: tuple[int, int],
-            given: RunConfig | None = None) -> RunConfig:  # fmt: skip
+            given: Given | None = None) -> RunConfig:  # fmt: skip
     """The configuration for the coming start: the one already made for these very options
     (the headless early check's), else a new one."""
     key = start_key(options, host, shard, given)
@@ -52,7 +55,7 @@ def prepare(runtime: Any, options: Any, host: str | None, shard: tuple[int, int]
     return runtime.config  # type: ignore[no-any-return]
 
 
-def claim_report_dir(runtime: Any, options: Any) -> str:
+def claim_report_dir(runtime: Any, given: str) -> str:
     """Local / master, first thing at test start: this run's own report directory (created;
     stats/rundir.py), so even a start refused below writes nowhere but there. ConfigError
     naming --report-dir when it cannot be created."""
@@ -61,7 +64,6 @@ def claim_report_dir(runtime: Any, options: Any) -> str:
     from loadkit.stats.rundir import claim_report_dir as claim
 
     runtime.report_dir = None  # never the last run's, whatever fails below
-    given = str(getattr(options, "report_dir", "") or "")
     try:
         chosen = claim(given, runtime.report_dirs_used)
     except OSError as exc:
@@ -81,7 +83,7 @@ def claim_report_dir(runtime: Any, options: Any) -> str:
 
 
 def begin(runtime: Any, options: Any, host: str | None, shard: tuple[int, int],
-          given: RunConfig | None = None) -> RunConfig:  # fmt: skip
+          given: Given | None = None) -> RunConfig:  # fmt: skip
     """Test start: prepare, then use the configuration up (the next start makes its own)."""
     config = prepare(runtime, options, host, shard, given)
     runtime.prepared_for = None
@@ -97,9 +99,9 @@ def send_to_workers(environment: Any, runtime: Any) -> None:
     runner = environment.runner
     workers = sorted(runner.clients.keys(), key=runner.get_worker_index)
     shards = {client_id: (i, len(workers)) for i, client_id in enumerate(workers)}
-    runtime.config = runtime.config.with_(shards=shards, report_dir=runtime.report_dir)
+    runtime.start_plan = runtime.start_plan.with_(shards=shards, report_dir=runtime.report_dir)
     for client_id, shard in shards.items():
-        runner.send_message(CONFIG_MESSAGE, runtime.config.to_wire(shard), client_id)
+        runner.send_message(CONFIG_MESSAGE, runtime.config.to_wire(runtime.start_plan, shard), client_id)
 
 
 class StartRefused(Exception):
@@ -119,8 +121,9 @@ def install_master(environment: Any, runtime: Any) -> None:
     from locust.runners import STATE_RUNNING, STATE_SPAWNING
 
     def on_worker_connect(client_id: str, **_: Any) -> None:
-        if environment.runner.state in (STATE_RUNNING, STATE_SPAWNING) and runtime.config.shards:
-            environment.runner.send_message(CONFIG_MESSAGE, runtime.config.to_wire(None), client_id)
+        if environment.runner.state in (STATE_RUNNING, STATE_SPAWNING) and runtime.start_plan.shards:
+            wire = runtime.config.to_wire(runtime.start_plan, None)
+            environment.runner.send_message(CONFIG_MESSAGE, wire, client_id)
 
     environment.events.worker_connect.add_listener(on_worker_connect)
 
@@ -132,8 +135,9 @@ def install_master(environment: Any, runtime: Any) -> None:
             # worker after the stop, whose users must then send nothing (issue 32).
             environment.runner.send_message(CONFIG_MESSAGE, {"refused": runtime.start_error}, msg.node_id)
             return
-        shard = (runtime.config.shards or {}).get(msg.node_id)
-        environment.runner.send_message(CONFIG_MESSAGE, runtime.config.to_wire(shard), msg.node_id)
+        shard = (runtime.start_plan.shards or {}).get(msg.node_id)
+        wire = runtime.config.to_wire(runtime.start_plan, shard)
+        environment.runner.send_message(CONFIG_MESSAGE, wire, msg.node_id)
 
     environment.runner.register_message(CONFIG_REQUEST, on_request)
 
@@ -167,7 +171,7 @@ def ask_for_config(environment: Any, runtime: Any, finish: Any) -> bool:
     return True
 
 
-def worker_config(runtime: Any) -> RunConfig:
+def worker_config(runtime: Any) -> Given:
     """Worker, at test start: the master's configuration; ConfigError when there is none, when
     it is of another version, or when this worker's plugins differ from the master's."""
     if runtime.from_master is None:
@@ -177,14 +181,14 @@ def worker_config(runtime: Any) -> RunConfig:
         reason = runtime.from_master["refused"]
         runtime.from_master = None  # the next start's configuration comes before its spawn
         raise StartRefused(reason)
-    config = RunConfig.from_wire(runtime.from_master)
+    config, plan = RunConfig.from_wire(runtime.from_master)
     mine = runtime.fingerprint()
     if config.plugins != mine:
         raise ConfigError(
             f"this worker's plugins differ from the master's: worker {mine}, master {config.plugins}; "
             "install the same loadkit plugins (or LOADKIT_LOAD_PLUGINS) on every node"
         )
-    return config
+    return config, plan
 
 
 # -- what Locust itself is asked to do ------------------------------------------------------
@@ -213,6 +217,6 @@ def bound_by_scenario(environment: Any, runtime: Any) -> None:
         runtime.run_timer.kill(block=False)
         runtime.run_timer = None
     config = runtime.config
-    if config.run_time_source == "scenario" and config.run_time_s and environment.shape_class is None:
+    if config.run_time_source == SCENARIO and config.run_time_s and environment.shape_class is None:
         runtime.run_timer = gevent.spawn_later(config.run_time_s, end_run, environment,
                                                "the scenario's duration_s is over")  # fmt: skip

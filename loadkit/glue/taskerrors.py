@@ -24,7 +24,7 @@ def install(environment: Any, runtime: Any) -> None:
     """Count this node's task exceptions (the master runs no users: it sees the workers')."""
 
     def on_user_error(user_instance: Any, exception: BaseException, tb: Any, **_: Any) -> None:
-        sections = runtime.sessions
+        sections = runtime.sections
         if sections is None:
             return
         try:

@@ -61,7 +61,7 @@ class LLMUser(LLMCalls, FastHttpUser):
         self.target = self.runtime.target_for(type(self))
         self.client = self._client_for(self.target.spec.url)
         self.pool = ConnectionPool()
-        self.session_header = getattr(self.environment.parsed_options, "session_header", "") or ""
+        self.session_header = self.runtime.config.user.session_header
         self.backoff = self.runtime.new_backoff()
 
     def _client_for(self, url: str) -> FastHttpSession:

@@ -23,6 +23,7 @@ from typing import Any
 
 from loadkit.glue.errors import ConfigError
 from loadkit.glue.openloop import Dispatcher
+from loadkit.glue.settings import ScheduleRules
 from loadkit.stats.stagestats import stage_plan
 from loadkit.workload.arrival import Stage, arrival_offsets, stages_from_spec, worker_share
 from loadkit.workload.shipped import UnknownScenario, resolve_scenario
@@ -63,12 +64,13 @@ class Workload:
             return list(names)
         return [n for n in names if n in wanted]
 
-    def plan_deal(self, names: list[str], options: Any, warmup_s: float) -> None:
-        """What ``deal`` needs besides the share: the targets, the options, the warm-up."""
+    def plan_deal(self, names: list[str], schedule: ScheduleRules, max_requests_given: bool,
+                  warmup_s: float) -> None:  # fmt: skip
+        """What ``deal`` needs besides the share: the targets, the schedule's rules, the warm-up."""
         self._names, self._warmup_s = names, warmup_s
-        self._lag_s, self._late_s = options.max_schedule_lag or None, options.late_threshold_ms / 1e3
+        self._lag_s, self._late_s = schedule.max_lag_s, schedule.late_threshold_ms / 1e3
         # The command line wins: with --max-requests the scenario's own count is not a budget.
-        self._limit = None if options.max_requests else getattr(self.scenario, "max_requests", None)
+        self._limit = None if max_requests_given else getattr(self.scenario, "max_requests", None)
 
     def deal(self, shard: tuple[int, int] | None) -> None:
         """This process's share (index, count) of the scenario: its items, its budget and (open

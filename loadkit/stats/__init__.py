@@ -1,5 +1,6 @@
 """loadkit's own stats: exact mergeable histograms per (engine, label), the distributed merge,
-and the report files. Everything but ``install_stats`` (the Locust glue) works without Locust.
+and the report files. Works without Locust; ``install_stats`` binds a collector to a Locust
+environment through loadkit/glue/statslisteners.py.
 
     add_stats_arguments(group)             # in init_command_line_parser
     collector = install_stats(environment)  # in the init event, on every node
@@ -19,8 +20,10 @@ from loadkit.stats.report import SCHEMA
 
 
 def install_stats(environment: Any) -> StatsCollector:
-    """Create this node's StatsCollector and register its Locust listeners (call at ``init``)."""
-    from loadkit.stats.locust_glue import install_stats as _install
+    """Create this node's StatsCollector and register its Locust listeners (call at ``init``).
+    The listeners are Locust glue (loadkit/glue/statslisteners.py): imported only when called,
+    so ``import loadkit.stats`` needs no Locust."""
+    from loadkit.glue.statslisteners import install_stats as _install
 
     return _install(environment)
 

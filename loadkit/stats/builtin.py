@@ -4,8 +4,9 @@ errors, adapter errors) and the one place they subscribe to the records: ``Built
 Each is a section of the node's StatsCollector (stats/sections.py), so it travels to the master
 in the main snapshot protocol (cumulative, versioned, epochs, final handshake, lost workers
 counted) and resets with the rest. What the reports need beyond the records (the stage plan,
-the asked lengths, the scenario's arrival and tenants, the workload sources' summaries) is the
-run's context, set here by the runtime.
+the asked lengths, the scenario's arrival and tenants) is the run's frozen RunContext
+(stats/runcontext.py), handed over by the runtime at configure; the workload sources' summaries
+come at test stop (``realised``).
 """
 
 from __future__ import annotations
@@ -14,12 +15,11 @@ from typing import Any
 
 from loadkit.records import RequestRecord
 from loadkit.stats.adaptererrors import AdapterErrors
-from loadkit.stats.askedcontext import asked_context
 from loadkit.stats.classstats import ClassStats
 from loadkit.stats.collector import StatsCollector
 from loadkit.stats.delivered import DeliveredLoad
 from loadkit.stats.lengthstats import LengthStats
-from loadkit.stats.metrics import compile_slos
+from loadkit.stats.runcontext import RunContext
 from loadkit.stats.sections import Section
 from loadkit.stats.sessionstats import SessionStats
 from loadkit.stats.stagestats import StageStats
@@ -47,13 +47,9 @@ class NodeNotes:
 class BuiltinSections:
     """Registers the built-in sections on ``collector`` and holds the context their reports use."""
 
-    def __init__(self, collector: StatsCollector, environment: Any = None) -> None:
+    def __init__(self, collector: StatsCollector, context: RunContext | None = None) -> None:
         self.collector = collector
-        self.environment = environment
-        self.plan: list[dict[str, Any]] = []
-        self.asked: dict[str, Any] | None = None  # the scenario's length spec, as written
-        self._slo_scenario: Any = None  # the scenario _own_slos was taken from
-        self._own_slos: dict[str, Any] = {}
+        self.context = context if context is not None else RunContext()
 
     def install(self) -> None:
         """The one registration point: order here is the report's section order."""
@@ -61,14 +57,14 @@ class BuiltinSections:
         for section in (
             Section("sessions", SessionStats, SessionStats.from_wire, _add_turn, report=SessionStats.report),
             Section("stages", lambda: StageStats(c.slo_limits), StageStats.from_wire, self._add_staged,
-                    warmup=True, report=lambda s: s.report(self.plan)),
+                    warmup=True, report=lambda s: s.report(list(self.context.plan))),
             Section("lengths", LengthStats, LengthStats.from_wire, LengthStats.add, report=self._lengths_report),
             Section("realised", NodeNotes, NodeNotes.from_wire),
             Section("user_classes", lambda: ClassStats(c.slos), ClassStats.from_wire, ClassStats.add,
                     report=ClassStats.report),
             Section("delivered", DeliveredLoad, DeliveredLoad.from_wire, DeliveredLoad.add,
                     report=self._delivered_report),
-            Section("tenants", TenantStats, TenantStats.from_wire, lambda s, r: s.add(r, c.compiled_slos, self._tenant_slos()),
+            Section("tenants", TenantStats, TenantStats.from_wire, lambda s, r: s.add(r, c.compiled_slos, self.context.tenant_slos),
                     report=self._tenants_report),
             # Fed by Locust's user_error event (glue/taskerrors.py), not by the records.
             Section("task_errors", TaskErrors, TaskErrors.from_wire, report=TaskErrors.report),
@@ -79,8 +75,10 @@ class BuiltinSections:
 
     # -- what the runtime tells the sections ----------------------------------------------
 
-    def set_slos(self, slos: dict[str, float]) -> None:
-        """The run's SLOs; they reach every section through the collector (its one entry point)."""
+    def configure(self, context: RunContext, slos: Any) -> None:
+        """A configured run: its context, and its SLOs, which reach every section through the
+        collector (its one entry point)."""
+        self.context = context
         self.collector.set_slos(slos)
 
     @property
@@ -108,34 +106,33 @@ class BuiltinSections:
     # -- feeds ----------------------------------------------------------------------------
 
     def _add_staged(self, stages: StageStats, record: RequestRecord) -> None:
-        runtime = getattr(self.environment, "loadkit", None)
-        if runtime is None or getattr(runtime, "staged", False):
+        if self.context.staged:
             stages.add(record)
 
     # -- reports (over the state merged from every node) ----------------------------------
 
     def _lengths_report(self, lengths: LengthStats) -> dict[str, Any]:
         realised = self.collector.merged_section("realised").notes
-        return {"asked": self.asked, "by_target": lengths.report(), "workload_sources": realised}
+        return {
+            "asked": self.context.asked_lengths,
+            "by_target": lengths.report(),
+            "workload_sources": realised,
+        }
 
     def _delivered_report(self, delivered: DeliveredLoad) -> dict[str, Any]:
         """Asked vs realised arrivals per target and stage (delivered.py), all nodes merged;
         each target judged by the arrival process of the classes that sent to it (asked.py)."""
-        runtime = getattr(self.environment, "loadkit", None)
         by_target = self.collector.merged_section("lengths").report()
         stage_users = None
-        if runtime is not None and getattr(runtime, "shaped", False):
+        if self.context.shaped:
             stage_users = {
-                str(s["name"]): int(s["level"]) for s in self.plan if s.get("level_kind") == "users"
+                str(s["name"]): int(s["level"]) for s in self.context.plan if s.get("level_kind") == "users"
             }
-        return delivered.report(
-            lambda target, classes: asked_context(runtime, target, classes), by_target, stage_users
-        )
+        return delivered.report(self.context.asked_for, by_target, stage_users)
 
     def _tenants_report(self, tenants: TenantStats) -> dict[str, Any] | None:
         """Per-tenant goodput, SLO attainment and fairness (tenantstats.py); None without tenants."""
-        runtime = getattr(self.environment, "loadkit", None)
-        declared = getattr(getattr(runtime, "scenario", None), "tenants", None) or []
+        declared = self.context.tenants
         if not declared:
             return None
         run_slos = dict(self.collector.slo_limits)
@@ -150,17 +147,6 @@ class BuiltinSections:
                 for t in declared
             },
         )
-
-    def _tenant_slos(self) -> dict[str, Any]:
-        """The declared tenants' own SLO tables, compiled once per scenario object (looked up
-        per request; a tenant's table replaces the run's SLOs in the tenants section only)."""
-        runtime = getattr(self.environment, "loadkit", None)
-        scenario = getattr(runtime, "scenario", None)
-        if scenario is not self._slo_scenario:
-            tenants = getattr(scenario, "tenants", None) or []
-            self._slo_scenario = scenario
-            self._own_slos = {t.name: compile_slos(t.slos) for t in tenants if t.slos is not None}
-        return self._own_slos
 
 
 def _add_turn(sessions: SessionStats, record: RequestRecord) -> None:

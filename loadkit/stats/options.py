@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loadkit.stats.metrics import SLO_KEYS, Slo
-from loadkit.stats.rundir import default_report_dir
-from loadkit.stats.validity import DEFAULT_MAX_FAILED_SHARE
+from loadkit.stats.validity import DEFAULT_MAX_FAILED_SHARE, EXIT_ON_ERROR
 
 DEFAULT_STATS_INTERVAL_S = 5.0
 DEFAULT_FINAL_WAIT_S = 5.0
@@ -103,7 +102,11 @@ def add_stats_arguments(group: Any) -> None:
 
 @dataclass(frozen=True, slots=True)
 class StatsOptions:
-    report_dir: str
+    """The stats' configuration for one run, built by the run set-up from the options
+    (glue/settings.py ``stats_options``): the stats never read Locust's options themselves.
+    ``slos`` are the run's, resolved once (web form > command line > scenario) and parsed."""
+
+    report_dir: str  # the default directory (a worker without its master's choice writes here)
     raw_log: bool = False
     raw_log_events: bool = False
     slos: tuple[Slo, ...] = ()
@@ -111,35 +114,10 @@ class StatsOptions:
     console_table: bool = True
     final_report_wait: float = DEFAULT_FINAL_WAIT_S
     max_failed_share: float = DEFAULT_MAX_FAILED_SHARE
-
-    @classmethod
-    def from_parsed(cls, options: Any) -> StatsOptions:
-        """From ``environment.parsed_options`` (or None: every default)."""
-        get = (
-            (lambda name, default: getattr(options, name, default))
-            if options is not None
-            else (lambda n, d: d)
-        )
-        given = get("slo", None) or []
-        if isinstance(given, str):  # a single value from a config file or an older caller
-            given = [given]
-        # The last value given for a key wins, as with any repeated option.
-        slos = {slo.key: slo for text in given for slo in parse_slo_item(str(text))}
-        return cls(report_dir=get("report_dir", None) or default_report_dir(), raw_log=bool(get("raw_log", False)),
-                   raw_log_events=bool(get("raw_log_events", False)),
-                   slos=tuple(slos.values()), stats_interval=float(get("stats_interval", DEFAULT_STATS_INTERVAL_S)),
-                   console_table=not get("no_console_table", False),
-                   final_report_wait=float(get("final_report_wait", DEFAULT_FINAL_WAIT_S)),
-                   max_failed_share=_limit_or_default(options))  # fmt: skip
-
-
-def _limit_or_default(options: Any) -> float:
-    # A bad value typed into the web UI's form: the glue refuses to start that run
-    # (ConfigError from failed_share_limit), the stats layer must not fail on it first.
-    try:
-        return failed_share_limit(options)
-    except ValueError:
-        return DEFAULT_MAX_FAILED_SHARE
+    given_report_dir: str = ""  # --report-dir as given ("": one directory per run under reports/)
+    headless: bool = False
+    expect_workers: int | None = None  # master: reported in the manifest
+    exit_code_on_error: int = EXIT_ON_ERROR
 
 
 def failed_share_limit(options: Any) -> float:

@@ -14,7 +14,8 @@ from loadkit.engines.targets import TargetSpec, build_target
 from loadkit.glue import preflight
 from loadkit.glue.preflight import PreflightError, check_target, named_paths, probe_request, suspect_paths
 from loadkit.glue.requestshape import RequestShape
-from loadkit.glue.runconfig import RunConfig
+from loadkit.glue.runconfig import RunConfig, StartPlan
+from loadkit.glue.settings import Settings
 from loadkit.types import GenerationRequest
 from tests.helpers.scripted_server import ScriptedServer
 from tests.helpers.strict_server import CHAT_FIELDS, StrictOpenAI
@@ -199,23 +200,27 @@ def test_a_refusal_without_model_lists_the_served_models():
 def test_the_decision_crosses_in_the_run_config_and_rebuilt_targets_apply_it():
     server = StrictOpenAI(allowed=CHAT_FIELDS | {"temperature"})
 
+    options = argparse.Namespace(extra_body='{"temperature": 0}', header=["X-Route: blue"], exact_output=None,
+                                 strict_request=False, skip_reachability_check=False)  # fmt: skip
+    built = RunConfig(settings=Settings(request=RequestShape.from_options(options)))
+
     class Runtime:
         scenario = None
         timeouts = TIMEOUTS
-        config = RunConfig()
+        config = built
+        start_plan = StartPlan()
 
-    options = argparse.Namespace(extra_body='{"temperature": 0}', header=["X-Route: blue"], exact_output=None,
-                                 strict_request=False, skip_reachability_check=False)  # fmt: skip
     with ScriptedServer(server) as srv:
         runtime = Runtime()
         runtime.targets = [target(srv.url, extra_body={"temperature": 0})]
         before = dict(vars(options))
-        preflight.run(runtime, options)
+        preflight.run(runtime)
         assert vars(options) == before  # the decision is not written into the options
-        wire = runtime.config.to_wire((0, 2))
+        assert runtime.config is built  # it goes into the start plan; the config is never replaced
+        wire = runtime.config.to_wire(runtime.start_plan, (0, 2))
         # The wire form: plain data (it travels in a msgpack'd message to each worker).
         assert orjson.loads(orjson.dumps(wire)) == wire
-        worker_config = RunConfig.from_wire(orjson.loads(orjson.dumps(wire)))
+        _, worker_config = RunConfig.from_wire(orjson.loads(orjson.dumps(wire)))
         assert worker_config.dropped_for("t") == ["ignore_eos", "min_tokens"]
         # A worker builds its own target from the same options: the drop applies there too.
         worker_target = build_target(TargetSpec("t", srv.url, "vllm"), None, None)
@@ -223,7 +228,7 @@ def test_the_decision_crosses_in_the_run_config_and_rebuilt_targets_apply_it():
         body = orjson.loads(worker_target.adapter.build_request(GenerationRequest(prompt="x")).body)
     assert "ignore_eos" not in body and "min_tokens" not in body and body["temperature"] == 0
     assert worker_target.adapter.base_headers()["X-Route"] == "blue"
-    fields = preflight.manifest_fields(runtime, options)
+    fields = preflight.manifest_fields(runtime)
     assert fields["request_options"]["headers"] == {"X-Route": "***"}
     assert fields["preflight"]["t"]["drop"] == ["ignore_eos", "min_tokens"]
 

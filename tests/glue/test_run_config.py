@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from loadkit.glue.errors import ConfigError
-from loadkit.glue.runconfig import COMMAND_LINE, FORM, SCENARIO, RunConfig
+from loadkit.glue.runconfig import COMMAND_LINE, FORM, SCENARIO, RunConfig, StartPlan
 from tests.integration.runs import SCENARIOS
 
 
@@ -34,9 +34,11 @@ def with_slos(tmp_path):
 
 def runtime_on(parsed):
     """A runtime whose command line was ``parsed`` (Locust's web form changes it later)."""
+    from loadkit.glue.runconfig import snapshot
     from loadkit.glue.runtime import Runtime
 
-    return Runtime(SimpleNamespace(user_classes=None, shape_class=None, parsed_options=parsed))
+    env = SimpleNamespace(user_classes=None, shape_class=None, parsed_options=parsed)
+    return Runtime(env, command_line=snapshot(parsed))
 
 
 def configure(runtime, parsed):
@@ -114,13 +116,14 @@ def test_a_warm_up_with_no_stages_is_followed_by_the_measured_rest_of_the_run_ti
 def test_the_worker_wire_form_is_versioned_and_round_trips():
     config = RunConfig(slos=("ttft_ms=500",), slo_source=FORM, max_requests=40, run_time_s=12.0,
                        run_time_source=COMMAND_LINE, warmup_s=2.0, plugins={"loadkit": "1"},
-                       detections={"http://x": {"engine": "vllm"}}, preflight={"t": {"drop": ["ignore_eos"]}},
-                       report_dir="reports/run-2", salt=12345, salt_source="random")  # fmt: skip
-    wire = config.to_wire((1, 3))
+                       salt=12345, salt_source="random")  # fmt: skip
+    plan = StartPlan(detections={"http://x": {"engine": "vllm"}}, preflight={"t": {"drop": ["ignore_eos"]}},
+                     report_dir="reports/run-2")  # fmt: skip
+    wire = config.to_wire(plan, (1, 3))
     assert wire["v"] == 2
-    back = RunConfig.from_wire(wire)
-    assert back == config.with_(shard=(1, 3))
-    assert RunConfig.from_wire(config.to_wire(None)).late
+    back, back_plan = RunConfig.from_wire(wire)
+    assert back == config and back_plan == plan.with_(shard=(1, 3))
+    assert RunConfig.from_wire(config.to_wire(plan, None))[1].late
     # A version-1 master (no report directory, no salt) is refused, not half understood.
     with pytest.raises(ConfigError, match=r"version 1; this worker understands version 2"):
         RunConfig.from_wire({**wire, "v": 1})
@@ -150,7 +153,10 @@ def test_each_start_salts_its_prompts_unless_seed_is_given_and_a_worker_takes_th
     # A worker uses the master's salt, whatever its own options say.
     worker = runtime_on(parsed)
     worker.configure(
-        parsed, None, (1, 2), RunConfig(salt=1234, salt_source="random", plugins=worker.fingerprint())
+        parsed,
+        None,
+        (1, 2),
+        (RunConfig(salt=1234, salt_source="random", plugins=worker.fingerprint()), StartPlan()),
     )
     assert worker.config.salt == 1234
     assert {s.salt for w in worker.workloads.values() for s in w.sources.values()} == {1234}

@@ -15,6 +15,7 @@ from locust import User, constant, events, task
 from loadkit.records import RequestRecord
 from loadkit.stats import add_stats_arguments, install_stats
 from loadkit.stats.builtin import BuiltinSections
+from loadkit.stats.runcontext import RunContext
 
 STAGE = {"name": "s1", "level": 20, "level_kind": "users", "duration_s": 4.0}
 
@@ -29,9 +30,8 @@ def _install(environment, **_):
     environment.loadkit_stats = install_stats(environment)
     # The built-in sections too, as loadkit's locustfile installs them: they must survive the
     # worker→master protocol (final handshake, lost worker) exactly as the engine stats do.
-    sections = BuiltinSections(environment.loadkit_stats, environment)
+    sections = BuiltinSections(environment.loadkit_stats, RunContext(plan=(STAGE,)))
     sections.install()
-    sections.plan = [STAGE]
 
 
 class FakeLLM(User):

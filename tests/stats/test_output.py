@@ -10,11 +10,11 @@ import json
 import orjson
 import pytest
 
+from loadkit.glue.settings import stats_options
 from loadkit.stats import (
     SCHEMA,
     Slo,
     StatsCollector,
-    StatsOptions,
     add_stats_arguments,
     console_table,
     write_reports,
@@ -160,7 +160,7 @@ def test_options_parse_and_round_trip_through_parsed_options(monkeypatch):
     parsed = _parser().parse_args(["--slo", "ttft_ms=500", "--slo", "tpot_ms=50,e2e_ms=9000", "--slo", "ttft_ms=400",
                                    "--raw-log", "--report-dir", "out", "--stats-interval", "2",
                                    "--raw-log-events"])  # fmt: skip
-    opts = StatsOptions.from_parsed(parsed)
+    opts = stats_options(parsed)
     assert opts.report_dir == "out" and opts.raw_log and opts.stats_interval == 2.0 and opts.console_table
     assert opts.raw_log_events
     assert {s.key: s.limit_ms for s in opts.slos} == {"ttft_ms": 400.0, "tpot_ms": 50.0, "e2e_ms": 9000.0}
@@ -171,7 +171,7 @@ def test_options_parse_and_round_trip_through_parsed_options(monkeypatch):
 def test_options_defaults(monkeypatch):
     for var in ("LOADKIT_REPORT_DIR", "LOADKIT_RAW_LOG", "LOADKIT_SLO", "LOADKIT_RAW_LOG_EVENTS"):
         monkeypatch.delenv(var, raising=False)
-    opts = StatsOptions.from_parsed(_parser().parse_args([]))
+    opts = stats_options(_parser().parse_args([]))
     assert opts.report_dir.startswith("reports/") and not opts.raw_log and opts.slos == ()
     assert not opts.raw_log_events
     assert opts.final_report_wait == 5.0

@@ -5,8 +5,9 @@ from __future__ import annotations
 import msgpack
 import pytest
 
+from loadkit.glue.settings import stats_options
 from loadkit.stats import StatsCollector
-from loadkit.stats.options import StatsOptions, failed_share_limit
+from loadkit.stats.options import failed_share_limit
 from loadkit.stats.output import final_summary, stream_end_lines
 from tests.helpers.records import record
 
@@ -118,4 +119,4 @@ def test_max_failed_share_option_in_percent():
     assert failed_share_limit(type("O", (), {"max_failed_share": "30"})()) == 0.30  # typed in the web UI form
     with pytest.raises(ValueError, match="--max-failed-share: must be between 0 and 100"):
         failed_share_limit(type("O", (), {"max_failed_share": 150.0})())
-    assert StatsOptions.from_parsed(None).max_failed_share == 0.5
+    assert stats_options(None).max_failed_share == 0.5

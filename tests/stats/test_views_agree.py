@@ -13,6 +13,7 @@ from loadkit.records import RequestRecord
 from loadkit.stats import StatsCollector, meets
 from loadkit.stats.builtin import BuiltinSections
 from loadkit.stats.distributed import RemoteSnapshots
+from loadkit.stats.runcontext import RunContext
 from tests.helpers.records import record
 
 PLAN = [{"name": "s1", "level": 4, "level_kind": "users", "duration_s": 10.0}]
@@ -22,10 +23,8 @@ def collector(slos: dict[str, float]) -> StatsCollector:
     """A collector with the built-in sections, as a run installs them (stats/builtin.py)."""
     c = StatsCollector()
     tenants = [NS(name="acme", priority=None, slos=None, arrival=None)]
-    env = NS(loadkit=NS(scenario=NS(tenants=tenants, arrival=None), sources={}, staged=True))
-    sections = BuiltinSections(c, env)
+    sections = BuiltinSections(c, RunContext(plan=tuple(PLAN), staged=True, tenants=tuple(tenants)))
     sections.install()
-    sections.plan = PLAN
     c.set_slos(slos)
     c.reset()
     return c

@@ -1,4 +1,11 @@
-"""The thin Locust glue for loadkit's stats: listeners, messages, greenlets. Imports locust.
+"""The thin Locust glue for loadkit's stats: listeners, messages, greenlets. Imports locust and
+gevent, so it lives in glue/ (stats/ works without Locust).
+
+Wired by loadkit's listeners (glue/listeners.py, ``wired=True``): they hand it this start's
+StatsOptions (glue/settings.py) and call :meth:`LocustStats.begin` / :meth:`LocustStats.stop`
+after their own test start / test stop, so no order of Locust listeners is relied on. Used
+alone (``loadkit.stats.install_stats``), it listens to test_start and test_stop itself and
+reads its options from Locust's at each start.
 
 Timeline on a distributed run (the part Locust gets wrong for us, DESIGN.md §6):
 - every worker report carries a cumulative snapshot (seq-numbered) under data["loadkit"];
@@ -26,13 +33,14 @@ from locust.rpc import Message
 from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
 from loadkit.glue.cooperative import install_gevent_yield
+from loadkit.glue.settings import stats_options
 from loadkit.stats.collector import StatsCollector
 from loadkit.stats.distributed import PAYLOAD_KEY, WorkerState
 from loadkit.stats.options import StatsOptions
 from loadkit.stats.output import console_table, final_summary, invalid_lines, task_error_lines
 from loadkit.stats.rawlog import RawLog, raw_log_name
 from loadkit.stats.turns import cooperative
-from loadkit.stats.validity import EXIT_CONFIG_ERROR, EXIT_INVALID, EXIT_ON_ERROR, exit_summary
+from loadkit.stats.validity import EXIT_CONFIG_ERROR, EXIT_INVALID, exit_summary
 
 log = logging.getLogger("loadkit.stats")
 
@@ -55,30 +63,31 @@ def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def run_slos(environment: Any, from_options: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The SLOs of this start: the run configuration's (web form > command line > scenario;
-    loadkit's test_start listener builds it first), else the options' own --slo."""
-    runtime = getattr(environment, "loadkit", None)
-    if not getattr(runtime, "configured", 0):
-        return from_options  # no loadkit runtime here, or it never configured
-    return runtime.config.slo_objects()  # type: ignore[union-attr,no-any-return]
+def options_of(parsed: Any, slos: tuple[Any, ...] | None = None) -> StatsOptions:
+    """The stats' options from Locust's (``slos`` None: their own --slo). A value the web
+    form got wrong never fails the stats: loadkit's start refuses that run, naming it."""
+    return stats_options(parsed, slos, strict=False)
 
 
-def install_stats(environment: Any) -> StatsCollector:
+def install_stats(
+    environment: Any, options: StatsOptions | None = None, wired: bool = False
+) -> StatsCollector:
     """Create this node's collector and register every listener it needs. Call from ``init``."""
     install_gevent_yield()  # its live reports and snapshots give the hub turns (stats/turns.py)
-    return LocustStats(environment).collector
+    return LocustStats(environment, options, wired).collector
 
 
 class LocustStats:
     """Binds a StatsCollector to one Locust environment (local, master or worker)."""
 
-    def __init__(self, environment: Any) -> None:
+    def __init__(self, environment: Any, options: StatsOptions | None = None, wired: bool = False) -> None:
         self.env = environment
         self.runner = environment.runner
         self.role = ("master" if isinstance(self.runner, MasterRunner)
                      else "worker" if isinstance(self.runner, WorkerRunner) else "local")  # fmt: skip
-        self.options = StatsOptions.from_parsed(environment.parsed_options)
+        self.wired = wired  # loadkit's listeners call begin/stop (else this listens itself)
+        self.runtime: Any = None  # loadkit's Runtime, when wired (set by glue/listeners.py)
+        self.options = options if options is not None else options_of(environment.parsed_options)
         self.collector = StatsCollector(self.options.slos)
         self.collector.max_failed_share = self.options.max_failed_share
         self.stopped = False
@@ -93,8 +102,9 @@ class LocustStats:
 
     def _register_events(self) -> None:
         events = self.env.events
-        events.test_start.add_listener(self._on_test_start)
-        events.test_stop.add_listener(self._on_test_stop)
+        if not self.wired:
+            events.test_start.add_listener(self._on_test_start)
+            events.test_stop.add_listener(self._on_test_stop)
         events.quitting.add_listener(self._on_quitting)
         if self.role == "worker":
             events.report_to_master.add_listener(self._on_report_to_master)
@@ -111,8 +121,7 @@ class LocustStats:
         if self.role == "master":
             gevent.spawn(self._guard, self._monitor_workers)
         if self.role != "worker":
-            headless = bool(getattr(self.env.parsed_options, "headless", False))
-            if headless and self.options.console_table:
+            if self.options.headless and self.options.console_table:
                 gevent.spawn(self._guard, self._console_loop)
         if self.role != "master":
             gevent.spawn(self._guard, self._flush_loop)
@@ -131,11 +140,21 @@ class LocustStats:
     @_guarded
     def _on_test_start(self, environment: Any, **_: Any) -> None:
         # Workers get the master's options just before test_start: read them again here.
-        self.options = StatsOptions.from_parsed(environment.parsed_options)
+        self.begin(options_of(environment.parsed_options))
+
+    def stop(self) -> None:
+        """This node's test stop (loadkit's test_stop listener calls it once its part is done)."""
+        self._on_test_stop(self.env)
+
+    @_guarded
+    def begin(self, options: StatsOptions) -> None:
+        """A test start: this run's options (its SLOs resolved by the run set-up), fresh stats,
+        the raw log in the run's directory."""
+        self.options = options
         self.stopped = False
         self.final_written = False
         collector = self.collector
-        collector.set_slos(run_slos(environment, self.options.slos))
+        collector.set_slos(options.slos)
         collector.max_failed_share = self.options.max_failed_share
         collector.reset(propagate=False)  # every node resets on its own test_start
         if self.role == "worker":
@@ -143,7 +162,7 @@ class LocustStats:
         if collector.raw_log is not None:
             collector.raw_log.close()
             collector.raw_log = None
-        runtime = getattr(environment, "loadkit", None)
+        runtime = self.runtime
         ready = getattr(runtime, "ready", None)
         if self.role == "worker" and ready is not None and not ready.is_set():
             # The master's config (which names the run's directory) comes after this start:
@@ -182,9 +201,7 @@ class LocustStats:
         from loadkit.stats.rundir import claim_report_dir
 
         try:
-            chosen = claim_report_dir(
-                getattr(self.env.parsed_options, "report_dir", "") or "", self._dirs_used
-            )
+            chosen = claim_report_dir(self.options.given_report_dir, self._dirs_used)
         except OSError as exc:
             self.collector.fail("--report-dir: cannot create the run's directory", exc)
             return None
@@ -200,8 +217,7 @@ class LocustStats:
                 "report_dir": os.path.abspath(self.report_dir) if self.report_dir else None,
                 "raw_log": self.options.raw_log,
                 "raw_log_events": self.options.raw_log_events,
-                "expect_workers": getattr(self.env.parsed_options, "expect_workers", None)
-                if self.role == "master" else None}  # fmt: skip
+                "expect_workers": self.options.expect_workers if self.role == "master" else None}  # fmt: skip
 
     @_guarded
     def _on_test_stop(self, environment: Any, **_: Any) -> None:
@@ -222,7 +238,7 @@ class LocustStats:
         """A run stopped in the web UI is over: its directory is never written again (the next
         Start takes another, stats/rundir.py), so its stop is its final write (report.html,
         loadkit_report_written). A headless run's final write comes at quitting."""
-        return not getattr(self.env.parsed_options, "headless", False)
+        return not self.options.headless
 
     @_guarded
     def _on_quitting(self, environment: Any, **_: Any) -> None:
@@ -355,7 +371,7 @@ class LocustStats:
         from loadkit.report.dispatch import write_all
 
         if self.report_dir is None:  # no test started (a web UI quit unused), or its directory failed
-            self.report_dir = self._run_dir(getattr(self.env, "loadkit", None))
+            self.report_dir = self._run_dir(self.runtime)
             if self.report_dir is None:
                 return
             self.collector.set_manifest_fields({"report_dir": os.path.abspath(self.report_dir)})
@@ -386,13 +402,11 @@ class LocustStats:
     def _exit_line(self, report: dict[str, Any]) -> str | None:
         """The exit code the process is about to end with, and why (None: a start error set 2,
         said already). Only the final write calls it: Locust exits once ``quitting`` is done."""
-        options = self.env.parsed_options
         if self.env.process_exit_code == EXIT_CONFIG_ERROR:
             return None
         errors = getattr(self.runner, "errors", None) or {}
         other = sum(e.occurrences for e in errors.values() if getattr(e, "method", "LLM") != "LLM")
-        code = getattr(options, "exit_code_on_error", EXIT_ON_ERROR)
-        return exit_summary(report, code, other)
+        return exit_summary(report, self.options.exit_code_on_error, other)
 
     def _exit_invalid(self) -> None:
         """Exit code 3, unless a configuration error already set 2 (the run never started)."""

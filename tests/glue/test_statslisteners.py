@@ -68,7 +68,7 @@ def test_test_start_and_reset_button_clear_the_stats(tmp_path):
 
 
 def test_report_to_master_payload_is_added_by_a_worker_glue(tmp_path):
-    from loadkit.stats.locust_glue import LocustStats
+    from loadkit.glue.statslisteners import LocustStats
 
     env = _env(tmp_path)
     glue = LocustStats(env)
@@ -84,7 +84,7 @@ def test_report_to_master_payload_is_added_by_a_worker_glue(tmp_path):
 def test_a_worker_snapshot_never_counts_a_request_its_raw_log_lacks(tmp_path):
     """A worker killed right after a snapshot: the master keeps that snapshot, and the file it
     leaves behind must hold every request the snapshot counts (its lines are flushed first)."""
-    from loadkit.stats.locust_glue import LocustStats
+    from loadkit.glue.statslisteners import LocustStats
     from loadkit.stats.rawlog import RawLog
 
     env = _env(tmp_path)
@@ -102,7 +102,7 @@ def test_a_worker_snapshot_never_counts_a_request_its_raw_log_lacks(tmp_path):
 
 
 def _master(tmp_path):
-    from loadkit.stats.locust_glue import LocustStats
+    from loadkit.glue.statslisteners import LocustStats
 
     env = _env(tmp_path, expect_workers=2)
     env.runner = None
