@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from loadkit import types as t
 from loadkit.client.adaptererr import describe
+from loadkit.client.channels import apply_channels
 from loadkit.client.sse import FastSSEDecoder, NDJSONDecoder
 from loadkit.client.stamps import READS
 from loadkit.client.streamend import END_CLOSE, END_MARKER, close_is_normal_end
-from loadkit.engines.base import EngineAdapter, StreamParser
-from loadkit.engines.channels import ChannelMarks, apply_channels
+from loadkit.core.adapter import EngineAdapter, StreamParser
+from loadkit.core.channels import ChannelMarks
 from loadkit.records import RequestRecord
 
 

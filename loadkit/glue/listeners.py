@@ -7,7 +7,6 @@ import logging
 import sys
 from typing import Any
 
-from loadkit.engines.targets import TargetError
 from loadkit.errors import UserError
 from loadkit.glue import breaker, preflight, reachability, starts
 from loadkit.glue.ending import on_user_error, stop_a_refused_start, worker_done_handler
@@ -20,6 +19,7 @@ from loadkit.glue.shape import StageShape
 from loadkit.glue.shapesteps import install_worker as install_shape_steps
 from loadkit.glue.shapesteps import watch_shape
 from loadkit.plugins import PluginError
+from loadkit.servers.targets import TargetError
 from loadkit.stats.builtin import BuiltinSections
 
 log = logging.getLogger("loadkit")

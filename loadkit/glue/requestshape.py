@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from loadkit.engines.base import EngineAdapter
-from loadkit.engines.targets import Target
+from loadkit.servers.targets import Target
 from loadkit.types import GenerationRequest, HttpRequest
 
 MASK = "***"

@@ -16,7 +16,6 @@ from typing import Any
 from loadkit.client.adaptererr import forget_kinds
 from loadkit.client.timer import Timeouts
 from loadkit.client.tls import TlsSettings
-from loadkit.engines.targets import Target, build_target, check_unique_names
 from loadkit.glue import reachability
 from loadkit.glue.backoff import Backoff, BackoffRules
 from loadkit.glue.breaker import Breaker, BreakerRules, trip
@@ -54,6 +53,7 @@ from loadkit.glue.workloads import (
 from loadkit.plugins import plugin_fingerprint
 from loadkit.plugins.guard import GuardedPluginManager, failure_of
 from loadkit.records import RequestRecord
+from loadkit.servers.targets import Target, build_target, check_unique_names
 from loadkit.stats.stagestats import stage_plan
 
 log = logging.getLogger("loadkit")
@@ -137,10 +137,10 @@ class Runtime(Schedules):
 
     def check_start(self, options: Any, host: str | None) -> str | None:
         """Why a run with ``options`` cannot start (one line), or None (glue/startcheck.py)."""
-        from loadkit.engines.targets import TargetError
         from loadkit.errors import UserError
         from loadkit.glue.startcheck import check_start
         from loadkit.plugins import PluginError
+        from loadkit.servers.targets import TargetError
 
         try:
             check_start(options, host)

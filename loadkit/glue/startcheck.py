@@ -13,7 +13,6 @@ import socket
 from typing import Any
 
 from loadkit.client.httpstream import Endpoint
-from loadkit.engines.targets import TargetError, TargetSpec
 from loadkit.glue.runconfig import parse_seed
 from loadkit.glue.runtime import (
     DEFAULT_SCENARIO,
@@ -24,6 +23,7 @@ from loadkit.glue.runtime import (
     validate_slos,
 )
 from loadkit.plugins import get_engine
+from loadkit.servers.targets import TargetError, TargetSpec
 
 CONNECT_TIMEOUT_S = 5.0
 

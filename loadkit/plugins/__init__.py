@@ -15,7 +15,7 @@ from typing import Any
 import pluggy
 
 from loadkit import hookspecs
-from loadkit.engines.base import EngineAdapter
+from loadkit.core.adapter import EngineAdapter
 from loadkit.plugins import loading
 from loadkit.plugins.guard import GuardedPluginManager
 from loadkit.plugins.loading import LoadFailure, unavailable_note
