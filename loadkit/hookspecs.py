@@ -31,8 +31,9 @@ def loadkit_register_engines(register: Callable[[type[EngineAdapter]], None]) ->
     (local, master, worker); again only if the set of plugins changes.
 
     :param register: call it once per adapter class (a subclass of
-        ``loadkit.core.adapter.EngineAdapter``, also at ``loadkit.engines.base`` with a unique ``name``). Registering a name
-        that another plugin already registered is an error that names both plugins.
+        ``loadkit.engines.base.EngineAdapter``, defined in ``loadkit.core.adapter``, with a
+        unique ``name``). Registering a name that another plugin already registered is an
+        error that names both plugins.
     :return: nothing; results are ignored.
     """
 

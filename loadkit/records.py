@@ -63,7 +63,7 @@ class RequestRecord:
     server_timings: dict[str, Any] | None = None
     # Seconds the server asked the client to wait (Retry-After on 429/503), when it said.
     retry_after_s: float | None = None
-    # Output channels (loadkit.engines.channels), for parsers that tell them apart; None where
+    # Output channels (loadkit.core.channels), for parsers that tell them apart; None where
     # the reply had no such channel (no reasoning: no first reasoning time) or the parser cannot.
     t_first_reasoning_ns: int | None = None
     t_last_reasoning_ns: int | None = None

@@ -58,7 +58,7 @@ class EventDecoder:
         try:
             self.parser: StreamParser = adapter.new_parser()
             call = "bind_channels"
-            # The parser's reasoning / answer / tool-call marks (engines/channels.py): it notes the
+            # The parser's reasoning / answer / tool-call marks (core/channels.py): it notes the
             # event index of each channel change; the figures are worked out once, in finish().
             self.marks = self.parser.bind_channels(record.event_t_ns, adapter.options)
         except Exception as exc:

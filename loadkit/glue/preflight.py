@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from loadkit.client.timer import Timeouts, run_request
-from loadkit.engines.base import EngineAdapter
+from loadkit.core.adapter import EngineAdapter
 from loadkit.glue.requestshape import RequestShape, drop_fields
 from loadkit.records import RequestRecord
 from loadkit.servers.targets import Target

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from loadkit.engines.base import EngineAdapter
+from loadkit.core.adapter import EngineAdapter
 from loadkit.servers.targets import Target
 from loadkit.types import GenerationRequest, HttpRequest
 

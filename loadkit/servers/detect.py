@@ -12,10 +12,10 @@ from typing import Any
 import pluggy
 
 from loadkit.client.tls import TlsError
-from loadkit.engines.detectors import match_rules
 from loadkit.errors import UserError
 from loadkit.plugins import engine_registry, get_plugin_manager
 from loadkit.plugins.guard import failure_of
+from loadkit.servers.detectors import match_rules
 from loadkit.servers.http import get
 
 MAX_TEXT = 64 * 1024

@@ -35,7 +35,7 @@ from loadkit.records import RequestRecord
 from loadkit.types import CANCELLED, OK
 
 # Histograms per (engine, label) and user class, in report order; values in ns, shown in ms.
-# Per output channel (loadkit.engines.channels): reasoning, answer, tool calls.
+# Per output channel (loadkit.core.channels): reasoning, answer, tool calls.
 CHANNEL_TIME_METRICS = ("ttfat_ms", "ttfrt_ms", "ttftc_ms", "reasoning_ms", "answer_tpot_ms")
 TIME_METRICS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "itl_ms", "itl_chunk_ms", "e2e_ms",
                 "ttft_with_connect_ms", "connect_ms", "tls_ms", *CHANNEL_TIME_METRICS)  # fmt: skip
