@@ -18,8 +18,8 @@ import json
 import time
 from typing import Any
 
+from loadkit.client.channels import apply_channels
 from loadkit.engines.base import AdapterOptions
-from loadkit.engines.channels import apply_channels
 from loadkit.engines.openai import OpenAIStreamParser
 from loadkit.records import RequestRecord
 

@@ -12,7 +12,7 @@ from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _dist_version
 from typing import TYPE_CHECKING, Any
 
-from loadkit.engines.base import AdapterOptions, EngineAdapter, StreamParser
+from loadkit.core.adapter import AdapterOptions, EngineAdapter, StreamParser
 from loadkit.hookspecs import hookimpl
 from loadkit.records import RequestRecord
 from loadkit.types import GenerationRequest, HttpRequest, MalformedEvent, TokenEvent, Usage

@@ -1,8 +1,8 @@
-"""Deprecated: this module moved to ``loadkit.engines.detect`` in loadkit 0.2.0. Kept here, re-exporting its
+"""Deprecated: this module moved to ``loadkit.servers.detect`` in loadkit 0.2.0. Kept here, re-exporting its
 public names with a ``DeprecationWarning``, until 0.3.0 (docs/api/public.md)."""
 
 from loadkit._moved import warn_moved
-from loadkit.engines.detect import (
+from loadkit.servers.detect import (
     MAX_TEXT,
     Detection,
     detect_engine,
@@ -22,4 +22,4 @@ __all__ = [
     "probe_summary",
 ]
 
-warn_moved(__name__, "loadkit.engines.detect", removed_in="0.3.0")
+warn_moved(__name__, "loadkit.servers.detect", removed_in="0.3.0")

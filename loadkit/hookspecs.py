@@ -15,7 +15,7 @@ import pluggy
 if TYPE_CHECKING:
     import argparse
 
-    from loadkit.engines.base import EngineAdapter
+    from loadkit.core.adapter import EngineAdapter
     from loadkit.records import RequestRecord
     from loadkit.sim.protocols import SimProtocol
 
@@ -31,8 +31,9 @@ def loadkit_register_engines(register: Callable[[type[EngineAdapter]], None]) ->
     (local, master, worker); again only if the set of plugins changes.
 
     :param register: call it once per adapter class (a subclass of
-        ``loadkit.engines.base.EngineAdapter`` with a unique ``name``). Registering a name
-        that another plugin already registered is an error that names both plugins.
+        ``loadkit.engines.base.EngineAdapter``, defined in ``loadkit.core.adapter``, with a
+        unique ``name``). Registering a name that another plugin already registered is an
+        error that names both plugins.
     :return: nothing; results are ignored.
     """
 

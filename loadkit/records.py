@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loadkit import formulas
-from loadkit.engines.servertimings import join
+from loadkit.core.servertimings import join
 from loadkit.types import OK
 
 NS_PER_MS = 1_000_000
@@ -63,7 +63,7 @@ class RequestRecord:
     server_timings: dict[str, Any] | None = None
     # Seconds the server asked the client to wait (Retry-After on 429/503), when it said.
     retry_after_s: float | None = None
-    # Output channels (loadkit.engines.channels), for parsers that tell them apart; None where
+    # Output channels (loadkit.core.channels), for parsers that tell them apart; None where
     # the reply had no such channel (no reasoning: no first reasoning time) or the parser cannot.
     t_first_reasoning_ns: int | None = None
     t_last_reasoning_ns: int | None = None
@@ -137,7 +137,7 @@ class RequestRecord:
             "retry_after_s": self.retry_after_s,
             # Engine-reported timings (llama.cpp's prompt_ms, predicted_per_token_ms...), as sent.
             "server_timings": self.server_timings,
-            # The same, normalised and joined with the client's TTFT (loadkit.engines.servertimings).
+            # The same, normalised and joined with the client's TTFT (loadkit.core.servertimings).
             "server_breakdown": server_breakdown(self),
             **channel_fields(self),
         }

@@ -21,7 +21,7 @@ NOT_USER_ERRORS = {
     "loadkit.client.httpstream.ConnectFailed": "one request's transport failure, recorded as its outcome",
     "loadkit.client.httpstream.ProtocolError": "a server's malformed HTTP answer, recorded as the request's outcome",
     "loadkit.client.tls.TlsError": "one request's TLS failure (its outcome); at start the glue turns it into a ConfigError",
-    "loadkit.engines.metrics.MetricsError": "a server's metrics endpoint cannot be read: a warning, the run goes on",
+    "loadkit.servers.metrics.MetricsError": "a server's metrics endpoint cannot be read: a warning, the run goes on",
     "loadkit.glue.failures.RequestOutcomeError": "what Locust's request event carries for a failed request",
     "loadkit.glue.starts.StartRefused": "worker control flow: the master refused the start and told the user",
     "loadkit.sim.wire.common.WireError": "a simulated engine's refusal of a request: an HTTP answer",
@@ -79,9 +79,10 @@ def test_the_listed_exceptions_exist_and_are_not_user_errors(exception_classes: 
 def test_the_named_errors_are_user_errors_and_keep_their_old_bases() -> None:
     """The hierarchy the docs name; each keeps its former base, so an ``except ValueError``
     (or RuntimeError) that caught it still does."""
+    from loadkit.servers.targets import TargetError
+
     from loadkit.capacity.errors import CapacityError
     from loadkit.client.tls import TlsConfigError
-    from loadkit.engines.targets import TargetError
     from loadkit.plugins import PluginError
     from loadkit.report.rules import RuleError
     from loadkit.sim.config import ConfigError as SimConfigError

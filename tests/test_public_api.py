@@ -52,6 +52,7 @@ def test_the_page_is_parsed():
         "loadkit.sse",
         "loadkit.timer",
         "loadkit.detect",
+        "loadkit.engines.detect",
         "loadkit.runoptions",
     }
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from loadkit import types as t
 from loadkit.client.adaptererr import describe
+from loadkit.client.channels import apply_channels
 from loadkit.client.sse import FastSSEDecoder, NDJSONDecoder
 from loadkit.client.stamps import READS
 from loadkit.client.streamend import END_CLOSE, END_MARKER, close_is_normal_end
-from loadkit.engines.base import EngineAdapter, StreamParser
-from loadkit.engines.channels import ChannelMarks, apply_channels
+from loadkit.core.adapter import EngineAdapter, StreamParser
+from loadkit.core.channels import ChannelMarks
 from loadkit.records import RequestRecord
 
 
@@ -57,7 +58,7 @@ class EventDecoder:
         try:
             self.parser: StreamParser = adapter.new_parser()
             call = "bind_channels"
-            # The parser's reasoning / answer / tool-call marks (engines/channels.py): it notes the
+            # The parser's reasoning / answer / tool-call marks (core/channels.py): it notes the
             # event index of each channel change; the figures are worked out once, in finish().
             self.marks = self.parser.bind_channels(record.event_t_ns, adapter.options)
         except Exception as exc:

@@ -39,7 +39,7 @@ from loadkit.client.stamps import kernel_timestamps_wanted
 from loadkit.client.streamend import END_MARKER
 from loadkit.client.tls import TlsError, refused_after_handshake_reason
 from loadkit.client.tlsstream import TlsConn, open_connection, recv_body
-from loadkit.engines.base import EngineAdapter
+from loadkit.core.adapter import EngineAdapter
 from loadkit.records import RequestRecord
 
 MAX_ERROR_BODY = 64 * 1024

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from loadkit.engines.base import EngineAdapter
-from loadkit.engines.detectors import match_rules
+from loadkit.core.adapter import EngineAdapter
 from loadkit.engines.llamacpp import LlamaCppAdapter
 from loadkit.engines.ollama import OllamaAdapter
 from loadkit.engines.openai import OpenAIAdapter
@@ -15,6 +14,7 @@ from loadkit.engines.tensorrt import TensorRTLLMAdapter
 from loadkit.engines.tgi import TGIAdapter
 from loadkit.engines.vllm import VLLMAdapter
 from loadkit.hookspecs import hookimpl
+from loadkit.servers.detectors import match_rules
 
 
 def builtin_adapters() -> list[type[EngineAdapter]]:

@@ -1,16 +1,29 @@
 """Pieces every built-in adapter shares: strict JSON decoding of one stream message, token
-counts from cumulative counters, deltas from cumulative text, and the optional extras an
-adapter may offer beyond the base contract (tokenize endpoint, metrics path).
+counts from cumulative counters, deltas from cumulative text. ``AdapterExtras``, the optional
+extras an adapter may offer beyond the base contract (tokenize endpoint, metrics path), is part
+of the contract (``loadkit.core.adapter``) and re-exported here, the public path plugins use.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 import orjson
 
-from loadkit.engines.base import EngineAdapter
-from loadkit.types import GenerationRequest, HttpRequest, MalformedEvent
+from loadkit.core.adapter import AdapterExtras
+from loadkit.types import GenerationRequest, MalformedEvent
+
+__all__ = [
+    "AdapterExtras",
+    "CounterDelta",
+    "TextDelta",
+    "count_from_tokens_field",
+    "ignore_eos_min_tokens",
+    "int_or_none",
+    "load_object",
+    "require_dict",
+    "with_continuous_usage",
+]
 
 
 def load_object(data: str) -> dict[str, Any]:
@@ -73,30 +86,6 @@ class TextDelta:
             return delta
         self.seen += text
         return text
-
-
-class AdapterExtras(EngineAdapter):
-    """Optional capabilities beyond the base contract, with "not offered" defaults.
-
-    ``metrics_path`` is where the Prometheus text lives (None: the engine exposes none).
-    ``end_on_close``: the engine has no end marker and closing the stream is its normal end
-    (Triton's generate_stream); the timer honours it where supported.
-    """
-
-    metrics_path: ClassVar[str | None] = "/metrics"
-    end_on_close: ClassVar[bool] = False
-
-    def tokenize_request(self, text: str) -> HttpRequest | None:
-        """The request that asks the server to tokenize ``text``; None when it cannot."""
-        return None
-
-    def parse_tokenize(self, body: Any) -> int | None:
-        """Token count from the tokenize endpoint's parsed JSON response."""
-        return None
-
-    def json_request(self, path: str, body: dict[str, Any]) -> HttpRequest:
-        headers = {k: v for k, v in self.base_headers().items() if k != "Accept"}
-        return HttpRequest("POST", path, orjson.dumps(body), headers)
 
 
 def count_from_tokens_field(body: Any) -> int | None:

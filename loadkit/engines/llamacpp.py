@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from loadkit.engines.base import StreamParser
+from loadkit.core.adapter import StreamParser
 from loadkit.engines.common import AdapterExtras, count_from_tokens_field, int_or_none, load_object
 from loadkit.engines.openai import OpenAIAdapter, OpenAIStreamParser, in_band_error_message
 from loadkit.types import GenerationRequest, HttpRequest, MalformedEvent, TokenEvent, Usage
@@ -135,7 +135,8 @@ class LlamaCppAdapter(OpenAIAdapter, AdapterExtras):
         return LlamaCppOpenAIParser(chat=self.api == "chat")
 
     def tokenize_request(self, text: str) -> HttpRequest | None:
-        return self.json_request("/tokenize", {"content": text})
+        # Without BOS/EOS: the count is of the text alone (an exact prompt is this text).
+        return self.json_request("/tokenize", {"content": text, "add_special": False})
 
     def parse_tokenize(self, body: Any) -> int | None:
         return count_from_tokens_field(body)

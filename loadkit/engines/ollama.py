@@ -19,8 +19,8 @@ from typing import Any, ClassVar
 
 import orjson
 
-from loadkit.engines.base import AdapterOptions, StreamParser
-from loadkit.engines.channels import ANSWER, REASONING, TOOL, ChannelMarks
+from loadkit.core.adapter import AdapterOptions, StreamParser
+from loadkit.core.channels import ANSWER, REASONING, TOOL, ChannelMarks
 from loadkit.engines.common import AdapterExtras, int_or_none, load_object
 from loadkit.types import GenerationRequest, HttpRequest, MalformedEvent, TokenEvent, Usage
 

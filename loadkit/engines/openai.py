@@ -14,8 +14,9 @@ from typing import Any, ClassVar
 
 import orjson
 
-from loadkit.engines.base import AdapterOptions, EngineAdapter, StreamParser
-from loadkit.engines.channels import ANSWER, REASONING, TOOL, ChannelMarks, ThinkTags
+from loadkit.core.adapter import AdapterOptions, EngineAdapter, StreamParser
+from loadkit.core.channels import ANSWER, REASONING, TOOL, ChannelMarks
+from loadkit.engines.channels import ThinkTags
 from loadkit.engines.common import load_object
 from loadkit.types import GenerationRequest, HttpRequest, MalformedEvent, TokenEvent, Usage
 

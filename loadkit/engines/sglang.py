@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from loadkit.engines.base import StreamParser
+from loadkit.core.adapter import StreamParser
 from loadkit.engines.common import (
     AdapterExtras,
     CounterDelta,

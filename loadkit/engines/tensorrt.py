@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from loadkit.engines.base import StreamParser
+from loadkit.core.adapter import StreamParser
 from loadkit.engines.common import AdapterExtras, TextDelta, ignore_eos_min_tokens, load_object
 from loadkit.engines.openai import OpenAIAdapter, in_band_error_message
 from loadkit.engines.vllm import UsageCountingParser

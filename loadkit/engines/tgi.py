@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from loadkit.engines.base import StreamParser
+from loadkit.core.adapter import StreamParser
 from loadkit.engines.common import AdapterExtras, int_or_none, load_object, require_dict
 from loadkit.engines.openai import OpenAIAdapter
 from loadkit.types import GenerationRequest, HttpRequest, MalformedEvent, TokenEvent, Usage

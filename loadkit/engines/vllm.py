@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadkit.engines.base import StreamParser
+from loadkit.core.adapter import StreamParser
 from loadkit.engines.common import (
     AdapterExtras,
     CounterDelta,
@@ -92,7 +92,9 @@ class VLLMAdapter(OpenAIAdapter, AdapterExtras):
         return UsageCountingParser(chat=self.api == "chat")
 
     def tokenize_request(self, text: str) -> HttpRequest | None:
-        return self.json_request("/tokenize", {"model": self.options.model or "default", "prompt": text})
+        # Without BOS: the count is of the text alone (an exact prompt is this text).
+        body = {"model": self.options.model or "default", "prompt": text, "add_special_tokens": False}
+        return self.json_request("/tokenize", body)
 
     def parse_tokenize(self, body: Any) -> int | None:
         return count_from_tokens_field(body)

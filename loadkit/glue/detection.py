@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loadkit.client.httpstream import Endpoint
-from loadkit.engines.targets import TargetSpec
+from loadkit.servers.targets import TargetSpec
 
 log = logging.getLogger("loadkit")
 
@@ -26,7 +26,7 @@ class Detected:
     api: str | None
     explanation: str
     name: str  # what a target named by nothing else is called: the engine, else host:port
-    probes: dict[str, Any]  # loadkit.engines.detect.probe_summary: what each probe saw
+    probes: dict[str, Any]  # loadkit.servers.detect.probe_summary: what each probe saw
 
     def to_wire(self) -> dict[str, Any]:
         return {"engine": self.engine, "api": self.api, "explanation": self.explanation,
@@ -44,7 +44,7 @@ def host_port(url: str) -> str:
 
 
 def detect(url: str, api_key: str | None, extra_headers: dict[str, str] | None = None) -> Detected:
-    from loadkit.engines.detect import detect_engine, probe_summary
+    from loadkit.servers.detect import detect_engine, probe_summary
 
     # The probes carry what every request carries: the key, and --header.
     headers = {**({"Authorization": f"Bearer {api_key}"} if api_key else {}), **(extra_headers or {})} or None

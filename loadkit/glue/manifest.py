@@ -12,7 +12,7 @@ import platform
 import sys
 from typing import Any
 
-from loadkit.engines.targets import Target
+from loadkit.servers.targets import Target
 
 
 def cpu_model() -> str | None:
@@ -61,7 +61,7 @@ def describe_target(
 def server_info(target: Target) -> dict[str, Any] | None:
     """Engine version and model as the server reports them; None when it says nothing."""
     try:
-        from loadkit.engines.serverinfo import describe
+        from loadkit.servers.info import describe
     except ImportError:
         return None
     try:

@@ -39,11 +39,11 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from loadkit.client.timer import Timeouts, run_request
-from loadkit.engines.base import EngineAdapter
-from loadkit.engines.targets import Target
+from loadkit.core.adapter import EngineAdapter
 from loadkit.errors import UserError
 from loadkit.glue.requestshape import drop_fields
 from loadkit.records import RequestRecord
+from loadkit.servers.targets import Target
 from loadkit.types import CONNECT_ERROR, OK, GenerationRequest
 
 if TYPE_CHECKING:
@@ -270,7 +270,8 @@ def served_models(target: Target) -> tuple[list[str] | None, str | None]:
     """Model ids from ``GET /v1/models``, and why there are none: (None, None) when the
     adapter has no such route; (None, reason) when the server could not be asked or did not
     answer with a list."""
-    from loadkit.engines.serverinfo import auth_headers, get
+    from loadkit.servers.http import get
+    from loadkit.servers.info import auth_headers
 
     if MODELS_PATH not in target.adapter.info_paths:
         return None, None

@@ -15,9 +15,9 @@ from typing import Any
 
 import orjson
 
-from loadkit.engines.base import EngineAdapter
-from loadkit.engines.targets import Target
+from loadkit.core.adapter import EngineAdapter
 from loadkit.errors import UserError
+from loadkit.servers.targets import Target
 from loadkit.types import GenerationRequest, HttpRequest
 
 MASK = "***"

@@ -16,7 +16,6 @@ from typing import Any
 from loadkit.client.adaptererr import forget_kinds
 from loadkit.client.timer import Timeouts
 from loadkit.client.tls import TlsSettings
-from loadkit.engines.targets import Target, build_target, check_unique_names
 from loadkit.glue import reachability
 from loadkit.glue.backoff import Backoff
 from loadkit.glue.breaker import Breaker, trip
@@ -54,6 +53,7 @@ from loadkit.glue.workloads import (
 from loadkit.plugins import plugin_fingerprint
 from loadkit.plugins.guard import GuardedPluginManager, failure_of
 from loadkit.records import RequestRecord
+from loadkit.servers.targets import Target, build_target, check_unique_names
 from loadkit.stats.runcontext import RunContext
 from loadkit.stats.stagestats import stage_plan
 

@@ -13,7 +13,8 @@ import math
 from array import array
 from typing import Any
 
-from loadkit.engines.targets import Target
+from loadkit.servers.metrics import scraper_for
+from loadkit.servers.targets import Target
 
 log = logging.getLogger("loadkit")
 MAX_SAMPLES = 24 * 3600  # one a second for a day, per target: bounded memory
@@ -67,15 +68,11 @@ class ServerMetrics:
 
     @staticmethod
     def _build(targets: list[Target]) -> dict[str, Any]:
-        from loadkit.engines.metrics import MetricsScraper
-
         out = {}
         for t in targets:
-            # Engines without a metrics endpoint (metrics_path None) or metric names are skipped.
-            if t.adapter.metric_names and getattr(t.adapter, "metrics_path", "/metrics") is not None:
-                out[t.name] = MetricsScraper(
-                    t.adapter, t.spec.url, timeout_s=2.0, ssl_context=t.endpoint.ssl_context
-                )
+            scraper = scraper_for(t, timeout_s=2.0)  # None: the engine has nothing to scrape
+            if scraper is not None:
+                out[t.name] = scraper
         return out
 
     def start(self) -> None:

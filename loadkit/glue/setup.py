@@ -8,10 +8,10 @@ from typing import Any
 
 from loadkit.client.tls import INSECURE_WARNING, TlsConfigError, TlsSettings
 from loadkit.client.tls import use as use_tls
-from loadkit.engines.targets import TargetSpec, check_unique_names, parse_target
 from loadkit.glue.detection import AUTO_NAME
 from loadkit.glue.errors import ConfigError
 from loadkit.glue.requestshape import RequestShape
+from loadkit.servers.targets import TargetSpec, check_unique_names, parse_target
 
 log = logging.getLogger("loadkit")
 

@@ -13,12 +13,12 @@ import socket
 from typing import Any
 
 from loadkit.client.httpstream import Endpoint
-from loadkit.engines.targets import TargetError, TargetSpec
 from loadkit.glue.errors import ConfigError
 from loadkit.glue.runconfig import parse_seed
 from loadkit.glue.setup import target_specs, validate_failed_share, validate_slos
 from loadkit.glue.workloads import DEFAULT_SCENARIO, load_scenario_file
 from loadkit.plugins import get_engine
+from loadkit.servers.targets import TargetError, TargetSpec
 
 CONNECT_TIMEOUT_S = 5.0
 

@@ -19,7 +19,7 @@ from locust.exception import StopUser
 
 from loadkit.client.httpstream import ConnectionPool
 from loadkit.client.timer import run_request
-from loadkit.engines.priority import place_priority
+from loadkit.core.priority import place_priority
 from loadkit.glue import starts
 from loadkit.glue.api import LLMCalls
 from loadkit.glue.failures import FAILURE_TEXTS, RequestOutcomeError  # noqa: F401 (was defined here)

@@ -15,7 +15,7 @@ from typing import Any
 import pluggy
 
 from loadkit import hookspecs
-from loadkit.engines.base import EngineAdapter
+from loadkit.core.adapter import EngineAdapter
 from loadkit.errors import UserError
 from loadkit.plugins import loading
 from loadkit.plugins.guard import GuardedPluginManager

@@ -1,7 +1,7 @@
 """BreakdownStats: the server-side breakdown of one (engine, label)'s ok requests (issue 26).
 
 Each ok request's engine timings are normalised and joined with its TTFT
-(loadkit.engines.servertimings) and recorded into one histogram per stage, in ns as every other time
+(loadkit.core.servertimings) and recorded into one histogram per stage, in ns as every other time
 histogram. Requests whose engine reported nothing are counted, never recorded as zeros. The
 report section gives p50/p90/p99 per stage and which stage dominates TTFT and E2E, in the
 seeds' terms: prefill is compute-bound, decode memory-bound, queueing a capacity limit.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadkit.engines.servertimings import join
+from loadkit.core.servertimings import join
 from loadkit.records import RequestRecord, ttft_ms
 from loadkit.stats.histogram import Histogram
 

@@ -49,7 +49,7 @@ import pytest
 from loadkit import types as t
 from loadkit.client import timer
 from loadkit.client.sse import FastSSEDecoder, NDJSONDecoder
-from loadkit.engines.base import AdapterOptions, EngineAdapter, StreamParser
+from loadkit.core.adapter import AdapterOptions, EngineAdapter, StreamParser
 from loadkit.records import RequestRecord
 from loadkit.testing.replay import Replay, fixture_body, replay, replay_pieces, split_events, token_sources
 from loadkit.testing.streamserver import Stream, stream_server

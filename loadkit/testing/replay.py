@@ -17,7 +17,7 @@ from pathlib import Path
 from loadkit import types as t
 from loadkit.client.sse import FastSSEDecoder, NDJSONDecoder, SSEEvent
 from loadkit.client.streamend import END_CLOSE, END_MARKER
-from loadkit.engines.base import EngineAdapter, StreamParser
+from loadkit.core.adapter import EngineAdapter, StreamParser
 
 _SSE_END = re.compile(rb"(?<=\n\n)|(?<=\r\n\r\n)")
 _LINE_END = re.compile(rb"(?<=\n)")

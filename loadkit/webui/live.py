@@ -68,10 +68,10 @@ class QueueProbe:
 
     @staticmethod
     def _build(targets: list[Any]) -> dict[str, Any]:
-        from loadkit.engines.metrics import MetricsScraper
+        from loadkit.servers.metrics import scraper_for
 
-        return {t.name: MetricsScraper(t.adapter, t.spec.url, timeout_s=SCRAPE_TIMEOUT_S)
-                for t in targets if getattr(t.adapter, "metric_names", None)}  # fmt: skip
+        scrapers = {t.name: scraper_for(t, timeout_s=SCRAPE_TIMEOUT_S) for t in targets}
+        return {name: scraper for name, scraper in scrapers.items() if scraper is not None}
 
 
 class LiveView:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from loadkit.engines.priority import check_priority_as
+from loadkit.core.priority import check_priority_as
 from loadkit.metricnames import SLO_KEYS
 from loadkit.workload import parts as parts_mod
 from loadkit.workload.errors import (

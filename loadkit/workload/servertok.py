@@ -1,6 +1,8 @@
 """Token counts from the server's own tokenize endpoint, for exact prompts without a local tokenizer.
 
-Formats (request body -> response):
+``tokenize_format`` names the engine whose tokenize endpoint the server speaks; the request and
+the reading of its answer are that engine adapter's (``tokenize_request`` / ``parse_tokenize``,
+loadkit/engines/), sent through loadkit/servers/info.py's ``tokenize``, the one tokenize path:
   llamacpp  POST /tokenize {"content", "add_special": false} -> {"tokens": [...]}
   vllm      POST /tokenize {"model", "prompt", "add_special_tokens": false} -> {"count": n, "tokens": [...]}
             (SGLang serves the same shape)
@@ -9,50 +11,36 @@ Formats (request body -> response):
 
 from __future__ import annotations
 
-import json
-import urllib.request
-from typing import Any
-
-from loadkit.client.tls import process_context
+from loadkit.core.adapter import AdapterExtras, AdapterOptions
+from loadkit.engines.llamacpp import LlamaCppAdapter
+from loadkit.engines.tgi import TGIAdapter
+from loadkit.engines.vllm import VLLMAdapter
+from loadkit.servers.http import split_url
+from loadkit.servers.info import tokenize
 from loadkit.workload.text import ExactBuilder
 
-FORMATS = ("llamacpp", "vllm", "tgi")
+ADAPTERS: dict[str, type[AdapterExtras]] = {
+    "llamacpp": LlamaCppAdapter,
+    "vllm": VLLMAdapter,
+    "tgi": TGIAdapter,
+}
+FORMATS = tuple(ADAPTERS)
 _TIMEOUT_S = 30.0
 
 
-def _body(fmt: str, text: str, model: str | None) -> dict[str, Any]:
-    if fmt == "llamacpp":
-        return {"content": text, "add_special": False}
-    if fmt == "vllm":
-        return {"model": model or "default", "prompt": text, "add_special_tokens": False}
-    return {"inputs": text}
-
-
-def _count_from(response: Any) -> int:
-    if isinstance(response, list):
-        return len(response)
-    if isinstance(response, dict):
-        if isinstance(response.get("count"), int):
-            return int(response["count"])
-        if isinstance(response.get("tokens"), list):
-            return len(response["tokens"])
-    raise ValueError(f"tokenize endpoint answered without a token count: {str(response)[:120]!r}")
-
-
 def server_builder(url: str, fmt: str, model: str | None = None) -> ExactBuilder:
-    """An exact builder whose counter POSTs to ``url`` (a loopback tokenize endpoint; https
-    uses this process's TLS context, loadkit/client/tls.py)."""
+    """An exact builder whose counter POSTs to ``url`` (a loopback tokenize endpoint) as the
+    ``fmt`` engine's adapter asks; https uses this process's TLS context (loadkit/client/tls.py),
+    as every connection to a target does. A failed count raises (OSError, or TokenizeError
+    when the server answers without one): an exact prompt cannot be guessed."""
+    adapter = ADAPTERS[fmt](AdapterOptions(model=model))
+    base, path = split_url(url)
     cache: dict[str, int] = {}
 
     def count(text: str) -> int:
         if text in cache:
             return cache[text]
-        data = json.dumps(_body(fmt, text, model)).encode()
-        req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-        # https: the run's TLS options (loadkit/client/tls.py), as for every connection to a target.
-        context = process_context() if url.lower().startswith("https:") else None
-        with urllib.request.urlopen(req, timeout=_TIMEOUT_S, context=context) as resp:
-            n = _count_from(json.loads(resp.read()))
+        n = tokenize(adapter, base, text, path=path, timeout_s=_TIMEOUT_S)
         if len(cache) > 4096:
             cache.clear()
         cache[text] = n

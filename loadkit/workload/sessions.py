@@ -69,9 +69,7 @@ class Session:
         priority: int | None = None,
     ) -> None:
         self.session_id = session_id
-        self.priority = (
-            priority  # the tenant's, on every turn (placed per target: loadkit/engines/priority.py)
-        )
+        self.priority = priority  # the tenant's, on every turn (placed per target: loadkit/core/priority.py)
         self.index = index
         self.spec = spec
         self.ctx = ctx

@@ -173,7 +173,7 @@ class RequestSource:
         part = parts[tenant.parts[int(rng.choice(len(w), p=w / w.sum()))]]
         n_in, n_out = part_lengths(part, rng)
         req = with_tools(self._single(i, (_PARTS, i), n_in, n_out, f"{tenant.name}/{part.label}"), part)
-        req.priority = tenant.priority  # placed per target when sent (loadkit/engines/priority.py)
+        req.priority = tenant.priority  # placed per target when sent (loadkit/core/priority.py)
         return req
 
     def _mix_stream(self) -> Iterator[Item]:

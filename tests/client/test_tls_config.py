@@ -15,11 +15,12 @@ from loadkit.client import tls
 from loadkit.client.httpstream import Endpoint
 from loadkit.client.tls import TlsConfigError, TlsError, TlsSettings, client_context, describe_error
 from loadkit.engines.base import AdapterOptions
-from loadkit.engines.detect import detect_engine
-from loadkit.engines.metrics import scrape
-from loadkit.engines.serverinfo import describe, get
 from loadkit.engines.vllm import VLLMAdapter
 from loadkit.records import RequestRecord
+from loadkit.servers.detect import detect_engine
+from loadkit.servers.http import get
+from loadkit.servers.info import describe
+from loadkit.servers.metrics import scrape
 from loadkit.sim.testing import sim_process
 from loadkit.stats import StatsCollector
 from loadkit.workload.servertok import server_builder
@@ -96,7 +97,7 @@ def test_settings_from_options_and_manifest():
 
 def test_ssl_cert_file_is_honoured_by_the_default_context(tls_sim, tls_files):
     code = (
-        "import sys; from loadkit.engines.serverinfo import get\n"
+        "import sys; from loadkit.servers.http import get\n"
         f"print(get({tls_sim.url!r}, '/v1/models', 5.0).status)\n"
     )
     env = {"SSL_CERT_FILE": tls_files.ca, "PATH": "/usr/bin:/bin"}

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from loadkit.engines.targets import TargetSpec, parse_target
 from loadkit.glue.detection import AUTO_NAME, Detections
+from loadkit.servers.targets import TargetSpec, parse_target
 from tests.engines.stubserver import stub_server
 from tests.engines.test_detect import SERVERS
 

@@ -6,8 +6,9 @@ import pytest
 
 from loadkit import types as t
 from loadkit.client import timer
+from loadkit.core.channels import ANSWER, REASONING
 from loadkit.engines.base import AdapterOptions
-from loadkit.engines.channels import ANSWER, REASONING, ThinkTags
+from loadkit.engines.channels import ThinkTags
 from loadkit.engines.llamacpp import LlamaCppAdapter
 from loadkit.engines.ollama import OllamaAdapter
 from loadkit.engines.vllm import VLLMAdapter

@@ -1,10 +1,10 @@
 import orjson
 import pytest
 
-from loadkit.engines.detect import detect_engine, probe_server
-from loadkit.engines.detectors import match_rules
 from loadkit.errors import UserError
 from loadkit.plugins import new_plugin_manager
+from loadkit.servers.detect import detect_engine, probe_server
+from loadkit.servers.detectors import match_rules
 from tests.engines.stubserver import Answer, stub_server
 
 

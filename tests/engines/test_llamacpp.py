@@ -71,7 +71,7 @@ def test_error_event_is_in_band_error(api):
 def test_tokenize_and_props():
     a = adapter()
     req = a.tokenize_request("hi")
-    assert req is not None and orjson.loads(req.body) == {"content": "hi"}
+    assert req is not None and orjson.loads(req.body) == {"content": "hi", "add_special": False}
     assert a.parse_tokenize({"tokens": [1, 2]}) == 2
     info = a.describe_server(
         {

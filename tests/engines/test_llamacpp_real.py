@@ -7,11 +7,11 @@ import pytest
 from loadkit import types as t
 from loadkit.client import timer
 from loadkit.engines.base import AdapterOptions
-from loadkit.engines.detect import detect_engine
 from loadkit.engines.llamacpp import LlamaCppAdapter
-from loadkit.engines.metrics import scrape
-from loadkit.engines.serverinfo import count_tokens, describe
 from loadkit.plugins import new_plugin_manager
+from loadkit.servers.detect import detect_engine
+from loadkit.servers.info import count_tokens, describe
+from loadkit.servers.metrics import scrape
 from loadkit.testing import llamacpp
 
 pytestmark = pytest.mark.integration

@@ -4,7 +4,11 @@ from pathlib import Path
 import pytest
 
 from loadkit.engines.llamacpp import LlamaCppAdapter
-from loadkit.engines.metrics import (
+from loadkit.engines.ollama import OllamaAdapter
+from loadkit.engines.sglang import SGLangAdapter
+from loadkit.engines.tensorrt import TensorRTLLMAdapter
+from loadkit.engines.vllm import VLLMAdapter
+from loadkit.servers.metrics import (
     MetricsError,
     MetricsScraper,
     neutral_metrics,
@@ -12,10 +16,6 @@ from loadkit.engines.metrics import (
     parse_selector,
     scrape,
 )
-from loadkit.engines.ollama import OllamaAdapter
-from loadkit.engines.sglang import SGLangAdapter
-from loadkit.engines.tensorrt import TensorRTLLMAdapter
-from loadkit.engines.vllm import VLLMAdapter
 
 FIX = Path(__file__).parent / "fixtures"
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from loadkit import types as t
+from loadkit.core.servertimings import join, normalise
 from loadkit.engines.base import AdapterOptions
 from loadkit.engines.llamacpp import LlamaCppAdapter
 from loadkit.engines.ollama import OllamaAdapter
-from loadkit.engines.servertimings import join, normalise
 from loadkit.engines.sglang import SGLangAdapter
 from loadkit.engines.tgi import TGIAdapter
 from loadkit.records import RequestRecord

@@ -8,10 +8,10 @@ from loadkit import types as t
 from loadkit.client import timer
 from loadkit.client.sse import SSEDecoder
 from loadkit.engines.base import AdapterOptions
-from loadkit.engines.detect import detect_engine
-from loadkit.engines.metrics import scrape
-from loadkit.engines.serverinfo import count_tokens, describe
 from loadkit.plugins import get_engine, new_plugin_manager
+from loadkit.servers.detect import detect_engine
+from loadkit.servers.info import count_tokens, describe
+from loadkit.servers.metrics import scrape
 from loadkit.sim import testing as sim_testing
 from loadkit.sim.config import get_profile
 

@@ -53,7 +53,7 @@ def test_tokenize_and_describe():
     assert (
         req is not None
         and req.path == "/tokenize"
-        and orjson.loads(req.body) == {"model": "m", "prompt": "hello"}
+        and orjson.loads(req.body) == {"model": "m", "prompt": "hello", "add_special_tokens": False}
     )
     assert a.parse_tokenize({"count": 3, "max_model_len": 4096, "tokens": [1, 2, 3]}) == 3
     info = a.describe_server(

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loadkit.engines.targets import TargetError, TargetSpec, build_target, parse_target
 from loadkit.plugins import PluginError
+from loadkit.servers.targets import TargetError, TargetSpec, build_target, parse_target
 
 REPO_LOCUSTFILE = "locustfiles/llm.py"
 

@@ -10,12 +10,12 @@ import orjson
 import pytest
 
 from loadkit.client.timer import Timeouts
-from loadkit.engines.targets import TargetSpec, build_target
 from loadkit.glue import preflight
 from loadkit.glue.preflight import PreflightError, check_target, named_paths, probe_request, suspect_paths
 from loadkit.glue.requestshape import RequestShape
 from loadkit.glue.runconfig import RunConfig, StartPlan
 from loadkit.glue.settings import Settings
+from loadkit.servers.targets import TargetSpec, build_target
 from loadkit.types import GenerationRequest
 from tests.helpers.scripted_server import ScriptedServer
 from tests.helpers.strict_server import CHAT_FIELDS, StrictOpenAI

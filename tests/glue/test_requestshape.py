@@ -7,7 +7,6 @@ import argparse
 import orjson
 import pytest
 
-from loadkit.engines.targets import TargetSpec, build_target
 from loadkit.glue.requestshape import (
     DropFields,
     RequestOptionError,
@@ -17,6 +16,7 @@ from loadkit.glue.requestshape import (
     parse_headers,
     remove_path,
 )
+from loadkit.servers.targets import TargetSpec, build_target
 from loadkit.types import GenerationRequest
 
 

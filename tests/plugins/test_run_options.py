@@ -6,9 +6,9 @@ import pytest
 
 from loadkit import hookimpl
 from loadkit.engines.base import AdapterOptions
-from loadkit.engines.targets import TargetSpec, build_target
 from loadkit.glue.runoptions import configure_plugins, run_options
 from loadkit.plugins import PluginError, new_plugin_manager
+from loadkit.servers.targets import TargetSpec, build_target
 
 
 class Refuses:

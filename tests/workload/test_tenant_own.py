@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from loadkit.engines.priority import check_priority_as, place_priority
-from loadkit.engines.targets import TargetError, parse_target
+from loadkit.core.priority import check_priority_as, place_priority
 from loadkit.report.tenants import tenants_section
+from loadkit.servers.targets import TargetError, parse_target
 from loadkit.stats.tenantstats import TenantStats, console_lines
 from loadkit.workload import ScenarioError, load_scenario
 from tests.workload.test_tenants import rec

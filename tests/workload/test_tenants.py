@@ -38,7 +38,7 @@ def test_requests_carry_tenant_labels_priorities_and_weights(write_scenario):
     assert labels.count("b/short") / len(labels) == pytest.approx(0.25, abs=0.03)
     a = [r for r in reqs if r.label.startswith("a/")]
     assert sum(r.label == "a/long" for r in a) / len(a) == pytest.approx(0.75, abs=0.03)
-    # The priority rides on the request; each target places it when sending (loadkit/engines/priority.py).
+    # The priority rides on the request; each target places it when sending (loadkit/core/priority.py).
     assert all(r.priority == 1 and r.extra_body == {} for r in a)
     assert all(r.priority is None and r.extra_body == {} for r in reqs if r.label.startswith("b/"))
 

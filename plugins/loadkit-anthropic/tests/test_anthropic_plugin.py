@@ -13,8 +13,8 @@ from anthropic_helpers import messages_server, posts, stream_body
 from loadkit import GenerationRequest, types
 from loadkit.client.timer import Timeouts, run_request
 from loadkit.engines.base import AdapterOptions
-from loadkit.engines.detect import detect_engine
 from loadkit.plugins import get_engine, new_plugin_manager
+from loadkit.servers.detect import detect_engine
 
 installed = pytest.mark.skipif(
     not any(ep.value == "loadkit_anthropic" for ep in importlib.metadata.entry_points(group="loadkit")),

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loadkit.client.httpstream import Endpoint
-from loadkit.engines.base import AdapterOptions, EngineAdapter
-from loadkit.engines.priority import check_priority_as
+from loadkit.core.adapter import AdapterOptions, EngineAdapter
+from loadkit.core.priority import check_priority_as
 from loadkit.errors import UserError
 from loadkit.plugins import get_engine
 
@@ -27,7 +27,7 @@ class TargetSpec:
     api: str | None = None
     model: str | None = None
     priority_as: str | None = (
-        None  # where tenants' priorities go (loadkit/engines/priority.py); None: the engine's
+        None  # where tenants' priorities go (loadkit/core/priority.py); None: the engine's
     )
 
 

@@ -1,10 +1,10 @@
-"""Small synchronous HTTP helpers for everything that is not a timed stream: probing a server
-for ``--engine auto``, reading its info endpoints, tokenizing, fetching ``/metrics``.
+"""The one HTTP helper for everything that is not a timed stream: probing a server for
+``--engine auto``, reading its info endpoints, tokenizing, fetching ``/metrics``.
 
 Plain ``http.client`` with a timeout on every call (under Locust the socket module is gevent's,
 so these cooperate with running users). Only the stream timer measures anything. https URLs
-use the given SSL context, else the process's (loadkit/client/tls.py: the run's TLS options); a TLS
-failure raises ``TlsError`` (an OSError) whose message says why.
+use the given SSL context, else the process's (loadkit/client/tls.py: the run's TLS options); a
+TLS failure raises ``TlsError`` (an OSError) whose message says why.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from urllib.parse import urlsplit
 import orjson
 
 from loadkit.client.tls import TlsError, describe_error, process_context
-from loadkit.engines.base import EngineAdapter
 from loadkit.types import HttpRequest
 
 MAX_BODY = 1 << 20
@@ -40,6 +39,12 @@ class Response:
     @property
     def text(self) -> str:
         return self.body.decode("utf-8", "replace")
+
+
+def split_url(url: str) -> tuple[str, str]:
+    """``(base URL, path)`` of a full URL: ``https://h:1/a/b`` -> ``("https://h:1", "/a/b")``."""
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    return f"{parts.scheme}://{parts.netloc}", parts.path or "/"
 
 
 def _connection(base_url: str, timeout_s: float,
@@ -78,41 +83,3 @@ def fetch(base_url: str, request: HttpRequest, timeout_s: float = 2.0,
 def get(base_url: str, path: str, timeout_s: float = 2.0, headers: dict[str, str] | None = None,
         ssl_context: ssl.SSLContext | None = None) -> Response:  # fmt: skip
     return fetch(base_url, HttpRequest("GET", path, None, dict(headers or {})), timeout_s, ssl_context)
-
-
-def auth_headers(adapter: EngineAdapter) -> dict[str, str]:
-    """The adapter's headers minus content negotiation, for plain GETs."""
-    return {k: v for k, v in adapter.base_headers().items() if k not in ("Content-Type", "Accept")}
-
-
-def describe(adapter: EngineAdapter, base_url: str, timeout_s: float = 2.0,
-             ssl_context: ssl.SSLContext | None = None) -> dict[str, Any]:  # fmt: skip
-    """Engine version, model, limits: the adapter's reading of its ``info_paths``."""
-    responses: dict[str, Any] = {}
-    for path in adapter.info_paths:
-        try:
-            resp = get(base_url, path, timeout_s, auth_headers(adapter), ssl_context)
-        except OSError:
-            continue
-        if resp.status == 200:
-            body = resp.json()
-            responses[path] = body if body is not None else resp.text
-    return adapter.describe_server(responses)
-
-
-def count_tokens(adapter: EngineAdapter, base_url: str, text: str, timeout_s: float = 5.0,
-                 ssl_context: ssl.SSLContext | None = None) -> int | None:  # fmt: skip
-    """Tokens in ``text`` by the server's own tokenizer; None when the engine has no tokenize
-    endpoint or it did not answer with a count."""
-    make = getattr(adapter, "tokenize_request", None)
-    request = make(text) if make is not None else None
-    if request is None:
-        return None
-    try:
-        resp = fetch(base_url, request, timeout_s, ssl_context)
-    except OSError:
-        return None
-    if resp.status != 200:
-        return None
-    result = adapter.parse_tokenize(resp.json())  # type: ignore[attr-defined]
-    return result if isinstance(result, int) else None

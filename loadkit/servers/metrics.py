@@ -1,5 +1,7 @@
 """Server metrics: Prometheus text (read by prometheus-client's parser), the mapping of each
 engine's metric names to loadkit's neutral names, and a scraper that keeps counters between scrapes.
+:func:`scraper_for` is the one way a run's target gets its scraper (the run's scraping,
+loadkit/glue/scraping.py, and the web UI's live queue column alike).
 
 Neutral names (all optional; absent = the engine does not say):
 ``running``, ``waiting`` (requests), ``kv_usage`` (0..1), ``prefix_hit_rate`` (0..1, since the
@@ -21,10 +23,14 @@ import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from loadkit.engines.base import EngineAdapter
-from loadkit.engines.serverinfo import auth_headers, get
+from loadkit.core.adapter import EngineAdapter
+from loadkit.servers.http import get
+from loadkit.servers.info import auth_headers
+
+if TYPE_CHECKING:
+    from loadkit.servers.targets import Target
 
 RATIOS = frozenset({"kv_usage", "prefix_hit_rate"})
 
@@ -200,3 +206,20 @@ class MetricsScraper:
             return None
         hits = values.get("prefix_cache_hits", 0.0) - self.previous.get("prefix_cache_hits", 0.0)
         return ratio(hits, now_q - prev_q)
+
+
+def scrapes(adapter: EngineAdapter) -> bool:
+    """True when the engine has metrics to scrape: metric names, and a metrics endpoint
+    (``metrics_path`` not None)."""
+    return bool(adapter.metric_names) and getattr(adapter, "metrics_path", "/metrics") is not None
+
+
+def scraper_for(target: Target, timeout_s: float = 2.0) -> MetricsScraper | None:
+    """The scraper of one of a run's targets, over the target's own connection settings (its
+    endpoint's TLS context: a private CA or a client certificate holds for the scrapes too);
+    None for an engine with nothing to scrape."""
+    if not scrapes(target.adapter):
+        return None
+    return MetricsScraper(
+        target.adapter, target.spec.url, timeout_s=timeout_s, ssl_context=target.endpoint.ssl_context
+    )
