@@ -28,7 +28,7 @@ from loadkit.records import RequestRecord, e2e_ms
 from loadkit.types import CANCELLED, OK, GenerationRequest
 
 
-def get_runtime(environment) -> Runtime:
+def get_runtime(environment: Any) -> Runtime:
     runtime = getattr(environment, "loadkit", None)
     if runtime is None:
         raise RuntimeError(

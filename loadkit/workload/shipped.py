@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import tomllib
 from pathlib import Path
+from typing import Any
 
 from loadkit.workload.errors import ScenarioError
 
@@ -57,7 +58,7 @@ def describe_shipped() -> list[tuple[str, str, str]]:
     return rows
 
 
-def _kind(raw: dict) -> str:
+def _kind(raw: dict[str, Any]) -> str:
     """e.g. "requests, open loop (poisson)", "mooncake trace replay, open loop", "sessions, closed loop"."""
     arrival = raw.get("arrival", {}).get("model", "closed")
     load = (
