@@ -1,6 +1,6 @@
 """The thin Locust glue for loadkit's stats: listeners, messages, greenlets. Imports locust.
 
-Timeline on a distributed run (the part Locust gets wrong for us, DESIGN.md §6):
+Timeline on a distributed run (the part Locust gets wrong for us, docs/distributed.md):
 - every worker report carries a cumulative snapshot (seq-numbered) under data["loadkit"];
 - a worker's ``test_stop`` sends a final snapshot as the custom message ``loadkit_final``;
 - the master's ``quit`` is wrapped so it tells workers to quit and then waits (bounded by
