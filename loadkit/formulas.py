@@ -1,4 +1,4 @@
-"""The per-request metric formulas of DESIGN.md §1, once, in integer nanoseconds.
+"""The per-request metric formulas of docs/metrics.md ("Metric definitions"), once, in integer nanoseconds.
 
 Every figure loadkit shows of one request comes from here: the stats histograms (engine,
 label, stage, tenant, user class, turn, length bucket) record these integers, and the raw

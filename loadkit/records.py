@@ -1,4 +1,4 @@
-"""RequestRecord: everything measured about one request, and the metrics of DESIGN.md §1.
+"""RequestRecord: everything measured about one request, and the metrics of docs/metrics.md ("Metric definitions").
 
 All timestamps are `time.perf_counter_ns()` values (CLOCK_MONOTONIC on Linux, the clock the
 simulator's truth log uses too). A metric that was not measured is None, never 0.
@@ -96,7 +96,7 @@ class RequestRecord:
         return self.event_t_ns[-1] if self.event_t_ns else None
 
     def to_json(self) -> dict[str, Any]:
-        """The raw-log line for this request (DESIGN.md §1 names); text and event arrays left out."""
+        """The raw-log line for this request (docs/metrics.md's names); text and event arrays left out."""
         return {
             "request_id": self.request_id,
             "engine": self.engine,

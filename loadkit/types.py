@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-# Every request ends in exactly one of these (DESIGN.md §1). http_error carries its status
+# Every request ends in exactly one of these (docs/metrics.md, docs/reports.md "Outcomes of a request"). http_error carries its status
 # as a suffix: "http_error:503".
 OK = "ok"
 CONNECT_ERROR = "connect_error"

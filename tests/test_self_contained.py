@@ -121,8 +121,8 @@ def test_a_built_wheel_carries_the_shipped_scenarios_and_traces(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     (wheel,) = out.glob("loadkit-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    package = REPO / "loadkit"
-    wanted = [p for p in (package / "scenarios").glob("*.toml")]
-    wanted += [p for p in (package / "data").rglob("*") if p.is_file()]
-    missing = [str(p.relative_to(REPO)) for p in wanted if str(p.relative_to(REPO)) not in names]
+    # The top-level scenarios/ goes into the wheel as loadkit/scenarios/ (setup.py's build step).
+    wanted = [f"loadkit/scenarios/{p.name}" for p in (REPO / "scenarios").glob("*.toml")]
+    wanted += [str(p.relative_to(REPO)) for p in (REPO / "loadkit" / "data").rglob("*") if p.is_file()]
+    missing = [name for name in wanted if name not in names]
     assert len(wanted) >= 15 and not missing, missing

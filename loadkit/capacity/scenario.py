@@ -43,7 +43,7 @@ def lengths_from_scenario(path: Path, n: int) -> LengthSample:
 
 def _request_source(path: Path) -> Any:
     try:
-        from loadkit.workload import load_scenario  # type: ignore[attr-defined]
+        from loadkit.workload import load_scenario
     except ImportError:
         raise CapacityError(
             f"{path}: scenario files need loadkit.workload.load_scenario, not available in this install"

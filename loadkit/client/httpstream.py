@@ -2,8 +2,9 @@
 returns, with the read's arrival time, and tells a clean end from a cut connection.
 
 Why not Locust's FastHttpSession: its line iterator reads 1 KiB blocks before splitting, which
-delayed events by ~30 ms at 10 ms/token on this machine (DESIGN.md §6), and its readline waits
-for CRLF where SSE may end lines with LF alone. Under Locust the `socket` module is gevent's,
+delayed events by ~30 ms at 10 ms/token on this machine when this client was written (today's
+accuracy: docs/performance.md, "Client"), and its readline waits for CRLF where SSE may end
+lines with LF alone. Under Locust the `socket` module is gevent's,
 so this code cooperates with other virtual users without changes.
 """
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from loadkit.errors import UserError
@@ -361,7 +362,7 @@ def _refuse_worker(environment: Any, reason: str) -> None:
     gevent.spawn_later(0.5, runner.quit)
 
 
-def _master_notes_handler(runtime: Runtime):
+def _master_notes_handler(runtime: Runtime) -> Callable[..., None]:
     def handler(environment: Any, msg: Any, **_: Any) -> None:
         data = msg.data or {}
         text = data.get("warning") or f"worker {data.get('worker')} refused: {data.get('reason')}"

@@ -385,7 +385,7 @@ class Runtime(Schedules):
 
     def _notify_finished(self, pm: GuardedPluginManager, rec: RequestRecord) -> None:
         """One pluggy call; a plugin that raised is named and the run marked invalid, and the
-        record still counts (the guard keeps the other plugins running, see pluginguard.py)."""
+        record still counts (the guard keeps the other plugins running, see loadkit/plugins/guard.py)."""
         try:
             pm.hook.loadkit_request_finished(record=rec)
         except Exception as exc:  # only a hookwrapper's own failure gets here

@@ -26,7 +26,7 @@ class SampleLog:
 
     def __init__(self) -> None:
         self.t = array("d")
-        self.columns: dict[str, array] = {}
+        self.columns: dict[str, array[float]] = {}
         self.errors: dict[int, str] = {}
 
     def __len__(self) -> int:

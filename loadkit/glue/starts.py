@@ -52,7 +52,7 @@ def prepare(runtime: Any, options: Any, host: str | None, shard: tuple[int, int]
         runtime.prepared_for = None  # a failed configure leaves nothing to reuse
         runtime.configure(options, host, shard, given)
         runtime.prepared_for = key
-    return runtime.config  # type: ignore[no-any-return]
+    return runtime.config
 
 
 def claim_report_dir(runtime: Any, given: str) -> str:

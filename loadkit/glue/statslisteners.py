@@ -7,7 +7,7 @@ after their own test start / test stop, so no order of Locust listeners is relie
 alone (``loadkit.stats.install_stats``), it listens to test_start and test_stop itself and
 reads its options from Locust's at each start.
 
-Timeline on a distributed run (the part Locust gets wrong for us, DESIGN.md §6):
+Timeline on a distributed run (the part Locust gets wrong for us, docs/distributed.md):
 - every worker report carries a cumulative snapshot (seq-numbered) under data["loadkit"];
 - a worker's ``test_stop`` sends a final snapshot as the custom message ``loadkit_final``;
 - the master's ``quit`` is wrapped so it tells workers to quit and then waits (bounded by

@@ -3,7 +3,7 @@
 Its tasks are yours: `self.chat`, `self.complete` and `self.session` (loadkit.glue.api) send
 through `send`; ScenarioUser (loadkit.glue.scenario_user) adds the task that sends a
 scenario's traffic. Requests never go through Locust's HTTP client; the stream timer owns the
-socket so event arrival is stamped at the read (DESIGN.md §6). One Locust `request` event per
+socket so event arrival is stamped at the read (docs/performance.md, "What the client does"). One Locust `request` event per
 finished request keeps Locust's own tables and exit codes meaningful, without the per-token
 cost.
 """
@@ -28,7 +28,7 @@ from loadkit.records import RequestRecord, e2e_ms
 from loadkit.types import CANCELLED, OK, GenerationRequest
 
 
-def get_runtime(environment) -> Runtime:
+def get_runtime(environment: Any) -> Runtime:
     runtime = getattr(environment, "loadkit", None)
     if runtime is None:
         raise RuntimeError(

@@ -6,7 +6,7 @@
 3. when a third-party implementation raised in 1 or 2: the run is marked invalid with the
    plugin named, and loadkit's own writers write again, so report.json says why.
 
-A third-party failure never stops loadkit's writers (``pluginguard.CONTAINED``); a failure of
+A third-party failure never stops loadkit's writers (``loadkit.plugins.guard.CONTAINED``); a failure of
 loadkit's own writer propagates to the caller, as it always did.
 """
 

@@ -1,6 +1,6 @@
 """GroupStats: everything kept about the requests of one (engine, label), mergeable exactly.
 
-The hot path (``GroupStats.add``) computes the metrics of DESIGN.md §1 straight from the
+The hot path (``GroupStats.add``) computes the metrics of docs/metrics.md straight from the
 record's integer nanosecond timestamps with ``loadkit.formulas``, whose values divided by
 10^6 are ``loadkit.records``' milliseconds (a test holds the two exactly equal). Values are appended to small
 pending lists and recorded into the histograms a few thousand at a time with numpy

@@ -48,6 +48,6 @@ def install_secret_hiding(web_ui: Any, base_path: str) -> None:
         form = request.form
         if any(form.get(name) == "" for name in secret_names):
             kept = [(k, v) for k, v in form.items(multi=True) if not (k in secret_names and v == "")]
-            request.form = ImmutableMultiDict(kept)  # type: ignore[misc]
+            request.form = ImmutableMultiDict(kept)
 
     web_ui.app.before_request(keep_blank_secrets)

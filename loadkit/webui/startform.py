@@ -114,4 +114,4 @@ def wait_for_start(runtime: Any, before: int) -> str | None:
         if waited > END_WAIT_S or (waited > BEGIN_WAIT_S and runtime.starts_begun == before):
             return None
         gevent.sleep(0.02)
-    return runtime.start_error  # type: ignore[no-any-return]
+    return runtime.start_error

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
+from typing import Any
 
 import numpy as np
 
@@ -41,7 +42,7 @@ class Stage:
         return self.rate + (self.ramp_to - self.rate) * frac
 
 
-def stages_from_spec(spec: dict) -> list[Stage]:
+def stages_from_spec(spec: dict[str, Any]) -> list[Stage]:
     """The scenario's arrival table as stages; no stages = one endless stage at `rate`."""
     default_cv = float(spec.get("cv", 1.0))
     raw = spec.get("stages") or []

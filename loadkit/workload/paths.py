@@ -1,8 +1,8 @@
 """Where scenarios and their data live: shipped (package data) or the user's own files.
 
-Shipped scenarios are ``loadkit/scenarios/*.toml`` and the traces they replay are
-``loadkit/data/traces/...``, both package data, so a clone and an installed wheel see the same
-files. In a scenario's file paths:
+Shipped scenarios are the repository's ``scenarios/*.toml`` (packaged into the wheel as
+``loadkit/scenarios/``, see loadkit/workload/shipped.py) and the traces they replay are package
+data ``loadkit/data/traces/...``, so a clone and an installed wheel see the same files. In a scenario's file paths:
 
 - ``${LOADKIT_PACKAGE_DATA}`` is always this installation's ``loadkit/data`` (what shipped
   scenarios use, so a copy of one still finds its trace wherever it is saved);

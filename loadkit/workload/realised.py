@@ -13,7 +13,7 @@ from loadkit.workload.mooncake import BlockPrompts
 from loadkit.workload.text import TextBuilder
 
 
-def length_summary(values: array | list[int]) -> dict[str, Any]:
+def length_summary(values: array[int] | list[int]) -> dict[str, Any]:
     """count, mean, std, min, percentiles, max and a log2 histogram; None fields when empty."""
     if len(values) == 0:
         return {
@@ -51,7 +51,7 @@ class LengthCounts:
     __slots__ = ("counts", "n")
 
     def __init__(self) -> None:
-        self.counts: array = array("q")
+        self.counts: array[int] = array("q")
         self.n = 0
 
     def add(self, value: int) -> None:

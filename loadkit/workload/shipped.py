@@ -1,4 +1,8 @@
-"""Shipped scenarios: package data under ``loadkit/scenarios/``, addressed by name from anywhere.
+"""Shipped scenarios: the repository's top-level ``scenarios/``, addressed by name from anywhere.
+
+The files live once, in ``scenarios/`` at the repository's root; the build (setup.py) copies them
+into the wheel as package data ``loadkit/scenarios/``. So an installed loadkit reads them from
+inside the package, and a checkout (an editable install) reads the top-level folder in place.
 
 ``--scenario uneven_chat`` (or ``uneven-chat``, or ``uneven_chat.toml``) names a shipped file;
 anything that is an existing file is used as that file first, so a path always works and a
@@ -10,10 +14,24 @@ from __future__ import annotations
 import difflib
 import tomllib
 from pathlib import Path
+from typing import Any
 
 from loadkit.workload.errors import ScenarioError
 
-SHIPPED_DIR = Path(__file__).resolve().parents[1] / "scenarios"
+PACKAGE = Path(__file__).resolve().parents[1]
+
+
+def _shipped_dir() -> Path:
+    """The installed package's copy when there is one (a wheel), else the checkout's top-level folder
+    (a clone or an editable install, where the package sits in the repository beside pyproject.toml)."""
+    packaged = PACKAGE / "scenarios"
+    checkout = PACKAGE.parent / "scenarios"
+    if packaged.is_dir() or not (PACKAGE.parent / "pyproject.toml").is_file():
+        return packaged  # an install without its copy lists none, rather than reading site-packages
+    return checkout
+
+
+SHIPPED_DIR = _shipped_dir()
 
 
 def _key(name: str) -> str:
@@ -57,7 +75,7 @@ def describe_shipped() -> list[tuple[str, str, str]]:
     return rows
 
 
-def _kind(raw: dict) -> str:
+def _kind(raw: dict[str, Any]) -> str:
     """e.g. "requests, open loop (poisson)", "mooncake trace replay, open loop", "sessions, closed loop"."""
     arrival = raw.get("arrival", {}).get("model", "closed")
     load = (

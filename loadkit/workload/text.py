@@ -111,7 +111,7 @@ class ExactBuilder:
         self, name: str, count: Callable[[str], int], offsets: Callable[[str], list[int]] | None = None
     ) -> None:
         self.name = name
-        self.count = count  # type: ignore[method-assign]
+        self.count = count
         self._offsets = offsets
         self.misses = 0  # targets that could not be hit exactly (reported, never hidden)
         self.last_count = 0  # tokens of the last text built, as the counter says

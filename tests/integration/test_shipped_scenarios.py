@@ -1,4 +1,4 @@
-"""Every shipped scenario (loadkit/scenarios/, given by name) runs valid against the simulator
+"""Every shipped scenario (scenarios/, given by name) runs valid against the simulator
 `loadkit run` starts for it — the default profile, or the one its [sim] table names — with no
 other option: requests go out, none fails, and every request is accounted for."""
 

@@ -1,5 +1,6 @@
-"""Shipped scenarios are package data, addressed by name from any directory; the traces they
-replay are inside the package; ${LOADKIT_DATA} stays the user's override for their own traces."""
+"""Shipped scenarios (the top-level scenarios/, package data in a wheel) are addressed by name from
+any directory; the traces they replay are inside the package; ${LOADKIT_DATA} stays the user's
+override for their own traces."""
 
 from __future__ import annotations
 
@@ -18,8 +19,11 @@ PACKAGE = Path(loadkit.__file__).resolve().parent
 SHIPPED = shipped_scenarios()
 
 
-def test_shipped_scenarios_live_in_the_package():
-    assert SHIPPED_DIR == PACKAGE / "scenarios"
+def test_shipped_scenarios_live_at_the_top_of_the_checkout():
+    # One copy, the repository's scenarios/; a wheel carries it as loadkit/scenarios/ (setup.py,
+    # checked by tests/test_self_contained.py and scripts/check_wheel.sh).
+    assert SHIPPED_DIR == PACKAGE.parent / "scenarios"
+    assert not (PACKAGE / "scenarios").exists()
     assert {"uneven_chat", "mooncake_replay", "azure_conversation_replay", "agent-multiturn"} <= set(SHIPPED)
     assert all(p.parent == SHIPPED_DIR for p in SHIPPED.values())
 
