@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from loadkit.verify.breakdown import compare_breakdown
 from loadkit.verify.compare import US_UNIT_MS, Verdict, compare_group, compare_summary
+from loadkit.verify.delivered import delivered
 from loadkit.verify.figures import DEFAULT_RELATIVE_ERROR
 from loadkit.verify.rates import compare_rates, one_process, window_s
 from loadkit.verify.rawlog import Run
 from loadkit.verify.recompute import figures, group_by
+from loadkit.verify.tenants import tenants
 
 STAGE_METRICS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms")
 THREE = (("p50", 500), ("p90", 900), ("p99", 990))
@@ -38,11 +41,25 @@ def verify_run(run: Run) -> Verdict:
     stages(run, v, slos)
     sessions(run, v)
     lengths(run, v)
+    delivered(run, v)
+    tenants(run, v)
+    unlogged(run, v)
     unknown = sorted({k for k in slos if k == "answer_tpot_ms" or (k == "itl_ms" and not events)})
     if unknown:
         v.notes.append(f"SLO keys {', '.join(unknown)}: per-key counts and 'good' not checked (the raw log "
                        "lacks what they judge)")  # fmt: skip
     return v
+
+
+def unlogged(run: Run, v: Verdict) -> None:
+    """Sections built from what the raw log does not hold: said, not silently skipped."""
+    if run.report.get("timeseries"):
+        v.notes.append("timeseries: its intervals are whole seconds of each process's wall clock, which the raw "
+                       "log's monotonic times cannot be placed on (no wall-clock offset is logged)")  # fmt: skip
+    task_errors = run.report.get("task_errors")
+    if task_errors:
+        v.notes.append("task_errors: an exception in a user's task sends no request, so the raw log holds "
+                       "nothing to count it from")  # fmt: skip
 
 
 def conservation(run: Run, v: Verdict) -> None:
@@ -80,6 +97,7 @@ def engines(run: Run, v: Verdict, slos: dict[str, float], events: bool) -> None:
         compare_group(v, "engines", engine, section, fig)
         seconds = window_s(rows) if timed else None
         compare_rates(v, "engines", engine, section, fig, seconds)
+        compare_breakdown(v, "engines", engine, (section or {}).get("server_breakdown"), rows)
         labels = (section or {}).get("labels") or {}
         by_label = group_by(rows, "label")
         v.exact("engines", engine, "labels", sorted(labels), sorted(k[0] for k in by_label))
@@ -87,6 +105,7 @@ def engines(run: Run, v: Verdict, slos: dict[str, float], events: bool) -> None:
             key, fig = f"{engine} / label {label}", figures(mine, slos, events)
             compare_group(v, "engines", key, labels.get(label), fig)
             compare_rates(v, "engines", key, labels.get(label), fig, seconds)  # shares of the engine's window
+            compare_breakdown(v, "engines", key, (labels.get(label) or {}).get("server_breakdown"), mine)
 
 
 def user_classes(run: Run, v: Verdict, slos: dict[str, float]) -> None:
