@@ -63,8 +63,7 @@ def tenants(run: Run, v: Verdict) -> None:
                 shares.append(None)
                 continue
             shares.append(_tenant(v, f"{engine} / {tenant}", got, parts, seconds, timed))
-        if timed or all(x is None for x in shares):
-            _maybe(v, s, engine, "jain_fairness", section.get("jain_fairness"), jain(shares))
+        _maybe(v, s, engine, "jain_fairness", section.get("jain_fairness"), jain(shares))  # counts only
 
 
 def _tenant(v: Verdict, key: str, got: dict[str, Any], parts: dict[str, list[dict[str, Any]]],

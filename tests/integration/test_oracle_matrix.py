@@ -189,8 +189,18 @@ def test_two_processes(tmp_path):
                           "--raw-log")  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(list(report_dir.glob("requests.worker*.jsonl"))) == 2
-    out = holds(report_dir, 300, delivered=2)
-    assert "not checked: delivered realised rate" in out  # several processes' clocks: said
+    out = holds(report_dir, 300, delivered=3)
+    # Two processes on this machine: windows and rates within the clocks' offsets, CV not at all.
+    assert "note: windows and rates of 2 processes on one machine: within 5 ms" in out, out
+    assert "not checked: delivered realised CV and concurrency of several processes" in out, out
+    engine = next(iter(json.loads((report_dir / "report.json").read_text())["engines"]))
+
+    def faster(doc: dict[str, Any]) -> None:
+        doc["engines"][engine]["requests_per_s"] *= 1.01
+
+    proc = tampered(report_dir, tmp_path / "t", faster)
+    assert proc.returncode == 1, proc.stdout
+    assert f"DISAGREES engines / {engine} / requests_per_s: report" in proc.stdout, proc.stdout
 
 
 def test_a_master_and_two_workers(tmp_path):
