@@ -52,12 +52,28 @@ def verify_run(run: Run) -> Verdict:
 
 
 def unlogged(run: Run, v: Verdict) -> None:
-    """Sections built from what the raw log does not hold: said, not silently skipped."""
-    if run.report.get("timeseries"):
-        v.notes.append("timeseries: its intervals are whole seconds of each process's wall clock, which the raw "
-                       "log's monotonic times cannot be placed on (no wall-clock offset is logged)")  # fmt: skip
-    task_errors = run.report.get("task_errors")
-    if task_errors:
+    """Sections built from what the raw log does not hold: their totals where the log has them,
+    the rest said, not silently skipped."""
+    series = False
+    for (engine,), rows in sorted(group_by(run.rows, "engine").items()):
+        ts = (run.report["engines"].get(engine) or {}).get("timeseries")
+        if not isinstance(ts, dict):
+            continue
+        series = True
+        ok = [r for r in rows if r["outcome"] == "ok"]
+        # Whichever second a request falls in, each is in exactly one: the columns add up.
+        for name, want in (
+            ("requests", len(rows)),
+            ("ok", len(ok)),
+            ("output_tokens", sum(r["n_out"] or 0 for r in ok)),
+        ):
+            if isinstance(ts.get(name), list):
+                v.exact("timeseries", engine, f"Σ {name}", sum(ts[name]), want)
+    if series:
+        v.notes.append("timeseries per second: its intervals are whole seconds of each process's wall clock, which "
+                       "the raw log's monotonic times cannot be placed on (no wall-clock offset is logged); the "
+                       "columns' totals are checked")  # fmt: skip
+    if run.report.get("task_errors"):
         v.notes.append("task_errors: an exception in a user's task sends no request, so the raw log holds "
                        "nothing to count it from")  # fmt: skip
 

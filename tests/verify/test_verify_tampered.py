@@ -70,6 +70,7 @@ TAMPERED = {
     ),
     "tenants / a / window_s": lambda doc: _times(doc["tenants"]["by_target"][ENGINE], "window_s", 1.001),
     "tenants / a / jain_fairness": lambda doc: doc["tenants"]["by_target"][ENGINE].update(jain_fairness=0.5),
+    "timeseries / a / Σ ok": lambda doc: doc["engines"][ENGINE]["timeseries"]["ok"].append(1),
     "engines / a / server_breakdown.requests_not_reported": lambda doc: _times(
         doc["engines"][ENGINE]["server_breakdown"], "requests_not_reported", 2
     ),
