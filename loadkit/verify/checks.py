@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from loadkit.verify.breakdown import compare_breakdown
 from loadkit.verify.compare import US_UNIT_MS, Verdict, compare_group, compare_summary
+from loadkit.verify.delivered import delivered
 from loadkit.verify.figures import DEFAULT_RELATIVE_ERROR
-from loadkit.verify.rates import compare_rates, one_process, window_s
+from loadkit.verify.rates import clock_slack_s, compare_rates, window_s
 from loadkit.verify.rawlog import Run
 from loadkit.verify.recompute import figures, group_by
+from loadkit.verify.tenants import tenants
 
 STAGE_METRICS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms")
 THREE = (("p50", 500), ("p90", 900), ("p99", 990))
@@ -38,11 +41,41 @@ def verify_run(run: Run) -> Verdict:
     stages(run, v, slos)
     sessions(run, v)
     lengths(run, v)
+    delivered(run, v)
+    tenants(run, v)
+    unlogged(run, v)
     unknown = sorted({k for k in slos if k == "answer_tpot_ms" or (k == "itl_ms" and not events)})
     if unknown:
         v.notes.append(f"SLO keys {', '.join(unknown)}: per-key counts and 'good' not checked (the raw log "
                        "lacks what they judge)")  # fmt: skip
     return v
+
+
+def unlogged(run: Run, v: Verdict) -> None:
+    """Sections built from what the raw log does not hold: their totals where the log has them,
+    the rest said, not silently skipped."""
+    series = False
+    for (engine,), rows in sorted(group_by(run.rows, "engine").items()):
+        ts = (run.report["engines"].get(engine) or {}).get("timeseries")
+        if not isinstance(ts, dict):
+            continue
+        series = True
+        ok = [r for r in rows if r["outcome"] == "ok"]
+        # Whichever second a request falls in, each is in exactly one: the columns add up.
+        for name, want in (
+            ("requests", len(rows)),
+            ("ok", len(ok)),
+            ("output_tokens", sum(r["n_out"] or 0 for r in ok)),
+        ):
+            if isinstance(ts.get(name), list):
+                v.exact("timeseries", engine, f"Σ {name}", sum(ts[name]), want)
+    if series:
+        v.notes.append("timeseries per second: its intervals are whole seconds of each process's wall clock, which "
+                       "the raw log's monotonic times cannot be placed on (no wall-clock offset is logged); the "
+                       "columns' totals are checked")  # fmt: skip
+    if run.report.get("task_errors"):
+        v.notes.append("task_errors: an exception in a user's task sends no request, so the raw log holds "
+                       "nothing to count it from")  # fmt: skip
 
 
 def conservation(run: Run, v: Verdict) -> None:
@@ -70,23 +103,32 @@ def engines(run: Run, v: Verdict, slos: dict[str, float], events: bool) -> None:
     report = run.report["engines"]
     by_engine = group_by(run.rows, "engine")
     v.exact("engines", "*", "names", sorted(report), sorted(k[0] for k in by_engine))
-    timed = one_process(run.rows)
+    slack = clock_slack_s(run)
+    timed = slack is not None
     if not timed:
-        v.notes.append("windows and rates (window_s, *_per_s): the raw log comes from several processes, "
-                       "whose monotonic clocks the report's wall-clock windows cannot be matched with")  # fmt: skip
+        v.notes.append("windows and rates (window_s, *_per_s): the raw log comes from processes on several "
+                       "machines, whose monotonic clocks the report's wall-clock windows cannot be matched with")  # fmt: skip
+    elif slack:
+        v.remarks.append(f"windows and rates of {len({r.get('worker') for r in run.rows})} processes on one "
+                       f"machine: within {slack * 1e3:g} ms of window (each process measured its own wall-clock "
+                       "offset)")  # fmt: skip
     for (engine,), rows in sorted(by_engine.items()):
         section = report.get(engine)
         fig = figures(rows, slos, events)
         compare_group(v, "engines", engine, section, fig)
         seconds = window_s(rows) if timed else None
-        compare_rates(v, "engines", engine, section, fig, seconds)
+        compare_rates(v, "engines", engine, section, fig, seconds, slack or 0.0)
+        compare_breakdown(v, "engines", engine, (section or {}).get("server_breakdown"), rows)
         labels = (section or {}).get("labels") or {}
         by_label = group_by(rows, "label")
         v.exact("engines", engine, "labels", sorted(labels), sorted(k[0] for k in by_label))
         for (label,), mine in sorted(by_label.items()):
             key, fig = f"{engine} / label {label}", figures(mine, slos, events)
             compare_group(v, "engines", key, labels.get(label), fig)
-            compare_rates(v, "engines", key, labels.get(label), fig, seconds)  # shares of the engine's window
+            compare_rates(
+                v, "engines", key, labels.get(label), fig, seconds, slack or 0.0
+            )  # shares of the engine's window
+            compare_breakdown(v, "engines", key, (labels.get(label) or {}).get("server_breakdown"), mine)
 
 
 def user_classes(run: Run, v: Verdict, slos: dict[str, float]) -> None:
@@ -101,24 +143,26 @@ def user_classes(run: Run, v: Verdict, slos: dict[str, float]) -> None:
     v.exact(s, "*", "names", sorted(report), sorted(k[0] for k in by_class))
     # Rates: a class's totals over the run's window (every class's requests), a class's engine
     # and labels over that engine's window, so the classes' rates add up.
-    timed = one_process(run.rows)
+    slack = clock_slack_s(run)
+    timed = slack is not None
+    slack = slack or 0.0
     run_s = window_s(rows) if timed else None
     engine_s = {k[0]: window_s(g) for k, g in group_by(rows, "engine").items()} if timed else {}
     for (cls,), mine in sorted(by_class.items()):
         section = report.get(cls) or {}
         fig = figures(mine, slos, False)
         compare_group(v, s, cls, report.get(cls), fig)
-        compare_rates(v, s, cls, report.get(cls), fig, run_s)
+        compare_rates(v, s, cls, report.get(cls), fig, run_s, slack)
         for (engine,), eng_rows in sorted(group_by(mine, "engine").items()):
             eng = (section.get("engines") or {}).get(engine)
             fig = figures(eng_rows, slos, False)
             compare_group(v, s, f"{cls} / {engine}", eng, fig)
-            compare_rates(v, s, f"{cls} / {engine}", eng, fig, engine_s.get(engine))
+            compare_rates(v, s, f"{cls} / {engine}", eng, fig, engine_s.get(engine), slack)
             for (label,), lab_rows in sorted(group_by(eng_rows, "label").items()):
                 lab = ((eng or {}).get("labels") or {}).get(label)
                 key, fig = f"{cls} / {engine} / label {label}", figures(lab_rows, slos, False)
                 compare_group(v, s, key, lab, fig)
-                compare_rates(v, s, key, lab, fig, engine_s.get(engine))
+                compare_rates(v, s, key, lab, fig, engine_s.get(engine), slack)
 
 
 def stages(run: Run, v: Verdict, slos: dict[str, float]) -> None:

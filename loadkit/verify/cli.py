@@ -27,6 +27,8 @@ def main(argv: list[str]) -> int:
     if not args.quiet:
         for section, count in verdict.checked.items():
             print(f"  checked {section}: {count} figures")
+        for remark in verdict.remarks:
+            print(f"  note: {remark}")
         for note in verdict.notes:
             print(f"  not checked: {note}")
     for d in verdict.disagreements:

@@ -40,6 +40,7 @@ class Verdict:
     checked: dict[str, int] = field(default_factory=dict)  # figures compared, per section
     disagreements: list[Disagreement] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what could not be checked, and why
+    remarks: list[str] = field(default_factory=list)  # checked, but how (a wider tolerance), said
     relative_error: float = DEFAULT_RELATIVE_ERROR
 
     @property

@@ -1,21 +1,41 @@
 """Windows and rates: the report divides counts by each group's window, first start to last
 end (docs/metrics.md: the window runs from t_start, connection set-up included). The report
 takes those times on the wall clock, the raw log on the monotonic one; one process converts
-one to the other with a single offset, so its windows can be recomputed exactly. Lines from
-several processes (workers, perhaps on other machines) are left unchecked."""
+one to the other with a single offset, so its windows can be recomputed exactly. Several
+processes on the master's machine (``--processes``, or workers started there) share its
+monotonic clock, and each measured its own offset from the wall clock: their windows agree up
+to the difference of those offsets, bounded here by SAME_HOST_SLACK_S (the two clock reads of
+one offset are consecutive calls; a process descheduled between them on a loaded machine is
+what the slack allows for). Workers on other machines share no clock: left unchecked."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from loadkit.verify.compare import Verdict
+from loadkit.verify.rawlog import Run
 from loadkit.verify.recompute import Figures
 
 NS_PER_S = 1_000_000_000
+SAME_HOST_SLACK_S = 0.005
 
 
 def one_process(rows: list[dict[str, Any]]) -> bool:
     return len({r.get("worker") for r in rows}) <= 1
+
+
+def clock_slack_s(run: Run) -> float | None:
+    """How far the report's windows may lie from the raw log's: 0 for one process, the
+    same-host slack for processes all on the master's machine (Locust names a worker
+    ``<hostname>_<id>``), None when a worker ran elsewhere or the report does not say."""
+    if one_process(run.rows):
+        return 0.0
+    host = (run.manifest.get("client") or {}).get("hostname")
+    nodes = (run.report.get("workers") or {}).get("nodes") or []
+    if not host or not nodes:
+        return None
+    same = all(str(n.get("client_id", "")).rpartition("_")[0] == host for n in nodes)
+    return SAME_HOST_SLACK_S if same else None
 
 
 def window_s(rows: list[dict[str, Any]]) -> float | None:
@@ -38,12 +58,13 @@ def window_s(rows: list[dict[str, Any]]) -> float | None:
 
 
 def compare_rates(v: Verdict, section: str, key: str, report: dict[str, Any] | None, fig: Figures,
-                  seconds: float | None, with_window: bool = True) -> None:  # fmt: skip
-    """window_s and the per-second rates of one group, over ``seconds`` (its engine's window)."""
+                  seconds: float | None, slack_s: float = 0.0, with_window: bool = True) -> None:  # fmt: skip
+    """window_s and the per-second rates of one group, over ``seconds`` (its engine's window),
+    the window within ``slack_s`` (clock_slack_s) and each rate within what that slack moves it."""
     if report is None or seconds is None:
         return
     if with_window:
-        v.close(section, key, "window_s", report.get("window_s"), seconds, 1e-9, False)
+        v.close(section, key, "window_s", report.get("window_s"), seconds, 1e-9 + slack_s, False)
     c = fig.counts
     rates = [
         ("requests_per_s", c["requests"]),
@@ -55,7 +76,15 @@ def compare_rates(v: Verdict, section: str, key: str, report: dict[str, Any] | N
         rates.append(("goodput_per_s", good))
     for name, n in rates:
         if name in report:
-            v.close(section, key, name, report[name], n / seconds, 0, False)
+            v.close(section, key, name, report[name], n / seconds, _rate_slack(n, seconds, slack_s), False)
     slo = report.get("slo")
     if good is not None and isinstance(slo, dict) and "goodput_per_s" in slo:
-        v.close(section, key, "slo.goodput_per_s", slo["goodput_per_s"], good / seconds, 0, False)
+        v.close(section, key, "slo.goodput_per_s", slo["goodput_per_s"], good / seconds,
+                _rate_slack(good, seconds, slack_s), False)  # fmt: skip
+
+
+def _rate_slack(n: int, seconds: float, slack_s: float) -> float:
+    """How far n / (seconds ± slack_s) may lie from n / seconds."""
+    if not slack_s:
+        return 0.0
+    return n / max(seconds - slack_s, 1e-9) - n / seconds

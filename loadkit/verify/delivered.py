@@ -1,0 +1,203 @@
+"""The ``delivered`` section recomputed from the raw log: per (target, stage) the requests sent,
+the arrivals (the scheduled sends; every send when none was scheduled), the realised rate and
+inter-arrival CV of those sends, the rate error against the asked rate the report states, the
+concurrency reached (peak and time-averaged requests in flight) and the asked/realised length
+pairs (which the section takes from ``lengths``, checked in checks.py).
+
+docs/reports.md ("Delivered load") defines them: rate = (n − 1) / (last send − first send),
+CV = sample standard deviation of the gaps / their mean, peak = the most requests in flight
+at once (an end at the same instant as a send frees its slot first), mean = Σ durations /
+(last end − first send). The report takes send times on the wall clock; one process's raw log
+differs from it by one constant offset, which every one of these figures cancels.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from loadkit.verify.compare import Verdict
+from loadkit.verify.rates import clock_slack_s
+from loadkit.verify.rawlog import Run
+from loadkit.verify.recompute import group_by
+
+NS_PER_S = 1_000_000_000
+WIRE_S = 1e-6  # a worker ships times in whole µs (floored): a difference of two is off by < 1 µs
+LENGTH_PAIRS = (
+    ("input_tokens", "input_target", "input_server"),
+    ("output_tokens", "output_asked", "output_server"),
+)
+
+
+def realised(sends_ns: list[int]) -> tuple[float | None, float | None]:
+    """Rate (per s) and CV of the gaps of sorted send times; None below three sends."""
+    if len(sends_ns) < 3:
+        return None, None
+    span_s = (sends_ns[-1] - sends_ns[0]) / NS_PER_S
+    gaps = [(b - a) / NS_PER_S for a, b in zip(sends_ns, sends_ns[1:], strict=False)]
+    mean = sum(gaps) / len(gaps)
+    var = sum((g - mean) ** 2 for g in gaps) / (len(gaps) - 1)
+    rate = (len(sends_ns) - 1) / span_s if span_s > 0 else None
+    return rate, (math.sqrt(var) / mean if mean > 0 else None)
+
+
+def in_flight(rows: list[dict[str, Any]]) -> tuple[int, float | None]:
+    """Peak requests in flight and their time average over first send to last end."""
+    sends = [r["t_send_ns"] for r in rows]
+    ends = [r["t_send_ns"] if r["t_end_ns"] is None else r["t_end_ns"] for r in rows]
+    # At one instant an end (-1) comes before a send (+1): a slot freed is taken again.
+    steps = sorted([(t, 1) for t in sends] + [(t, -1) for t in ends])
+    level = peak = 0
+    for _, step in steps:
+        level += step
+        peak = max(peak, level)
+    span = max(ends) - min(sends)
+    mean = sum(e - s for s, e in zip(sends, ends, strict=True)) / span if span > 0 else None
+    return peak, mean
+
+
+def delivered(run: Run, v: Verdict) -> None:
+    report = run.report.get("delivered")
+    if report is None:
+        return
+    s = "delivered"
+    by_target = report.get("by_target") or {}
+    mine = group_by(run.rows, "engine", "stage")
+    keys = {(engine, "run" if stage is None else stage) for engine, stage in mine}
+    v.exact(s, "*", "targets and stages", sorted(keys),
+            sorted((e, st) for e, t in by_target.items() for st in (t.get("stages") or {})))  # fmt: skip
+    slack = clock_slack_s(run)
+    timed = slack == 0.0
+    wire = bool((run.report.get("workers") or {}).get("nodes"))  # times came from workers, in µs
+    if slack is None:
+        v.notes.append("delivered realised rate, CV, rate_error and concurrency: the raw log comes from processes "
+                       "on several machines, whose monotonic clocks cannot be put on one timeline (counts checked)")  # fmt: skip
+    elif slack:
+        v.notes.append("delivered realised CV and concurrency of several processes: a send's place among the "
+                       "other processes' is known only within their clocks' offsets (counts and rates checked)")  # fmt: skip
+    models = set()
+    for (engine, stage), rows in sorted(mine.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
+        name = "run" if stage is None else stage
+        row = ((by_target.get(engine) or {}).get("stages") or {}).get(name)
+        key = f"{engine} / {name}"
+        if row is None:
+            continue  # named by the "targets and stages" figure
+        models.add((row.get("asked") or {}).get("model"))
+        truncated = row.get("truncated_requests") or 0
+        v.exact(s, key, "requests + truncated_requests", row.get("requests", 0) + truncated, len(rows))
+        if truncated:
+            v.notes.append(f"delivered {key}: the section keeps the first {row.get('requests')} requests only "
+                           f"({truncated} more): its rates and concurrency are of that prefix, not checked")  # fmt: skip
+            continue
+        scheduled = [r for r in rows if r.get("t_sched_ns") is not None]
+        arrivals = sorted(r["t_send_ns"] for r in (scheduled or rows))
+        v.exact(s, key, "arrivals", row.get("arrivals"), len(arrivals))
+        rate, cv = realised(arrivals)
+        got = row.get("realised") or {}
+        if slack:  # several processes on one machine: the span within the offsets and 1 µs of wire
+            span_s = (arrivals[-1] - arrivals[0]) / NS_PER_S
+            if rate is not None and got.get("rate") is not None and span_s > slack:
+                v.close(
+                    s,
+                    key,
+                    "realised.rate",
+                    got["rate"],
+                    rate,
+                    _rate_slack(rate, span_s, slack + WIRE_S),
+                    False,
+                )
+            continue
+        if not timed:
+            continue
+        eps = WIRE_S if wire else 0.0
+        span_s = (arrivals[-1] - arrivals[0]) / NS_PER_S
+        rate_tol = _rate_slack(rate, span_s, eps) if rate is not None else 0.0
+        _close_or_none(v, s, key, "realised.rate", got.get("rate"), rate, rate_tol)
+        _close_or_none(
+            v, s, key, "realised.cv", got.get("cv"), cv, _cv_slack(arrivals, eps) if cv is not None else 0
+        )
+        asked = (row.get("asked") or {}).get("rate")
+        want = None if rate is None or not asked else rate / asked - 1.0
+        _close_or_none(v, s, key, "rate_error (realised over the stated asked rate)", row.get("rate_error"), want,
+                       rate_tol / asked if asked else 0.0)  # fmt: skip
+        peak, mean = in_flight(rows)
+        conc = row.get("concurrency") or {}
+        if not wire:  # on the wire a send and an end in one µs may swap: the peak is exact only here
+            v.exact(s, key, "concurrency.peak", conc.get("peak"), peak)
+        durations_s = sum(((r["t_end_ns"] or r["t_send_ns"]) - r["t_send_ns"]) for r in rows) / NS_PER_S
+        mean_tol = 0.0
+        if mean is not None and eps:
+            whole_s = durations_s / mean
+            mean_tol = (durations_s + len(rows) * eps) / max(whole_s - eps, 1e-9) - mean
+        _close_or_none(v, s, key, "concurrency.mean", conc.get("mean"), mean, mean_tol)
+    if wire and timed:
+        v.remarks.append("delivered figures of a worker's requests: the worker ships its send and end times in "
+                         "whole µs, so rates, CV and mean concurrency are compared within what 1 µs per time moves "
+                         "them, and the peak is not compared")  # fmt: skip
+    if mine:
+        model = next(iter(models)) if len(models) == 1 else "mixed"
+        v.exact(s, "*", "arrival_model", report.get("arrival_model"), model)
+    lengths = (run.report.get("lengths") or {}).get("by_target") or {}
+    for engine, target in sorted(by_target.items()):
+        pairs, source = target.get("lengths"), lengths.get(engine)
+        if pairs is None or source is None:
+            continue
+        for name, asked, got in LENGTH_PAIRS:
+            for figure, side, stat in (("asked_mean", asked, "mean"), ("realised_mean", got, "mean"),
+                                       ("asked_p50", asked, "p50"), ("realised_p50", got, "p50")):  # fmt: skip
+                # The lengths section's own figures are recomputed in checks.lengths.
+                v.exact(s, engine, f"lengths.{name}.{figure}", (pairs.get(name) or {}).get(figure),
+                        (source.get(side) or {}).get(stat))  # fmt: skip
+    asked_from_manifest(run, v, by_target)
+    v.notes.append("delivered asked of user classes with their own arrivals, load-shape steps, stage plans and "
+                   "traces (a trace's covered part), and the fit test: built from the scenario and the trace "
+                   "file, not recomputed; rate_error is checked against the asked rate the report states")  # fmt: skip
+
+
+def asked_from_manifest(run: Run, v: Verdict, by_target: dict[str, Any]) -> None:
+    """One scenario user class with a constant Poisson rate and no stage plan: every target's
+    stages were asked that rate (CV 1), as the manifest's scenario says."""
+    m = run.manifest
+    classes = list((m.get("user_classes") or {}).values())
+    arrival = (m.get("scenario") or {}).get("arrival") or {}
+    planned = any((e.get("stages") or []) for e in (run.report.get("stages") or {}).values())
+    if len(classes) != 1 or classes[0].get("kind") != "scenario" or planned or run.report.get("tenants"):
+        return
+    if arrival.get("model") != "poisson" or not isinstance(arrival.get("rate"), int | float):
+        return
+    for engine, target in sorted(by_target.items()):
+        for stage, row in sorted((target.get("stages") or {}).items()):
+            asked = row.get("asked") or {}
+            v.exact("delivered", f"{engine} / {stage}", "asked (the manifest's scenario arrival)",
+                    {k: asked.get(k) for k in ("model", "rate", "cv")},
+                    {"model": "poisson", "rate": float(arrival["rate"]), "cv": 1.0})  # fmt: skip
+
+
+def _close_or_none(v: Verdict, section: str, key: str, figure: str, report: Any, mine: float | None,
+                   tolerance: float = 0.0) -> None:  # fmt: skip
+    """Equal within ``tolerance`` and float rounding (Verdict.close allows 1e-9 of the value);
+    None only with None."""
+    if mine is None or report is None:
+        v.exact(section, key, figure, report, mine)
+    else:
+        v.close(section, key, figure, report, mine, tolerance, False)
+
+
+def _rate_slack(rate: float, span_s: float, eps_s: float) -> float:
+    """How far (n − 1) / (span ± eps) may lie from (n − 1) / span."""
+    return rate * eps_s / max(span_s - eps_s, 1e-9) if eps_s else 0.0
+
+
+def _cv_slack(sends_ns: list[int], eps_s: float) -> float:
+    """How far the CV may move when every gap moves by less than ``eps_s``: the mean by eps,
+    the standard deviation by at most eps·√(n/(n−1)) (the shift's own norm)."""
+    if not eps_s:
+        return 0.0
+    gaps = [(b - a) / NS_PER_S for a, b in zip(sends_ns, sends_ns[1:], strict=False)]
+    n = len(gaps)
+    mean = sum(gaps) / n
+    sd = math.sqrt(sum((g - mean) ** 2 for g in gaps) / (n - 1))
+    d_sd = eps_s * math.sqrt(n / (n - 1))
+    if mean <= eps_s:
+        return math.inf
+    return max((sd + d_sd) / (mean - eps_s) - sd / mean, sd / mean - max(sd - d_sd, 0.0) / (mean + eps_s))

@@ -1,0 +1,253 @@
+"""Issue 31's matrix: one short real run per configuration against the simulator, each followed
+by the shipped ``loadkit verify``: it exits 0 having compared at least a stated number of
+figures (overall and in the sections the configuration exercises). Two cases also tamper with a
+figure of their report.json and expect ``loadkit verify`` to exit 1 naming it, so the check
+can fail. Runs are a few seconds with a few users (each test 10-16 s here, none marked slow)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loadkit.sim.testing import sim_process
+from tests.integration.runs import REPO, SCENARIOS, check_conservation, locust_cmd, run_locust
+from tests.integration.test_arrivals import _mooncake_window
+from tests.integration.test_distributed import master_args, processes, worker_args
+from tests.integration.test_locustfiles import run_file
+from tests.integration.test_tenant_runs import OWN
+from tests.webui.browser import free_port, get_json, stop_process, wait_for, web_ready
+
+pytestmark = pytest.mark.integration
+
+LOCUSTFILES = Path(__file__).resolve().parent / "locustfiles"
+
+
+def verify(report_dir: Path) -> str:
+    """``loadkit verify REPORT_DIR`` as a user runs it: exit 0, no disagreement; its output."""
+    proc = subprocess.run([sys.executable, "-m", "loadkit", "verify", str(report_dir)],
+                          capture_output=True, text=True, timeout=120, cwd=REPO)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "DISAGREES" not in proc.stdout
+    return proc.stdout
+
+
+def checked(out: str, section: str | None = None) -> int:
+    """Figures compared, in ``section`` or (None) in all."""
+    if section is None:
+        m = re.search(r"^OK: (\d+) figures agree", out, re.M)
+        return int(m.group(1)) if m else 0
+    m = re.search(rf"^\s+checked {re.escape(section)}: (\d+) figures", out, re.M)
+    return int(m.group(1)) if m else 0
+
+
+def holds(report_dir: Path, total: int, **sections: int) -> str:
+    """The suite's own conservation check, then the oracle with at least these many figures."""
+    check_conservation(report_dir)
+    out = verify(report_dir)
+    assert checked(out) >= total, out
+    for section, least in sections.items():
+        assert checked(out, section) >= least, (section, out)
+    return out
+
+
+def tampered(report_dir: Path, copy: Path, change: Any) -> subprocess.CompletedProcess[str]:
+    shutil.copytree(report_dir, copy)
+    doc = json.loads((copy / "report.json").read_text())
+    change(doc)
+    (copy / "report.json").write_text(json.dumps(doc))
+    return subprocess.run([sys.executable, "-m", "loadkit", "verify", str(copy)],
+                          capture_output=True, text=True, timeout=120, cwd=REPO)  # fmt: skip
+
+
+def _two_targets(locustfile: Path, report_dir: Path, *args: str) -> None:
+    with sim_process("--serve", "openai:0:profile=fast", "--serve", "openai:0:profile=fast") as sim:
+        agent, chat = sim.urls
+        proc = run_file(locustfile, *args, "--stop-timeout", "5", "--target", f"agent={agent}",
+                        "--target", f"chat={chat}", "--slo", "ttft_ms=1000", "--report-dir", str(report_dir),
+                        "--raw-log")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_two_classes_with_different_arrivals_and_targets(tmp_path):
+    report_dir = tmp_path / "r"
+    _two_targets(LOCUSTFILES / "delivered_mixed.py", report_dir, "-u", "6", "-r", "6", "-t", "5s")
+    holds(report_dir, 1000, user_classes=200, delivered=10)
+
+    (stage,) = json.loads((report_dir / "report.json").read_text())["delivered"]["by_target"]["chat"][
+        "stages"
+    ]
+
+    def faster(doc: dict[str, Any]) -> None:
+        doc["delivered"]["by_target"]["chat"]["stages"][stage]["realised"]["rate"] *= 1.01
+
+    proc = tampered(report_dir, tmp_path / "t", faster)
+    assert proc.returncode == 1, proc.stdout
+    assert f"DISAGREES delivered / chat / {stage} / realised.rate: report" in proc.stdout, proc.stdout
+
+
+def test_a_load_shape_with_steps(tmp_path):
+    report_dir = tmp_path / "r"
+    _two_targets(LOCUSTFILES / "delivered_shaped.py", report_dir)
+    # Both targets, both steps: requests, arrivals, rate, CV, rate_error, peak, mean each.
+    holds(report_dir, 500, delivered=4 * 7)
+
+
+def test_a_trace_replay_cut_by_run_time(tmp_path):
+    report_dir = tmp_path / "r"
+    with sim_process("--profile", "fast") as sim:
+        proc = run_locust("--headless", "-u", "12", "-r", "12", "-t", "5s", "--stop-timeout", "5",
+                          "--host", sim.url, "--scenario", "azure_conversation_replay",
+                          "--report-dir", str(report_dir), "--raw-log")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = holds(report_dir, 300, delivered=7)
+    assert "not checked: stages trace: in the raw log, not in the report's stage plan" in out
+
+
+def test_a_windowed_mooncake_replay_with_warm_cache(tmp_path):
+    scenario = _mooncake_window(tmp_path, warm=True)
+    report_dir = tmp_path / "r"
+    with sim_process("--profile", "fast", "--num-blocks", "400000", "--max-model-len", "8192") as sim:
+        proc = run_locust("--headless", "-u", "32", "-r", "32", "-t", "14s", "--stop-timeout", "10",
+                          "--host", sim.url, "--scenario", str(scenario), "--report-dir", str(report_dir),
+                          "--raw-log")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    holds(report_dir, 300, delivered=7)
+    # The warm-ups were sent, and stay out of the raw log and the figures the oracle checked.
+    (schedule,) = json.loads((report_dir / "report.json").read_text())["manifest"]["schedule"].values()
+    assert schedule["warmup"]["sent"] > 0, schedule
+
+
+def test_tenants_with_their_own_arrivals(tmp_path):
+    scenario = tmp_path / "own.toml"
+    scenario.write_text(OWN.replace("duration_s = 8", "duration_s = 4"))
+    report_dir = tmp_path / "r"
+    with sim_process("--profile", "fast") as sim:
+        proc = run_locust("--headless", "-u", "32", "-r", "32", "-t", "5s", "--stop-timeout", "5",
+                          "--host", sim.url, "--scenario", str(scenario), "--report-dir", str(report_dir),
+                          "--raw-log")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # Per tenant 8 figures and per part 3 counts, 12 percentiles, 3 more: ~50 per tenant.
+    holds(report_dir, 500, tenants=80)
+
+    (engine,) = json.loads((report_dir / "report.json").read_text())["tenants"]["by_target"]
+
+    def one_more_good(doc: dict[str, Any]) -> None:
+        doc["tenants"]["by_target"][engine]["tenants"]["gold"]["good"] += 1
+
+    proc = tampered(report_dir, tmp_path / "t", one_more_good)
+    assert proc.returncode == 1, proc.stdout
+    assert f"DISAGREES tenants / {engine} / gold / good: report" in proc.stdout, proc.stdout
+
+
+def test_servegen_windows(tmp_path):
+    from loadkit.workload.paths import PACKAGE_DATA
+
+    trace = PACKAGE_DATA / "traces" / "servegen" / "language-m-mid" / "chunk-1-trace.csv"
+    scenario = tmp_path / "servegen.toml"
+    scenario.write_text(
+        'schema = "loadkit.scenario/1"\nname = "sg"\nseed = 4\n[arrival]\nmodel = "trace"\n'
+        '[prompt]\napi = "completions"\n[trace]\nformat = "servegen"\n'
+        f'path = "{trace}"\nstart_s = 81600\nend_s = 82200\nspeed = 100.0\n'
+        "max_input_tokens = 256\nmax_output_tokens = 8\n"
+    )
+    report_dir = tmp_path / "r"
+    with sim_process("--profile", "fast") as sim:
+        proc = run_locust("--headless", "-u", "8", "-r", "8", "-t", "7s", "--stop-timeout", "5",
+                          "--host", sim.url, "--scenario", str(scenario), "--report-dir", str(report_dir),
+                          "--raw-log")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    holds(report_dir, 300, delivered=7)
+
+
+def test_sessions(tmp_path):
+    report_dir = tmp_path / "r"
+    with sim_process("--profile", "fast") as sim:
+        proc = run_locust("--headless", "-u", "4", "-r", "4", "-t", "5s", "--stop-timeout", "5",
+                          "--host", sim.url, "--scenario", "agent-multiturn",
+                          "--report-dir", str(report_dir), "--raw-log")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    holds(report_dir, 500, sessions=10, delivered=2)
+
+
+def test_two_processes(tmp_path):
+    report_dir = tmp_path / "r"
+    port = str(free_port())
+    with sim_process("--profile", "fast") as sim:
+        proc = run_locust("--headless", "--processes", "2", "--master-bind-port", port, "--master-port", port,
+                          "-u", "4", "-r", "4", "-t", "6s", "--stop-timeout", "5", "--host", sim.url,
+                          "--scenario", str(SCENARIOS / "open_poisson.toml"), "--report-dir", str(report_dir),
+                          "--raw-log")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(list(report_dir.glob("requests.worker*.jsonl"))) == 2
+    out = holds(report_dir, 300, delivered=3)
+    # Two processes on this machine: windows and rates within the clocks' offsets, CV not at all.
+    assert "note: windows and rates of 2 processes on one machine: within 5 ms" in out, out
+    assert "not checked: delivered realised CV and concurrency of several processes" in out, out
+    engine = next(iter(json.loads((report_dir / "report.json").read_text())["engines"]))
+
+    def faster(doc: dict[str, Any]) -> None:
+        doc["engines"][engine]["requests_per_s"] *= 1.01
+
+    proc = tampered(report_dir, tmp_path / "t", faster)
+    assert proc.returncode == 1, proc.stdout
+    assert f"DISAGREES engines / {engine} / requests_per_s: report" in proc.stdout, proc.stdout
+
+
+def test_a_master_and_two_workers(tmp_path):
+    report_dir = tmp_path / "r"
+    port = free_port()
+    with sim_process("--profile", "fast") as sim, processes() as start:
+        master = start(*master_args(sim.url, report_dir, port, 2, 6))
+        workers = [start(*worker_args(port)) for _ in range(2)]
+        master.wait(90)
+        for w in workers:
+            w.wait(30)
+    assert master.returncode == 0, master.stderr.read()[-3000:] if master.stderr else ""
+    assert len(list(report_dir.glob("requests.worker*.jsonl"))) == 2
+    holds(report_dir, 300)
+
+
+def test_web_ui_start_stop_start(tmp_path):
+    """Two runs from one web UI (POST /swarm, POST /stop, twice): each run's directory verifies."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+
+    def state() -> str:
+        return str(get_json(base + "/stats/requests")["state"])
+
+    def run_then_stop(report_dir: Path) -> None:
+        data = urllib.parse.urlencode({"user_count": "2", "spawn_rate": "2"}).encode()
+        with urllib.request.urlopen(urllib.request.Request(base + "/swarm", data=data), timeout=10) as resp:
+            assert json.loads(resp.read())["success"]
+        wait_for("requests", lambda: state() == "running" and get_json(base + "/stats/requests")["stats"][-1]["num_requests"] >= 5, 30)  # fmt: skip
+        with urllib.request.urlopen(urllib.request.Request(base + "/stop", data=b""), timeout=10):
+            pass
+        wait_for("the report", lambda: state() == "stopped" and (report_dir / "report.json").is_file(), 30)
+
+    with sim_process("--profile", "fast") as sim, open(tmp_path / "log", "wb") as log:
+        proc = subprocess.Popen(
+            locust_cmd("--web-host", "127.0.0.1", "--web-port", str(port), "--host", sim.url, "--engine", "vllm",
+                       "--scenario", str(SCENARIOS / "tiny_fixed.toml"), "--report-dir", str(tmp_path / "r"),
+                       "--raw-log", "--no-console-table", "--stop-timeout", "3"),  # fmt: skip
+            stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
+        )  # fmt: skip
+        try:
+            wait_for("the web UI", web_ready(base), 30)
+            run_then_stop(tmp_path / "r")
+            time.sleep(0.3)
+            run_then_stop(tmp_path / "r-2")
+            time.sleep(0.5)
+        finally:
+            stop_process(proc)
+    for report_dir in (tmp_path / "r", tmp_path / "r-2"):
+        holds(report_dir, 200)
