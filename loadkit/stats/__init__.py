@@ -1,5 +1,6 @@
 """loadkit's own stats: exact mergeable histograms per (engine, label), the distributed merge,
-and the report files. Everything but ``install_stats`` (the Locust glue) works without Locust.
+and the report document (its files and console table are report/'s: loadkit/report/files.py,
+loadkit/report/console.py). Everything but ``install_stats`` (the Locust glue) works without Locust.
 
     add_stats_arguments(group)             # in init_command_line_parser
     collector = install_stats(environment)  # in the init event, on every node
@@ -14,7 +15,6 @@ from loadkit.stats.aggregate import GroupStats
 from loadkit.stats.collector import StatsCollector
 from loadkit.stats.metrics import SLO_KEYS, Slo, meets
 from loadkit.stats.options import StatsOptions, add_stats_arguments
-from loadkit.stats.output import console_table, write_reports
 from loadkit.stats.report import SCHEMA
 
 
@@ -33,8 +33,6 @@ __all__ = [
     "StatsCollector",
     "StatsOptions",
     "add_stats_arguments",
-    "console_table",
     "install_stats",
     "meets",
-    "write_reports",
 ]

@@ -25,10 +25,10 @@ from locust import __version__ as locust_version
 from locust.rpc import Message
 from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
+from loadkit.report.console import console_table, final_summary, invalid_lines, task_error_lines
 from loadkit.stats.collector import StatsCollector
 from loadkit.stats.distributed import PAYLOAD_KEY, WorkerState
 from loadkit.stats.options import StatsOptions
-from loadkit.stats.output import console_table, final_summary, invalid_lines, task_error_lines
 from loadkit.stats.rawlog import RawLog, raw_log_name
 from loadkit.stats.turns import cooperative
 from loadkit.stats.validity import EXIT_CONFIG_ERROR, EXIT_INVALID, EXIT_ON_ERROR, exit_summary

@@ -5,9 +5,9 @@ from __future__ import annotations
 import msgpack
 import pytest
 
+from loadkit.report.console import final_summary, stream_end_lines
 from loadkit.stats import StatsCollector
 from loadkit.stats.options import StatsOptions, failed_share_limit
-from loadkit.stats.output import final_summary, stream_end_lines
 from tests.stats.records import record
 
 
