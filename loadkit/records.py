@@ -158,7 +158,8 @@ class RequestRecord:
 def metrics_of(r: RequestRecord) -> RequestMetrics:
     """``r``'s metrics: those ``measure`` kept, or (a record not yet finished by the stats, e.g.
     in a plugin's hook or a test) computed now and not kept, since the record may still change."""
-    m = r.metrics
+    # getattr: the views also take duck-typed records (anything with RequestRecord's fields).
+    m = getattr(r, "metrics", None)
     return m if m is not None else RequestMetrics.of(r)
 
 
