@@ -1,6 +1,6 @@
 """loadkit's own stats: exact mergeable histograms per (engine, label), the distributed merge,
-and the report document (its files and console table are report/'s: loadkit/report/files.py,
-loadkit/report/console.py). Everything but ``install_stats`` (the Locust glue) works without Locust.
+and the report document (its files and console table belong to the report package above this
+one: report/files.py, report/console.py). Everything but ``install_stats`` (the Locust glue) works without Locust.
 
     add_stats_arguments(group)             # in init_command_line_parser
     collector = install_stats(environment)  # in the init event, on every node
