@@ -1,16 +1,19 @@
 """The per-request metric formulas of docs/metrics.md ("Metric definitions"), once, in integer nanoseconds.
 
-Every figure loadkit shows of one request comes from here: the stats histograms (engine,
-label, stage, tenant, user class, turn, length bucket) record these integers, and the raw
-log's and the API's milliseconds (``loadkit.records``' ``*_ms``) are these divided by 10^6,
-so a view cannot disagree with another by a rounding. A metric that was not measured is
-None, never 0. This module depends on nothing of loadkit's (records and stats both import it).
+Every figure loadkit shows of one request comes from here. ``RequestMetrics.of`` applies every
+formula to a finished record once (the stats collector does it as the record arrives,
+``RequestRecord.measure``); the stats histograms (engine, label, stage, tenant, user class,
+turn, length bucket) record its integers, and the raw log's and the API's milliseconds
+(``loadkit.records``' ``*_ms``) are those divided by 10^6, so a view cannot disagree with
+another by a rounding, and no view walks a request's events again. A metric that was not
+measured is None, never 0. This module depends on nothing of loadkit's (records and stats both
+import it); ``loadkit.verify`` does not import it: it is the second, independent implementation.
 """
 
 from __future__ import annotations
 
 from operator import sub
-from typing import Any
+from typing import Any, NamedTuple
 
 # Duck-typed: a RequestRecord (loadkit.records) or anything with its fields.
 Record = Any
@@ -113,7 +116,63 @@ def itl_token_ns(events: list[int], tokens: list[int]) -> list[tuple[int, int]]:
 
     Without a token count for every event, one token per event (weight 1)."""
     gaps = itl_chunk_ns(events)
-    ks = tokens[1 : len(events)]
-    if len(ks) < len(gaps):
+    weighted = itl_token_weighted(gaps, tokens)
+    if weighted is None:
         return [(gap, 1) for gap in gaps]
-    return [(div_round(gap, k), k) if k > 1 else (gap, 1) for gap, k in zip(gaps, ks, strict=True)]
+    return list(zip(*weighted, strict=True))
+
+
+def itl_token_weighted(gaps: list[int], tokens: list[int]) -> tuple[list[int], list[int]] | None:
+    """ITL per token from the chunk gaps, as (values, weights): gap_i / k_i rounded to the ns,
+    weight k_i (a k ≤ 1 counts as one token). None when it equals the gaps with weight 1 (token
+    counts missing, or one token per event), so the stats' common case records the gaps as they are."""
+    ks = tokens[1 : len(gaps) + 1]
+    if len(ks) < len(gaps) or not ks or max(ks) <= 1:
+        return None
+    values, weights = [], []
+    for gap, k in zip(gaps, ks, strict=True):
+        if k > 1:
+            values.append(div_round(gap, k))
+            weights.append(k)
+        else:
+            values.append(gap)
+            weights.append(1)
+    return values, weights
+
+
+class RequestMetrics(NamedTuple):
+    """Every metric of one finished request, in integer ns (None: not measured), computed once
+    by ``of``. ``slo_values`` are the SLO keys' values in ``loadkit.stats.metrics.SLO_KEYS``
+    order (a test holds the two orders equal); the stats judge a request on them."""
+
+    ttft_ns: int | None
+    ttft_sched_ns: int | None
+    ttft_with_connect_ns: int | None
+    tpot_ns: int | None
+    e2e_ns: int | None
+    connect_ns: int | None
+    tls_ns: int | None
+    ttfrt_ns: int | None
+    ttfat_ns: int | None
+    ttftc_ns: int | None
+    reasoning_ns: int | None
+    answer_tpot_ns: int | None
+    # ITL per chunk (t_i − t_{i−1}); empty below two events. itl_max_ns: the largest of them,
+    # what an ``itl_ms`` SLO is judged on.
+    itl_gaps_ns: list[int]
+    itl_max_ns: int | None
+    slo_values: tuple[int | None, ...]
+
+    @classmethod
+    def of(cls, r: Record) -> RequestMetrics:
+        """Apply every formula above to ``r`` (the only walk over its events: one C-level pass)."""
+        events = r.event_t_ns
+        gaps = itl_chunk_ns(events) if len(events) > 1 else []
+        worst = max(gaps) if gaps else None
+        ttft, sched, tpot, e2e = ttft_ns(r), ttft_sched_ns(r), tpot_ns(r), e2e_ns(r)
+        ttfat, answer_tpot = ttfat_ns(r), answer_tpot_ns(r)
+        # tuple.__new__ with the fields in order: the generated keyword __new__ costs twice as much,
+        # and this runs once per request on the load-generating process.
+        return tuple.__new__(cls, (ttft, sched, ttft_with_connect_ns(r), tpot, e2e, connect_ns(r), tls_ns(r),
+                                   ttfrt_ns(r), ttfat, ttftc_ns(r), reasoning_ns(r), answer_tpot, gaps, worst,
+                                   (ttft, sched, tpot, e2e, worst, ttfat, answer_tpot)))  # fmt: skip

@@ -1,7 +1,9 @@
 """RequestRecord: everything measured about one request, and the metrics of docs/metrics.md ("Metric definitions").
 
 All timestamps are `time.perf_counter_ns()` values (CLOCK_MONOTONIC on Linux, the clock the
-simulator's truth log uses too). A metric that was not measured is None, never 0.
+simulator's truth log uses too). A metric that was not measured is None, never 0. The metrics
+are computed once per finished record (``RequestRecord.measure``, loadkit.formulas'
+``RequestMetrics``); the ``*_ms`` functions here are views over them.
 """
 
 from __future__ import annotations
@@ -9,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadkit import formulas
 from loadkit.core.servertimings import join
+from loadkit.formulas import RequestMetrics, itl_token_weighted
 from loadkit.types import OK
 
 NS_PER_MS = 1_000_000
@@ -81,6 +83,15 @@ class RequestRecord:
     # An adapter_error's traceback, on the first of its kind in a process only
     # (client/adaptererr.py); the report's adapter_errors keeps it, the raw log does not.
     traceback: str | None = None
+    # This request's metrics, set once it is finished (``measure``); None before.
+    metrics: RequestMetrics | None = field(default=None, repr=False, compare=False)
+
+    def measure(self) -> RequestMetrics:
+        """Compute this finished request's metrics (every formula, once) and keep them: the stats
+        collector calls it as the record arrives; every view, the raw-log line and the ``*_ms``
+        functions then read ``metrics`` instead of computing again."""
+        self.metrics = RequestMetrics.of(self)
+        return self.metrics
 
     @property
     def ok(self) -> bool:
@@ -97,6 +108,7 @@ class RequestRecord:
 
     def to_json(self) -> dict[str, Any]:
         """The raw-log line for this request (docs/metrics.md's names); text and event arrays left out."""
+        m = metrics_of(self)
         return {
             "request_id": self.request_id,
             "engine": self.engine,
@@ -105,14 +117,14 @@ class RequestRecord:
             "outcome": self.outcome,
             "error": self.error,
             "http_status": self.http_status,
-            "ttft_ms": ttft_ms(self),
-            "ttft_sched_ms": ttft_from_schedule_ms(self),
-            "ttft_with_connect_ms": ttft_with_connect_ms(self),
-            "tpot_ms": tpot_ms(self),
-            "e2e_ms": e2e_ms(self),
+            "ttft_ms": _to_ms(m.ttft_ns),
+            "ttft_sched_ms": _to_ms(m.ttft_sched_ns),
+            "ttft_with_connect_ms": _to_ms(m.ttft_with_connect_ns),
+            "tpot_ms": _to_ms(m.tpot_ns),
+            "e2e_ms": _to_ms(m.e2e_ns),
             "new_connection": self.t_connect_ns is not None,
-            "connect_ms": connect_ms(self),
-            "tls_ms": tls_ms(self),
+            "connect_ms": _to_ms(m.connect_ns),
+            "tls_ms": _to_ms(m.tls_ns),
             "n_in": self.n_in,
             "n_in_target": self.n_in_target,
             "n_out": self.n_out,
@@ -138,28 +150,37 @@ class RequestRecord:
             # Engine-reported timings (llama.cpp's prompt_ms, predicted_per_token_ms...), as sent.
             "server_timings": self.server_timings,
             # The same, normalised and joined with the client's TTFT (loadkit.core.servertimings).
-            "server_breakdown": server_breakdown(self),
-            **channel_fields(self),
+            "server_breakdown": server_breakdown(self, m),
+            **channel_fields(self, m),
         }
 
 
-def server_breakdown(r: RequestRecord) -> dict[str, Any] | None:
+def metrics_of(r: RequestRecord) -> RequestMetrics:
+    """``r``'s metrics: those ``measure`` kept, or (a record not yet finished by the stats, e.g.
+    in a plugin's hook or a test) computed now and not kept, since the record may still change."""
+    # getattr: the views also take duck-typed records (anything with RequestRecord's fields).
+    m = getattr(r, "metrics", None)
+    return m if m is not None else RequestMetrics.of(r)
+
+
+def server_breakdown(r: RequestRecord, m: RequestMetrics | None = None) -> dict[str, Any] | None:
     """The server's stage times (ms) joined with the client's TTFT; None: not reported."""
     if r.server_timings is None:
         return None
     first, last = r.t_first_ns, r.t_last_ns
     span = None if first is None or last is None else _ms(last - first)
-    return join(r.server_timings, ttft_ms(r), span)
+    return join(r.server_timings, _to_ms((m or metrics_of(r)).ttft_ns), span)
 
 
-def channel_fields(r: RequestRecord) -> dict[str, Any]:
+def channel_fields(r: RequestRecord, m: RequestMetrics | None = None) -> dict[str, Any]:
     """The raw-log fields of the reasoning, answer and tool-call channels."""
+    m = m or metrics_of(r)
     return {
-        "ttfrt_ms": ttfrt_ms(r),
-        "ttfat_ms": ttfat_ms(r),
-        "ttftc_ms": ttftc_ms(r),
-        "reasoning_ms": reasoning_ms(r),
-        "answer_tpot_ms": answer_tpot_ms(r),
+        "ttfrt_ms": _to_ms(m.ttfrt_ns),
+        "ttfat_ms": _to_ms(m.ttfat_ns),
+        "ttftc_ms": _to_ms(m.ttftc_ns),
+        "reasoning_ms": _to_ms(m.reasoning_ns),
+        "answer_tpot_ms": _to_ms(m.answer_tpot_ns),
         "n_reasoning": r.n_reasoning,
         "n_reasoning_source": r.n_reasoning_source,
         "n_answer": r.n_answer,
@@ -180,76 +201,81 @@ def _to_ms(ns: int | None) -> float | None:
     return None if ns is None else ns / NS_PER_MS
 
 
-# The metrics in ms: loadkit.formulas' integer ns divided by 10^6, so the raw log, the API and
-# every stats view (which records the integers) agree exactly. Formulas in loadkit.formulas.
+# The metrics in ms: views over the request's RequestMetrics (loadkit.formulas' integer ns)
+# divided by 10^6, so the raw log, the API and every stats view (which records the integers)
+# agree exactly.
 
 
 def ttft_ms(r: RequestRecord) -> float | None:
     """TTFT = t_first − t_send, in ms (the first token of any channel, reasoning included)."""
-    return _to_ms(formulas.ttft_ns(r))
+    return _to_ms(metrics_of(r).ttft_ns)
 
 
 def ttft_with_connect_ms(r: RequestRecord) -> float | None:
     """TTFT with connection set-up = t_first − t_start, in ms: what TTFT was before set-up was
     taken out (equals TTFT, within microseconds, on a reused connection)."""
-    return _to_ms(formulas.ttft_with_connect_ns(r))
+    return _to_ms(metrics_of(r).ttft_with_connect_ns)
 
 
 def connect_ms(r: RequestRecord) -> float | None:
     """TCP connect time of the connection this request opened; None when it reused one."""
-    return _to_ms(formulas.connect_ns(r))
+    return _to_ms(metrics_of(r).connect_ns)
 
 
 def tls_ms(r: RequestRecord) -> float | None:
     """TLS handshake time of the connection this request opened; None on reuse or plain HTTP."""
-    return _to_ms(formulas.tls_ns(r))
+    return _to_ms(metrics_of(r).tls_ns)
 
 
 def ttft_from_schedule_ms(r: RequestRecord) -> float | None:
     """TTFT from schedule = t_first − t_sched, in ms; free of coordinated omission."""
-    return _to_ms(formulas.ttft_sched_ns(r))
+    return _to_ms(metrics_of(r).ttft_sched_ns)
 
 
 def tpot_ms(r: RequestRecord) -> float | None:
     """TPOT = (t_last − t_first) / (n_out − 1), in ms (rounded to the ns); only when n_out ≥ 2."""
-    return _to_ms(formulas.tpot_ns(r))
+    return _to_ms(metrics_of(r).tpot_ns)
 
 
 def ttfrt_ms(r: RequestRecord) -> float | None:
     """Time to first reasoning token = t_first_reasoning − t_send; None for a reply without reasoning."""
-    return _to_ms(formulas.ttfrt_ns(r))
+    return _to_ms(metrics_of(r).ttfrt_ns)
 
 
 def ttfat_ms(r: RequestRecord) -> float | None:
     """Time to first answer token = t_first_answer − t_send: what the user waits for."""
-    return _to_ms(formulas.ttfat_ns(r))
+    return _to_ms(metrics_of(r).ttfat_ns)
 
 
 def ttftc_ms(r: RequestRecord) -> float | None:
     """Time to first tool-call token = t_first_tool − t_send."""
-    return _to_ms(formulas.ttftc_ns(r))
+    return _to_ms(metrics_of(r).ttftc_ns)
 
 
 def reasoning_ms(r: RequestRecord) -> float | None:
     """Reasoning duration = t_reasoning_end − t_first_reasoning (the thinking phase as seen)."""
-    return _to_ms(formulas.reasoning_ns(r))
+    return _to_ms(metrics_of(r).reasoning_ns)
 
 
 def answer_tpot_ms(r: RequestRecord) -> float | None:
     """Answer TPOT = (t_last_answer − t_first_answer) / (n_answer − 1); only when n_answer ≥ 2."""
-    return _to_ms(formulas.answer_tpot_ns(r))
+    return _to_ms(metrics_of(r).answer_tpot_ns)
 
 
 def e2e_ms(r: RequestRecord) -> float | None:
     """E2E = t_end − t_send, in ms."""
-    return _to_ms(formulas.e2e_ns(r))
+    return _to_ms(metrics_of(r).e2e_ns)
 
 
 def itl_chunk_ms(r: RequestRecord) -> list[float]:
     """ITL per chunk: t_i − t_{i−1} between consecutive token-bearing events, in ms."""
-    return [_ms(gap) for gap in formulas.itl_chunk_ns(r.event_t_ns)]
+    return [_ms(gap) for gap in metrics_of(r).itl_gaps_ns]
 
 
 def itl_token_ms(r: RequestRecord) -> list[tuple[float, int]]:
     """ITL per token: (t_i − t_{i−1}) / k_i, to be recorded k_i times; as (value ms, weight k_i)."""
-    return [(_ms(v), k) for v, k in formulas.itl_token_ns(r.event_t_ns, r.event_tokens)]
+    gaps = metrics_of(r).itl_gaps_ns
+    weighted = itl_token_weighted(gaps, r.event_tokens)
+    if weighted is None:
+        return [(_ms(gap), 1) for gap in gaps]
+    return [(_ms(v), k) for v, k in zip(*weighted, strict=True)]

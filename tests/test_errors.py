@@ -79,12 +79,11 @@ def test_the_listed_exceptions_exist_and_are_not_user_errors(exception_classes: 
 def test_the_named_errors_are_user_errors_and_keep_their_old_bases() -> None:
     """The hierarchy the docs name; each keeps its former base, so an ``except ValueError``
     (or RuntimeError) that caught it still does."""
-    from loadkit.servers.targets import TargetError
-
     from loadkit.capacity.errors import CapacityError
     from loadkit.client.tls import TlsConfigError
     from loadkit.plugins import PluginError
     from loadkit.report.rules import RuleError
+    from loadkit.servers.targets import TargetError
     from loadkit.sim.config import ConfigError as SimConfigError
     from loadkit.sim.protocols import ProtocolError
     from loadkit.workload import ScenarioError

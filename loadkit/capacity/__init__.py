@@ -2,7 +2,7 @@
 fragmentation over a real length distribution, prefix sharing, and how many sequences fit a GPU.
 
     from loadkit.capacity import plan, render_table
-    p = plan("llama-3-8b", "requests.jsonl", gpu_memory="80GiB")
+    p = plan("llama-3-8b", "my-run/", gpu_memory="80GiB")  # a run's report dir: its raw log
     print(render_table(p))
 """
 

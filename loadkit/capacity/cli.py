@@ -49,7 +49,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--lengths-from",
         metavar="FILE",
-        help="requests.jsonl / report dir, Azure or ShareGPT CSV, Mooncake JSONL, or scenario TOML",
+        help="a run's raw log / report dir, Azure or ShareGPT CSV, Mooncake JSONL, or scenario TOML",
     )
     p.add_argument("--lengths", help="inline sequence lengths, e.g. 12,105,43")
     p.add_argument(

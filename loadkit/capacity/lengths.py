@@ -1,7 +1,7 @@
 """Sequence lengths (prompt + output tokens) from the files loadkit meets, plus prefix sharing.
 
-Sources: a finished run's raw log (``requests.jsonl``, or the report directory holding one or
-more ``requests*.jsonl``), an Azure LLM trace CSV, a ShareGPT lengths CSV, a Mooncake JSONL and
+Sources: a finished run's raw log (one file, or the report directory holding one or more; names
+and reader in loadkit/stats/rawlog.py), an Azure LLM trace CSV, a ShareGPT lengths CSV, a Mooncake JSONL and
 a scenario TOML. Lines that cannot be used are counted by reason, never dropped silently.
 """
 
@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import csv
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 
 from loadkit.capacity.errors import CapacityError
+from loadkit.stats.rawlog import RAW_LOG_GLOB, raw_log_paths, read_blocks
 
 MOONCAKE_BLOCK_TOKENS = 512  # the trace's hash ids each name one 512-token block
 
@@ -138,9 +138,9 @@ def _shipped_scenario(p: Path) -> Path:
 
 
 def _raw_log_dir(folder: Path) -> LengthSample:
-    files = sorted(folder.glob("requests*.jsonl"))
+    files = raw_log_paths(folder)
     if not files:
-        raise CapacityError(f"{folder}: no requests*.jsonl raw log in this directory (run with --raw-log)")
+        raise CapacityError(f"{folder}: no {RAW_LOG_GLOB} raw log in this directory (run with --raw-log)")
     acc = _RawLogAccumulator()
     for f in files:
         for obj in _json_lines(f, acc.skipped):
@@ -148,25 +148,15 @@ def _raw_log_dir(folder: Path) -> LengthSample:
     return acc.sample(str(folder))
 
 
-def _json_lines(path: Path, skipped: Counter[str]) -> Any:
+def _json_lines(path: Path, skipped: Counter[str]) -> Iterator[dict[str, Any]]:
+    """The file's JSON objects, streamed by the raw-log reader (a raw log's or a trace's lines)."""
     try:
-        with path.open("rb") as fh:
-            for line in fh:
-                if line.strip():
-                    obj = _loads(line)
-                    if isinstance(obj, dict):
-                        yield obj
-                    else:
-                        skipped["malformed line"] += 1
+        for rows, bad in read_blocks(path):
+            if bad:
+                skipped["malformed line"] += bad
+            yield from rows
     except OSError as exc:
         raise CapacityError(f"{path}: cannot read: {exc}") from None
-
-
-def _loads(line: bytes) -> Any:
-    try:
-        return orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
 
 
 def _read_jsonl(path: Path, on_bad_row: str) -> LengthSample:
@@ -220,7 +210,7 @@ def _as_count(value: Any) -> int | None:
 
 
 class _RawLogAccumulator:
-    """requests.jsonl: only `ok` requests have both token counts; the rest are counted by outcome."""
+    """A raw log: only `ok` requests have both token counts; the rest are counted by outcome."""
 
     def __init__(self, skipped: Counter[str] | None = None) -> None:
         self.skipped: Counter[str] = skipped if skipped is not None else Counter()

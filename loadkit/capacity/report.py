@@ -12,18 +12,19 @@ from typing import Any
 from loadkit.capacity.errors import CapacityError
 from loadkit.capacity.planner import plan
 from loadkit.capacity.render import render_html
+from loadkit.stats.rawlog import raw_log_paths
 
 
 def report_section(
     model: str | Path, report_dir: str | Path, **options: Any
 ) -> tuple[dict[str, Any] | None, str]:
-    """(plan, html) for a finished run: lengths from the run's requests*.jsonl when it wrote one.
+    """(plan, html) for a finished run: lengths from the run's raw log when it wrote one.
 
     ``options`` are plan()'s keyword arguments (kv_dtypes, block_sizes, gpu_memory, tp, ...).
     Without a raw log the plan still gives KV per token and the fit in tokens.
     """
     folder = Path(report_dir)
-    lengths = folder if any(folder.glob("requests*.jsonl")) else None
+    lengths = folder if raw_log_paths(folder) else None
     try:
         result = plan(model, lengths, **options)
     except CapacityError as exc:

@@ -34,10 +34,10 @@ from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, MasterR
 
 from loadkit.glue.cooperative import install_gevent_yield
 from loadkit.glue.settings import stats_options
+from loadkit.report.console import console_table, final_summary, invalid_lines, task_error_lines
 from loadkit.stats.collector import StatsCollector
 from loadkit.stats.distributed import PAYLOAD_KEY, WorkerState
 from loadkit.stats.options import StatsOptions
-from loadkit.stats.output import console_table, final_summary, invalid_lines, task_error_lines
 from loadkit.stats.rawlog import RawLog, raw_log_name
 from loadkit.stats.turns import cooperative
 from loadkit.stats.validity import EXIT_CONFIG_ERROR, EXIT_INVALID, exit_summary

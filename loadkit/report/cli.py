@@ -8,6 +8,7 @@ from pathlib import Path
 import orjson
 
 from loadkit.errors import UserError
+from loadkit.stats.rawlog import RAW_LOG_GLOB
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -15,7 +16,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("report_dir", help="a run's --report-dir (holds report.json), or a report.json file")
     p.add_argument("-o", "--output", help="where to write the HTML (default: DIR/report.html)")
     p.add_argument(
-        "--no-raw-log", action="store_true", help="ignore requests*.jsonl (plots from percentiles only)"
+        "--no-raw-log",
+        action="store_true",
+        help=f"ignore the raw logs ({RAW_LOG_GLOB}; plots from percentiles only)",
     )
     return p
 

@@ -129,8 +129,8 @@ def write_html(report_dir: str | Path, report: dict[str, Any] | None = None, *, 
                out: str | Path | None = None, read_raw: bool = True) -> Path:  # fmt: skip
     """Write ``report_dir/report.html`` (or ``out``) atomically; returns its path.
 
-    ``report`` defaults to ``report_dir/report.json``; the raw logs ``requests*.jsonl`` in
-    ``report_dir`` are read when present (unless ``raw`` is given or ``read_raw`` is False).
+    ``report`` defaults to ``report_dir/report.json``; the run's raw logs in
+    ``report_dir`` (loadkit/stats/rawlog.py) are read when present (unless ``raw`` is given or ``read_raw`` is False).
     Missing optional sections render "not measured".
     """
     folder = Path(report_dir)

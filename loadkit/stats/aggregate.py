@@ -1,8 +1,8 @@
 """GroupStats: everything kept about the requests of one (engine, label), mergeable exactly.
 
-The hot path (``GroupStats.add``) computes the metrics of docs/metrics.md straight from the
-record's integer nanosecond timestamps with ``loadkit.formulas``, whose values divided by
-10^6 are ``loadkit.records``' milliseconds (a test holds the two exactly equal). Values are appended to small
+The hot path (``GroupStats.add``) records the request's metrics as computed once for it
+(``loadkit.formulas.RequestMetrics``, integer ns), whose values divided by 10^6 are
+``loadkit.records``' milliseconds (a test holds the two exactly equal). Values are appended to small
 pending lists and recorded into the histograms a few thousand at a time with numpy
 (``flush``), which costs a fraction of per-value Python work; every reader flushes first, so
 nothing observable depends on the batching. Latency histograms take `ok` requests only;
@@ -15,20 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from loadkit import formulas
-from loadkit.records import RequestRecord
+from loadkit.formulas import RequestMetrics, itl_token_weighted
+from loadkit.records import RequestRecord, metrics_of
 from loadkit.stats.breakdown import BreakdownStats
 from loadkit.stats.histogram import Histogram
 from loadkit.stats.messages import MessageCounts, failure_message
-from loadkit.stats.metrics import (
-    CHANNEL_TIME_METRICS,
-    METRICS,
-    SLO_SLOT,
-    Slo,
-    compile_slos,
-    judge,
-    slo_values_ns,
-)
+from loadkit.stats.metrics import CHANNEL_TIME_METRICS, METRICS, Slo, compile_slos, judge
 from loadkit.stats.series import Series
 from loadkit.stats.turns import cooperative, give_way
 from loadkit.types import CANCELLED, OK
@@ -56,10 +48,6 @@ _PLAIN = (
     "n_answer",
     "n_tool",
 )
-
-# Channel figures not among the SLO values (those come with metrics.slo_values_ns).
-_CHANNEL_FORMULAS = (("ttfrt_ms", formulas.ttfrt_ns), ("reasoning_ms", formulas.reasoning_ns),
-                     ("ttftc_ms", formulas.ttftc_ns))  # fmt: skip
 
 
 class GroupStats:
@@ -99,7 +87,8 @@ class GroupStats:
     # -- hot path -------------------------------------------------------------------------
 
     def add(self, r: RequestRecord) -> None:
-        """Count one finished request."""
+        """Count one finished request (its metrics as ``RequestRecord.measure`` kept them)."""
+        m = metrics_of(r)
         self.sent += 1
         outcome = r.outcome
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
@@ -115,13 +104,11 @@ class GroupStats:
         n_out = r.n_out
         if n_out is not None:
             self.output_tokens_all += n_out
-        connect = formulas.connect_ns(r)
-        if connect is not None:
+        if m.connect_ns is not None:
             # Connection set-up is the connection's, whatever became of the request on it.
-            pending["connect_ms"].append(connect)
-            tls = formulas.tls_ns(r)
-            if tls is not None:
-                pending["tls_ms"].append(tls)
+            pending["connect_ms"].append(m.connect_ns)
+            if m.tls_ns is not None:
+                pending["tls_ms"].append(m.tls_ns)
         events = r.event_t_ns
         start = r.t_start_ns or r.t_send_ns
         end = r.t_end_ns if r.t_end_ns is not None else (events[-1] if events else start)
@@ -129,7 +116,8 @@ class GroupStats:
         if outcome == OK:
             tokens = n_out or 0
             self.output_tokens += tokens
-            self._judge(self._add_latencies(r))
+            self._add_latencies(r, m)
+            self._judge(m.slo_values)
             if r.end is not None:
                 self.ends[r.end] = self.ends.get(r.end, 0) + 1
             self.breakdown.add(r)
@@ -146,57 +134,39 @@ class GroupStats:
             with cooperative():  # a batch of 16k ITL values takes ms; other streams read on
                 self.flush()
 
-    def _add_latencies(self, r: RequestRecord) -> tuple[int | None, ...]:
-        """Queue an ok request's latencies; return its SLO values (metrics.slo_values_ns)."""
-        pending, events = self.pending, r.event_t_ns
-        worst = self._add_itl(events, r.event_tokens) if len(events) > 1 else None
-        values = slo_values_ns(r, worst)
-        ttft, sched, tpot, e2e = values[:4]
-        if e2e is not None:
-            pending["e2e_ms"].append(e2e)
+    def _add_latencies(self, r: RequestRecord, m: RequestMetrics) -> None:
+        """Queue an ok request's latencies and token counts."""
+        pending = self.pending
+        if m.itl_gaps_ns:
+            self._add_itl(m.itl_gaps_ns, r.event_tokens)
+        if m.e2e_ns is not None:
+            pending["e2e_ms"].append(m.e2e_ns)
         if r.n_out is not None:
             pending["n_out"].append(r.n_out)
-        if ttft is not None:
-            pending["ttft_ms"].append(ttft)
-            pending["ttft_sched_ms"].append(sched)  # type: ignore[arg-type]
-            pending["ttft_with_connect_ms"].append(formulas.ttft_with_connect_ns(r))  # type: ignore[arg-type]
-        if tpot is not None:
-            pending["tpot_ms"].append(tpot)
-        self._add_channels(r, values)
-        return values
-
-    def _add_channels(self, r: RequestRecord, values: tuple[int | None, ...]) -> None:
-        """Queue the per-channel figures that were measured (metrics.slo_values_ns has the
-        time to first answer token and the answer TPOT already)."""
-        pending = self.pending
-        for name, value in (("n_reasoning", r.n_reasoning), ("n_answer", r.n_answer), ("n_tool", r.n_tool)):
-            if value is not None:
-                pending[name].append(value)
-        ttfat, answer_tpot = values[SLO_SLOT["ttfat_ms"]], values[SLO_SLOT["answer_tpot_ms"]]
-        if ttfat is not None:
-            pending["ttfat_ms"].append(ttfat)
-        if answer_tpot is not None:
-            pending["answer_tpot_ms"].append(answer_tpot)
-        for name, formula in _CHANNEL_FORMULAS:
-            value = formula(r)
+        if m.ttft_ns is not None:
+            pending["ttft_ms"].append(m.ttft_ns)
+            pending["ttft_sched_ms"].append(m.ttft_sched_ns)  # type: ignore[arg-type]
+            pending["ttft_with_connect_ms"].append(m.ttft_with_connect_ns)  # type: ignore[arg-type]
+        if m.tpot_ns is not None:
+            pending["tpot_ms"].append(m.tpot_ns)
+        for name, value in (("n_reasoning", r.n_reasoning), ("n_answer", r.n_answer), ("n_tool", r.n_tool),
+                            ("ttfat_ms", m.ttfat_ns), ("answer_tpot_ms", m.answer_tpot_ns),
+                            ("ttfrt_ms", m.ttfrt_ns), ("reasoning_ms", m.reasoning_ns),
+                            ("ttftc_ms", m.ttftc_ns)):  # fmt: skip
             if value is not None:
                 pending[name].append(value)
 
-    def _add_itl(self, events: list[int], tokens: list[int]) -> int:
-        """Queue ITL per chunk and per token (weighted by k_i); return the largest chunk gap.
-        formulas.itl_token_ns, with a fast path for streams of one token per event."""
-        gaps = formulas.itl_chunk_ns(events)
+    def _add_itl(self, gaps: list[int], tokens: list[int]) -> None:
+        """Queue ITL per chunk and per token (weighted by k_i; formulas.itl_token_weighted),
+        the per-token values as the gaps themselves when every event carries one token."""
         self.pending["itl_chunk_ms"].extend(gaps)
-        ks = tokens[1 : len(events)]
-        if len(ks) < len(gaps) or max(ks) <= 1:  # token counts missing: one token per event
+        weighted = itl_token_weighted(gaps, tokens)
+        if weighted is None:
             self.pending["itl_ms"].extend(gaps)
         else:
             values, weights = self.pending_w
-            for gap, k in zip(gaps, ks, strict=True):
-                k = k if k > 1 else 1
-                values.append(formulas.div_round(gap, k))
-                weights.append(k)
-        return max(gaps)
+            values.extend(weighted[0])
+            weights.extend(weighted[1])
 
     def _judge(self, values: tuple[int | None, ...]) -> None:
         self.judged += 1

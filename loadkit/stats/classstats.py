@@ -17,7 +17,7 @@ from typing import Any
 
 from loadkit.records import RequestRecord
 from loadkit.stats.aggregate import GroupStats
-from loadkit.stats.metrics import Slo, max_gap_ns
+from loadkit.stats.metrics import Slo
 from loadkit.stats.report import group_section
 from loadkit.stats.series import NS_PER_S
 from loadkit.stats.turns import give_way
@@ -30,10 +30,10 @@ class ClassGroup(GroupStats):
 
     __slots__ = ()
 
-    def _add_itl(self, events: list[int], tokens: list[int]) -> int:
-        # No ITL histograms here (work per token event); the largest gap, one C-level pass,
-        # is still needed to judge an itl_ms SLO as every view does (metrics.py).
-        return max_gap_ns(events)
+    def _add_itl(self, gaps: list[int], tokens: list[int]) -> None:
+        # No ITL histograms here (work per token event); an itl_ms SLO is still judged on the
+        # largest gap, computed once with the request's metrics, as in every view (metrics.py).
+        return
 
     def _flush_series(self) -> None:
         starts, ends, _ = self.pending_series

@@ -77,6 +77,8 @@ class StatsCollector:
     def add(self, record: RequestRecord) -> None:
         """Count one finished request. Never raises: a failure marks the run invalid."""
         try:
+            # Its metrics, once, for the raw log, the engine stats and every section.
+            record.measure()
             key = (record.engine, record.label)
             group = self.groups.get(key)
             if group is None:
@@ -93,6 +95,7 @@ class StatsCollector:
     def add_warmup(self, record: RequestRecord) -> None:
         """A warm-up request: outside the run's stats, shown only by the sections that ask."""
         try:
+            record.measure()
             self._feed(self._warmup_feeds, record)
         except Exception as exc:
             self.fail(f"stats path failed on warm-up request {getattr(record, 'request_id', '?')}", exc)

@@ -14,7 +14,7 @@ with ``meets`` / ``judge``, so the figures cannot disagree. The rule (docs/metri
 
 Adding a metric: one line in ``TIME_METRICS`` (or ``TOKEN_METRICS``) of ``loadkit/metricnames.py``
 gives it a histogram in every engine/label/class section and a row in the CSV; one line in
-``SLO_KEYS`` there plus its value in ``slo_values_ns`` here makes it an SLO key for ``--slo``,
+``SLO_KEYS`` there plus its value in ``RequestMetrics.slo_values`` (loadkit/formulas.py) makes it an SLO key for ``--slo``,
 the scenario's ``[slo]`` and every view.
 """
 
@@ -23,15 +23,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from loadkit.formulas import (
-    answer_tpot_ns,
-    e2e_ns,
-    max_gap_ns,
-    tpot_ns,
-    ttfat_ns,
-    ttft_ns,
-    ttft_sched_ns,
-)
 from loadkit.metricnames import (  # noqa: F401 (re-exported: the views import the names from here)
     CHANNEL_TIME_METRICS,
     LIVE_METRICS,
@@ -41,7 +32,7 @@ from loadkit.metricnames import (  # noqa: F401 (re-exported: the views import t
     TIME_METRICS,
     TOKEN_METRICS,
 )
-from loadkit.records import RequestRecord
+from loadkit.records import RequestRecord, metrics_of
 from loadkit.types import CANCELLED, OK
 
 SLO_SLOT = {key: i for i, key in enumerate(SLO_KEYS)}
@@ -80,23 +71,11 @@ def compile_slos(slos: SloLike | None) -> Compiled:
     return tuple((SLO_SLOT[s.key], s.key, s.limit_ns) for s in as_slos(slos))
 
 
-def slo_values_ns(r: RequestRecord, worst_gap_ns: int | None = None) -> tuple[int | None, ...]:
-    """An ok request's SLO values in ns, in ``SLO_KEYS`` order; None where not measured
-    (the formulas of loadkit.formulas, which every view and the raw log use).
-
-    ``worst_gap_ns``: the largest inter-event gap when the caller already has the gaps (the
-    engine stats do), so no view walks the events twice."""
-    events = r.event_t_ns
-    if len(events) > 1 and worst_gap_ns is None:
-        worst_gap_ns = max_gap_ns(events)
-    return (ttft_ns(r), ttft_sched_ns(r), tpot_ns(r), e2e_ns(r), worst_gap_ns if len(events) > 1 else None,
-            *answer_values_ns(r))  # fmt: skip
-
-
-def answer_values_ns(r: RequestRecord) -> tuple[int | None, int | None]:
-    """(time to first answer token, answer TPOT) in ns; None where the reply had no answer
-    text, or fewer than two answer tokens (reasoning models: what the user waits for)."""
-    return ttfat_ns(r), answer_tpot_ns(r)
+def slo_values_ns(r: RequestRecord) -> tuple[int | None, ...]:
+    """An ok request's SLO values in ns, in ``SLO_KEYS`` order; None where not measured. A view
+    over the request's metrics (loadkit.formulas' RequestMetrics, computed once per finished
+    record, the same values every view and the raw log use), so no view walks the events again."""
+    return metrics_of(r).slo_values
 
 
 def judge(values: tuple[int | None, ...], slos: Compiled, counts: dict[str, list[int]] | None = None) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadkit.records import RequestRecord
+from loadkit.records import RequestRecord, metrics_of
 from loadkit.stats.histogram import Histogram
 from loadkit.types import OK
 
@@ -38,8 +38,9 @@ class TurnStats:
         if r.outcome != OK:
             return
         self.ok += 1
-        if r.t_first_ns is not None:
-            self.ttft_ns.record(r.t_first_ns - r.t_send_ns)
+        ttft = metrics_of(r).ttft_ns  # the request's TTFT as every view records it
+        if ttft is not None:
+            self.ttft_ns.record(ttft)
         if r.n_in is not None:
             self.n_in += r.n_in
         self.expected_cached += r.expected_cached_tokens or 0

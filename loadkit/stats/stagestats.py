@@ -55,8 +55,8 @@ class StageCell:
                 self.judged += verdict is not None
                 self.good += verdict is True
             return
-        # The engine sections' values (metrics.slo_values_ns, in ns), so a stage's percentiles
-        # are those of the same requests in report.json's engine section, to the bucket.
+        # The engine sections' values (the request's metrics, computed once, in ns), so a
+        # stage's percentiles are those of the same requests in report.json's engine section.
         values = slo_values_ns(r)
         if slos:
             self.judged += 1

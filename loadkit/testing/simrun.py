@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from loadkit.sim.testing import SimHandle, sim_process
+from loadkit.stats.rawlog import raw_log_paths, read_rows
 
 
 @dataclass
@@ -140,9 +141,5 @@ def _written_dir(stderr: str, given: Path) -> Path:
 
 
 def _raw_rows(report_dir: Path) -> list[dict[str, Any]]:
-    return [
-        orjson.loads(line)
-        for path in sorted(report_dir.glob("requests*.jsonl"))
-        for line in path.read_bytes().splitlines()
-        if line.strip()
-    ]
+    # strict: a line the run left unparsable fails the check instead of vanishing from it.
+    return list(read_rows(raw_log_paths(report_dir), strict=True))

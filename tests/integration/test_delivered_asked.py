@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from loadkit.report.console import delivered_lines
 from loadkit.sim.testing import sim_process
-from loadkit.stats.output import delivered_lines
 from tests.integration.runs import check_conservation, raw_records, run_locust
 from tests.integration.test_locustfiles import run_file
 

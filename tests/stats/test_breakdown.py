@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from loadkit.report.console import console_table
 from loadkit.stats.aggregate import GroupStats
 from loadkit.stats.breakdown import BreakdownStats, console_line
-from loadkit.stats.output import console_table
 from loadkit.stats.report import group_section
 from tests.helpers.records import record
 

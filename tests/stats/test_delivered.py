@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import scipy.stats as st
 
+from loadkit.report.console import delivered_lines
 from loadkit.report.delivered import delivered_section
 from loadkit.stats.delivered import DeliveredLoad, concurrency, one_context
 from loadkit.stats.goodness import gamma_cdf, ks_one_sample, ks_two_sample, regularized_gamma_p
-from loadkit.stats.output import delivered_lines
 
 
 @dataclass

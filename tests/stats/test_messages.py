@@ -9,9 +9,9 @@ import uuid
 import msgpack
 
 from loadkit.records import RequestRecord
+from loadkit.report.console import final_summary
 from loadkit.stats import StatsCollector
 from loadkit.stats.messages import KEPT_PER_OUTCOME, MESSAGE_CHARS, MessageCounts, failure_message
-from loadkit.stats.output import final_summary
 from tests.helpers.records import record
 
 DETAIL = "{\"detail\":\"Unexpected fields in the request: {'min_tokens', 'ignore_eos'}\"}"

@@ -7,9 +7,9 @@ from __future__ import annotations
 import msgpack
 
 from loadkit.records import RequestRecord
+from loadkit.report.console import final_summary
 from loadkit.stats import StatsCollector
 from loadkit.stats.builtin import BuiltinSections
-from loadkit.stats.output import final_summary
 from loadkit.stats.taskerrors import MAX_KINDS, MAX_MESSAGE_CHARS, TaskErrors, console_lines
 from loadkit.stats.validity import exit_summary
 

@@ -6,9 +6,9 @@ import msgpack
 import pytest
 
 from loadkit.glue.settings import stats_options
+from loadkit.report.console import final_summary, stream_end_lines
 from loadkit.stats import StatsCollector
 from loadkit.stats.options import failed_share_limit
-from loadkit.stats.output import final_summary, stream_end_lines
 from tests.helpers.records import record
 
 

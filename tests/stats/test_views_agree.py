@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace as NS
 
-import pytest
-
+from loadkit import formulas
 from loadkit.records import RequestRecord
 from loadkit.stats import StatsCollector, meets
 from loadkit.stats.builtin import BuiltinSections
@@ -104,7 +103,7 @@ def test_every_view_judges_each_request_the_same_way():
     good = sum(want is True for _, want in cases)
     judged = sum(want is not None for _, want in cases)
     views = good_judged(feed(collector(SLOS), [r for r, _ in cases]))
-    assert views.pop("stage share") == pytest.approx(good / judged)
+    assert views.pop("stage share") == good / judged  # the same integers: exactly
     assert views == dict.fromkeys(views, (good, judged)), views
 
 
@@ -155,7 +154,7 @@ def test_sections_travel_in_the_main_snapshot_and_a_lost_workers_last_one_counts
     assert report["workers"]["lost"] == 1
     views = good_judged(report)
     share = views.pop("stage share")
-    assert views == dict.fromkeys(views, (5, 10)) and share == pytest.approx(5 / 10)
+    assert views == dict.fromkeys(views, (5, 10)) and share == 5 / 10
     assert report["user_classes"]["Chat"]["requests"] == report["engines"]["e"]["requests"] == 11
 
 
@@ -193,3 +192,40 @@ def test_remote_snapshots_without_sections_still_decode():
     del payload["sections"]
     payload["seq"] += 1
     assert remote.accept("w1", payload) == "accepted"
+
+
+def test_a_requests_metrics_are_computed_once_for_every_view_and_the_raw_log(monkeypatch, tmp_path):
+    """One RequestMetrics per finished record (RequestRecord.measure, in the collector): the
+    engine stats, every section and the raw-log line read it; none computes again."""
+    from loadkit.stats.rawlog import RawLog
+
+    made: list[int] = []
+    original = formulas.RequestMetrics.of.__func__  # type: ignore[attr-defined]
+
+    def counted(cls, r):
+        made.append(1)
+        return original(cls, r)
+
+    c = collector(SLOS)
+    c.raw_log = RawLog(str(tmp_path / "requests.jsonl"))
+    cases = [r for r, _ in mixed()]
+    monkeypatch.setattr(formulas.RequestMetrics, "of", classmethod(counted))
+    for r in cases:
+        c.add(tagged(r))
+    assert len(made) == len(cases)
+    c.raw_log.close()
+    report = c.report()
+    assert len(made) == len(cases), "a report built later computes nothing again"
+    assert report["engines"]["e"]["requests"] == len(cases)
+
+
+def test_slo_values_are_in_slo_keys_order():
+    from loadkit.stats.metrics import SLO_KEYS
+
+    r = record(ttft_ms=100.0, gaps_ms=(10.0, 30.0), sched_ms=-5.0)
+    r.t_first_answer_ns, r.t_last_answer_ns, r.n_answer = r.event_t_ns[1], r.event_t_ns[2], 2
+    m = r.measure()
+    by_name = {"ttft_ms": m.ttft_ns, "ttft_sched_ms": m.ttft_sched_ns, "tpot_ms": m.tpot_ns, "e2e_ms": m.e2e_ns,
+               "itl_ms": m.itl_max_ns, "ttfat_ms": m.ttfat_ns, "answer_tpot_ms": m.answer_tpot_ns}  # fmt: skip
+    assert dict(zip(SLO_KEYS, m.slo_values, strict=True)) == by_name
+    assert None not in m.slo_values and m.itl_max_ns == 30 * 1_000_000

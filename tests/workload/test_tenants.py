@@ -77,6 +77,14 @@ class Rec:
     t_first_answer_ns: int | None = None  # no reasoning: the answer channel is not marked
     t_last_answer_ns: int | None = None
     n_answer: int | None = None
+    # The rest of RequestRecord's timestamps, which the request's metrics (loadkit.formulas) read.
+    t_start_ns: int = 0
+    t_connect_ns: int | None = None
+    t_connected_ns: int | None = None
+    t_tls_ns: int | None = None
+    t_first_reasoning_ns: int | None = None
+    t_reasoning_end_ns: int | None = None
+    t_first_tool_ns: int | None = None
 
     @property
     def t_first_ns(self):
