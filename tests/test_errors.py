@@ -17,6 +17,8 @@ from loadkit.errors import UserError
 
 # Not a user's mistake: request outcomes, control-flow signals, internals, the test kit.
 NOT_USER_ERRORS = {
+    "loadkit.servers.info.TokenizeError": "a server that cannot count tokens: the caller falls back or reports it",
+    "loadkit.stats.rawlog.MalformedLine": "one raw-log line a reader skips and counts, not a user's mistake",
     "loadkit.client.events.StreamDone": "control flow: the end of a stream, not an error",
     "loadkit.client.httpstream.ConnectFailed": "one request's transport failure, recorded as its outcome",
     "loadkit.client.httpstream.ProtocolError": "a server's malformed HTTP answer, recorded as the request's outcome",

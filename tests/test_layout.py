@@ -28,6 +28,8 @@ WHOLE_PACKAGE = {
     "test_self_contained.py": "the checkout and the wheel carry their own data",
     "test_outcomes_doc.py": "docs/reports.md and the report's definitions name every outcome",
     "test_layout.py": "this file: the layout of tests/",
+    "test_docs_paths.py": "every file path the docs and docstrings name exists",
+    "test_layers_import.py": "the Locust-free packages import without locust or gevent",
 }
 
 # Not tests: pytest's and Python's own files at the top of tests/.

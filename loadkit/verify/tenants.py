@@ -1,5 +1,5 @@
 """The ``tenants`` section recomputed from the raw log. A tenant's request carries the label
-``<tenant>/<part>`` (docs/tenants.md), so each line names its tenant and part. Per target and
+``<tenant>/<part>`` (docs/scenarios.md), so each line names its tenant and part. Per target and
 tenant: requests, ok, judged, good (against the tenant's own SLO table when it has one, the
 run's otherwise: the table the section states under ``slos``), SLO attainment, demand and
 goodput per second over the target's tenant window (first send to last end), the share of

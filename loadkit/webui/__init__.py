@@ -20,7 +20,7 @@ def install_web_ui(environment: Any, runtime: RunState | None = None) -> LiveVie
     ``runtime`` holds (its stats, targets and start results: webui/runstate.py); returns the
     LiveView (None when this node has no web UI, e.g. a worker or a headless run).
 
-    Without ``runtime`` (deprecated, removed in 0.3.0) the view reads ``environment.loadkit``
+    Without ``runtime`` (deprecated, removed in 0.4.0) the view reads ``environment.loadkit``
     at each use, as it used to."""
     if runtime is None:
         import warnings
@@ -28,7 +28,7 @@ def install_web_ui(environment: Any, runtime: RunState | None = None) -> LiveVie
         from loadkit.webui.runstate import EnvironmentRuntime
 
         warnings.warn(
-            "install_web_ui(environment) without the runtime is deprecated (removed in 0.3.0): "
+            "install_web_ui(environment) without the runtime is deprecated (removed in 0.4.0): "
             "call install_web_ui(environment, runtime)",
             DeprecationWarning,
             stacklevel=2,

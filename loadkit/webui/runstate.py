@@ -43,7 +43,7 @@ def given_report_dir(runtime: RunState) -> str:
 class EnvironmentRuntime:
     """The runtime as ``install_web_ui(environment)``, called without one, has always found it:
     ``environment.loadkit``, read at each use (absent: no stats, no targets, nothing to check).
-    Deprecated with that call form; removed in 0.3.0."""
+    Deprecated with that call form; removed in 0.4.0."""
 
     def __init__(self, environment: Any) -> None:
         self._env = environment

@@ -4,7 +4,7 @@ mix, arrival, SLOs and priority.
 ``[[tenants]]`` entries: ``name`` (no "/"); ``parts`` (names of the scenario's parts this
 tenant sends, default all; drawn by the parts' weights); ``priority`` (an integer; lower is
 served first under vLLM's priority scheduling; sent the way each target says — the body's
-``priority`` field by default, or a header — see loadkit/engines/priority.py; omitted = none
+``priority`` field by default, or a header — see loadkit/core/priority.py; omitted = none
 sent); ``slos`` (the tenant's own SLO table: its requests are judged against it, not the
 run's, in the tenants section); and either ``weight`` (share of the scenario's one arrival
 process, default 1) or ``arrival`` (the tenant's own open-loop process: constant, poisson or
