@@ -49,7 +49,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("loadkit/stats/taskerrors.py", "file.py"): 'the shape of a value ("file.py:12 in task")',
     # docs/architecture.md is rewritten by the lead in issue 33 (it still gives the old home of the
     # shipped scenarios): remove this entry with that rewrite.
-    ("docs/architecture.md", "loadkit/scenarios/"): "the shipped scenarios moved to scenarios/",
 }
 
 
