@@ -1,5 +1,6 @@
-"""Deprecated: this module moved to ``loadkit.servers.detect`` in loadkit 0.2.0. Kept here, re-exporting its
-public names with a ``DeprecationWarning``, until 0.3.0 (docs/api/public.md)."""
+"""Deprecated since loadkit 0.2.0, when detection moved into the engines package; it has since
+moved again, to ``loadkit.servers.detect`` (issue #33), which this re-exports with a
+``DeprecationWarning`` until 0.3.0 (docs/api/public.md)."""
 
 from loadkit._moved import warn_moved
 from loadkit.servers.detect import (
