@@ -18,9 +18,9 @@ from loadkit.records import RequestRecord
 from loadkit.types import GenerationRequest, HttpRequest, MalformedEvent, TokenEvent, Usage
 
 if TYPE_CHECKING:
-    from loadkit.glue.api import register_listeners
-    from loadkit.glue.scenario_user import ScenarioUser
-    from loadkit.glue.user import LLMUser
+    from loadkit.locust.api import register_listeners
+    from loadkit.locust.scenario_user import ScenarioUser
+    from loadkit.locust.user import LLMUser
 
 # One version, pyproject.toml's, read from the installed distribution's metadata.
 try:
@@ -30,9 +30,9 @@ except PackageNotFoundError:  # a source tree imported without being installed
 del PackageNotFoundError
 
 _LOCUST_NAMES = {
-    "LLMUser": "loadkit.glue.user",
-    "ScenarioUser": "loadkit.glue.scenario_user",
-    "register_listeners": "loadkit.glue.api",
+    "LLMUser": "loadkit.locust.user",
+    "ScenarioUser": "loadkit.locust.scenario_user",
+    "register_listeners": "loadkit.locust.api",
 }
 
 __all__ = [

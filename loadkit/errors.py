@@ -2,8 +2,8 @@
 
 ``UserError`` is the one base of every such error: the ``loadkit`` command catches it (one
 line on stderr, exit code 2), and so do the run's start checks, without a tuple of types.
-The subclasses live beside the code that raises them (``ConfigError`` in the glue and the
-simulator, ``TargetError``, ``PluginError``, ``ProtocolError``, ``ScenarioError``,
+The subclasses live beside the code that raises them (``ConfigError`` in the run set-up and
+the simulator, ``TargetError``, ``PluginError``, ``ProtocolError``, ``ScenarioError``,
 ``CapacityError`` ...; the table in docs/api/public.md), each keeping its older base (ValueError,
 RuntimeError) so existing ``except`` clauses still catch it. tests/test_errors.py holds every
 exception class of the package to this, or lists why not.

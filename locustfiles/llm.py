@@ -1,3 +1,3 @@
-"""Thin locustfile: all logic lives in loadkit.glue (importable and tested on its own)."""
+"""Thin locustfile: all logic lives in loadkit.locust (importable and tested on its own)."""
 
-from loadkit.glue.locustfile import LLM  # noqa: F401  (Locust collects User classes by name)
+from loadkit.locust.locustfile import LLM  # noqa: F401  (Locust collects User classes by name)

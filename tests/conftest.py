@@ -13,7 +13,7 @@ import pytest
 
 PHASE = os.environ.get("LOADKIT_TEST_PHASE", "all")
 # Modules that import locust at import time (collection alone would patch the process).
-IN_PROCESS_LOCUST_MODULES = ["glue/test_statslisteners.py", "webui/test_live.py", "glue/test_user_api.py"]
+IN_PROCESS_LOCUST_MODULES = ["locust/test_statslisteners.py", "webui/test_live.py", "locust/test_user_api.py"]
 
 collect_ignore = IN_PROCESS_LOCUST_MODULES if PHASE == "main" else []
 

@@ -13,12 +13,18 @@ import sys
 
 import pytest
 
-LOCUST_FREE = ("loadkit.workload", "loadkit.stats", "loadkit.report", "loadkit.verify", "loadkit.capacity")
+LOCUST_FREE = (
+    "loadkit.workload",
+    "loadkit.stats",
+    "loadkit.report",
+    "loadkit.verify",
+    "loadkit.capacity",
+)
 EVENT_LOOP = ("locust", "gevent")
 
-# Submodules of those packages that adapt to Locust by design (the stats' Locust listeners,
-# due to move under glue/): importing them pulls Locust in, and nothing else may.
-ADAPTERS = frozenset({"loadkit.stats.locust_glue"})
+# Submodules of those packages that adapt to Locust by design: importing them would pull Locust
+# in, and nothing else may. None today (the stats' listeners live in loadkit/locust/).
+ADAPTERS: frozenset[str] = frozenset()
 
 _PROBE = """
 import importlib, json, pkgutil, sys
@@ -68,3 +74,12 @@ def test_every_module_of_a_locust_free_package_imports_without_them(package: str
 def test_the_probe_sees_gevent_when_it_is_imported() -> None:
     # The check itself works: the client's hub reads import gevent on purpose.
     assert "gevent" in _imported_event_loop_modules(("loadkit.client.hubreads",), walk=False)
+
+
+def test_the_runs_set_up_imports_no_locust_and_only_the_clients_gevent() -> None:
+    """loadkit.run builds the configuration from the client's types (``Timeouts``, the TLS
+    settings), and the client's hub reads import gevent by design: that much gevent, and no
+    Locust, no more (an import of locust or of loadkit.locust would bring both)."""
+    held = set(_imported_event_loop_modules(("loadkit.run",), walk=True))
+    assert not {m for m in held if m.split(".")[0] == "locust"}
+    assert held <= set(_imported_event_loop_modules(("loadkit.client.timer",), walk=False))

@@ -3,7 +3,7 @@ tests/helpers/, and the top of tests/ holds only the tests about the whole packa
 loadkit's own top-level modules, tests/test_M.py for loadkit/M.py).
 
 The package and module lists are read from loadkit/ when the test runs, not written here: when a
-package is split or renamed (loadkit/glue/ into run/ and locust/, say), this test names the test
+package is split or renamed (loadkit/glue/ into run/ and locust/ in 0.3.0, say), this test names the test
 folders that have to follow it.
 """
 

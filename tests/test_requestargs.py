@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from loadkit.conversation import Conversation
-from loadkit.glue.api import LLMCalls
+from loadkit.locust.api import LLMCalls
 from loadkit.records import RequestRecord
 from loadkit.requestargs import BODY_KEYWORDS, UserAPIError
 from loadkit.types import GenerationRequest

@@ -87,9 +87,9 @@ def main() -> int:
     rows: list[dict[str, Any]] = []
     check = SelfCheck(CollectStats(), node="bench")  # the self-check's verdict on this very run
     check.start()
-    from loadkit.glue.stalls import HeapFreezer, freeze_heap
+    from loadkit.locust.stalls import HeapFreezer, freeze_heap
 
-    freeze_heap(collect=True)  # as loadkit's Locust listeners do at test start (glue/stalls.py)
+    freeze_heap(collect=True)  # as loadkit's Locust listeners do at test start (locust/stalls.py)
     usage = Usage()
     usage.start()
     stop_at = time.perf_counter() + args.seconds

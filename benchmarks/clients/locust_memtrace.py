@@ -14,7 +14,7 @@ from typing import Any
 import gevent
 from locust import events
 
-from loadkit.glue.locustfile import LLM  # noqa: F401  (Locust collects User classes by name)
+from loadkit.locust.locustfile import LLM  # noqa: F401  (Locust collects User classes by name)
 
 _state: dict[str, Any] = {}
 

@@ -2,7 +2,7 @@
 
 Locust's own ``--help`` exits before the locustfile is imported, and the locustfile is what adds
 loadkit's options, so they never appear there. This listing is generated from the same
-definitions Locust's parser gets (:func:`loadkit.glue.options.add_arguments`, plugins included),
+definitions Locust's parser gets (:func:`loadkit.run.options.add_arguments`, plugins included),
 so it cannot drift from them. `loadkit run --help` prints it too.
 """
 
@@ -13,7 +13,7 @@ import re
 import textwrap
 from typing import Any
 
-# Titles for the add_*_arguments functions of loadkit.glue.options and loadkit.stats; a new
+# Titles for the add_*_arguments functions of loadkit.run.options and loadkit.stats; a new
 # function without an entry is titled from its name.
 SECTION_TITLES = {
     "add_core_arguments": "Engine, model, scenario",
@@ -37,7 +37,7 @@ def loadkit_actions() -> list[argparse.Action]:
     """The parser actions loadkit (and its plugins) add, in definition order."""
     import configargparse  # Locust's parser class: it understands env_var
 
-    from loadkit.glue.options import add_arguments
+    from loadkit.run.options import add_arguments
 
     parser = configargparse.ArgumentParser(add_help=False)
     add_arguments(parser)

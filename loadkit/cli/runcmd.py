@@ -26,7 +26,7 @@ from pathlib import Path
 from loadkit.cli.simspec import SimSpec, parse_sim, plan
 from loadkit.errors import UserError
 
-LOCUSTFILE = Path(__file__).resolve().parent.parent / "glue" / "locustfile.py"
+LOCUSTFILE = Path(__file__).resolve().parent.parent / "locust" / "locustfile.py"
 READY = re.compile(rb"listening on (http://127\.0\.0\.1:\d+)")
 DEMO_ARGS = [
     "--sim", "fast=fast", "--sim", "big=big",

@@ -1,9 +1,9 @@
-"""loadkit's locustfile: `locust -f locustfiles/llm.py --host URL --engine openai --scenario NAME|FILE`.
+"""Deprecated: moved to ``loadkit.locust.locustfile`` in loadkit 0.3.0. Kept here, re-exporting its public names
+with a ``DeprecationWarning``, until 0.4.0 (docs/api/public.md)."""
 
-Defining the user class is the whole wiring: loadkit's listeners join Locust's events then."""
+from loadkit._moved import warn_moved
+from loadkit.locust.locustfile import LLM
 
-from loadkit.glue.scenario_user import ScenarioUser
+__all__ = ["LLM"]
 
-
-class LLM(ScenarioUser):
-    """One virtual user streaming the scenario (--scenario) to the run's targets in turn."""
+warn_moved(__name__, "loadkit.locust.locustfile", removed_in="0.4.0")

@@ -59,5 +59,5 @@ def cpu_pressure_s(path: str = PSI_CPU_PATH) -> float | None:
 
 def full_collections() -> int:
     """Full (generation 2) garbage collections so far: each walks every tracked object with
-    the event loop stopped (glue/stalls.py keeps most of the heap out of them)."""
+    the event loop stopped (locust/stalls.py keeps most of the heap out of them)."""
     return int(gc.get_stats()[2]["collections"])

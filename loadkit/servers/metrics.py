@@ -1,7 +1,7 @@
 """Server metrics: Prometheus text (read by prometheus-client's parser), the mapping of each
 engine's metric names to loadkit's neutral names, and a scraper that keeps counters between scrapes.
 :func:`scraper_for` is the one way a run's target gets its scraper (the run's scraping,
-loadkit/glue/scraping.py, and the web UI's live queue column alike).
+loadkit/locust/scraping.py, and the web UI's live queue column alike).
 
 Neutral names (all optional; absent = the engine does not say):
 ``running``, ``waiting`` (requests), ``kv_usage`` (0..1), ``prefix_hit_rate`` (0..1, since the

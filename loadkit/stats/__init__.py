@@ -20,9 +20,9 @@ from loadkit.stats.report import SCHEMA
 
 def install_stats(environment: Any) -> StatsCollector:
     """Create this node's StatsCollector and register its Locust listeners (call at ``init``).
-    The listeners are Locust glue (loadkit/glue/statslisteners.py): imported only when called,
+    The listeners are Locust glue (loadkit/locust/statslisteners.py): imported only when called,
     so ``import loadkit.stats`` needs no Locust."""
-    from loadkit.glue.statslisteners import install_stats as _install
+    from loadkit.locust.statslisteners import install_stats as _install
 
     return _install(environment)
 

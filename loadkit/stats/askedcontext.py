@@ -49,7 +49,7 @@ def asked_context(runtime: Any, target: str, classes: list[str]) -> dict[str, An
 
 
 def _sends_scenario(cls: type) -> bool:
-    return bool(getattr(cls, "loadkit_sends_scenario", False))  # glue/workloads.py SCENARIO_CLASS_FLAG
+    return bool(getattr(cls, "loadkit_sends_scenario", False))  # run/workloads.py SCENARIO_CLASS_FLAG
 
 
 def _workload_context(runtime: Any, workload: Any, target: str) -> dict[str, Any]:

@@ -66,7 +66,7 @@ class BuiltinSections:
                     report=self._delivered_report),
             Section("tenants", TenantStats, TenantStats.from_wire, lambda s, r: s.add(r, c.compiled_slos, self.context.tenant_slos),
                     report=self._tenants_report),
-            # Fed by Locust's user_error event (glue/taskerrors.py), not by the records.
+            # Fed by Locust's user_error event (locust/taskerrors.py), not by the records.
             Section("task_errors", TaskErrors, TaskErrors.from_wire, report=TaskErrors.report),
             Section("adapter_errors", AdapterErrors, AdapterErrors.from_wire, AdapterErrors.add,
                     report=AdapterErrors.report),

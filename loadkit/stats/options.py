@@ -103,7 +103,7 @@ def add_stats_arguments(group: Any) -> None:
 @dataclass(frozen=True, slots=True)
 class StatsOptions:
     """The stats' configuration for one run, built by the run set-up from the options
-    (glue/settings.py ``stats_options``): the stats never read Locust's options themselves.
+    (run/settings.py ``stats_options``): the stats never read Locust's options themselves.
     ``slos`` are the run's, resolved once (web form > command line > scenario) and parsed."""
 
     report_dir: str  # the default directory (a worker without its master's choice writes here)

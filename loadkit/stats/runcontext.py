@@ -1,5 +1,5 @@
 """The run's context the built-in sections need beyond the records: frozen, handed over by the
-run set-up at configure (glue/runtime.py ``Runtime.run_context``), so the stats never reach
+run set-up at configure (locust/runtime.py ``Runtime.run_context``), so the stats never reach
 back into the runtime (stats/builtin.py used to look it up through the Locust environment,
 once per record)."""
 
@@ -22,7 +22,7 @@ class RunContext:
     """What one configured run tells its stats sections."""
 
     # The stage plan (stats/stagestats.py stage_plan). Not copied: a locustfile's load shape
-    # adds its steps as they happen (glue/shapesteps.py), and the report shows every one.
+    # adds its steps as they happen (locust/shapesteps.py), and the report shows every one.
     plan: Sequence[dict[str, Any]] = ()
     # Records count in the stage table: a run with stages, a shape or a warm-up. True without
     # a run set-up (the stats alone): every record that names a stage counts.

@@ -7,7 +7,7 @@ used it for an earlier run; otherwise ``D-2``, ``D-3`` … are tried in turn. Th
 created at once, so a later start (of this or another process) sees it as taken.
 
 Workers do not choose: the master sends its choice in the run configuration
-(glue/runconfig.py), and they write their raw logs there.
+(run/runconfig.py), and they write their raw logs there.
 """
 
 from __future__ import annotations

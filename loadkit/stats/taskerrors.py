@@ -3,7 +3,7 @@
 A task that raises (a bug in the locustfile, a parse of a reply that failed) sends no request
 for what it meant to do next, so the request stats alone cannot show it: the run looks
 healthy while the traffic the locustfile describes was never sent. Locust tells every
-listener of its ``user_error`` event (loadkit/glue/taskerrors.py); this state counts them per
+listener of its ``user_error`` event (loadkit/locust/taskerrors.py); this state counts them per
 Locust user class and kind — exception type and message — with the count, where and when the
 kind was first seen, and that first traceback. It is a collector section (stats/sections.py),
 so workers ship it in their snapshots and the master sums them, lost workers included.

@@ -17,7 +17,7 @@ same CPU. Outside a cooperative block (the final report, written when no stream 
 unit tests; a loop callback) it does nothing, so that work stays atomic.
 
 The stats know no event loop: whoever runs one installs it with ``set_yield`` (the Locust
-glue installs gevent's hub at init, ``loadkit/glue/cooperative.py``). Until then there is
+glue installs gevent's hub at init, ``loadkit/locust/cooperative.py``). Until then there is
 nothing to yield to, every block is atomic and ``give_way()`` returns at once.
 """
 

@@ -1,5 +1,5 @@
 """What the web UI reads of the run: the runtime it is given at install, never fished from
-the Locust environment. ``loadkit.glue.runtime.Runtime`` is one; a test may pass any object
+the Locust environment. ``loadkit.locust.runtime.Runtime`` is one; a test may pass any object
 with these attributes.
 """
 

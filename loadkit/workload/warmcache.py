@@ -24,7 +24,7 @@ import numpy as np
 from loadkit.workload.tracereader import micros
 from loadkit.workload.traces import Trace, leading_cached_blocks
 
-WARMUP_STAGE = "warmup"  # the stage name loadkit.glue.runtime.WARMUP excludes from the stats
+WARMUP_STAGE = "warmup"  # the stage name loadkit.locust.runtime.WARMUP excludes from the stats
 WARMUP_LABEL = "cache-warmup"
 
 

@@ -11,9 +11,9 @@ import configargparse
 
 from loadkit.cli import main as loadkit_main
 from loadkit.cli.options_cmd import SECTION_TITLES, describe_default, loadkit_actions, render
-from loadkit.glue.options import add_arguments
 from loadkit.hookspecs import hookimpl
 from loadkit.plugins import get_plugin_manager
+from loadkit.run.options import add_arguments
 
 
 def _defined() -> list[argparse.Action]:

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from loadkit.glue.detection import AUTO_NAME, Detections
+from loadkit.run.detection import AUTO_NAME, Detections
 from loadkit.servers.targets import TargetSpec, parse_target
 from tests.engines.stubserver import stub_server
 from tests.engines.test_detect import SERVERS
@@ -30,7 +30,7 @@ def probes_seen(server) -> int:
 
 @pytest.mark.in_process_locust  # glue.runtime imports locust
 def test_target_specs_leave_an_auto_host_target_unnamed_until_detection():
-    from loadkit.glue.runtime import target_specs
+    from loadkit.locust.runtime import target_specs
 
     assert target_specs(options(), "http://127.0.0.1:9") == [host_spec("http://127.0.0.1:9")]
     (named,) = target_specs(options(engine="vllm"), "http://127.0.0.1:9")

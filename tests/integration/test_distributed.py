@@ -125,7 +125,7 @@ def test_worker_stopped_cleanly_keeps_its_data(tmp_path):
 
 
 def test_processes_without_a_master_port_runs_with_locust_s_default_port_taken(tmp_path):
-    """--processes with no master port gets a free one (glue/masterport.py). On Locust's fixed
+    """--processes with no master port gets a free one (run/masterport.py). On Locust's fixed
     5557, taken (here by a socket that never answers), the master failed to bind with a
     traceback and its forked workers connected to whatever held the port."""
     blocker = socket.socket()

@@ -329,6 +329,7 @@ def test_a_shape_beside_scenario_stages_is_refused_with_one_line(tmp_path):
 def test_examples_use_only_the_public_names():
     for path in sorted(EXAMPLES.glob("*.py")):
         text = path.read_text()
-        assert "loadkit.glue" not in text or path.name == "llm.py", path
+        assert "loadkit.locust" not in text or path.name == "llm.py", path
+        assert "loadkit.glue" not in text, path  # the deprecated path (docs/api/public.md)
         if path.name != "llm.py":
             assert "from loadkit import" in text, path

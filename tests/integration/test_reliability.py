@@ -179,7 +179,7 @@ def test_exception_in_a_plugin_marks_run_invalid_and_names_it(tmp_path):
     report_dir = tmp_path / "r"
     locustfile = tmp_path / "boom_locustfile.py"
     locustfile.write_text(
-        "from loadkit.glue.locustfile import LLM  # noqa: F401\n"
+        "from loadkit.locust.locustfile import LLM  # noqa: F401\n"
         "from loadkit.plugins import get_plugin_manager\n"
         + PLUGIN
         + "\nget_plugin_manager().register(Boom(), name='boom-plugin')\n"

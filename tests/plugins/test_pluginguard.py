@@ -7,9 +7,9 @@ import pytest
 
 from loadkit import hookimpl
 from loadkit.engines.base import EngineAdapter
-from loadkit.glue.runoptions import configure_plugins, run_options
 from loadkit.plugins import PluginError, engine_registry, get_engine, new_plugin_manager
 from loadkit.plugins.guard import failure_of
+from loadkit.run.runoptions import configure_plugins, run_options
 
 
 class Calls:

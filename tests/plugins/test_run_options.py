@@ -6,8 +6,8 @@ import pytest
 
 from loadkit import hookimpl
 from loadkit.engines.base import AdapterOptions
-from loadkit.glue.runoptions import configure_plugins, run_options
 from loadkit.plugins import PluginError, new_plugin_manager
+from loadkit.run.runoptions import configure_plugins, run_options
 from loadkit.servers.targets import TargetSpec, build_target
 
 

@@ -12,7 +12,7 @@ import pytest
 from loadkit.client.httpstream import Endpoint
 from loadkit.core.adapter import AdapterOptions
 from loadkit.engines.vllm import VLLMAdapter
-from loadkit.glue.scraping import ServerMetrics
+from loadkit.locust.scraping import ServerMetrics
 from loadkit.servers.metrics import scraper_for
 from loadkit.servers.targets import Target, TargetSpec
 from loadkit.sim.testing import SimHandle, sim_process

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from loadkit.glue.locustmem import KEEP_SECONDS, thin_history, trim_per_second
+from loadkit.locust.locustmem import KEEP_SECONDS, thin_history, trim_per_second
 
 pytestmark = pytest.mark.in_process_locust
 

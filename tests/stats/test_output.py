@@ -10,9 +10,9 @@ import json
 import orjson
 import pytest
 
-from loadkit.glue.settings import stats_options
 from loadkit.report.console import console_table
 from loadkit.report.files import write_atomic, write_reports
+from loadkit.run.settings import stats_options
 from loadkit.stats import SCHEMA, Slo, StatsCollector, add_stats_arguments
 from loadkit.stats.options import parse_slo_item
 from loadkit.stats.rawlog import RawLog, raw_log_name

@@ -1,5 +1,5 @@
 """Live reports give the event loop its turns (stats/turns.py, with gevent's hub installed as
-the Locust glue does: glue/cooperative.py): sockets are read while a report is built, and
+the Locust glue does: locust/cooperative.py): sockets are read while a report is built, and
 interleaved recording is neither lost nor counted twice."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import gevent
 import gevent.socket
 import pytest
 
-from loadkit.glue.cooperative import install_gevent_yield
+from loadkit.locust.cooperative import install_gevent_yield
 from loadkit.stats import StatsCollector, turns
 from loadkit.stats.turns import active, cooperative, give_way
 from tests.helpers.records import record

@@ -5,8 +5,8 @@ from __future__ import annotations
 import msgpack
 import pytest
 
-from loadkit.glue.settings import stats_options
 from loadkit.report.console import final_summary, stream_end_lines
+from loadkit.run.settings import stats_options
 from loadkit.stats import StatsCollector
 from loadkit.stats.options import failed_share_limit
 from tests.helpers.records import record

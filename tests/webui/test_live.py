@@ -247,8 +247,8 @@ def loadkit_env(tmp_path) -> tuple[Environment, StatsCollector]:
     """A web UI whose runtime is loadkit's own, with loadkit's options parsed."""
     from locust.argument_parser import get_parser
 
-    from loadkit.glue.options import add_arguments
-    from loadkit.glue.runtime import Runtime
+    from loadkit.locust.runtime import Runtime
+    from loadkit.run.options import add_arguments
 
     parser = get_parser()
     # Locust's parser already has them when an earlier test defined a loadkit user class (which

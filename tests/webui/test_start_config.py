@@ -25,8 +25,8 @@ def loadkit_web_env(tmp_path, scenario: str):
     from locust.event import Events
 
     from loadkit import ScenarioUser
-    from loadkit.glue.listeners import register
-    from loadkit.glue.options import add_arguments
+    from loadkit.locust.listeners import register
+    from loadkit.run.options import add_arguments
 
     class FormUser(ScenarioUser):
         pass

@@ -1,0 +1,408 @@
+"""Per-process run state: targets, workload sources, stats, request budget.
+
+Built at Locust's `init` (one per process) and configured once per test start (locust/starts.py
+decides when): the scenarios are loaded, the targets detected and built, and the start's
+decisions frozen into ``self.config`` (run/runconfig.py). The options are only read.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from itertools import count
+from typing import Any
+
+from loadkit.client.adaptererr import forget_kinds
+from loadkit.client.timer import Timeouts
+from loadkit.client.tls import TlsSettings
+from loadkit.locust import reachability
+from loadkit.locust.breaker import Breaker, trip
+from loadkit.locust.ending import ExhaustionWatch, end_run
+from loadkit.locust.schedules import Schedules
+from loadkit.locust.shapesteps import user_shape
+from loadkit.plugins import plugin_fingerprint
+from loadkit.plugins.guard import GuardedPluginManager, failure_of
+from loadkit.records import RequestRecord
+from loadkit.run.backoff import Backoff
+from loadkit.run.detection import Detections
+from loadkit.run.errors import ConfigError
+from loadkit.run.runconfig import RunConfig, ScenarioFacts, StartPlan, build_run_config
+from loadkit.run.runoptions import configure_plugins, run_options
+from loadkit.run.setup import (
+    apply_exact_output,
+    configure_tls,
+    target_specs,
+    validate_failed_share,
+    validate_slos,
+    warn_once,
+)
+from loadkit.run.stageplan import MEASURED
+from loadkit.run.workloads import (
+    DEFAULT_SCENARIO,
+    WARMUP,
+    Workload,
+    check_class_targets,
+    default_unused,
+    load_scenario_file,
+    load_workloads,
+    main_workload,
+    run_duration,
+    run_slos,
+    run_targets,
+    share_of,
+    staged_arrival,
+)
+from loadkit.servers.targets import Target, build_target, check_unique_names
+from loadkit.stats.runcontext import RunContext
+from loadkit.stats.stagestats import stage_plan
+
+log = logging.getLogger("loadkit")
+
+
+def _new_event() -> Any:
+    import gevent.event
+
+    return gevent.event.Event()
+
+
+__all__ = [
+    "DEFAULT_SCENARIO",
+    "ConfigError",
+    "ExhaustionWatch",
+    "Runtime",
+    "end_run",
+    "load_scenario_file",
+    "target_specs",
+    "validate_failed_share",
+    "validate_slos",
+]
+
+
+class Runtime(Schedules):
+    """Everything one Locust process needs to send loadkit traffic."""
+
+    def __init__(self, environment: Any, stats: Any = None, command_line: dict[str, Any] | None = None,
+                 headless: bool = False) -> None:  # fmt: skip
+        self.environment = environment
+        self.stats = stats
+        # The command line's values, taken at init before any web UI form changes the options
+        # (precedence, run/runconfig.py snapshot); given by the listener that builds the runtime.
+        self.command_line = dict(command_line or {})
+        self.headless = headless  # a Locust process option: the web form cannot change it
+        self.config = RunConfig()  # this start's, built once by configure (never replaced after)
+        self.start_plan = StartPlan()  # what this start found and dealt (detections, pre-flight, shards)
+        self.configured = 0  # how many times the scenarios were loaded and the targets probed
+        self.prepared_for: str | None = None  # the options the current configuration was made for (starts.py)
+        self.from_master: Any = None  # worker: the master's run configuration message, as received
+        self.asked_config = False  # worker: asked the master to send it again (locust/starts.py)
+        # Set once this process's test start is done (configured, or refused): users that Locust
+        # spawns before then (a worker whose config came after its spawn message) wait for it.
+        self.ready = _new_event()
+        self.run_timer: Any = None  # a scenario's duration_s ending a headless run (starts.py)
+        # This run's report directory (local / master: claimed at test start, starts.py; a
+        # worker: the master's), and every one this process's runs took (never used again).
+        self.report_dir: str | None = None
+        self.report_dirs_used: list[str] = []
+        self.targets: list[Target] = []
+        self.workloads: dict[str, Workload] = {}
+        self.scenario: Any = None  # the main workload's scenario (see workloads.main_workload)
+        # What the pre-flight handshake of each https target negotiated (kept across configures).
+        self.tls_negotiated: dict[str, dict[str, str | None]] = {}
+        self.budget: int | None = None
+        self.sent = 0
+        self._assign: dict[Any, Iterator[int]] = {}
+        self.shard = (0, 1)
+        self.server_metrics: Any = None
+        self.sections: Any = None  # the stats' built-in sections (stats/builtin.py), given their context here
+        self.stats_listeners: Any = None  # locust/statslisteners.py LocustStats, wired by locust/listeners.py
+        self.shape_steps: Any = None  # a locustfile's LoadTestShape, watched (local / master)
+        self.shape_stage: str | None = None  # the shape's current step (locust/shapesteps.py)
+        self.plan: list[dict[str, Any]] = []
+        self.staged = self.shaped = False
+        self.stages_closed = True
+        self.schedule_end_ns: int | None = None
+        self._plugin_errors: set[str] = set()
+        self.watch = ExhaustionWatch(environment)
+        self.breaker: Breaker | None = None
+        # The run was stopped (circuit breaker, a start that failed): users send nothing more.
+        self.halted = False
+        # Targets that went away and came back: this node's view, and (local, master) the run's record.
+        self.reachability = reachability.Reachability()
+        self.reachability_record = reachability.Record()
+        self.detections = Detections()
+        # Why the last start from the web UI failed (shown there); None once a start succeeds.
+        self.start_error: str | None = None
+        # Test starts (loadkit's part) begun and done here: a web UI start waits for its own.
+        self.starts_begun = self.starts_done = 0
+        if stats is not None and hasattr(stats, "add_invalid_source"):
+            stats.add_invalid_source(self.start_problems)
+
+    def check_start(self, options: Any, host: str | None) -> str | None:
+        """Why a run with ``options`` cannot start (one line), or None (run/startcheck.py)."""
+        from loadkit.errors import UserError
+        from loadkit.run.startcheck import check_start
+
+        try:
+            check_start(options, host)
+        except UserError as exc:  # ConfigError, TargetError, PluginError ... (loadkit/errors.py)
+            return str(exc)
+        return None
+
+    def start_problems(self) -> list[str]:
+        return [f"the run could not start: {self.start_error}"] if self.start_error else []
+
+    def workload_exhausted(self) -> None:
+        self.watch.trigger()
+
+    def user_classes(self) -> list[type] | None:
+        """The run's user classes (None when the runtime runs without a Locust environment)."""
+        classes = getattr(self.environment, "user_classes", None)
+        return None if classes is None else list(classes)
+
+    @property
+    def timeouts(self) -> Timeouts:
+        return self.config.timeouts
+
+    @property
+    def tls(self) -> TlsSettings:
+        return self.config.tls
+
+    def configure(self, options: Any, host: str | None, shard: tuple[int, int],
+                  given: tuple[RunConfig, StartPlan] | None = None) -> RunConfig:  # fmt: skip
+        """Load the scenarios, build this start's RunConfig (once), detect and build the targets.
+        ``given``: a worker's decisions and start plan from the master (SLOs, detections, pre-flight)."""
+        self.configured += 1
+        self.workloads = load_workloads(self.user_classes(), options.scenario)
+        if options.scenario and default_unused(self.user_classes()):
+            warn_once(f"loadkit: --scenario {options.scenario} is not used: no ScenarioUser class of this "
+                      "locustfile leaves its scenario to it")  # fmt: skip
+        main = main_workload(self.workloads, options.scenario)
+        self.scenario = main.scenario if main is not None else None
+        config = build_run_config(options, self.command_line, self._scenario_facts(),
+                                  given[0] if given is not None else None, self.fingerprint())  # fmt: skip
+        self.config = config
+        self.start_plan = given[1].with_(shard=shard) if given is not None else StartPlan(shard=shard)
+        # --exact-output overrides every scenario's own.
+        for workload in self.workloads.values():
+            apply_exact_output(config.request, workload.scenario)
+        self._build_targets(options, host, config)
+        if given is None:
+            self.start_plan = self.start_plan.with_(detections=self.detections.to_option())
+        self.configure_failures(shard)
+        for target in self.targets:
+            config.request.apply(target, self.start_plan.dropped_for(target.name))
+        self.shard = shard
+        self.budget = share_of(config.max_requests, *shard) if config.max_requests else None
+        self._configure_stages()
+        for workload in self.workloads.values():
+            self._configure_workload(workload)
+        self.arm()
+        if self.sections is not None:
+            self.sections.configure(self.run_context(), config.slo_objects())
+        return config
+
+    def run_context(self) -> RunContext:
+        """What the stats sections need of this run, frozen (stats/runcontext.py)."""
+        from loadkit.stats.askedcontext import asked_context
+
+        tenants = list(getattr(self.scenario, "tenants", None) or [])
+        return RunContext.of(self.plan, self.staged, self.shaped, self._lengths_asked(), tenants,
+                             lambda target, classes: asked_context(self, target, classes))  # fmt: skip
+
+    def _scenario_facts(self) -> ScenarioFacts:
+        staged = (
+            bool(staged_arrival(self.workloads.values(), None).get("stages"))
+            or user_shape(self.environment) is not None
+        )
+        return ScenarioFacts(lambda: self.slos, self.duration_s, staged)
+
+    def _build_targets(self, options: Any, host: str | None, config: RunConfig) -> None:
+        specs = target_specs(options, host, run_targets(self.workloads.values()))
+        configure_tls(config.tls)
+        self.detections.begin(self.start_plan.detections)
+        for spec in specs:
+            self.detections.resolve(spec, options.api_key or None, config.request.headers)
+        check_unique_names(specs)  # again: detection named the --host target
+        # issue 25: plugins read their own options (AdapterOptions.run_options, loadkit_configure).
+        plugin_options = run_options(options)
+        configure_plugins(plugin_options)
+        self.targets = [
+            build_target(s, options.api_key or None, options.model or None, plugin_options) for s in specs
+        ]
+        check_class_targets(self.user_classes(), [t.name for t in self.targets])
+
+    def arm(self) -> None:
+        """A test start begins: counters and clocks of the run start over (cheap; no probing)."""
+        self.sent = 0
+        self._assign = {}
+        forget_kinds()  # the run's first adapter error of each kind keeps its traceback again
+        self.t_start_ns = time.perf_counter_ns()
+        self.schedule_end_ns = None
+
+    @property
+    def slos(self) -> dict[str, float]:
+        """The SLOs the run's scenarios give (used when no --slo is given)."""
+        return run_slos(self.workloads.values())
+
+    @property
+    def duration_s(self) -> float | None:
+        return run_duration(self.workloads.values())
+
+    @property
+    def warmup_s(self) -> float:
+        return self.config.warmup_s
+
+    def _configure_stages(self) -> None:
+        """The run's stages: a locustfile's load shape's steps, else the scenarios' [arrival] stages."""
+        shape = user_shape(self.environment)
+        if shape is not None and self.warmup_s > 0:
+            raise ConfigError(f"--warmup does not combine with the locustfile's load shape {type(shape).__name__}: "
+                              "make the warm-up the shape's first step")  # fmt: skip
+        arrival = staged_arrival(self.workloads.values(), type(shape).__name__ if shape is not None else None)
+        self.stages_closed = arrival.get("model", "closed") == "closed"
+        steps = self.shape_steps
+        self.plan = (
+            steps.plan if steps is not None and shape is not None else stage_plan(arrival, self.warmup_s)
+        )
+        if self.warmup_s > 0 and shape is None and not arrival.get("stages"):
+            self.plan.append(self._measured_stage())
+        self.shaped = shape is not None
+        self.staged = bool(self.plan) or self.shaped  # a worker's records carry the master's shape step
+
+    def _measured_stage(self) -> dict[str, Any]:
+        """After a warm-up, a scenario without stages runs one measured stage: the rest of -t,
+        else the scenario's duration_s, else until the run is stopped (duration None)."""
+        run_time = self.config.run_time_s
+        if run_time is not None and run_time <= self.warmup_s:
+            raise ConfigError(f"--warmup {self.warmup_s:g} leaves nothing to measure in -t {run_time:g}s: "
+                              "give a run time longer than the warm-up")  # fmt: skip
+        rest = run_time - self.warmup_s if run_time is not None else self.duration_s
+        return {"name": MEASURED, "level": None, "level_kind": "users", "duration_s": rest}
+
+    def _configure_workload(self, workload: Workload) -> None:
+        """Its sources (one per target its classes send to), its budget, its schedules."""
+        workload.sent = 0
+        workload.salt = self.config.salt
+        workload.dispatchers = {}
+        names = workload.target_names([t.name for t in self.targets])
+        workload.plan_deal(names, self.config.schedule, bool(self.config.max_requests), self.warmup_s)
+        workload.deal(self.shard)
+
+    def _lengths_asked(self) -> Any:
+        if len(self.workloads) == 1:
+            return getattr(self.scenario, "lengths_asked", None)
+        return {
+            "scenarios": {
+                w.label: getattr(w.scenario, "lengths_asked", None) for w in self.workloads.values()
+            }
+        }
+
+    def configure_failures(self, shard: tuple[int, int]) -> None:
+        """The circuit breaker of this run, judging this node's share (see breaker.py)."""
+        rules = self.config.failures.breaker
+        self.breaker = Breaker(rules.for_share(*shard)) if rules is not None else None
+        self.halted = False
+        self.reachability = reachability.Reachability()
+        self.reachability_record = reachability.Record()
+
+    def new_backoff(self) -> Backoff | None:
+        """A user's backoff state; None in open loop (the schedule is kept) or with --no-backoff."""
+        rules = self.config.failures.retry.backoff
+        if rules is None or self.open_loop:
+            return None
+        return Backoff(rules)
+
+    def snapshot_realised(self) -> None:
+        """The workload sources' own summaries (realised lengths, prefix sharing) for the report."""
+        # issue 27: the trace loader's warnings (rows out of order, bad rows skipped) are the run's too
+        for note in dict.fromkeys(n for s in self.sources.values() for n in getattr(s, "load_notes", list)()):
+            if self.stats is not None:
+                self.stats.warn(note)
+        if self.sections is None:
+            return
+        out = {}
+        for name, source in self.sources.items():
+            try:
+                out[name] = source.realised()
+            except Exception as exc:  # a summary is optional; its absence is stated
+                out[name] = {"error": f"{type(exc).__name__}: {exc}"}
+        self.sections.realised = out
+
+    def target_for(self, user_class: type | None = None) -> Target:
+        """The target a new user sends to: the one its class names, else round-robin over the
+        targets among the users of its class, so each target gets its share of every class."""
+        name = getattr(user_class, "target", None) if user_class is not None else None
+        if isinstance(name, str) and name:
+            return next(t for t in self.targets if t.name == name)  # checked at configure
+        turn = self._assign.setdefault(user_class, count())
+        return self.targets[next(turn) % len(self.targets)]
+
+    def next_target(self) -> Target:
+        return self.target_for(None)
+
+    def workload_for(self, user_class: type) -> Workload:
+        """The workload a ScenarioUser class sends (the only one, when the runtime has no classes)."""
+        for workload in self.workloads.values():
+            if user_class in workload.classes:
+                return workload
+        if len(self.workloads) == 1 and not next(iter(self.workloads.values())).classes:
+            return next(iter(self.workloads.values()))
+        raise RuntimeError(f"user class {user_class.__name__} is not one of this run's user classes")
+
+    def take_budget(self) -> bool:
+        """Count one request against --max-requests; False once this process's share is spent."""
+        if self.budget is not None and self.sent >= self.budget:
+            return False
+        self.sent += 1
+        return True
+
+    def record(self, rec: RequestRecord) -> None:
+        from loadkit.plugins import get_plugin_manager
+
+        if self.breaker is not None:
+            reason = self.breaker.observe(rec)
+            if reason is not None:
+                trip(self.environment, self, reason)
+        change = self.reachability.observe(rec)
+        if change is not None:
+            reachability.changed(self.environment, self, change)
+        rec.worker = self.shard[0] if self.shard[1] > 1 else None
+        if rec.stage == WARMUP:
+            if self.stats is not None:
+                self.stats.add_warmup(rec)  # outside the run's stats; the stage table shows it
+            return
+        pm = get_plugin_manager()
+        if "loadkit_request_finished" in pm.implemented:
+            self._notify_finished(pm, rec)
+        if self.stats is not None:
+            self.stats.add(rec)  # the engine stats and every registered section (stats/builtin.py)
+
+    def retry_wait(self, rec: RequestRecord, backoff: Backoff | None = None) -> float:
+        """Seconds to wait before this user's next request: Retry-After, when honoured, or the
+        user's backoff after a fast failure (closed loop), whichever is longer."""
+        return self.config.failures.retry.wait_s(rec, backoff)
+
+    def _notify_finished(self, pm: GuardedPluginManager, rec: RequestRecord) -> None:
+        """One pluggy call; a plugin that raised is named and the run marked invalid, and the
+        record still counts (the guard keeps the other plugins running, see loadkit/plugins/guard.py)."""
+        try:
+            pm.hook.loadkit_request_finished(record=rec)
+        except Exception as exc:  # only a hookwrapper's own failure gets here
+            found = failure_of(exc)
+            self.plugin_failed(found.plugin if found is not None else "unknown", exc)
+        if pm.failures:
+            for failure in pm.take_failures("loadkit_request_finished"):
+                self.plugin_failed(failure.plugin, failure.exc)
+
+    def plugin_failed(self, plugin: str, exc: BaseException) -> None:
+        message = f"plugin {plugin!r} raised {exc!r} in loadkit_request_finished; run marked invalid"
+        if message in self._plugin_errors:
+            return
+        self._plugin_errors.add(message)
+        log.error("loadkit: %s", message)
+        if self.stats is not None:
+            self.stats.mark_invalid(message)
+
+    def fingerprint(self) -> dict[str, str]:
+        return plugin_fingerprint()

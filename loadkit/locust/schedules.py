@@ -1,0 +1,137 @@
+"""The open-loop schedules and stages of one process's run: part of Runtime (locust/runtime.py).
+
+Every workload keeps one Dispatcher per target it sends to; the run's stage at a moment is
+the load shape's step or the stage plan's, by elapsed time.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from loadkit.run.openloop import Dispatcher
+from loadkit.run.stageplan import stage_at
+from loadkit.run.workloads import WARMUP, Workload
+
+
+class Schedules:
+    """Runtime's schedule and stage methods (the attributes are Runtime's)."""
+
+    workloads: dict[str, Workload]
+    stats: Any
+    plan: list[dict[str, Any]]
+    shaped: bool
+    shape_steps: Any
+    shape_stage: str | None
+    t_start_ns: int
+    schedule_end_ns: int | None
+
+    def reshare(self, shares: dict[str, list[int] | None]) -> None:
+        """Worker: the master's shares of each open-loop scenario, dealt among the workers that
+        run its users (given before the schedules start; see locust/shares.py)."""
+        for workload in self.workloads.values():
+            if workload.label in shares and workload.dispatchers:
+                share = shares[workload.label]
+                workload.deal((int(share[0]), int(share[1])) if share else None)
+
+    def _label(self, workload: Workload, target: str) -> str:
+        """A (scenario, target) pair in reports: the target's name, prefixed when a run has several scenarios."""
+        return target if len(self.workloads) == 1 else f"{workload.label}/{target}"
+
+    @property
+    def sources(self) -> dict[str, Any]:
+        """Every workload's request source by (scenario-prefixed) target name."""
+        return {self._label(w, t): s for w in self.workloads.values() for t, s in w.sources.items()}
+
+    @property
+    def dispatchers(self) -> dict[str, Dispatcher]:
+        """Every open-loop schedule of this process, by (scenario-prefixed) target name."""
+        return {self._label(w, t): d for w in self.workloads.values() for t, d in w.dispatchers.items()}
+
+    def send_no_schedule(self) -> None:
+        """The master sends nothing: its workers hold the schedules."""
+        for workload in self.workloads.values():
+            workload.dispatchers = {}
+
+    def silence_schedules(self) -> None:
+        """A worker that joined late: in open loop it sends nothing, so the asked rates stay exact."""
+        for workload in self.workloads.values():
+            workload.dispatchers = {name: Dispatcher(iter(()), None) for name in workload.dispatchers}
+
+    def stage_now(self) -> str | None:
+        """Closed loop: the stage this moment of the run belongs to: the load shape's current step
+        (set by the master's shape, sent to the workers as a message: locust/shapesteps.py), else by
+        elapsed time over the scenario's stages."""
+        steps = self.shape_steps
+        step = steps.current if steps is not None and self.shaped else self.shape_stage
+        if step:
+            return str(step)
+        if not self.plan:
+            return None
+        return stage_at(self.plan, (time.perf_counter_ns() - self.t_start_ns) / 1e9) or self.plan[-1]["name"]
+
+    def slot_stage(self, stage: str | None) -> str | None:
+        """The stage of an open-loop slot; with a load shape, the shape's step (taken at send) instead."""
+        return None if self.shaped else stage
+
+    @property
+    def sends_open_loop(self) -> bool:
+        """A scenario of the run is open loop (true on a master too, which holds no schedule)."""
+        return any((getattr(w.scenario, "arrival", None) or {}).get("model", "closed") != "closed"
+                   for w in self.workloads.values())  # fmt: skip
+
+    @property
+    def open_loop(self) -> bool:
+        return any(w.dispatchers for w in self.workloads.values())
+
+    def start_schedule(self) -> None:
+        """All users exist (spawning complete): the open-loop clock starts now, for every schedule."""
+        now = time.perf_counter_ns()
+        for dispatcher in self.dispatchers.values():
+            dispatcher.start(now)
+
+    def schedule_span_s(self) -> float | None:
+        """How long the open-loop schedule ran: from its start to the run's stop (a trace cut
+        by -t asks only the part it reached: stats/asked.py). A node holding no schedule (a
+        distributed master) has the run time -t instead; None when neither is known."""
+        starts = [d.t0_ns for d in self.dispatchers.values() if d.t0_ns is not None]
+        if starts and self.schedule_end_ns is not None:
+            return (self.schedule_end_ns - min(starts)) / 1e9
+        if starts:
+            return None  # still running, or ended by the schedule itself: nothing was cut
+        config = getattr(self, "config", None)
+        return getattr(config, "run_time_s", None)
+
+    def schedule_summary(self) -> dict[str, Any] | None:
+        dispatchers = self.dispatchers
+        if not dispatchers:
+            return None
+        return {name: d.summary() for name, d in dispatchers.items()}
+
+    def count_sent(self, request: Any = None) -> None:
+        """A request about to be written: scheduled and sent (its record follows, any outcome).
+        Warm-up requests are outside the measured run and outside its accounting."""
+        if request is not None and request.stage == WARMUP:
+            return
+        if self.stats is not None:
+            self.stats.add_scheduled(1)
+
+    def count_dropped(self, stage: str | None = None) -> None:
+        """An open-loop request dropped as too late: scheduled, never sent."""
+        if self.stats is not None and stage != WARMUP:
+            self.stats.add_scheduled(1)
+            self.stats.add_dropped(1)
+
+    def stopping(self) -> None:
+        """The run is ending (Locust's test_stopping): slots due after now were never part of it."""
+        if self.schedule_end_ns is None:
+            self.schedule_end_ns = time.perf_counter_ns()
+
+    def close_schedule(self) -> None:
+        """At test stop: overdue slots no user took are dropped; the summary goes to the report."""
+        now = self.schedule_end_ns or time.perf_counter_ns()
+        for dispatcher in self.dispatchers.values():
+            n = dispatcher.drop_overdue(now)
+            if n and self.stats is not None:
+                self.stats.add_scheduled(n)
+                self.stats.add_dropped(n)
