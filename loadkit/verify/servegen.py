@@ -97,7 +97,10 @@ def servegen_windows(run: Run, v: Verdict) -> None:
     dropped = sum(int(s.get("dropped") or 0) for s in (run.manifest.get("schedule") or {}).values())
     for engine, stage, table in stages:
         key = f"{engine} / {stage} / servegen"
-        v.exact(S, key, "trace", str(Path(table.get("trace", "")).resolve()), str(path))
+        named = str(Path(str(table.get("trace", ""))).resolve())
+        if named != str(path):  # another checkout's copy of a shipped file, or a moved one
+            v.notes.append(f"delivered {key}: the report names the trace {named}; its file side is checked "
+                           f"against {path}, which the manifest's scenario names here")  # fmt: skip
         v.exact(S, key, "speed", table.get("speed"), speed)
         reported = table.get("windows") or []
         v.exact(S, key, "window starts (a prefix of the file's in the cut)",

@@ -98,3 +98,13 @@ def test_a_dropped_window_table_is_named(tmp_path, capsys):
         "DISAGREES delivered / * / ServeGen stages with per-window rows: report False"
         in capsys.readouterr().out
     )
+
+
+def test_a_trace_named_at_another_path_is_checked_against_the_scenarios(tmp_path, capsys):
+    def elsewhere(doc: dict[str, Any]) -> None:
+        _table(doc)["trace"] = "/elsewhere/chunk-1-trace.csv"
+
+    assert main([str(_copy(tmp_path, elsewhere))]) == 0
+    out = capsys.readouterr().out
+    assert "not checked: delivered openai / trace / servegen: the report names the trace /elsewhere/" in out
+    assert f"checked against {TRACE.resolve()}" in out
