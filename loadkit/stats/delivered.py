@@ -131,6 +131,12 @@ class DeliveredLoad:
                 np.asarray(self.lags.get((engine, stage), []), dtype=np.int64),
             )
             row["truncated_requests"] = self.truncated.get((engine, stage), 0)
+            if row["truncated_requests"] and row.get("servegen"):
+                kept = (
+                    f"the section keeps the first {len(sends)} requests only: later windows show fewer "
+                    "realised arrivals than were sent"
+                )
+                row["servegen"]["note"] = "; ".join(filter(None, (row["servegen"].get("note"), kept)))
             row["user_classes"] = sorted(self.classes.get((engine, stage), ()))
             models.add(row["asked"]["model"])
             by_target.setdefault(engine, {"stages": {}})["stages"][stage] = row

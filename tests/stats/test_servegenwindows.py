@@ -128,3 +128,15 @@ def test_few_arrivals_are_reported_not_judged_and_many_windows_are_bounded():
     assert (
         len(lines) == 1 + CONSOLE_WINDOWS + 1 and lines[-1] == "    … 7 more windows in report.json delivered"
     )
+
+
+def test_a_truncated_section_says_its_later_windows_are_short(replay, monkeypatch):
+    import loadkit.stats.delivered as delivered
+
+    scenario, offsets = replay
+    monkeypatch.setattr(delivered, "CAP", 4000)
+    table = _report(scenario, offsets)["delivered"]["by_target"]["sim"]["stages"]["trace"]["servegen"]
+    smooth, bursty = table["windows"]
+    assert smooth["realised"]["arrivals"] == 3086 and bursty["realised"]["arrivals"] == 4000 - 3086
+    assert bursty["client"]["consistent"] is False and table["client_missed"] == [157800.0]
+    assert "keeps the first 4000 requests only" in table["note"]
