@@ -70,7 +70,7 @@ def cv_of(sends_ns: list[int]) -> float | None:
 def servegen_windows(run: Run, v: Verdict) -> None:
     """Every ServeGen stage's per-window rows, against the trace file and the raw log."""
     spec = trace_spec(run)
-    stages = [(e, st, row["servegen"]) for e, t in ((run.report.get("delivered") or {}).get("by_target") or {}).items()
+    stages = [(e, st, row["servegen"], row.get("truncated_requests") or 0) for e, t in ((run.report.get("delivered") or {}).get("by_target") or {}).items()
               for st, row in (t.get("stages") or {}).items() if row.get("servegen")]  # fmt: skip
     if spec is None:
         if stages:
@@ -95,7 +95,7 @@ def servegen_windows(run: Run, v: Verdict) -> None:
     inside = [r for r in rows if r[0] + width > lo and r[0] < hi]
     slack = clock_slack_s(run)
     dropped = sum(int(s.get("dropped") or 0) for s in (run.manifest.get("schedule") or {}).values())
-    for engine, stage, table in stages:
+    for engine, stage, table, truncated in stages:
         key = f"{engine} / {stage} / servegen"
         named = str(Path(str(table.get("trace", ""))).resolve())
         if named != str(path):  # another checkout's copy of a shipped file, or a moved one
@@ -110,6 +110,9 @@ def servegen_windows(run: Run, v: Verdict) -> None:
                 and r.get("t_sched_ns") is not None]  # fmt: skip
         if slack != 0.0:
             v.notes.append(f"delivered {key}: realised per window not checked: sends of several processes")
+        elif truncated:
+            v.notes.append(f"delivered {key}: realised per window not checked: the section kept a prefix of the "
+                           f"stage ({truncated} requests more)")  # fmt: skip
         elif dropped:
             v.notes.append(f"delivered {key}: realised per window not checked: {dropped} slots dropped, so the "
                            "k-th send is not the k-th synthesised arrival")  # fmt: skip

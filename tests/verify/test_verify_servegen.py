@@ -108,3 +108,18 @@ def test_a_trace_named_at_another_path_is_checked_against_the_scenarios(tmp_path
     out = capsys.readouterr().out
     assert "not checked: delivered openai / trace / servegen: the report names the trace /elsewhere/" in out
     assert f"checked against {TRACE.resolve()}" in out
+
+
+def test_a_truncated_stage_is_not_checked_per_window_on_the_realised_side(tmp_path, capsys):
+    def kept_a_prefix(doc: dict[str, Any]) -> None:
+        row = doc["delivered"]["by_target"]["openai"]["stages"]["trace"]
+        row["requests"] -= 5
+        row["truncated_requests"] = 5
+        _table(doc)["windows"][1]["realised"]["arrivals"] -= 5
+
+    assert main([str(_copy(tmp_path, kept_a_prefix))]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "delivered openai / trace / servegen: realised per window not checked: the section kept a prefix"
+        in out
+    )
