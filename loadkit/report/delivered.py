@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from loadkit.report.htmlutil import NOT_MEASURED, macro, not_measured, note, num, pct, section, table
+from loadkit.report.servegenwindows import windows_parts
 
 TITLE = "Delivered load (asked vs realised)"
 HEAD = (
@@ -49,6 +50,7 @@ def delivered_section(report: dict[str, Any]) -> str:
             f'the user classes that sent to it; "not asked" where loadkit does not know their pacing.'
         ),
     ]
+    parts += windows_parts(data)
     if length_rows:
         parts.append(
             table(
@@ -60,10 +62,12 @@ def delivered_section(report: dict[str, Any]) -> str:
 
 def _row(engine: str, stage: str, r: dict[str, Any]) -> list[str]:
     asked, got, fit, conc = r["asked"], r["realised"], r["fit"], r["concurrency"]
+    # A ServeGen stage's asked is the synthesised schedule: its fit says the client sent that, no more.
+    said = " (as synthesised; per window below)" if r.get("servegen") else ""
     verdict = (
         NOT_MEASURED
         if fit.get("test") is None
-        else (macro("verdict", fit["consistent"], "yes" if fit["consistent"] else "no"))
+        else (macro("verdict", fit["consistent"], ("yes" if fit["consistent"] else "no") + said))
     )
     test = fit["test"] if fit.get("test") else fit.get("reason", "")
     return [

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from loadkit.stats.asked import SCHEDULED
+from loadkit.workload.servegen import read_windows
 from loadkit.workload.warmcache import WARMUP_STAGE
 
 
@@ -72,4 +73,21 @@ def _workload_context(runtime: Any, workload: Any, target: str) -> dict[str, Any
     covered = getattr(runtime, "schedule_span_s", lambda: None)()
     if covered is not None:
         context["covered_s"] = covered
+    spec = getattr(scenario, "trace", None)
+    if getattr(spec, "format", None) == "servegen":
+        context["servegen"] = servegen_context(spec)
     return context
+
+
+def servegen_context(spec: Any) -> dict[str, Any]:
+    """A ServeGen replay's file windows in its cut (stats/servegenwindows.py judges them)."""
+    win = read_windows(str(spec.path))
+    lo = float(win.start[0]) if spec.start_s is None else float(spec.start_s)
+    hi = float(win.start[-1]) + win.width_s if spec.end_s is None else float(spec.end_s)
+    rows = [
+        {"start_s": float(s), "rate": float(r), "cv": float(c), "family": f}
+        for s, r, c, f in zip(win.start, win.rate, win.cv, win.family, strict=True)
+        if s + win.width_s > lo and s < hi
+    ]
+    return {"path": str(spec.path), "from_s": lo, "to_s": hi, "speed": float(spec.speed),
+            "width_s": win.width_s, "windows": rows}  # fmt: skip

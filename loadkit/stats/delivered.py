@@ -22,7 +22,10 @@ from typing import Any
 import numpy as np
 
 from loadkit.stats.asked import ALPHA, SCHEDULED, asked_for, fit_test, resolution_ms
+from loadkit.stats.servegenwindows import console_lines as servegen_lines
+from loadkit.stats.servegenwindows import windows_table
 from loadkit.workload.arrival import realised_stats
+from loadkit.workload.warmcache import WARMUP_STAGE
 
 __all__ = ["ALPHA", "CAP", "SCHEDULED", "DeliveredLoad", "console_lines", "one_context"]
 CAP = 20_000
@@ -128,6 +131,12 @@ class DeliveredLoad:
                 np.asarray(self.lags.get((engine, stage), []), dtype=np.int64),
             )
             row["truncated_requests"] = self.truncated.get((engine, stage), 0)
+            if row["truncated_requests"] and row.get("servegen"):
+                kept = (
+                    f"the section keeps the first {len(sends)} requests only: later windows show fewer "
+                    "realised arrivals than were sent"
+                )
+                row["servegen"]["note"] = "; ".join(filter(None, (row["servegen"].get("note"), kept)))
             row["user_classes"] = sorted(self.classes.get((engine, stage), ()))
             models.add(row["asked"]["model"])
             by_target.setdefault(engine, {"stages": {}})["stages"][stage] = row
@@ -151,11 +160,17 @@ def stage_row(
     realised = realised_stats(offsets)
     asked = asked_for(context, stage)
     gaps = np.diff(np.asarray(offsets))
-    return {"requests": int(len(sends)), "arrivals": len(offsets), "asked": asked,
-            "realised": {"rate": realised["rate"], "cv": realised["cv"]},
-            "rate_error": _rel(realised["rate"], asked.get("rate")),
-            "fit": fit_test(context, asked, gaps, resolution_ms(lags)),
-            "concurrency": concurrency(sends, ends)}  # fmt: skip
+    resolution = resolution_ms(lags)
+    row = {"requests": int(len(sends)), "arrivals": len(offsets), "asked": asked,
+           "realised": {"rate": realised["rate"], "cv": realised["cv"]},
+           "rate_error": _rel(realised["rate"], asked.get("rate")),
+           "fit": fit_test(context, asked, gaps, resolution),
+           "concurrency": concurrency(sends, ends)}  # fmt: skip
+    if context.get("servegen") and stage != WARMUP_STAGE:
+        row["servegen"] = windows_table(context, sends, scheduled, lags, resolution)
+        said = "asked is the schedule synthesised from the ServeGen file: per window below, file vs synthesised vs realised"
+        asked["note"] = f"{asked['note']}; {said}" if asked.get("note") else said
+    return row
 
 
 def concurrency(sends: np.ndarray, ends: np.ndarray) -> dict[str, Any]:
@@ -199,24 +214,32 @@ def console_lines(report: dict[str, Any]) -> list[str]:
     for engine, target in (section.get("by_target") or {}).items():
         for stage, row in target["stages"].items():
             asked, got, fit = row["asked"], row["realised"], row["fit"]
+            windows = row.get("servegen")
+            # A ServeGen stage's asked is loadkit's synthesis: its fit judges the client, not the file.
+            what = "as synthesised" if windows else "as asked"
             test = (
                 ""
                 if fit.get("test") is None
                 else f", {fit['test']} at {fit['resolution_ms']:g} ms p={fit['p_value']:.3f}"
-                f"{'' if fit['consistent'] else ' (NOT as asked)'}"
+                f"{(' (' + what + ')') if windows and fit['consistent'] else ''}"
+                f"{'' if fit['consistent'] else f' (NOT {what})'}"
             )
             note = f" ({asked['note']})" if asked.get("note") else ""
             lines.append(
-                f"delivered {engine}/{stage}: rate {_f(got['rate'])}/s ({_asked_rate(asked)}), "
+                f"delivered {engine}/{stage}: rate {_f(got['rate'])}/s ({_asked_rate(asked, bool(windows))}), "
                 f"CV {_f(got['cv'])} (asked {_f(asked.get('cv'))}){test}, "
                 f"in flight peak {row['concurrency']['peak']}{note}"
             )
+            if windows:
+                lines += servegen_lines(engine, stage, windows)
     return lines
 
 
-def _asked_rate(asked: dict[str, Any]) -> str:
+def _asked_rate(asked: dict[str, Any], synthesised: bool = False) -> str:
     """What was asked, in words where it is not a rate (closed loop, unknown pacing, a ramp)."""
     model = asked.get("model")
+    if synthesised:
+        return f"asked the synthesised ServeGen schedule {_f(asked.get('rate'))}"
     if model == "not asked":
         return f"not asked: {asked.get('reason')}"
     if model == "closed":

@@ -12,6 +12,7 @@ from loadkit.verify.figures import DEFAULT_RELATIVE_ERROR
 from loadkit.verify.rates import clock_slack_s, compare_rates, window_s
 from loadkit.verify.rawlog import Run
 from loadkit.verify.recompute import figures, group_by
+from loadkit.verify.servegen import servegen_windows
 from loadkit.verify.tenants import tenants
 
 STAGE_METRICS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms")
@@ -42,6 +43,7 @@ def verify_run(run: Run) -> Verdict:
     sessions(run, v)
     lengths(run, v)
     delivered(run, v)
+    servegen_windows(run, v)
     tenants(run, v)
     unlogged(run, v)
     unknown = sorted({k for k in slos if k == "answer_tpot_ms" or (k == "itl_ms" and not events)})
