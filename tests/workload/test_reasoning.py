@@ -5,9 +5,12 @@ no reasoning-length hint."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
+from loadkit.cli import main as loadkit_main
 from loadkit.types import GenerationRequest
 from loadkit.workload import ScenarioError, load_scenario
 from loadkit.workload.paths import PACKAGE_DATA
@@ -111,3 +114,12 @@ def test_bad_ratios_and_a_hint_without_servegen_are_named(tmp_path, write_scenar
                                             r"'servegen'"):  # fmt: skip
         load_scenario(write_scenario(f'[trace]\nformat = "lengths"\npath = "{csv}"\nreasoning_hint = true\n',
                                      name="l.toml"))  # fmt: skip
+
+
+def test_traces_inspect_gives_the_expected_share(capsys):
+    assert loadkit_main(["traces", "inspect", str(REASON14), "--start-s", "43200", "--end-s", "64800"]) == 0
+    text = capsys.readouterr().out
+    assert "reasoning (reason_ratio): expected share 7" in text and "ratio mean 0.75" in text
+    assert loadkit_main(["traces", "inspect", str(REASON14), "--json"]) == 0
+    split = json.loads(capsys.readouterr().out)["reasoning"]
+    assert split["requests_with_ratio"] > 3000 and 0.4 < split["expected_share"] < 0.7
