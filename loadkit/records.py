@@ -50,6 +50,8 @@ class RequestRecord:
     cached_tokens: int | None = None
     expected_cached_tokens: int | None = None
     reasoning_tokens: int | None = None
+    # Of max_tokens, the tokens the workload expected to be reasoning (ServeGen's reason_ratio).
+    expected_reasoning_tokens: int | None = None
     max_tokens: int | None = None
     finish_reason: str | None = None
     # How an ok stream ended: "marker" (the protocol's end, e.g. [DONE]) or "close" (a clean
@@ -186,6 +188,7 @@ def channel_fields(r: RequestRecord, m: RequestMetrics | None = None) -> dict[st
         "n_answer": r.n_answer,
         "n_answer_source": r.n_answer_source,
         "n_tool": r.n_tool,
+        "expected_reasoning_tokens": getattr(r, "expected_reasoning_tokens", None),
         "t_first_reasoning_ns": r.t_first_reasoning_ns,
         "t_first_answer_ns": r.t_first_answer_ns,
         "t_first_tool_ns": r.t_first_tool_ns,

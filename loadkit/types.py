@@ -50,6 +50,11 @@ def is_known_outcome(outcome: str) -> bool:
     return outcome.startswith(HTTP_ERROR_PREFIX) and outcome[len(HTTP_ERROR_PREFIX) :].isdigit()
 
 
+# The request header that asks loadkit's simulator for a reasoning length (tokens); real
+# servers ignore it. Written by the client (client/timer.py), read by the simulator (sim/server.py).
+REASONING_HINT_HEADER = "x-loadkit-reasoning-tokens"
+
+
 @dataclass(slots=True)
 class GenerationRequest:
     """One generation a workload asks for, engine-neutral.
@@ -75,6 +80,13 @@ class GenerationRequest:
     extra_body: dict[str, Any] = field(default_factory=dict)
     # The tenant's priority (lower first); each target places it (body field or header, priority.py).
     priority: int | None = None
+    # The split of max_tokens the workload expects (a ServeGen reasoning trace's reason_ratio):
+    # tokens spent reasoning and the answer's rest; None where the workload says nothing.
+    expected_reasoning_tokens: int | None = None
+    expected_answer_tokens: int | None = None
+    # Send expected_reasoning_tokens as the REASONING_HINT_HEADER: loadkit's simulator reasons
+    # that long, a real server ignores an unknown header (it decides its own reasoning length).
+    reasoning_hint: bool = False
 
     def as_prompt(self) -> str:
         """The request as one prompt string, for completion endpoints given chat messages."""

@@ -93,6 +93,7 @@ def new_record(
         t_sched_ns=request.t_sched_ns,
         n_in_target=request.n_in_target,
         expected_cached_tokens=request.expected_cached_tokens,
+        expected_reasoning_tokens=request.expected_reasoning_tokens,
         max_tokens=request.max_tokens,
         session_id=request.session_id,
         turn=request.turn,
@@ -179,6 +180,8 @@ class StreamRun:
             raise adapter_failed(self.adapter, "build_request", exc) from None
         headers = dict(http.headers)
         headers.update(extra_headers or {})
+        if request.reasoning_hint and request.expected_reasoning_tokens is not None:
+            headers[t.REASONING_HINT_HEADER] = str(request.expected_reasoning_tokens)
         headers["X-Request-ID"] = self.record.request_id
         return encode_request(self.ep, http.method, http.path, headers, http.body)
 

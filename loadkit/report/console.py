@@ -15,9 +15,11 @@ __all__ = ["console_table", "delivered_lines", "final_summary", "invalid_lines",
 
 def delivered_lines(report: dict[str, Any]) -> list[str]:
     from loadkit.stats.delivered import console_lines
+    from loadkit.stats.reasoningsplit import console_lines as reasoning_lines
     from loadkit.stats.tenantstats import console_lines as tenant_lines
 
-    return console_lines(report) + tenant_lines(report)
+    by_target = (report.get("lengths") or {}).get("by_target") or {}
+    return console_lines(report) + reasoning_lines(by_target) + tenant_lines(report)
 
 
 def _fmt(value: float | None, digits: int = 1) -> str:

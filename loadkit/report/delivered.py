@@ -35,10 +35,16 @@ def delivered_section(report: dict[str, Any]) -> str:
         return section(
             "delivered", TITLE, not_measured("delivered load", "this report has no delivered section")
         )
-    rows, length_rows = [], []
+    rows, length_rows, share_rows = [], [], []
     for engine, target in data["by_target"].items():
         rows += [_row(engine, stage, r) for stage, r in target["stages"].items()]
         length_rows += _length_rows(engine, target.get("lengths"))
+        share = (target.get("lengths") or {}).get("reasoning_share")
+        if share:  # a trace with an expected reasoning split (ServeGen reason_ratio)
+            error = share.get("error")
+            points = NOT_MEASURED if error is None else f"{100 * error:+.1f}"
+            share_rows.append([engine, pct(share.get("expected")), pct(share.get("realised")), points,
+                               str(share.get("note") or "")])  # fmt: skip
     alpha = data.get("alpha", 0.01)
     parts = [
         table(HEAD, rows),
@@ -55,6 +61,18 @@ def delivered_section(report: dict[str, Any]) -> str:
         parts.append(
             table(
                 ("target", "tokens", "asked mean", "realised mean", "asked p50", "realised p50"), length_rows
+            )
+        )
+    if share_rows:
+        parts.append(
+            table(("target", "reasoning share expected", "realised", "error (points)", "note"), share_rows)
+        )
+        parts.append(
+            note(
+                "Expected: the share of the asked output the trace's reason_ratio says was reasoning; realised: "
+                "the reasoning tokens the target streamed over its output tokens (both token-weighted, over ok "
+                "requests with a reasoning count). A real server decides its own reasoning length: the "
+                "comparison is not enforced."
             )
         )
     return section("delivered", TITLE, *parts)
@@ -115,4 +133,5 @@ def _length_rows(engine: str, lengths: dict[str, Any] | None) -> list[list[str]]
             num(v["realised_p50"]),
         ]
         for name, v in lengths.items()
+        if name != "reasoning_share"  # its own table (delivered_section)
     ]

@@ -29,6 +29,7 @@ from loadkit.sim.runner import EngineRunner, TruthLog
 from loadkit.sim.stream import ActiveStream, Trickle
 from loadkit.sim.textgen import OutputCorpus, tokenize
 from loadkit.sim.wire.common import RequestSpec, parse_json_object
+from loadkit.types import REASONING_HINT_HEADER
 
 
 @dataclass(slots=True)
@@ -150,6 +151,7 @@ class SimEngine:
             fault = self._pick_fault(req, rng)
             spec = route.parse(parse_json_object(req.body), self.profile.default_max_tokens, self.model)
             spec.priority = self._priority(req, spec)
+            hint = reasoning_hint(req)
         except ValueError as exc:
             self._refuse(conn, truth, route.bad_status, route.error(route.bad_status, str(exc)))
             return
@@ -158,7 +160,7 @@ class SimEngine:
         if fault is not None and fault.name in HTTP_FAULTS:
             self._http_fault(conn, truth, route, fault)
             return
-        self._start(req, conn, route, spec, fault, truth, rng)
+        self._start(req, conn, route, spec, fault, truth, rng, hint)
 
     def _start(
         self,
@@ -169,6 +171,7 @@ class SimEngine:
         fault: Fault | None,
         truth: dict[str, Any],
         rng: random.Random,
+        hint: int | None = None,
     ) -> None:
         ids = spec.prompt_ids if spec.prompt_ids is not None else tokenize(spec.prompt)
         if self.scheduler.fits(len(ids), spec.max_tokens) is not None:
@@ -186,7 +189,9 @@ class SimEngine:
             seq.hashes = []  # llama.cpp's cache_prompt=false: no reuse
         fmt = route.fmt(spec, truth["request_id"], self.created, self.corpus, start)
         fmt.set_prompt(len(ids), 0)
-        fmt.reasoning_tokens = truth["reasoning_tokens"] = self._reasoning_tokens(seq.target_out, rng)
+        fmt.reasoning_tokens = truth["reasoning_tokens"] = self._reasoning_tokens(seq.target_out, rng, hint)
+        if hint is not None:
+            truth["reasoning_hint"] = hint
         fmt.reasoning_tags = self.profile.reasoning_format == "tags"
         # Mid-stream faults are recorded when they strike (a short answer may end first).
         truth["fault"] = "trickle" if fault is not None and fault.name == "trickle" else None
@@ -218,13 +223,16 @@ class SimEngine:
         natural = 1 + int(-math.log(1.0 - rng.random()) * mean)
         return max(1, min(spec.max_tokens, max(spec.min_tokens, natural)))
 
-    def _reasoning_tokens(self, target_out: int, rng: random.Random) -> int:
-        """Tokens this reply thinks for, from the profile's distribution; at least one answer
-        (or tool-call) token is left."""
+    def _reasoning_tokens(self, target_out: int, rng: random.Random, hint: int | None = None) -> int:
+        """Tokens this reply thinks for: the request's hint (REASONING_HINT_HEADER) or a draw from
+        the profile's distribution; at least one answer (or tool-call) token is left. A profile
+        that does not reason (mean 0) ignores the hint, as a model without reasoning would."""
         mean, dist = self.profile.reasoning_mean_tokens, self.profile.reasoning_dist
         if mean <= 0:
             return 0
-        if dist == "fixed":
+        if hint is not None:
+            n = hint
+        elif dist == "fixed":
             n = round(mean)
         elif dist == "uniform":
             n = rng.randint(0, round(2 * mean))
@@ -302,6 +310,23 @@ class SimEngine:
             "event_lateness_buckets": r.lateness.sparse(), "step_lateness_buckets": r.step_lateness.sparse(),
             "lateness_bucket_us": 10,
         }  # fmt: skip
+
+
+def reasoning_hint(req: Request) -> int | None:
+    """The request's REASONING_HINT_HEADER (tokens to reason for), None when absent; a value
+    that is not a whole number >= 0 is the client's error (ValueError: a 400)."""
+    value = req.headers.get(REASONING_HINT_HEADER)
+    if value is None:
+        return None
+    try:
+        n = int(value)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise ValueError(
+            f"header {REASONING_HINT_HEADER}: expected a whole number of tokens >= 0, got {value!r}"
+        )
+    return n
 
 
 async def start_engine(

@@ -200,6 +200,10 @@ def _lengths_pair(target: dict[str, Any] | None) -> dict[str, Any] | None:
         a, r = target.get(asked) or {}, target.get(got) or {}
         out[name] = {"asked_mean": a.get("mean"), "realised_mean": r.get("mean"),
                      "asked_p50": a.get("p50"), "realised_p50": r.get("p50")}  # fmt: skip
+    split = target.get("reasoning")
+    if split:  # the expected reasoning share (ServeGen reason_ratio) beside the realised one
+        out["reasoning_share"] = {"expected": split["expected_share_measured"], "realised": split["realised_share"],
+                                  "error": split["share_error"], "note": split["note"]}  # fmt: skip
     return out
 
 

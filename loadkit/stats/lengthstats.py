@@ -10,10 +10,11 @@ from typing import Any
 
 from loadkit.records import RequestRecord
 from loadkit.stats.histogram import Histogram
+from loadkit.stats.reasoningsplit import ReasoningSplit
 from loadkit.stats.stagestats import StageCell
 
 FIELDS = ("input_target", "input_server", "output_asked", "output_server")
-WIRE_VERSION = 2  # 2: latencies per input-length bucket
+WIRE_VERSION = 3  # 2: latencies per input-length bucket; 3: the expected reasoning split
 # (lowest input tokens, label) of the buckets, by the server's prompt count; the last is open-ended.
 INPUT_BUCKETS = ((0, "<256"), (256, "256–1k"), (1024, "1k–4k"), (4096, "4k–16k"), (16384, "≥16k"))
 _BOUNDS = [low for low, _ in INPUT_BUCKETS[1:]]
@@ -32,6 +33,7 @@ class EngineLengths:
         # TTFT, TPOT, E2E per input-length bucket (requests whose server counted the prompt),
         # in the engine sections' ns, so the buckets' percentiles are the same method.
         self.by_input: dict[str, StageCell] = {}
+        self.split = ReasoningSplit()  # expected vs realised reasoning share (reason_ratio)
 
     def add(self, r: RequestRecord) -> None:
         for name, value in zip(FIELDS, (r.n_in_target, r.n_in, r.max_tokens, r.n_out), strict=True):
@@ -46,6 +48,8 @@ class EngineLengths:
             if cell is None:
                 cell = self.by_input[label] = StageCell()
             cell.add(r, None)
+        if r.expected_reasoning_tokens is not None:
+            self.split.add(r)
 
     def merge(self, other: EngineLengths) -> None:
         for f in FIELDS:
@@ -54,6 +58,7 @@ class EngineLengths:
         self.exact += other.exact
         for label, cell in other.by_input.items():
             self.by_input.setdefault(label, StageCell()).merge(cell)
+        self.split.merge(other.split)
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -61,6 +66,7 @@ class EngineLengths:
             "drift": self.drift_abs.to_wire(),
             "exact": self.exact,
             "by_input": {label: cell.to_wire() for label, cell in self.by_input.items()},
+            "split": self.split.to_wire(),
         }
 
     @classmethod
@@ -70,6 +76,7 @@ class EngineLengths:
         out.drift_abs = Histogram.from_wire(data["drift"])
         out.exact = int(data["exact"])
         out.by_input = {str(k): StageCell.from_wire(v) for k, v in data["by_input"].items()}
+        out.split = ReasoningSplit.from_wire(data["split"])
         return out
 
     def report(self) -> dict[str, Any]:
@@ -84,6 +91,9 @@ class EngineLengths:
             else None,
         }
         out["by_input_tokens"] = self._buckets()
+        split = self.split.report()
+        if split is not None:  # a workload with an expected split (ServeGen reason_ratio) only
+            out["reasoning"] = split
         return out
 
     def _buckets(self) -> list[dict[str, Any]]:

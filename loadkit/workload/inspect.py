@@ -98,7 +98,7 @@ def inspect(args: argparse.Namespace) -> dict[str, Any]:
     fmt = args.format or guess_format(args.file)
     out: dict[str, Any] = {"path": str(args.file), "format": fmt}
     if fmt == "servegen":
-        from loadkit.workload.servegen import notes_for, synthesise
+        from loadkit.workload.servegen import notes_for, reason_ratios, synthesise
 
         t, n_in, n_out = synthesise(args.file, args.seed, args.start_s, args.end_s)
         out["synthesised"] = {
@@ -108,6 +108,7 @@ def inspect(args: argparse.Namespace) -> dict[str, Any]:
         out["notes"] = list(notes_for(args.file))
         out.update(_figures(t, n_in, n_out))
         out["prefix_sharing"] = None
+        out["reasoning"] = _reasoning(n_out, reason_ratios(args.file, args.seed, t))
         return out
     t_def, in_def, out_def = DEFAULT_COLUMNS[fmt]
     columns = (args.timestamp_column or t_def, args.input_column or in_def, args.output_column or out_def)
@@ -180,6 +181,20 @@ def _sharing(
     }
 
 
+def _reasoning(n_out: np.ndarray, ratio: np.ndarray | None) -> dict[str, Any] | None:
+    """The expected reasoning split of a ServeGen reasoning window (reasoning.py), unclipped."""
+    if ratio is None:
+        return None
+    has = ~np.isnan(ratio)
+    outs = np.maximum(n_out[has], 1)
+    reasoning = np.minimum(outs, np.maximum(0, np.round(outs * ratio[has])))
+    return {
+        "requests_with_ratio": int(has.sum()),
+        "reason_ratio_mean": float(ratio[has].mean()) if has.any() else None,
+        "expected_share": float(reasoning.sum() / outs.sum()) if has.any() else None,
+    }
+
+
 def render(r: dict[str, Any]) -> str:
     lines = [
         f"{r['path']}  [{r['format']}{', synthesised' if r.get('synthesised') else ''}]",
@@ -208,6 +223,12 @@ def render(r: dict[str, Any]) -> str:
         lines.append(
             f"  counting the blocks seen before the window: {_pct(hist['block_repeat_ratio'])} repeat; "
             f"a prefix cache would hold {_pct(hist['prefix_cached_share_of_prompt'])} of prompt tokens"
+        )
+    split = r.get("reasoning")
+    if split:
+        lines.append(
+            f"  reasoning (reason_ratio): expected share {_pct(split['expected_share'])} of output tokens, "
+            f"ratio mean {_g(split['reason_ratio_mean'])} over {split['requests_with_ratio']:,} requests"
         )
     lines += [f"  warning: {n}" for n in r.get("notes") or []]
     return "\n".join(lines)

@@ -46,6 +46,7 @@ TRACE_KEYS = (
     "order",
     "warm_cache",
     "warm_cache_s",
+    "reasoning_hint",
 )
 
 
@@ -132,6 +133,11 @@ def parse_trace(ctx: Ctx, raw: Any, base: Path) -> TraceSpec:
             'hash_ids are too few); use "refuse" or "skip"'
         )
     spec.order = get_str(ctx.at("order"), table.get("order", "time"), ORDERS)
+    spec.reasoning_hint = get_bool(ctx.at("reasoning_hint"), table.get("reasoning_hint", True))
+    if "reasoning_hint" in table and fmt != "servegen":
+        raise ctx.at("reasoning_hint").error(
+            "expected reasoning_hint only with format 'servegen' (its reason_ratio gives the split)"
+        )
     _parse_warm_cache(ctx, table, spec)
     _load_check(ctx, spec)
     return spec

@@ -23,10 +23,14 @@ of more than a day between rows, in either file, is refused as a broken file, as
 time no dataset window covers.
 
 ServeGen's reasoning clients (``reason/deepseek-r1``) add ``reason_ratio`` to each dataset
-window: the share of the output spent reasoning. A request cannot ask a server to think for
-a given number of tokens (nor the simulator: it draws reasoning lengths from its profile's
-``reasoning_mean_tokens``), so the field is not used; ``output_tokens`` is sent as the whole
-output, and a warning says so at load, in the run's report and in ``traces inspect``.
+window: the share of the output spent reasoning, as a dict literal of ratio → probability (501
+bins over [0, 1] in the real files; a bare number is taken as every request's ratio). Each
+request draws its ratio from its window's distribution, independently of its lengths, and
+carries the expected split: round(output_tokens × ratio) reasoning tokens, the rest answer
+(reasoning.py). ``output_tokens`` is still asked as the whole output. Only loadkit's simulator
+can be told how long to reason (the ``x-loadkit-reasoning-tokens`` header); a real server
+decides for itself, so the report compares the expected share with the realised one and a
+note says so at load, in the run's report and in ``traces inspect``.
 """
 
 from __future__ import annotations
@@ -47,7 +51,8 @@ from loadkit.workload.tracereader import BadRow, TraceReadError, micros, parse_c
 FAMILIES = ("Gamma", "Weibull")
 _SEED_KEY = 0x5E4E
 MAX_GAP_S = 86_400.0  # rows further apart than this are a broken file, not an idle stretch
-_READ_FIELDS = ("input_tokens", "output_tokens")
+_READ_FIELDS = ("input_tokens", "output_tokens", "reason_ratio")
+_RATIO_KEY = 0x4EA5  # the ratio draws' own stream: lengths stay what they were without it
 
 
 @dataclass(slots=True)
@@ -71,7 +76,9 @@ class LengthTables:
     inputs: list[tuple[np.ndarray, np.ndarray] | None]
     outputs: list[tuple[np.ndarray, np.ndarray] | None]
     width_s: float = math.inf  # how long after its start a dataset window holds (median step)
-    notes: tuple[str, ...] = ()  # fields read but not used (reason_ratio), for the user to see
+    notes: tuple[str, ...] = ()  # what the user should know of the fields read or not used
+    # Per window, (ratios, probabilities) of reason_ratio; None where the window has none.
+    ratios: list[tuple[np.ndarray, np.ndarray] | None] | None = None
 
     def at(self, t: float) -> int:
         """Index of the dataset window holding time t (the last one starting at or before it)."""
@@ -178,16 +185,19 @@ def read_lengths(path: str) -> LengthTables:
             )
     ins = [_pmf(p, k, doc[k], "input_tokens") for _, k in items]
     outs = [_pmf(p, k, doc[k], "output_tokens") for _, k in items]
+    ratios = [_ratio_pmf(p, k, doc[k]) for _, k in items]
     starts = np.asarray([s for s, _ in items])
     width = float(np.median(np.diff(starts))) if len(starts) > 1 else math.inf
-    notes = _unused_fields(p, doc)
+    notes = _field_notes(p, doc)
     for note in notes:  # once per process (cached); the run's report and inspect repeat it
         logging.getLogger("loadkit").warning("loadkit: %s", note)
-    return LengthTables(p, starts, ins, outs, width, notes)
+    has_ratio = any(r is not None for r in ratios)
+    return LengthTables(p, starts, ins, outs, width, notes, ratios if has_ratio else None)
 
 
-def _unused_fields(path: Path, doc: dict[str, object]) -> tuple[str, ...]:
-    """Warnings for the fields of the dataset windows that synthesis does not use."""
+def _field_notes(path: Path, doc: dict[str, object]) -> tuple[str, ...]:
+    """What the user should know of the dataset's fields: how reason_ratio is used, and the
+    fields synthesis does not use."""
     windows: dict[str, int] = {}
     for entry in doc.values():
         if isinstance(entry, dict):
@@ -195,16 +205,21 @@ def _unused_fields(path: Path, doc: dict[str, object]) -> tuple[str, ...]:
                 if key not in _READ_FIELDS and value not in ("{}", {}, None, ""):
                     windows[key] = windows.get(key, 0) + 1
     notes = []
-    if "reason_ratio" in windows:
+    with_ratio = sum(
+        1 for e in doc.values() if isinstance(e, dict) and e.get("reason_ratio") not in ("{}", {}, None, "")
+    )
+    if with_ratio:
         notes.append(
-            f"{path}: reason_ratio ignored: {windows.pop('reason_ratio')} dataset windows give the "
-            "reasoning share of the output, but a request cannot set how long a server reasons (the "
-            "simulator draws it from --reasoning-mean-tokens); output_tokens is sent as the whole output"
+            f"{path}: reason_ratio: {with_ratio} dataset windows give the reasoning share of the output; "
+            "each request carries its expected split (output_tokens x ratio reasoning, the rest answer). "
+            "Only loadkit's simulator takes the length (header x-loadkit-reasoning-tokens): a real server "
+            "decides its own reasoning length, so the report compares the expected share with the "
+            "realised one (lengths.by_target.<target>.reasoning), it does not enforce it"
         )
     if windows:
         notes.append(
             f"{path}: fields ignored: {', '.join(sorted(windows))} (only input_tokens and output_tokens "
-            "are synthesised)"
+            "are synthesised; reason_ratio sets the expected reasoning split)"
         )
     return tuple(notes)
 
@@ -255,6 +270,59 @@ def _pmf(path: Path, key: str, entry: object, field: str) -> tuple[np.ndarray, n
             f"{where}: expected probabilities >= 0 summing to 1, they sum to {probs.sum():.6g}"
         )
     return values, probs / probs.sum()
+
+
+def _ratio_pmf(path: Path, key: str, entry: object) -> tuple[np.ndarray, np.ndarray] | None:
+    """A window's reason_ratio: {ratio: probability} (the real files), or one number for every
+    request; None where the window has none (idle windows write "{}")."""
+    where = f"{path}: window {key}: reason_ratio"
+    raw = entry.get("reason_ratio") if isinstance(entry, dict) else None
+    if raw in (None, "", "{}", {}):
+        return None
+    try:
+        table = ast.literal_eval(raw) if isinstance(raw, str) else raw
+    except (ValueError, SyntaxError):
+        raise TraceReadError(
+            f"{where}: expected a dict literal {{ratio: probability}} or a number, got {str(raw)[:40]!r}"
+        ) from None
+    if isinstance(table, int | float) and not isinstance(table, bool):
+        table = {table: 1.0}
+    if not isinstance(table, dict) or not table:
+        raise TraceReadError(
+            f"{where}: expected a dict {{ratio: probability}} or a number, got {str(raw)[:40]!r}"
+        )
+    try:
+        values = np.asarray([float(v) for v in table], dtype=float)
+        probs = np.asarray([float(x) for x in table.values()], dtype=float)
+    except (TypeError, ValueError):
+        raise TraceReadError(f"{where}: expected numbers, got {str(raw)[:40]!r}") from None
+    if not ((values >= 0) & (values <= 1)).all():
+        bad = values[(values < 0) | (values > 1) | np.isnan(values)][0]
+        raise TraceReadError(f"{where}: expected ratios in [0, 1] (a share of the output), got {bad:g}")
+    if (probs < 0).any() or not math.isclose(probs.sum(), 1.0, rel_tol=1e-6):
+        raise TraceReadError(
+            f"{where}: expected probabilities >= 0 summing to 1, they sum to {probs.sum():.6g}"
+        )
+    return values, probs / probs.sum()
+
+
+def reason_ratios(trace_path: Path, seed: int, t: np.ndarray) -> np.ndarray | None:
+    """Each request's reasoning share, drawn from the reason_ratio of the dataset window at its
+    time t (NaN in a window without one); None when the dataset has no reason_ratio. Drawn from
+    a stream of their own, so a request's lengths are the same with or without them."""
+    tables = read_lengths(str(dataset_for(trace_path)))
+    if tables.ratios is None:
+        return None
+    out = np.full(len(t), np.nan)
+    which = np.maximum(np.searchsorted(tables.starts, t, side="right") - 1, 0)
+    for j in np.unique(which):
+        pmf = tables.ratios[int(j)]
+        if pmf is None:
+            continue
+        rows = np.flatnonzero(which == j)
+        rng = np.random.default_rng([seed & 0xFFFFFFFF, _SEED_KEY, _RATIO_KEY, int(j)])
+        out[rows] = rng.choice(pmf[0], size=len(rows), p=pmf[1])
+    return out
 
 
 def weibull_shape(cv: float) -> float:

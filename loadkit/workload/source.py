@@ -23,6 +23,7 @@ from loadkit.types import GenerationRequest
 from loadkit.workload.errors import ScenarioError
 from loadkit.workload.mooncake import BlockPrompts, group_sessions
 from loadkit.workload.realised import Realised
+from loadkit.workload.reasoning import apply_split
 from loadkit.workload.sessions import Session, SessionContext, TraceSession
 from loadkit.workload.sourceparts import (
     SystemPool,
@@ -291,9 +292,11 @@ class RequestSource:
     def _length_requests(self, trace: Trace, mine: Iterator[tuple[int, int, float | None]]) -> Iterator[Item]:
         spec = self.scenario.trace
         assert spec is not None
+        ratio = trace.reason_ratio  # ServeGen's reasoning share per row (reasoning.py)
         for row, loop, _ in mine:
             n_in, n_out = self._clip_lengths(trace, row)
-            yield self._single(row, (_TRACE, row, loop), n_in, n_out, spec.label)
+            req = self._single(row, (_TRACE, row, loop), n_in, n_out, spec.label)
+            yield req if ratio is None else apply_split(req, float(ratio[row]), spec.reasoning_hint)
 
     def _mooncake_requests(
         self, trace: Trace, mine: Iterator[tuple[int, int, float | None]], blocks: BlockPrompts | None = None

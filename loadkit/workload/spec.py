@@ -52,6 +52,8 @@ class TraceSpec:
     order: str = "time"  # "time": rows sorted by timestamp | "file": file order kept
     warm_cache: bool = False  # Mooncake window: first send the prefixes seen before it (warmcache.py)
     warm_cache_s: float = 10.0  # the window's arrivals start this long after the warm-up
+    # ServeGen reason_ratio: send each request's expected reasoning length as a header (reasoning.py)
+    reasoning_hint: bool = True
 
 
 @dataclass(slots=True)

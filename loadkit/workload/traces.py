@@ -38,6 +38,9 @@ class Trace:
     hash_ids: list[list[int]] | None = None
     notes: tuple[str, ...] = ()
     load: dict[str, Any] = field(default_factory=dict)
+    # Per row, the share of its output expected to be reasoning (ServeGen's reason_ratio; NaN
+    # where its window gives none); None for traces without one.
+    reason_ratio: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.n_in)
@@ -49,9 +52,9 @@ class Trace:
         lo = 0.0 if start_s is None else start_s
         keep = in_window(self.t_s, start_s, end_s)
         hashes = [self.hash_ids[i] for i in keep] if self.hash_ids is not None else None
-        return Trace(
-            self.path, self.n_in[keep], self.n_out[keep], self.t_s[keep] - lo, hashes, self.notes, self.load
-        )
+        ratio = None if self.reason_ratio is None else self.reason_ratio[keep]
+        t_s = self.t_s[keep] - lo
+        return Trace(self.path, self.n_in[keep], self.n_out[keep], t_s, hashes, self.notes, self.load, ratio)
 
 
 def load_trace(
@@ -78,6 +81,7 @@ def load_servegen(ctx: Ctx, path: Path, seed: int, start_s: float | None, end_s:
 
     try:
         t, n_in, n_out = servegen.synthesise(path, seed, start_s, end_s)
+        ratio = servegen.reason_ratios(path, seed, t)
     except TraceReadError as exc:
         raise ctx.error(str(exc)) from None
     notes = servegen.notes_for(path)
@@ -91,7 +95,7 @@ def load_servegen(ctx: Ctx, path: Path, seed: int, start_s: float | None, end_s:
         "skipped_examples": [],
         "synthesised": True,
     }
-    return Trace(path, n_in, n_out, t, None, notes, load)
+    return Trace(path, n_in, n_out, t, None, notes, load, ratio)
 
 
 def _stamp(path: Path) -> tuple[int, int]:

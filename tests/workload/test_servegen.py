@@ -72,6 +72,15 @@ def test_shipped_servegen_scenario_loads():
     assert len(src.trace_arrival_times_s()) == round(5.14333333 * 600) + round(3.29833333 * 600)
 
 
+def test_shipped_servegen_reasoning_scenario_loads_with_a_split_per_request():
+    src = load_scenario("servegen_reasoning").request_source()
+    rates = (0.39833333333333336, 0.51166666666666671, 0.34833333333333333, 0.35166666666666668)
+    assert len(src.trace_arrival_times_s()) == sum(round(r * 600) for r in rates)
+    first = src.next_item()
+    assert first is not None and first.expected_reasoning_tokens is not None and first.reasoning_hint
+    assert first.expected_reasoning_tokens + first.expected_answer_tokens == first.max_tokens
+
+
 def test_errors_name_file_and_line(tmp_path, write_scenario):
     bad = tmp_path / "chunk-9-trace.csv"
     bad.write_text("0,0,0,,0,0\n600,1.5,x,Gamma,1,1\n")
