@@ -144,9 +144,10 @@ def coalesced_over(w: Window, cfg: SelfCheckConfig) -> bool:
 
 
 def late_coalesced_over(w: Window, cfg: SelfCheckConfig) -> bool:
-    """The same for the reads the client left waiting: coalescing of the client's making."""
-    return (_over(w.late_coalesced_event_pct, w.late_coalesced, cfg)
-            or _over(w.first_late_coalesced_pct, w.first_late_coalesced, cfg, _firsts_least(w)))  # fmt: skip
+    """The same for coalescing of the client's making: reads it left waiting, beyond the
+    share that waited by chance as often as any read (``window.client_share``)."""
+    return (_over(w.client_coalesced_event_pct, w.late_coalesced, cfg)
+            or _over(w.first_client_coalesced_pct, w.first_late_coalesced, cfg, _firsts_least(w)))  # fmt: skip
 
 
 def starved(w: Window) -> bool:
