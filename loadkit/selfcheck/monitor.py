@@ -203,14 +203,14 @@ class SaturationMonitor:
         if self.from_unix is None:
             return None
         w = self.worst
+        # The worsts of different windows: no one late share to weigh them by (late_share 0).
         worst = Window(span_s=0.0, cpu_pct=w["cpu_pct"] or 0.0, lag_p99_ms=w["lag_p99_ms"] or 0.0,
                        lag_max_ms=w["lag_max_ms"] or 0.0, coalesced_pct=w["coalesced_pct"],
                        first_coalesced_pct=w["first_coalesced_pct"], coalesced_event_pct=w["coalesced_event_pct"],
                        late_coalesced_event_pct=w["late_coalesced_event_pct"],
                        first_late_coalesced_pct=w["first_late_coalesced_pct"],
                        client_coalesced_event_pct=w["client_coalesced_event_pct"],
-                       first_client_coalesced_pct=w["first_client_coalesced_pct"],
-                       late_share=(w["late_pct"] or 0.0) / 100)  # fmt: skip
+                       first_client_coalesced_pct=w["first_client_coalesced_pct"])  # fmt: skip
         text = "worst " + messages.tripped(self.reasons, worst, self.config, self.kernel)
         span = (self.from_unix, self.last_unix or self.from_unix)
         return messages.summary(self.node, self.windows, self.saturated_windows, span, text, self.cause_list(),
