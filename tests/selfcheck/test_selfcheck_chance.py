@@ -38,7 +38,7 @@ def test_a_server_writing_events_together_read_late_by_chance_is_not_the_clients
     token events came in reads holding two; 26 % of all reads waited over 1 ms (a step's reads
     queue up), 21 % of those holding two: 0.85 % of token events in late coalesced reads, over the
     0.75 % limit, so it said "arrival_lag, cause stall" in 10 of 15 windows. Truth for this
-    window: ITL error p99 0.056 ms (0.19 % of samples over 1 ms), TTFT error p99 0.048 ms."""
+    window: ITL error p99 0.055 ms (0.17 % of samples over 1 ms), TTFT error p99 0.048 ms."""
     w = recorded(44.35, 5.044, reads=40392, kernel=40320, late=10559, coalesced=796, events=39537,
                  coalesced_events=1592, late_coalesced=169, late_coalesced_events=338,
                  lags_ms=lags(8.88, 17.28))  # fmt: skip
