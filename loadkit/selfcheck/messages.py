@@ -11,8 +11,14 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from loadkit.selfcheck.verdict import STALL_HINT_MS, SelfCheckConfig, Verdict
-from loadkit.selfcheck.window import CHANCE_LATE_MAX, Window
+from loadkit.selfcheck.verdict import (
+    STALL_HINT_MS,
+    SelfCheckConfig,
+    Verdict,
+    chance_weighed,
+    client_late_shares,
+)
+from loadkit.selfcheck.window import Window
 
 ADVICE = {
     "busy": "Add workers (--processes N, or --worker machines) or lower the load.",
@@ -66,11 +72,9 @@ def coalescing(w: Window, cfg: SelfCheckConfig, kernel: bool) -> list[str]:
     (TTFT samples) that came in reads holding several — that also waited, with kernel stamps."""
     limit = f"(limit {cfg.coalesced_pct:g}%)"
     held = f"reads holding several that waited over {cfg.late_ms:g} ms" if kernel else "reads holding several"
-    events, firsts = ((w.client_coalesced_event_pct, w.first_client_coalesced_pct) if kernel else
-                      (w.coalesced_event_pct, w.first_coalesced_pct))  # fmt: skip
-    weighed = 0.0 < w.late_share < CHANCE_LATE_MAX
-    if kernel and weighed and (_shown(events) != _shown(w.late_coalesced_event_pct)
-                               or _shown(firsts) != _shown(w.first_late_coalesced_pct)):  # fmt: skip
+    events, firsts = client_late_shares(w) if kernel else (w.coalesced_event_pct, w.first_coalesced_pct)
+    if kernel and chance_weighed(w) and (_shown(events) != _shown(w.late_coalesced_event_pct)
+                                         or _shown(firsts) != _shown(w.first_late_coalesced_pct)):  # fmt: skip
         # Weighed against chance (window.client_share): the figure quoted is what is judged.
         held += f", beyond the {num(100 * w.late_share)}% that any read did"
     parts = []
