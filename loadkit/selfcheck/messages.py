@@ -11,7 +11,13 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from loadkit.selfcheck.verdict import STALL_HINT_MS, SelfCheckConfig, Verdict
+from loadkit.selfcheck.verdict import (
+    STALL_HINT_MS,
+    SelfCheckConfig,
+    Verdict,
+    chance_weighed,
+    client_late_shares,
+)
 from loadkit.selfcheck.window import Window
 
 ADVICE = {
@@ -57,13 +63,20 @@ def tripped(reasons: Iterable[str], w: Window, cfg: SelfCheckConfig, kernel: boo
     return ", ".join(parts)
 
 
+def _shown(value: float | None) -> str | None:
+    return None if value is None else num(value)
+
+
 def coalescing(w: Window, cfg: SelfCheckConfig, kernel: bool) -> list[str]:
     """The coalescing measures over their limit: token events (ITL samples) and first tokens
     (TTFT samples) that came in reads holding several — that also waited, with kernel stamps."""
     limit = f"(limit {cfg.coalesced_pct:g}%)"
     held = f"reads holding several that waited over {cfg.late_ms:g} ms" if kernel else "reads holding several"
-    events, firsts = ((w.late_coalesced_event_pct, w.first_late_coalesced_pct) if kernel else
-                      (w.coalesced_event_pct, w.first_coalesced_pct))  # fmt: skip
+    events, firsts = client_late_shares(w) if kernel else (w.coalesced_event_pct, w.first_coalesced_pct)
+    if kernel and chance_weighed(w) and (_shown(events) != _shown(w.late_coalesced_event_pct)
+                                         or _shown(firsts) != _shown(w.first_late_coalesced_pct)):  # fmt: skip
+        # Weighed against chance (window.client_share): the figure quoted is what is judged.
+        held += f", beyond the {num(100 * w.late_share)}% that any read did"
     parts = []
     if events is not None and events > cfg.coalesced_pct:
         parts.append(f"{num(events)}% of token events came in {held} {limit}")
@@ -104,6 +117,10 @@ def evidence(cause: str | None, reasons: Iterable[str], w: Window, cfg: SelfChec
 def on_time(w: Window) -> str:
     wait = "" if w.wait_pct is None else f", waited for a CPU {num(w.wait_pct)}% of the time"
     late = "" if w.late_pct is None else f", {num(w.late_pct)}% of reads late"
+    if w.late_pct is not None and w.late_pct >= 1.0 and w.coalesced_event_pct:
+        # Reads that wait as often as any (a step's reads queue up) did not make the coalescing.
+        share = 100 * (w.late_coalesced_event_pct or 0.0) / w.coalesced_event_pct
+        late += f" and {num(share)}% of those holding several"
     return f"this process was on time (CPU {num(w.cpu_pct)}% of a core, probe lag up to {num(w.lag_max_ms)} ms{wait}{late})"
 
 

@@ -15,7 +15,8 @@ from loadkit.selfcheck.window import MIN_READS, Sample, Window, measure
 
 # Measures kept at their worst over the run (health) and over saturated windows (summary).
 HEALTH = ("lag_p99_ms", "cpu_pct", "late_pct", "coalesced_pct", "first_coalesced_pct", "wait_pct", "pressure_pct",
-          "lag_max_ms", "coalesced_event_pct", "late_coalesced_event_pct", "first_late_coalesced_pct")  # fmt: skip
+          "lag_max_ms", "coalesced_event_pct", "late_coalesced_event_pct", "first_late_coalesced_pct",
+          "client_coalesced_event_pct", "first_client_coalesced_pct")  # fmt: skip
 
 
 def _round(value: float | None, digits: int = 3) -> float | None:
@@ -172,6 +173,8 @@ class SaturationMonitor:
                 "max_first_coalesced_pct": _round(w["first_coalesced_pct"]),
                 "max_late_coalesced_event_pct": _round(w["late_coalesced_event_pct"]),
                 "max_first_late_coalesced_pct": _round(w["first_late_coalesced_pct"]),
+                "max_client_coalesced_event_pct": _round(w["client_coalesced_event_pct"]),
+                "max_first_client_coalesced_pct": _round(w["first_client_coalesced_pct"]),
                 "max_run_queue_wait_pct": _round(w["wait_pct"], 2), "reasons": sorted(self.reasons),
                 "causes": self.cause_list(), "saturated_windows": self.saturated_windows, "windows": self.windows,
                 "suspect": self.suspect_list()}  # fmt: skip
@@ -188,6 +191,8 @@ class SaturationMonitor:
                 "max_coalesced_event_pct": _round(m["coalesced_event_pct"]),
                 "max_late_coalesced_event_pct": _round(m["late_coalesced_event_pct"]),
                 "max_first_late_coalesced_pct": _round(m["first_late_coalesced_pct"]),
+                "max_client_coalesced_event_pct": _round(m["client_coalesced_event_pct"]),
+                "max_first_client_coalesced_pct": _round(m["first_client_coalesced_pct"]),
                 "server_coalesced": None if not self.server_windows else
                 {"windows": self.server_windows, "max_coalesced_event_pct": _round(self.server_max_pct)},
                 "lag_limit_ms": cfg.lag_limit_ms(self.kernel), "cpu_limit_pct": cfg.cpu_pct,
@@ -198,11 +203,14 @@ class SaturationMonitor:
         if self.from_unix is None:
             return None
         w = self.worst
+        # The worsts of different windows: no one late share to weigh them by (late_share 0).
         worst = Window(span_s=0.0, cpu_pct=w["cpu_pct"] or 0.0, lag_p99_ms=w["lag_p99_ms"] or 0.0,
                        lag_max_ms=w["lag_max_ms"] or 0.0, coalesced_pct=w["coalesced_pct"],
                        first_coalesced_pct=w["first_coalesced_pct"], coalesced_event_pct=w["coalesced_event_pct"],
                        late_coalesced_event_pct=w["late_coalesced_event_pct"],
-                       first_late_coalesced_pct=w["first_late_coalesced_pct"])  # fmt: skip
+                       first_late_coalesced_pct=w["first_late_coalesced_pct"],
+                       client_coalesced_event_pct=w["client_coalesced_event_pct"],
+                       first_client_coalesced_pct=w["first_client_coalesced_pct"])  # fmt: skip
         text = "worst " + messages.tripped(self.reasons, worst, self.config, self.kernel)
         span = (self.from_unix, self.last_unix or self.from_unix)
         return messages.summary(self.node, self.windows, self.saturated_windows, span, text, self.cause_list(),

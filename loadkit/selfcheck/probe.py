@@ -102,9 +102,12 @@ class SelfCheck:
         import dataclasses
         import json
 
-        row = {**dataclasses.asdict(window), "node": self.monitor.node, "kernel": self.monitor.kernel,
-               "reasons": sorted(verdict.reasons), "cause": verdict.cause, "server": verdict.server,
-               "saturated": verdict.saturated}  # fmt: skip
+        # t_mono_ns: the window's end, on the clock of the raw log's and the truth log's stamps
+        # (scoring a window against the truth needs it).
+        last = self.monitor.last
+        row = {**dataclasses.asdict(window), "t_mono_ns": last.t_ns if last else None, "node": self.monitor.node,
+               "kernel": self.monitor.kernel, "reasons": sorted(verdict.reasons), "cause": verdict.cause,
+               "server": verdict.server, "saturated": verdict.saturated}  # fmt: skip
         with open(self._trace_path, "a") as fh:
             fh.write(json.dumps(row) + "\n")
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from loadkit.selfcheck.window import MIN_COALESCED, Window
+from loadkit.selfcheck.window import CHANCE_LATE_MAX, MIN_COALESCED, Window
 
 # Figures a saturated client distorts: every latency includes its queueing, ITL and TTFT
 # absorb reads that coalesced while it was busy, open-loop sends go out late, and the
@@ -143,10 +143,29 @@ def coalesced_over(w: Window, cfg: SelfCheckConfig) -> bool:
             or _over(w.first_coalesced_pct, w.first_coalesced, cfg, _firsts_least(w)))  # fmt: skip
 
 
+def chance_weighed(w: Window) -> bool:
+    """Whether the window's late coalesced reads are weighed against chance (``window.client_share``):
+    some reads waited, not most, and the process was neither busy nor starved. A busy or starved
+    process makes coalesced reads whose newest event came just before it did (they look on time),
+    and its late reads are its falling behind, not chance: there every late one counts (500
+    streams, busy: 70 % of its coalescing counted late, ITL error p99 10 ms)."""
+    return 0.0 < w.late_share < CHANCE_LATE_MAX and w.cpu_pct < BUSY_HINT_PCT and not starved(w)
+
+
+def client_late_shares(w: Window) -> tuple[float | None, float | None]:
+    """Token events and first tokens in coalesced reads of the client's making, in percent:
+    those that waited, beyond chance where it is weighed."""
+    if chance_weighed(w):
+        return w.client_coalesced_event_pct, w.first_client_coalesced_pct
+    return w.late_coalesced_event_pct, w.first_late_coalesced_pct
+
+
 def late_coalesced_over(w: Window, cfg: SelfCheckConfig) -> bool:
-    """The same for the reads the client left waiting: coalescing of the client's making."""
-    return (_over(w.late_coalesced_event_pct, w.late_coalesced, cfg)
-            or _over(w.first_late_coalesced_pct, w.first_late_coalesced, cfg, _firsts_least(w)))  # fmt: skip
+    """The same for coalescing of the client's making: reads it left waiting, beyond the
+    share that waited by chance as often as any read (``chance_weighed``)."""
+    events, firsts = client_late_shares(w)
+    return (_over(events, w.late_coalesced, cfg)
+            or _over(firsts, w.first_late_coalesced, cfg, _firsts_least(w)))  # fmt: skip
 
 
 def starved(w: Window) -> bool:

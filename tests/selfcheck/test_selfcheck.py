@@ -310,10 +310,11 @@ def test_coalesced_reads_are_the_clients_only_when_they_waited():
     msgs = drive_reads(mon, clock, 8, lag_ms=1, cpu_frac=0.5, reads_per_s=40_000, late_frac=0.03,
                        state=state, coalesced_frac=0.009, late_coalesced=0.9)  # fmt: skip
     assert len(msgs) == 1
-    # The window that trips still straddles the earlier seconds: 0.95 %, and 1.8 % at the worst.
+    # The window that trips still straddles the earlier seconds: 0.95 %, and 1.8 % at the worst;
+    # 3 % of all reads waited, so 3 % of the 2 % coalesced would have by chance: 0.92 % is judged.
     assert (
-        ": 0.95% of token events came in reads holding several that waited over 1 ms (limit 0.75%); "
-        in msgs[0]
+        ": 0.92% of token events came in reads holding several that waited over 1 ms, beyond the 3.0% that "
+        "any read did (limit 0.75%); " in msgs[0]
     )
     assert (
         "; its reads fell behind: 3.0% of reads waited over 1 ms in their socket (CPU 50% of a core"
