@@ -1,6 +1,6 @@
 """The asked context of one target: which arrival process its sending user classes follow.
 
-Built from the runtime (duck-typed: stats/ does not import glue/) when the delivered section
+Built from the runtime (duck-typed: stats/ does not import loadkit/locust/) when the delivered section
 is reported. A ScenarioUser class follows its own scenario's [arrival] (two classes on two
 targets are each judged by their own, issue 31); a class whose tasks are the user's own
 (an LLMUser subclass) paces itself, which loadkit cannot know: "not asked". Classes with
