@@ -81,9 +81,12 @@ def fill_delivered(data: dict[str, Any], cap: int) -> dict[str, Any]:
     n = len(entry["send_us"])
     span = max(entry["end_us"] + entry["send_us"]) + 1
     for key in ("send_us", "end_us", "scheduled", "lag_us"):
-        values = entry[key]
+        values = entry[key]  # lag_us: only the scheduled requests have one
+        if not values:
+            continue
         shift = key in ("send_us", "end_us")
-        entry[key] = [values[i % n] + (i // n) * span * shift for i in range(cap)]
+        size = cap * len(values) // n
+        entry[key] = [values[i % len(values)] + (i // len(values)) * span * shift for i in range(size)]
     sections["delivered"] = entries
     return dict(data, loadkit=dict(data["loadkit"], sections=sections))
 
