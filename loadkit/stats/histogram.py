@@ -65,7 +65,7 @@ class Histogram:
     and percentiles a cumulative sum, with no per-bucket Python work.
     """
 
-    __slots__ = ("_counts", "_offset", "count", "total", "_min", "_max", "clamped")
+    __slots__ = ("_counts", "_offset", "count", "total", "_min", "_max", "clamped", "_sparse")
 
     def __init__(self) -> None:
         self._counts = np.zeros(0, dtype=np.int64)
@@ -76,6 +76,11 @@ class Histogram:
         self._max: int | None = None
         # Negative inputs (clock anomalies) recorded as 0; counted so a report can say so.
         self.clamped = 0
+        # A decoded histogram keeps its buckets as sent, (lowest index, highest index, indices,
+        # counts), until something records into it or reads it: a master holds one decoded
+        # snapshot per worker and only ever merges them into a fresh histogram, so the dense
+        # array over whole octaves (often 10-80 KB for a few dozen buckets) is never built.
+        self._sparse: tuple[int, int, np.ndarray, np.ndarray] | None = None
 
     @property
     def min(self) -> int | None:
@@ -88,8 +93,18 @@ class Histogram:
     @property
     def counts(self) -> dict[int, int]:
         """Non-empty buckets as {bucket index: count}."""
+        self._densify()
         nonzero = np.flatnonzero(self._counts)
         return dict(zip((nonzero + self._offset).tolist(), self._counts[nonzero].tolist(), strict=True))
+
+    def _densify(self) -> None:
+        """Turn the buckets a decoded histogram kept as sent into the dense array."""
+        sparse = self._sparse
+        if sparse is not None:
+            self._sparse = None
+            low, high, indices, counts = sparse
+            self._ensure(low, high)
+            self._counts[indices - self._offset] = counts
 
     def _ensure(self, low: int, high: int) -> None:
         """Grow the dense array to cover bucket indices low..high."""
@@ -114,6 +129,7 @@ class Histogram:
             self.clamped += weight
             value = 0
         index = bucket_index(value)
+        self._densify()
         self._ensure(index, index)
         self._counts[index - self._offset] += weight
         self._note(weight, value * weight, value, value)
@@ -134,6 +150,7 @@ class Histogram:
             values = np.maximum(values, 0)
         indices = bucket_indices(values)
         low, high = int(indices.min()), int(indices.max())
+        self._densify()
         self._ensure(low, high)
         counts = np.bincount(indices - low, weights=weights, minlength=high - low + 1)
         start = low - self._offset
@@ -144,10 +161,16 @@ class Histogram:
 
     def merge(self, other: Histogram) -> None:
         """Add every value of ``other`` into this histogram (exact)."""
+        self._densify()
         if other.count:
-            self._ensure(other._offset, other._offset + len(other._counts) - 1)
-            start = other._offset - self._offset
-            self._counts[start : start + len(other._counts)] += other._counts
+            if other._sparse is not None:  # a decoded one: its buckets as sent, no dense copy
+                low, high, indices, counts = other._sparse
+                self._ensure(low, high)
+                self._counts[indices - self._offset] += counts
+            else:
+                self._ensure(other._offset, other._offset + len(other._counts) - 1)
+                start = other._offset - self._offset
+                self._counts[start : start + len(other._counts)] += other._counts
             assert other._min is not None and other._max is not None
             self._note(other.count, other.total, other._min, other._max)
         self.clamped += other.clamped
@@ -164,6 +187,7 @@ class Histogram:
         """
         if self.count == 0 or self._min is None or self._max is None:
             return [None] * len(quantiles)
+        self._densify()
         cumulative = np.cumsum(self._counts)
         ranks = [max(1, _ceil_rank(q, self.count)) for q in quantiles]
         positions = np.searchsorted(cumulative, ranks, side="left").tolist()
@@ -178,6 +202,7 @@ class Histogram:
 
     def to_wire(self) -> dict[str, Any]:
         """A compact JSON/msgpack-able dict: sparse buckets as two parallel lists."""
+        self._densify()
         nonzero = np.flatnonzero(self._counts)
         return {
             "v": WIRE_VERSION,
@@ -195,10 +220,16 @@ class Histogram:
         if data.get("v") != WIRE_VERSION:
             raise ValueError(f"histogram wire version {data.get('v')!r}, expected {WIRE_VERSION}")
         hist = cls()
-        indices = np.asarray(data["i"], dtype=np.int64)
-        if indices.size:
-            hist._ensure(int(indices.min()), int(indices.max()))
-            hist._counts[indices - hist._offset] = np.asarray(data["c"], dtype=np.int64)
+        wire_indices, wire_counts = data["i"], data["c"]
+        if len(wire_indices) != len(wire_counts):
+            raise ValueError(f"histogram wire has {len(wire_indices)} indices for {len(wire_counts)} counts")
+        if wire_indices:
+            # Kept as sent (see __init__); min/max on the list: numpy's cost more for a few dozen.
+            indices = np.asarray(wire_indices, dtype=np.int64)
+            low, high = min(wire_indices), max(wire_indices)
+            if low < 0:
+                raise ValueError(f"histogram wire has a negative bucket index {low}")
+            hist._sparse = (int(low), int(high), indices, np.asarray(wire_counts, dtype=np.int64))
         hist.count, hist.total = data["n"], data["s"]
         hist._min, hist._max, hist.clamped = data["lo"], data["hi"], data.get("neg", 0)
         return hist

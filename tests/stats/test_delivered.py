@@ -10,7 +10,7 @@ import scipy.stats as st
 
 from loadkit.report.console import delivered_lines
 from loadkit.report.delivered import delivered_section
-from loadkit.stats.delivered import DeliveredLoad, concurrency, one_context
+from loadkit.stats.delivered import CAP, DeliveredLoad, concurrency, one_context
 from loadkit.stats.goodness import gamma_cdf, ks_one_sample, ks_two_sample, regularized_gamma_p
 
 
@@ -203,3 +203,22 @@ def test_unknown_pacing_is_not_asked_and_not_judged():
     assert row["asked"]["model"] == "not asked" and row["rate_error"] is None and row["fit"]["test"] is None
     assert "not asked: user class Paced" in delivered_lines({"delivered": section})[0]
     assert "not asked" in delivered_section({"delivered": section})
+
+
+def test_decoding_a_full_entry_gives_the_values_sent():
+    """A master decodes up to CAP requests per entry and worker snapshot (vectorised): the
+    same Python ints and bools as the value-by-value decoding, negative lags included."""
+    base = 1_796_219_227_123_456_789
+    sends = [i * 997 for i in range(CAP)]
+    item = {"engine": "e", "stage": "s", "base": base, "send_us": sends, "end_us": [u + 5_000 for u in sends],
+            "scheduled": [i % 3 for i in range(CAP)], "lag_us": [(i % 7) - 3 for i in range(CAP // 2)],
+            "classes": ["A"], "truncated": 4}  # fmt: skip
+    load = DeliveredLoad.from_wire([item])
+    key = ("e", "s")
+    assert load.sends[key] == [base + u * 1000 for u in sends]
+    assert load.ends[key] == [base + (u + 5_000) * 1000 for u in sends]
+    assert load.scheduled[key] == [bool(i % 3) for i in range(CAP)]
+    assert load.lags[key] == [((i % 7) - 3) * 1000 for i in range(CAP // 2)]
+    assert all(type(v) is int for v in load.sends[key][:3] + load.lags[key][:3])
+    assert all(type(v) is bool for v in load.scheduled[key][:3])
+    assert load.truncated[key] == 4 and load.classes[key] == {"A"}

@@ -141,3 +141,44 @@ def test_memory_does_not_grow_with_count():
         hist.record_many(rng.integers(1_000, 3_600 * 10**9, 10_000))
     assert hist._counts.nbytes == size <= 200_000
     assert hist.count == 400_002
+
+
+def _recorded(values: list[int]) -> Histogram:
+    hist = Histogram()
+    hist.record_many(np.asarray(values, dtype=np.int64))
+    return hist
+
+
+@settings(max_examples=200)
+@given(st.lists(VALUES, max_size=60), st.lists(VALUES, max_size=60), st.lists(VALUES, max_size=20))
+def test_a_decoded_histogram_behaves_as_the_one_it_was_sent_from(a, b, more):
+    """Decoded histograms keep their buckets as sent until used (a master merges them): every
+    use — merged into one, merged into, recorded into, read, re-sent — gives what the
+    histogram it came from gives."""
+    sent_a, sent_b = _recorded(a), _recorded(b)
+    into = _recorded(more)
+    into.merge(Histogram.from_wire(sent_a.to_wire()))
+    expected = _recorded(more)
+    expected.merge(sent_a)
+    assert into == expected and into.percentiles(QUANTILES) == expected.percentiles(QUANTILES)
+    decoded = Histogram.from_wire(sent_a.to_wire())
+    decoded.merge(Histogram.from_wire(sent_b.to_wire()))
+    decoded.record_many(np.asarray(more, dtype=np.int64))
+    for value in more[:3]:
+        decoded.record(value)
+    sent_a.merge(sent_b)
+    sent_a.record_many(np.asarray(more, dtype=np.int64))
+    for value in more[:3]:
+        sent_a.record(value)
+    assert decoded.counts == sent_a.counts and decoded == sent_a
+    assert Histogram.from_wire(decoded.to_wire()).percentiles(QUANTILES) == sent_a.percentiles(QUANTILES)
+    copied = Histogram.from_wire(sent_b.to_wire()).copy()
+    assert copied == sent_b and (copied.min, copied.max, copied.mean) == (sent_b.min, sent_b.max, sent_b.mean)
+
+
+def test_a_malformed_wire_histogram_is_refused_when_decoded():
+    wire = _recorded([5, 900, 70_000]).to_wire()
+    with pytest.raises(ValueError, match="indices"):
+        Histogram.from_wire({**wire, "c": wire["c"][:-1]})
+    with pytest.raises(ValueError, match="negative"):
+        Histogram.from_wire({**wire, "i": [-1, *wire["i"][1:]]})
