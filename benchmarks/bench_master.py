@@ -155,8 +155,8 @@ def run_one(
 
     # What loadkit's glue does on every node, the master included (the glue is being split
     # into loadkit/run and loadkit/locust: follow these two imports there).
-    from loadkit.glue.cooperative import install_gevent_yield
-    from loadkit.glue.stalls import HeapFreezer, freeze_heap
+    from loadkit.locust.cooperative import install_gevent_yield
+    from loadkit.locust.stalls import HeapFreezer, freeze_heap
     from loadkit.stats.turns import cooperative
 
     install_gevent_yield()  # as loadkit's init does: live reports give the loop turns
