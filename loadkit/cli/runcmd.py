@@ -116,6 +116,12 @@ def run(argv: list[str]) -> int:
             targets.append(f"{name}={url},engine=vllm")
             print(f"loadkit run: simulator {name} (profile {profile}) at {url}", flush=True)
         locust = subprocess.Popen(locust_command(rest, targets, ui), env=os.environ.copy())
+        # SIGTERM (`kubectl delete`, a scaled-down Deployment, `docker stop`) goes to this
+        # process only: passed on, Locust stops its users and a worker sends its final snapshot
+        # (docs/distributed.md). Without it this process died and left Locust running, and as a
+        # container's PID 1, where a signal with no handler is dropped, it ignored SIGTERM until
+        # the grace period's SIGKILL took the worker without its final snapshot.
+        previous = signal.signal(signal.SIGTERM, lambda *_: locust.send_signal(signal.SIGTERM))
         try:
             return locust.wait()
         except KeyboardInterrupt:
@@ -125,6 +131,8 @@ def run(argv: list[str]) -> int:
             except subprocess.TimeoutExpired:
                 locust.kill()
                 return 130
+        finally:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def main(argv: list[str]) -> int:

@@ -1,0 +1,132 @@
+"""deploy/kubernetes/'s pods run as processes here, with the manifests' own commands
+(tests/helpers/kube.py): the headless Job with the worker Deployment's replicas, the web-UI
+master ready for its probe, and a worker stopped as Kubernetes stops one (SIGTERM)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from loadkit.sim.testing import sim_process
+from tests.helpers.kube import Pods, container, resource
+from tests.helpers.ports import free_port
+from tests.integration.runs import check_conservation
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+WORKERS = resource("Deployment", "loadkit-worker", "common")
+JOB = resource("Job", "loadkit-master", "headless")
+WEB_MASTER = resource("Deployment", "loadkit-master", "webui")
+
+
+@contextmanager
+def cluster(tmp_path, host: str):
+    """Start pods (processes in their own session, like a pod's processes); kill what is left."""
+    pods = Pods(tmp_path / "volumes", host)
+    procs: list[subprocess.Popen[str]] = []
+
+    def start(name: str, workload: dict, **env: str) -> subprocess.Popen[str]:
+        argv, values = pods.command(name, workload, **env)
+        p = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, **values}, start_new_session=True)  # fmt: skip
+        procs.append(p)
+        return p
+
+    try:
+        yield pods, start
+    finally:
+        for p in procs:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.communicate(timeout=10)
+
+
+def report_dir(pods: Pods, workload: dict) -> Path:
+    """Where the master's --report-dir (on its report volume) is on this machine."""
+    args = container(workload)["args"]
+    given = args[args.index("--report-dir") + 1]
+    for mount, folder in pods.paths("master", workload).items():
+        if given.startswith(mount + "/"):
+            return folder / given[len(mount) + 1 :]
+    raise AssertionError(f"--report-dir {given} is on no volume of {workload['metadata']['name']}")
+
+
+def start_workers(start, port: int) -> list[subprocess.Popen[str]]:
+    return [start(f"worker-{i}", WORKERS, MASTER_HOST="127.0.0.1", MASTER_PORT=str(port))
+            for i in range(WORKERS["spec"]["replicas"])]  # fmt: skip
+
+
+def test_headless_job_with_the_worker_deployment(tmp_path):
+    port, replicas = free_port(), WORKERS["spec"]["replicas"]
+    with sim_process("--profile", "fast") as sim, cluster(tmp_path, sim.url) as (pods, start):
+        start_workers(start, port)
+        master = start("master", JOB, MASTER_PORT=str(port), WORKERS=str(replicas), USERS="4", SPAWN_RATE="4",
+                       RUN_TIME="6s")  # fmt: skip
+        _, err = master.communicate(timeout=120)
+    assert master.returncode == 0, err[-3000:]
+    report = check_conservation(report_dir(pods, JOB))
+    assert report["valid"], report.get("warnings")
+    assert report["workers"]["count"] == replicas and report["workers"]["lost"] == 0, report["workers"]
+    assert sum(e["requests"] for e in report["engines"].values()) > 10
+
+
+def get(url: str) -> tuple[int, bytes]:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return response.status, response.read()
+
+
+def test_web_ui_master_is_ready_with_its_workers(tmp_path):
+    port, web = free_port(), free_port()
+    probe = container(WEB_MASTER)["readinessProbe"]["httpGet"]
+    with sim_process("--profile", "fast") as sim, cluster(tmp_path, sim.url) as (pods, start):
+        master = start("master", WEB_MASTER, MASTER_PORT=str(port), WEB_PORT=str(web))
+        start_workers(start, port)
+        deadline, status, workers = time.monotonic() + 60, None, []
+        while time.monotonic() < deadline and not (
+            status == 200 and len(workers) == WORKERS["spec"]["replicas"]
+        ):
+            time.sleep(1)
+            try:
+                status, _ = get(f"http://127.0.0.1:{web}{probe['path']}")
+                workers = json.loads(get(f"http://127.0.0.1:{web}/stats/requests")[1]).get("workers", [])
+            except OSError:
+                continue
+        assert status == 200 and len(workers) == WORKERS["spec"]["replicas"], (status, workers)
+        master.send_signal(signal.SIGTERM)  # a pod's stop
+        _, err = master.communicate(timeout=60)
+    assert master.returncode == 0, err[-3000:]
+
+
+def test_a_worker_pod_stopped_by_sigterm_sends_its_final_snapshot(tmp_path):
+    """Kubernetes stops a pod with SIGTERM to its first process, `loadkit run`. Before it passed
+    the signal on, `loadkit run` died and left its Locust worker running on, unstopped."""
+    port = free_port()
+    with sim_process("--profile", "fast") as sim, cluster(tmp_path, sim.url) as (pods, start):
+        workers = start_workers(start, port)
+        master = start("master", JOB, MASTER_PORT=str(port), WORKERS=str(len(workers)), USERS="4",
+                       SPAWN_RATE="4", RUN_TIME="14s")  # fmt: skip
+        time.sleep(8)
+        leaving = workers[0]
+        leaving.send_signal(signal.SIGTERM)
+        _, leaving_err = leaving.communicate(timeout=40)
+        try:
+            os.killpg(leaving.pid, 0)
+            left_running = True
+        except ProcessLookupError:
+            left_running = False
+        _, err = master.communicate(timeout=120)
+    assert not left_running, "the pod's Locust worker outlived its `loadkit run`"
+    assert leaving.returncode == 0, leaving_err[-3000:]
+    report = check_conservation(report_dir(pods, JOB))
+    nodes = report["workers"]["nodes"]
+    assert report["workers"]["lost"] == 0 and all(n["status"] == "final" for n in nodes), (nodes, err[-2000:])
