@@ -13,7 +13,9 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import tomllib
+from pathlib import Path
 
 import kubernetes_validate
 import pytest
@@ -263,6 +265,56 @@ def test_the_image_builds_runs_as_its_user_and_loads_a_plugin() -> None:
     assert version.returncode == 0 and version.stdout.strip(), version.stderr
     plugins = docker("run", "--rm", tag, "plugins")
     assert plugins.returncode == 0 and "anthropic" in json.dumps(json.loads(plugins.stdout)), plugins.stderr
+
+
+def build_context(into: Path) -> Path:
+    """The repository as `docker build` sends it: .dockerignore's entries left out."""
+    patterns = [line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()]
+    patterns = [p for p in patterns if p and not p.startswith("#")]
+    anywhere = [p.removeprefix("**/") for p in patterns if p.startswith("**/")]
+    top = [p for p in patterns if not p.startswith("**/")]
+    ignore = shutil.ignore_patterns(*anywhere, *top)
+    into.mkdir()
+    for entry in sorted(REPO.iterdir()):
+        if ignore(str(REPO), [entry.name]):
+            continue
+        if entry.is_dir():
+            shutil.copytree(entry, into / entry.name, ignore=shutil.ignore_patterns(*anywhere))
+        else:
+            shutil.copy2(entry, into / entry.name)
+    return into
+
+
+def pip_step(run: str, pip: Path, wheels: Path, extra_pip: str) -> str:
+    """The pip command of one RUN instruction (the user and directory set-up of the same RUN
+    are the image's, not this machine's), with the image's paths replaced by the test's."""
+    (step,) = [part.strip() for part in run.split("&&") if part.strip().startswith("pip ")]
+    step = step.replace("${EXTRA_PIP}", extra_pip).replace("/wheels", str(wheels))
+    return str(pip) + step.removeprefix("pip")
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_the_image_s_pip_steps_install_loadkit_with_a_plugin(tmp_path: Path) -> None:
+    """Without Docker: the Dockerfile's own pip steps, from the build context .dockerignore
+    leaves, into a fresh venv; loadkit installs from the wheel and the plugin from EXTRA_PIP."""
+    steps = dockerfile_instructions()
+    runs = [rest for word, rest in steps if word == "RUN" and "pip " in rest]
+    assert len(runs) == 2, "a pip wheel step in the build stage, a pip install step in the image"
+    context = build_context(tmp_path / "context")
+    subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "venv")], check=True)
+    pip, wheels = tmp_path / "venv" / "bin" / "pip", tmp_path / "wheels"
+    for run in runs:
+        command = pip_step(run, pip, wheels, "loadkit-anthropic")
+        done = subprocess.run(command, shell=True, cwd=context, capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, (command, done.stderr[-3000:])
+    loadkit = tmp_path / "venv" / "bin" / entrypoint()[0]
+    version = subprocess.run([loadkit, "--version"], capture_output=True, text=True, cwd=tmp_path)
+    assert (
+        version.stdout.strip() == tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    )
+    plugins = json.loads(subprocess.run([loadkit, "plugins"], capture_output=True, text=True).stdout)
+    assert {"anthropic"} <= {e["engine"] for e in plugins["engines"]}
 
 
 def test_manifests_are_plain_yaml_documents() -> None:
