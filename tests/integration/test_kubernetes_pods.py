@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -33,9 +34,9 @@ def cluster(tmp_path, host: str):
     pods = Pods(tmp_path / "volumes", host)
     procs: list[subprocess.Popen[str]] = []
 
-    def start(name: str, workload: dict, **env: str) -> subprocess.Popen[str]:
+    def start(name: str, workload: dict, *prefix: str, **env: str) -> subprocess.Popen[str]:
         argv, values = pods.command(name, workload, **env)
-        p = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        p = subprocess.Popen([*prefix, *argv], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              env={**os.environ, **values}, start_new_session=True)  # fmt: skip
         procs.append(p)
         return p
@@ -130,3 +131,56 @@ def test_a_worker_pod_stopped_by_sigterm_sends_its_final_snapshot(tmp_path):
     report = check_conservation(report_dir(pods, JOB))
     nodes = report["workers"]["nodes"]
     assert report["workers"]["lost"] == 0 and all(n["status"] == "final" for n in nodes), (nodes, err[-2000:])
+
+
+def pid_namespace_prefix() -> tuple[str, ...]:
+    """`unshare --pid --fork`: the command runs as PID 1 of a new PID namespace, as a container's
+    first process does. Skipped only where this machine cannot make one."""
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare(1) on this machine: cannot run a process as PID 1 of a PID namespace")
+    probe = subprocess.run(
+        ["unshare", "--pid", "--fork", "sh", "-c", "echo $$"], capture_output=True, text=True
+    )
+    if probe.returncode != 0:
+        pytest.skip(f"this machine refuses a new PID namespace: {probe.stderr.strip()}")
+    assert probe.stdout.strip() == "1", probe.stdout
+    return ("unshare", "--pid", "--fork")
+
+
+def forked_child(parent: int, timeout: float = 10) -> int:
+    """The process unshare forked (PID 1 inside its namespace), by its PID out here."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        children = Path(f"/proc/{parent}/task/{parent}/children").read_text().split()
+        if children:
+            return int(children[0])
+        time.sleep(0.05)
+    raise AssertionError(f"unshare ({parent}) forked nothing in {timeout} s")
+
+
+def test_worker_and_master_as_pid_1_stop_on_sigterm_and_keep_every_snapshot(tmp_path):
+    """A container's first process is PID 1 of its PID namespace, and the kernel drops a signal
+    sent there from outside unless the process handles it. `loadkit run` handled no SIGTERM:
+    as a pod it ran on through `kubectl delete` until the grace period's SIGKILL."""
+    prefix, port = pid_namespace_prefix(), free_port()
+    with sim_process("--profile", "fast") as sim, cluster(tmp_path, sim.url) as (pods, start):
+        leaving = start("worker-0", WORKERS, *prefix, MASTER_HOST="127.0.0.1", MASTER_PORT=str(port))
+        start("worker-1", WORKERS, MASTER_HOST="127.0.0.1", MASTER_PORT=str(port))
+        master = start("master", JOB, *prefix, MASTER_PORT=str(port), WORKERS="2", USERS="4", SPAWN_RATE="4",
+                       RUN_TIME="60s")  # fmt: skip
+        time.sleep(10)
+        os.kill(forked_child(leaving.pid), signal.SIGTERM)
+        try:
+            _, leaving_err = leaving.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the worker, PID 1 of its namespace, did not stop within 20 s of SIGTERM")
+        os.kill(forked_child(master.pid), signal.SIGTERM)
+        try:
+            _, err = master.communicate(timeout=40)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the headless master, PID 1 of its namespace, did not stop within 40 s of SIGTERM")
+    assert leaving.returncode == 0, leaving_err[-3000:]
+    report = check_conservation(report_dir(pods, JOB))
+    nodes = report["workers"]["nodes"]
+    assert report["workers"]["lost"] == 0 and len(nodes) == 2, (nodes, err[-2000:])
+    assert all(n["status"] == "final" for n in nodes), nodes
