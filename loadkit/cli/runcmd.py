@@ -9,7 +9,8 @@ Every `--sim NAME[=PROFILE][,port=PORT]` starts `loadkit sim` on a loopback port
 `--target NAME=URL`; without a profile, NAME if it is one, else the scenario's `[sim]`
 profile, else `default`. With no --sim and no target, one simulator `sim` with the
 scenario's profile is started (loadkit/cli/simspec.py). Everything else is passed to
-`locust` unchanged; `--headless` is added unless `--ui` is given. The exit code is Locust's.
+`locust` unchanged; `--headless` is added unless `--ui` is given. The exit code is Locust's;
+SIGTERM is passed on to it (a container's stop, docs/kubernetes.md).
 """
 
 from __future__ import annotations
