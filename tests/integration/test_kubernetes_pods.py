@@ -28,16 +28,23 @@ JOB = resource("Job", "loadkit-master", "headless")
 WEB_MASTER = resource("Deployment", "loadkit-master", "webui")
 
 
+LOGS: dict[int, Path] = {}  # a started pod's pid -> the file of its output (stdout and stderr)
+
+
 @contextmanager
 def cluster(tmp_path, host: str):
-    """Start pods (processes in their own session, like a pod's processes); kill what is left."""
+    """Start pods (processes in their own session, like a pod's processes, their output in a
+    file each, never a pipe left unread); kill what is left."""
     pods = Pods(tmp_path / "volumes", host)
     procs: list[subprocess.Popen[str]] = []
 
     def start(name: str, workload: dict, *prefix: str, **env: str) -> subprocess.Popen[str]:
         argv, values = pods.command(name, workload, **env)
-        p = subprocess.Popen([*prefix, *argv], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env={**os.environ, **values}, start_new_session=True)  # fmt: skip
+        log = tmp_path / f"{name}.log"
+        with log.open("w") as out:
+            p = subprocess.Popen([*prefix, *argv], cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, text=True,
+                                 env={**os.environ, **values}, start_new_session=True)  # fmt: skip
+        LOGS[p.pid] = log
         procs.append(p)
         return p
 
@@ -49,7 +56,36 @@ def cluster(tmp_path, host: str):
                 os.killpg(p.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            p.communicate(timeout=10)
+            p.wait(10)
+
+
+def output(proc: subprocess.Popen[str]) -> str:
+    return LOGS[proc.pid].read_text(errors="replace")
+
+
+def wait_for(proc: subprocess.Popen[str], texts: tuple[str, ...], timeout: float) -> None:
+    """Until the pod's output says one of ``texts``; the test fails with that output if not."""
+    deadline = time.monotonic() + timeout
+    while not any(text in output(proc) for text in texts):
+        if time.monotonic() > deadline or proc.poll() is not None:
+            pytest.fail(f"none of {texts} within {timeout} s:\n{output(proc)[-4000:]}")
+        time.sleep(0.2)
+
+
+# What the master's Locust logs once the users run (the second when a worker's spawn report is late).
+SPAWNED = ("All users spawned", "Spawning is complete")
+
+
+def finish(proc: subprocess.Popen[str], timeout: float, what: str) -> str:
+    """Its output once it ends; it killed and the test failed with its output's end if it does
+    not end in time."""
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        pytest.fail(f"{what} did not end within {timeout} s:\n{output(proc)[-4000:]}")
+    return output(proc)
 
 
 def report_dir(pods: Pods, workload: dict) -> Path:
@@ -73,7 +109,7 @@ def test_headless_job_with_the_worker_deployment(tmp_path):
         start_workers(start, port)
         master = start("master", JOB, MASTER_PORT=str(port), WORKERS=str(replicas), USERS="4", SPAWN_RATE="4",
                        RUN_TIME="6s")  # fmt: skip
-        _, err = master.communicate(timeout=120)
+        err = finish(master, 120, "the headless master")
     assert master.returncode == 0, err[-3000:]
     report = check_conservation(report_dir(pods, JOB))
     assert report["valid"], report.get("warnings")
@@ -104,7 +140,7 @@ def test_web_ui_master_is_ready_with_its_workers(tmp_path):
                 continue
         assert status == 200 and len(workers) == WORKERS["spec"]["replicas"], (status, workers)
         master.send_signal(signal.SIGTERM)  # a pod's stop
-        _, err = master.communicate(timeout=60)
+        err = finish(master, 60, "the web-UI master, on SIGTERM")
     assert master.returncode == 0, err[-3000:]
 
 
@@ -116,16 +152,17 @@ def test_a_worker_pod_stopped_by_sigterm_sends_its_final_snapshot(tmp_path):
         workers = start_workers(start, port)
         master = start("master", JOB, MASTER_PORT=str(port), WORKERS=str(len(workers)), USERS="4",
                        SPAWN_RATE="4", RUN_TIME="14s")  # fmt: skip
-        time.sleep(8)
+        wait_for(master, SPAWNED, 60)  # mid-run, on a slow machine too
+        time.sleep(3)
         leaving = workers[0]
         leaving.send_signal(signal.SIGTERM)
-        _, leaving_err = leaving.communicate(timeout=40)
+        leaving_err = finish(leaving, 40, "the worker, on SIGTERM")
         try:
             os.killpg(leaving.pid, 0)
             left_running = True
         except ProcessLookupError:
             left_running = False
-        _, err = master.communicate(timeout=120)
+        err = finish(master, 120, "the headless master")
     assert not left_running, "the pod's Locust worker outlived its `loadkit run`"
     assert leaving.returncode == 0, leaving_err[-3000:]
     report = check_conservation(report_dir(pods, JOB))
@@ -168,17 +205,12 @@ def test_worker_and_master_as_pid_1_stop_on_sigterm_and_keep_every_snapshot(tmp_
         start("worker-1", WORKERS, MASTER_HOST="127.0.0.1", MASTER_PORT=str(port))
         master = start("master", JOB, *prefix, MASTER_PORT=str(port), WORKERS="2", USERS="4", SPAWN_RATE="4",
                        RUN_TIME="60s")  # fmt: skip
-        time.sleep(10)
+        wait_for(master, SPAWNED, 60)
+        time.sleep(3)
         os.kill(forked_child(leaving.pid), signal.SIGTERM)
-        try:
-            _, leaving_err = leaving.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            pytest.fail("the worker, PID 1 of its namespace, did not stop within 20 s of SIGTERM")
+        leaving_err = finish(leaving, 20, "the worker, PID 1 of its namespace, on SIGTERM")
         os.kill(forked_child(master.pid), signal.SIGTERM)
-        try:
-            _, err = master.communicate(timeout=40)
-        except subprocess.TimeoutExpired:
-            pytest.fail("the headless master, PID 1 of its namespace, did not stop within 40 s of SIGTERM")
+        err = finish(master, 40, "the headless master, PID 1 of its namespace, on SIGTERM")
     assert leaving.returncode == 0, leaving_err[-3000:]
     report = check_conservation(report_dir(pods, JOB))
     nodes = report["workers"]["nodes"]
