@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,7 +147,3 @@ class Pods:
         if argv[0] == "loadkit":  # the image's console script: this environment's
             argv[0] = str(Path(sys.executable).parent / "loadkit")
         return argv, values
-
-
-def shell(argv: list[str]) -> str:
-    return shlex.join(argv)
