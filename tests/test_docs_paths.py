@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-TOP_DIRS = (".ci", "benchmarks", "docs", "locustfiles", "loadkit", "plugins", "scenarios", "scripts", "tests")
+TOP_DIRS = (".ci", "benchmarks", "deploy", "docs", "locustfiles", "loadkit", "plugins", "scenarios", "scripts", "tests")  # fmt: skip
 SUBPACKAGES = tuple(sorted(p.name for p in (REPO / "loadkit").iterdir() if (p / "__init__.py").is_file()))
 
 _EDGE = r"(?<![\w./$@-])"  # not inside a longer word, path, URL, variable or package spec

@@ -9,7 +9,8 @@ Every `--sim NAME[=PROFILE][,port=PORT]` starts `loadkit sim` on a loopback port
 `--target NAME=URL`; without a profile, NAME if it is one, else the scenario's `[sim]`
 profile, else `default`. With no --sim and no target, one simulator `sim` with the
 scenario's profile is started (loadkit/cli/simspec.py). Everything else is passed to
-`locust` unchanged; `--headless` is added unless `--ui` is given. The exit code is Locust's.
+`locust` unchanged; `--headless` is added unless `--ui` is given. The exit code is Locust's;
+SIGTERM is passed on to it (a container's stop, docs/kubernetes.md).
 """
 
 from __future__ import annotations
@@ -116,6 +117,12 @@ def run(argv: list[str]) -> int:
             targets.append(f"{name}={url},engine=vllm")
             print(f"loadkit run: simulator {name} (profile {profile}) at {url}", flush=True)
         locust = subprocess.Popen(locust_command(rest, targets, ui), env=os.environ.copy())
+        # SIGTERM (`kubectl delete`, a scaled-down Deployment, `docker stop`) goes to this
+        # process only: passed on, Locust stops its users and a worker sends its final snapshot
+        # (docs/distributed.md). Without it this process died and left Locust running, and as a
+        # container's PID 1, where a signal with no handler is dropped, it ignored SIGTERM until
+        # the grace period's SIGKILL took the worker without its final snapshot.
+        previous = signal.signal(signal.SIGTERM, lambda *_: locust.send_signal(signal.SIGTERM))
         try:
             return locust.wait()
         except KeyboardInterrupt:
@@ -125,6 +132,8 @@ def run(argv: list[str]) -> int:
             except subprocess.TimeoutExpired:
                 locust.kill()
                 return 130
+        finally:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def main(argv: list[str]) -> int:
