@@ -153,8 +153,7 @@ def run_one(
     from locust.rpc.protocol import Message
     from locust.stats import RequestStats, setup_distributed_stats_event_listeners
 
-    # What loadkit's glue does on every node, the master included (the glue is being split
-    # into loadkit/run and loadkit/locust: follow these two imports there).
+    # What loadkit's Locust adaptation does on every node, the master included.
     from loadkit.locust.cooperative import install_gevent_yield
     from loadkit.locust.stalls import HeapFreezer, freeze_heap
     from loadkit.stats.turns import cooperative
