@@ -7,7 +7,10 @@ reader (``read_blocks`` / ``read_rows``, ``read_columns`` for numpy columns), us
 its own on purpose: it is the independent second implementation that checks this one.
 
 Each line is ``RequestRecord.to_json()``: the request's metrics as computed once for it
-(loadkit.formulas' RequestMetrics), in ms. Lines are buffered (a flush per line would cost a syscall per request) and flushed when the
+(loadkit.formulas' RequestMetrics), in ms, and ``t_wall_offset_ns``, the writing process's
+wall-clock offset (``t_*_ns + t_wall_offset_ns`` = Unix ns, as the report's windows take them).
+Lines of older runs lack the fields added since (``t_wall_offset_ns``, ``max_tokens``,
+``t_last_answer_ns``): a reader takes a missing field as not recorded. Lines are buffered (a flush per line would cost a syscall per request) and flushed when the
 oldest unflushed line is a second old on a write, and by ``flush_pending``, which the Locust
 glue calls every second; so a crash loses at most about the last second of requests. A worker
 also flushes right before each snapshot it sends, so the lines lost are never of requests the
@@ -179,8 +182,12 @@ class RawLog:
         # token count, in arrival order (``n_events`` of them).
         self.events = events
 
-    def write(self, record: RequestRecord) -> None:
+    def write(self, record: RequestRecord, wall_offset_ns: int | None = None) -> None:
+        """One line; ``wall_offset_ns``: the writing process's wall-clock offset (Unix ns −
+        monotonic ns, the one its stats put the report's windows on the wall clock with), so
+        lines of several processes can be put on one timeline (``t_wall_offset_ns``)."""
         line = record.to_json()
+        line["t_wall_offset_ns"] = wall_offset_ns
         if self.events:
             line["event_t_ns"], line["event_tokens"] = record.event_t_ns, record.event_tokens
         self._file.write(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))

@@ -9,7 +9,7 @@ from loadkit.verify.breakdown import compare_breakdown
 from loadkit.verify.compare import US_UNIT_MS, Verdict, compare_group, compare_summary
 from loadkit.verify.delivered import delivered
 from loadkit.verify.figures import DEFAULT_RELATIVE_ERROR
-from loadkit.verify.rates import clock_slack_s, compare_rates, window_s
+from loadkit.verify.rates import clock_slack_s, compare_rates, engine_slack_s, has_wall_offsets, window_s
 from loadkit.verify.rawlog import Run
 from loadkit.verify.recompute import figures, group_by
 from loadkit.verify.tenants import tenants
@@ -44,7 +44,10 @@ def verify_run(run: Run) -> Verdict:
     delivered(run, v)
     tenants(run, v)
     unlogged(run, v)
-    unknown = sorted({k for k in slos if k == "answer_tpot_ms" or (k == "itl_ms" and not events)})
+    old_log = any(r.get("t_first_answer_ns") is not None and "t_last_answer_ns" not in r for r in run.rows)
+    unknown = sorted(
+        {k for k in slos if (k == "answer_tpot_ms" and old_log) or (k == "itl_ms" and not events)}
+    )
     if unknown:
         v.notes.append(f"SLO keys {', '.join(unknown)}: per-key counts and 'good' not checked (the raw log "
                        "lacks what they judge)")  # fmt: skip
@@ -103,11 +106,15 @@ def engines(run: Run, v: Verdict, slos: dict[str, float], events: bool) -> None:
     report = run.report["engines"]
     by_engine = group_by(run.rows, "engine")
     v.exact("engines", "*", "names", sorted(report), sorted(k[0] for k in by_engine))
-    slack = clock_slack_s(run)
+    slack = engine_slack_s(run)
     timed = slack is not None
+    processes = len({r.get("worker") for r in run.rows})
     if not timed:
         v.notes.append("windows and rates (window_s, *_per_s): the raw log comes from processes on several "
                        "machines, whose monotonic clocks the report's wall-clock windows cannot be matched with")  # fmt: skip
+    elif processes > 1 and has_wall_offsets(run.rows):
+        v.remarks.append(f"windows and rates of {processes} processes: each line's t_wall_offset_ns puts them on "
+                         "the wall clock the report's windows were taken on (exact)")  # fmt: skip
     elif slack:
         v.remarks.append(f"windows and rates of {len({r.get('worker') for r in run.rows})} processes on one "
                        f"machine: within {slack * 1e3:g} ms of window (each process measured its own wall-clock "
@@ -261,12 +268,13 @@ def sessions(run: Run, v: Verdict) -> None:
 
 
 # lengths.by_target: report key -> raw-log field, over every request that has the field.
-LENGTH_FIELDS = (("input_target", "n_in_target"), ("input_server", "n_in"), ("output_server", "n_out"))
+LENGTH_FIELDS = (("input_target", "n_in_target"), ("input_server", "n_in"), ("output_server", "n_out"),
+                 ("output_asked", "max_tokens"))  # fmt: skip
 
 
 def lengths(run: Run, v: Verdict) -> None:
-    """Asked against realised lengths per target; ``output_asked`` (max_tokens) is not in the
-    raw log and is not checked."""
+    """Asked against realised lengths per target; ``output_asked`` (max_tokens) only from raw
+    logs that have the field (written since it was added)."""
     report = (run.report.get("lengths") or {}).get("by_target")
     if report is None:
         return
@@ -278,6 +286,11 @@ def lengths(run: Run, v: Verdict) -> None:
             v.exact(s, engine, "present", "missing", "present")
             continue
         for key, name in LENGTH_FIELDS:
+            if not all(name in r for r in rows):
+                v.notes.append(
+                    f"lengths {engine} {key}: the raw log has no {name} (written before it was logged)"
+                )
+                continue
             values = sorted(r[name] for r in rows if r.get(name) is not None)
             compare_summary(v, s, engine, key, section.get(key) or {}, values, TOKEN_UNIT, THREE)
         both = [r for r in rows if r.get("n_in") is not None and r.get("n_in_target") is not None]

@@ -18,7 +18,9 @@ TEXT = ("request_id", "engine", "label", "outcome")
 # Integers when present (None: not measured); a float or a string here would be summed wrongly.
 WHOLE = ("n_in", "n_out", "cached_tokens", "n_in_target", "t_sched_ns", "t_start_ns", "t_send_ns", "t_first_ns",
          "t_last_ns", "t_end_ns", "t_first_answer_ns", "t_first_reasoning_ns", "t_first_tool_ns", "turn",
-         "n_reasoning", "n_answer", "n_tool")  # fmt: skip
+         "n_reasoning", "n_answer", "n_tool", "max_tokens", "t_last_answer_ns", "t_wall_offset_ns")  # fmt: skip
+# Fields added after the first raw logs (max_tokens, t_last_answer_ns, t_wall_offset_ns) are
+# optional: an older line without them is read, and the checks that need them say so.
 NUMBER = ("connect_ms", "tls_ms", "reasoning_ms", "answer_tpot_ms")
 
 

@@ -126,6 +126,21 @@ def test_collector_writes_raw_log(tmp_path):
     assert row["request_id"] == r.request_id and row["t_first_ns"] == r.event_t_ns[0]
 
 
+def test_raw_log_lines_carry_the_process_offset_max_tokens_and_last_answer_time(tmp_path):
+    """What the oracle needs to put lines of several processes on one timeline (the offset the
+    collector's windows use), the output length asked, and the last answer token's time."""
+    c = StatsCollector(raw_log=RawLog(str(tmp_path / "requests.jsonl")))
+    r = record()
+    r.max_tokens = 17
+    r.t_first_answer_ns, r.t_last_answer_ns, r.n_answer = r.event_t_ns[0], r.event_t_ns[-1], len(r.event_t_ns)
+    c.add(r)
+    c.raw_log.close()
+    row = json.loads((tmp_path / "requests.jsonl").read_text())
+    assert row["t_wall_offset_ns"] == c.wall_offset_ns and isinstance(row["t_wall_offset_ns"], int)
+    assert row["max_tokens"] == 17 and row["t_last_answer_ns"] == r.event_t_ns[-1]
+    assert row["t_first_answer_ns"] == r.event_t_ns[0]
+
+
 def test_raw_log_events_adds_every_event_arrival(tmp_path):
     plain, full = RawLog(str(tmp_path / "a.jsonl")), RawLog(str(tmp_path / "b.jsonl"), events=True)
     r = record()
