@@ -13,6 +13,7 @@ from loadkit.verify.rates import clock_slack_s, compare_rates, engine_slack_s, h
 from loadkit.verify.rawlog import Run
 from loadkit.verify.recompute import figures, group_by
 from loadkit.verify.tenants import tenants
+from loadkit.verify.timeseries import check_timeseries
 
 STAGE_METRICS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms")
 THREE = (("p50", 500), ("p90", 900), ("p99", 990))
@@ -57,7 +58,7 @@ def verify_run(run: Run) -> Verdict:
 def unlogged(run: Run, v: Verdict) -> None:
     """Sections built from what the raw log does not hold: their totals where the log has them,
     the rest said, not silently skipped."""
-    series = False
+    series = unplaced = False
     for (engine,), rows in sorted(group_by(run.rows, "engine").items()):
         ts = (run.report["engines"].get(engine) or {}).get("timeseries")
         if not isinstance(ts, dict):
@@ -72,9 +73,10 @@ def unlogged(run: Run, v: Verdict) -> None:
         ):
             if isinstance(ts.get(name), list):
                 v.exact("timeseries", engine, f"Σ {name}", sum(ts[name]), want)
-    if series:
+        unplaced = unplaced or not check_timeseries(v, engine, ts, rows)
+    if series and unplaced:
         v.notes.append("timeseries per second: its intervals are whole seconds of each process's wall clock, which "
-                       "the raw log's monotonic times cannot be placed on (no wall-clock offset is logged); the "
+                       "the raw log's monotonic times cannot be placed on (lines without t_wall_offset_ns); the "
                        "columns' totals are checked")  # fmt: skip
     if run.report.get("task_errors"):
         v.notes.append("task_errors: an exception in a user's task sends no request, so the raw log holds "

@@ -33,6 +33,31 @@ def test_answer_tpot_is_judged_from_the_last_answer_time():
     assert slo_value_ns(old, "answer_tpot_ms", {}) == "unknown"
 
 
+def _moved(doc, column):
+    """One count moved to the next second: the column's total stays, its seconds do not."""
+    ts = doc["engines"]["chat"]["timeseries"]
+    at = next(i for i, n in enumerate(ts[column]) if n > 0 and i + 1 < len(ts[column]))
+    ts[column][at] -= 1
+    ts[column][at + 1] += 1
+    return ts["unix"][at]
+
+
+def test_the_timeseries_is_checked_second_by_second_on_the_lines_wall_clock(tmp_path, capsys):
+    assert main(["-q", str(_copy(tmp_path, "shape", lambda d: _moved(d, "ok")))]) == 1
+    assert "DISAGREES timeseries / chat / ok per second: report" in capsys.readouterr().out
+
+    def busier(doc):
+        doc["engines"]["chat"]["timeseries"]["in_flight"][1] += 0.01
+
+    (tmp_path / "b").mkdir()
+    assert main(["-q", str(_copy(tmp_path / "b", "shape", busier))]) == 1
+    out = capsys.readouterr().out
+    unix = json.loads((tmp_path / "b" / "shape" / "report.json").read_text())["engines"]["chat"][
+        "timeseries"
+    ]["unix"]
+    assert f"DISAGREES timeseries / chat / in_flight at unix {unix[1]}: report" in out, out
+
+
 def test_a_raw_log_from_before_the_new_fields_still_verifies(tmp_path, capsys):
     run = _copy(tmp_path, "classes")
     path = run / "requests.jsonl"
@@ -43,6 +68,7 @@ def test_a_raw_log_from_before_the_new_fields_still_verifies(tmp_path, capsys):
     assert main([str(run)]) == 0
     out = capsys.readouterr().out
     assert "not checked: lengths chat output_asked: the raw log has no max_tokens" in out, out
+    assert "not checked: timeseries per second: " in out, out
 
 
 def test_a_wall_offset_of_the_wrong_type_is_named(tmp_path):
