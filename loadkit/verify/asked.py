@@ -13,7 +13,9 @@ docs/load-models.md define it:
 - an open-loop process keeps its own rate and CV in every shape step (``users`` says the
   step's level); a stage plan asks each stage's own rate (a ramp: no rate, ``ramp`` [from, to]);
 - a trace asks the arrivals of the part the run reached: its first N offsets, N the slots the
-  schedule had reached (sent + dropped), with ``covered_s`` when that is not the whole trace.
+  schedule had reached (sent + dropped), or with ``covered_s`` (when that is not the whole
+  trace) those at or before it, which may be up to one per user more (a user holds its next
+  slot before it is due; one the stop ends before it sends is neither sent nor dropped).
 """
 
 from __future__ import annotations
@@ -149,12 +151,30 @@ def _trace(run: Run, v: Verdict, key: str, engine: str, scenario: Scenario, aske
     if schedule is None:
         v.notes.append(f"delivered {key} asked (a trace's part): the manifest has no schedule for {engine}")
         return
-    reached = int(schedule.get("scheduled", 0))
-    part = offsets[:reached]
-    rate, cv = _rate_cv(part)
+    reached = min(int(schedule.get("scheduled", 0)), len(offsets))
     v.exact(s, key, "asked.model", asked.get("model"), "trace")
-    v.exact(s, key, "the trace's arrivals the schedule reached (sent + dropped)", min(reached, len(offsets)),
-            reached)  # fmt: skip
+    covered = asked.get("covered_s")
+    asked_n = reached
+    if reached >= len(offsets):
+        v.exact(s, key, "asked.covered_s (the whole trace was reached)", covered, None)
+    elif not isinstance(covered, int | float):
+        v.exact(s, key, "asked.covered_s (the run reached part of the trace)", covered, "a number")
+    else:
+        # The slots due before the stop: each sent or dropped, but for one a user may hold when
+        # the stop ends it before it sends (neither sent nor dropped): at most one per user.
+        asked_n = sum(1 for t in offsets if t <= covered)
+        users = int(run.manifest.get("users") or 0)
+        figure = (
+            f"the trace's arrivals up to asked.covered_s (sent + dropped, + at most {users} held at the stop)"
+        )
+        if reached <= asked_n <= reached + users:
+            v.exact(s, key, figure, asked_n, asked_n)
+        else:
+            v.exact(s, key, figure, asked_n, reached)
+        if asked_n > reached:
+            v.remarks.append(f"delivered {key}: {asked_n - reached} of the trace's arrivals due before the stop were "
+                             "neither sent nor dropped (taken by a user the stop ended before it sent)")  # fmt: skip
+    rate, cv = _rate_cv(offsets[:asked_n])
     for figure, mine in (("asked.rate (the reached part of the trace)", rate),
                          ("asked.cv (the reached part of the trace)", cv)):  # fmt: skip
         got = asked.get("rate" if "rate" in figure else "cv")
@@ -162,14 +182,7 @@ def _trace(run: Run, v: Verdict, key: str, engine: str, scenario: Scenario, aske
             v.exact(s, key, figure, got, mine)
         else:
             v.close(s, key, figure, got, mine, 0.0, False)
-    covered = asked.get("covered_s")
-    if reached >= len(offsets):
-        v.exact(s, key, "asked.covered_s (the whole trace was reached)", covered, None)
-    elif not isinstance(covered, int | float):
-        v.exact(s, key, "asked.covered_s (the run reached part of the trace)", covered, "a number")
-    else:
-        within = sum(1 for t in offsets if t <= covered)
-        v.exact(s, key, "the trace's arrivals up to asked.covered_s", within, reached)
+    part = offsets[:reached]
     _sched_times(run, v, key, part, rows, int(schedule.get("dropped", 0)))
 
 

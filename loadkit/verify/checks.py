@@ -248,8 +248,39 @@ def stages(run: Run, v: Verdict, slos: dict[str, float]) -> None:
         )
 
 
+def session_ends(run: Run, v: Verdict, report: dict[str, Any]) -> None:
+    """completed, broken, broken_by, broken_at_turn and ended_by per engine, from the session log."""
+    if run.sessions is None:
+        if any((e.get("completed") or 0) + (e.get("broken") or 0) for e in report.values()):
+            v.notes.append("sessions completed / broken / broken_by / broken_at_turn / ended_by: the run has no "
+                           "session log (sessions*.jsonl, written since the raw log has t_wall_offset_ns)")  # fmt: skip
+        return
+    mine: dict[str, dict[str, Any]] = {}
+    for line in run.sessions:
+        e = mine.setdefault(line["engine"], {"completed": 0, "broken": 0, "broken_by": {}, "broken_at_turn": {},
+                                              "ended_by": {}})  # fmt: skip
+        if line["status"] == "broken":
+            e["broken"] += 1
+            turn = max(1, line["at_turn"])
+            for name, key in (("broken_by", line["ended_by"]),
+                              ("broken_at_turn", str(turn) if turn < MAX_TURN else f"{MAX_TURN}+")):  # fmt: skip
+                e[name][key] = e[name].get(key, 0) + 1
+        else:
+            e["completed"] += 1
+            e["ended_by"][line["ended_by"]] = e["ended_by"].get(line["ended_by"], 0) + 1
+    for engine in sorted(
+        set(mine) | {k for k, e in report.items() if (e.get("completed") or e.get("broken"))}
+    ):
+        got, want = report.get(engine) or {}, mine.get(engine) or {}
+        want = {**want, "sessions": want.get("completed", 0) + want.get("broken", 0)}
+        for name in ("sessions", "completed", "broken", "broken_by", "broken_at_turn", "ended_by"):
+            zero: Any = 0 if name in ("sessions", "completed", "broken") else {}
+            v.exact("sessions", engine, name, got.get(name) or zero, want.get(name) or zero)
+
+
 def sessions(run: Run, v: Verdict) -> None:
     report = run.report.get("sessions") or {}
+    session_ends(run, v, report)
     rows = [r for r in run.rows if r.get("turn") is not None]
     # Grouped by the report's turn key: turns from MAX_TURN on share one row.
     by_key: dict[tuple[str, str], list[dict[str, Any]]] = {}

@@ -223,7 +223,17 @@ def test_sessions(tmp_path):
                           "--host", sim.url, "--scenario", "agent-multiturn",
                           "--report-dir", str(report_dir), "--raw-log")  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    holds(report_dir, 500, sessions=10, delivered=2)
+    holds(report_dir, 500, sessions=16, delivered=2)
+    assert list(report_dir.glob("sessions*.jsonl")), "no session log"
+    engine = next(iter(json.loads((report_dir / "report.json").read_text())["sessions"]))
+
+    def one_more_ended(doc: dict[str, Any]) -> None:
+        ended = doc["sessions"][engine]["ended_by"]
+        ended["turns_done"] = ended.get("turns_done", 0) + 1
+
+    proc = tampered(report_dir, tmp_path / "t", one_more_ended)
+    assert proc.returncode == 1, proc.stdout
+    assert f"DISAGREES sessions / {engine} / ended_by: report" in proc.stdout, proc.stdout
 
 
 def test_two_processes(tmp_path):

@@ -1,11 +1,12 @@
 """The delivered section's "asked" side is recomputed, not taken on trust (issue 31). Four real
-runs against the simulator are kept gzipped in data/asked_runs (raw log and report.json):
+runs against the simulator are kept gzipped in data/asked_runs (report.json, the raw log and,
+where sessions ended, the session log):
 
 - ``classes``: tests/integration/locustfiles/delivered_mixed.py, closed-loop agent-multiturn
   (2 users) on target ``agent`` and Poisson uneven_chat (4/s) on ``chat``, ``-t 5s``;
 - ``shape``: delivered_shaped.py, the same two classes under a LoadTestShape of two steps
   (4, then 8 users);
-- ``trace``: the shipped azure_conversation_replay cut by ``-t 14s`` (21 of its 2867 arrivals);
+- ``trace``: the shipped azure_conversation_replay cut by ``-t 14s`` (21 of its 2867 arrivals, 1.53/s);
 - ``own_pace``: delivered_own_pace.py, an LLMUser pacing its own task (``constant_pacing``).
 
 Each verifies as it is; each tampered "asked" (kept consistent with the row's rate_error, so
@@ -41,6 +42,8 @@ def _copy(tmp_path: Path, run: str, change: Callable[[dict[str, Any]], None] | N
         change(doc)
     (out / "report.json").write_text(json.dumps(doc))
     (out / "requests.jsonl").write_bytes(gzip.decompress((DATA / run / "requests.jsonl.gz").read_bytes()))
+    if (DATA / run / "sessions.jsonl.gz").is_file():
+        (out / "sessions.jsonl").write_bytes(gzip.decompress((DATA / run / "sessions.jsonl.gz").read_bytes()))
     return out
 
 
@@ -107,7 +110,7 @@ NAMED = {
     "shape: a step judged as a ramp": "delivered / chat / step1 / asked (poisson 4.0/s, in a shape's step)",
     "shape: a step of constant users as Poisson": "delivered / agent / step1 / asked (closed loop at 4 users per step)",
     "trace: the whole window's rate": "delivered / openai / trace / asked.rate (the reached part of the trace)",
-    "trace: covered_s of the whole window": "delivered / openai / trace / the trace's arrivals up to asked.covered_s",
+    "trace: covered_s of the whole window": "delivered / openai / trace / the trace's arrivals up to asked.covered_s (sent + dropped, + at most 12 held at the stop)",
     "own_pace: judged as closed loop": "delivered / openai / run / asked (not asked: the pacing is the classes' own)",
 }  # fmt: skip
 

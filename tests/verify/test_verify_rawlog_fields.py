@@ -1,5 +1,5 @@
-"""The raw-log fields the oracle gained (max_tokens, t_last_answer_ns, t_wall_offset_ns) make
-checks exact that were left out; raw logs written before them still verify, and say what they
+"""The raw-log fields the oracle gained (max_tokens, t_last_answer_ns, t_wall_offset_ns) and the
+session log beside it make checks exact that were left out; raw logs written before them still verify, and say what they
 could not check. The runs are data/asked_runs (test_verify_asked.py); fast, no run."""
 
 from __future__ import annotations
@@ -58,8 +58,25 @@ def test_the_timeseries_is_checked_second_by_second_on_the_lines_wall_clock(tmp_
     assert f"DISAGREES timeseries / chat / in_flight at unix {unix[1]}: report" in out, out
 
 
+def test_how_sessions_ended_is_checked_from_the_session_log(tmp_path, capsys):
+    def one_more_completed(doc):
+        doc["sessions"]["agent"]["completed"] += 1
+
+    assert main(["-q", str(_copy(tmp_path, "classes", one_more_completed))]) == 1
+    assert "DISAGREES sessions / agent / completed: report" in capsys.readouterr().out
+
+    def stopped_as_failed(doc):
+        broken_by = doc["sessions"]["agent"]["broken_by"]
+        broken_by["http_error:503"] = broken_by.pop("cancelled")
+
+    (tmp_path / "b").mkdir()
+    assert main(["-q", str(_copy(tmp_path / "b", "classes", stopped_as_failed))]) == 1
+    assert "DISAGREES sessions / agent / broken_by: report" in capsys.readouterr().out
+
+
 def test_a_raw_log_from_before_the_new_fields_still_verifies(tmp_path, capsys):
     run = _copy(tmp_path, "classes")
+    (run / "sessions.jsonl").unlink()
     path = run / "requests.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     path.write_text(
@@ -69,6 +86,10 @@ def test_a_raw_log_from_before_the_new_fields_still_verifies(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "not checked: lengths chat output_asked: the raw log has no max_tokens" in out, out
     assert "not checked: timeseries per second: " in out, out
+    assert (
+        "not checked: sessions completed / broken / broken_by / broken_at_turn / ended_by: the run has no"
+        in out
+    )
 
 
 def test_a_wall_offset_of_the_wrong_type_is_named(tmp_path):
