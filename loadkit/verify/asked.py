@@ -8,8 +8,9 @@ docs/load-models.md define it:
   class, its own scenario's [arrival]; requests of no class, the run's scenario;
 - a class that paces its own tasks (an LLMUser, a plain Locust user) was "not asked", with a
   reason; so were several classes of different processes superposed on one target;
-- closed loop: "users N", N the load shape's step level when the locustfile has a shape
-  (``stage_kind`` "constant users"), else the scenario's [arrival] users; never a rate;
+- closed loop: "users N", N the load shape's step level when the locustfile has a shape, or
+  the stage's own users in a closed stage plan (``stage_kind`` "constant users"), else the
+  scenario's [arrival] users; never a rate;
 - an open-loop process keeps its own rate and CV in every shape step (``users`` says the
   step's level); a stage plan asks each stage's own rate (a ramp: no rate, ``ramp`` [from, to]);
 - a trace asks the arrivals of the part the run reached: its first N offsets, N the slots the
@@ -115,6 +116,10 @@ def step_users(run: Run) -> dict[str, int]:
 def process_asked(arrival: dict[str, Any], stage: str, users: int | None) -> dict[str, Any]:
     """What a closed loop or a generated open-loop process asks of ``stage``."""
     model = arrival.get("model", "closed")
+    if model == "closed" and users is None:  # a closed stage plan: each stage its own users
+        for i, st in enumerate(arrival.get("stages") or []):
+            if str(st.get("name") or f"stage{i + 1}") == stage and st.get("users") is not None:
+                users = int(st["users"])
     if model == "closed":
         out: dict[str, Any] = {"model": "closed", "rate": None, "cv": None,
                                "users": users if users is not None else arrival.get("users")}  # fmt: skip
@@ -219,7 +224,7 @@ def _rate_cv(offsets: list[float]) -> tuple[float | None, float | None]:
 
 def _said(want: dict[str, Any]) -> str:
     if want["model"] == "closed":
-        return f"closed loop at {want['users']} users" + (" per step" if want.get("stage_kind") else "")
+        return f"closed loop at {want['users']} users" + (" per stage" if want.get("stage_kind") else "")
     if want.get("ramp"):
         return f"a {want['model']} ramp"
     return f"{want['model']} {want['rate']}/s" + (

@@ -122,7 +122,7 @@ def test_a_load_shape_with_steps(tmp_path):
     proc = tampered(report_dir, tmp_path / "t", first_steps_users)
     assert proc.returncode == 1, proc.stdout
     assert (
-        "DISAGREES delivered / agent / step2 / asked (closed loop at 8 users per step): report" in proc.stdout
+        "DISAGREES delivered / agent / step2 / asked (closed loop at 8 users per stage): report" in proc.stdout
     )
 
 
@@ -158,6 +158,38 @@ def test_a_trace_replay_cut_by_run_time(tmp_path):
     assert "/ trace / asked.covered_s (the run reached part of the trace): report None" in proc.stdout, (
         proc.stdout
     )
+
+
+CLOSED_SWEEP = """schema = "loadkit.scenario/1"
+name = "sweep-closed-short"
+seed = 31
+duration_s = 6
+[arrival]
+model = "closed"
+users = 2
+stages = [{ duration_s = 3, users = 2 }, { duration_s = 3, users = 4 }]
+[prompt]
+tokenizer = "approx"
+shape = "prompt"
+[[parts]]
+name = "p"
+input = { dist = "uniform", low = 32, high = 64 }
+output = { dist = "fixed", value = 16 }
+"""
+
+
+def test_a_closed_stage_plan(tmp_path):
+    """Each stage of a closed sweep asked its own users (not the [arrival] table's one count)."""
+    scenario = tmp_path / "sweep.toml"
+    scenario.write_text(CLOSED_SWEEP)
+    report_dir = tmp_path / "r"
+    with sim_process("--profile", "fast") as sim:
+        proc = run_locust("--headless", "--host", sim.url, "--stop-timeout", "3", "--scenario", str(scenario),
+                          "--report-dir", str(report_dir), "--raw-log")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    holds(report_dir, 300, delivered=2 * 9)
+    (target,) = json.loads((report_dir / "report.json").read_text())["delivered"]["by_target"].values()
+    assert target["stages"]["stage2"]["asked"]["users"] == 4, target["stages"]["stage2"]["asked"]
 
 
 def test_a_windowed_mooncake_replay_with_warm_cache(tmp_path):
