@@ -122,7 +122,8 @@ def test_a_load_shape_with_steps(tmp_path):
     proc = tampered(report_dir, tmp_path / "t", first_steps_users)
     assert proc.returncode == 1, proc.stdout
     assert (
-        "DISAGREES delivered / agent / step2 / asked (closed loop at 8 users per stage): report" in proc.stdout
+        "DISAGREES delivered / agent / step2 / asked (closed loop at 8 users per stage): report"
+        in proc.stdout
     )
 
 
