@@ -154,7 +154,8 @@ def _trace(run: Run, v: Verdict, key: str, engine: str, scenario: Scenario, aske
         return
     schedule = _schedule(run, engine)
     if schedule is None:
-        v.notes.append(f"delivered {key} asked (a trace's part): the manifest has no schedule for {engine}")
+        v.notes.append(f"delivered {key} asked (a trace's part): the manifest has no schedule counts for "
+                       f"{engine} (a distributed master holds no schedule)")  # fmt: skip
         return
     reached = min(int(schedule.get("scheduled", 0)), len(offsets))
     v.exact(s, key, "asked.model", asked.get("model"), "trace")
