@@ -131,6 +131,8 @@ class RequestRecord:
             "n_in_target": self.n_in_target,
             "n_out": self.n_out,
             "n_out_source": self.n_out_source,
+            # The output length asked of the server (the lengths section's output_asked).
+            "max_tokens": self.max_tokens,
             "cached_tokens": self.cached_tokens,
             "expected_cached_tokens": self.expected_cached_tokens,
             "n_events": len(self.event_t_ns),
@@ -191,6 +193,7 @@ def channel_fields(r: RequestRecord, m: RequestMetrics | None = None) -> dict[st
         "expected_reasoning_tokens": getattr(r, "expected_reasoning_tokens", None),
         "t_first_reasoning_ns": r.t_first_reasoning_ns,
         "t_first_answer_ns": r.t_first_answer_ns,
+        "t_last_answer_ns": r.t_last_answer_ns,
         "t_first_tool_ns": r.t_first_tool_ns,
         "tool_calls": r.tool_calls,
     }

@@ -5,7 +5,7 @@ section as a *context* per target (stats/builtin.py builds it from the run's wor
 
 - ``{"arrival": {...}}``: the class's scenario [arrival] table (poisson, gamma, constant, a
   ramp, closed loop at N users). Under a locustfile's LoadTestShape each step is a stage of
-  constant users (``users``: the step's level); an open-loop scenario keeps its own process in
+  constant users (``users``: the step's level), and so is each stage of a closed stage plan; an open-loop scenario keeps its own process in
   every step (its schedule does not follow the user count).
 - ``{"arrival": {"model": "trace"}, "offsets": [...], "covered_s": X}``: a trace replay; asked
   is the part of the trace whose offsets fall in the X s the run's schedule actually ran
@@ -54,6 +54,8 @@ def asked_for(context: dict[str, Any], stage: str) -> dict[str, Any]:
     arrival = dict(context.get("arrival") or {"model": "closed"})
     model = arrival.get("model", "closed")
     step_users = context.get("users")
+    if model == "closed" and step_users is None:
+        step_users = _closed_stage_users(arrival, stage)  # a closed stage plan's level
     if model == "closed":
         out: dict[str, Any] = {
             "model": "closed",
@@ -87,6 +89,14 @@ def asked_for(context: dict[str, Any], stage: str) -> dict[str, Any]:
     if step_users is not None:
         out["users"] = step_users  # a shape's step: the open-loop process does not follow it
     return out
+
+
+def _closed_stage_users(arrival: dict[str, Any], name: str) -> int | None:
+    """The users a closed loop's stage plan gives stage ``name`` (stage_plan's names), or None."""
+    for i, s in enumerate(arrival.get("stages") or []):
+        if str(s.get("name") or f"stage{i + 1}") == name and s.get("users") is not None:
+            return int(s["users"])
+    return None
 
 
 def _stage(stages: list[Stage], name: str) -> Stage | None:

@@ -19,6 +19,7 @@ from loadkit.stats.classstats import ClassStats
 from loadkit.stats.collector import StatsCollector
 from loadkit.stats.delivered import DeliveredLoad
 from loadkit.stats.lengthstats import LengthStats
+from loadkit.stats.rawlog import session_line
 from loadkit.stats.runcontext import RunContext
 from loadkit.stats.sections import Section
 from loadkit.stats.sessionstats import SessionStats
@@ -98,6 +99,8 @@ class BuiltinSections:
         self.collector.section("sessions").add_session(
             engine, session.status, at_turn, session.broken_reason, getattr(session, "end_reason", None)
         )
+        if self.collector.raw_log is not None:  # the session log beside the raw log (rawlog.py)
+            self.collector.raw_log.write_session(session_line(engine, session, at_turn))
 
     def add_task_error(self, user_class: str, exc: BaseException, tb: Any, wall_unix: float) -> None:
         """A task (or on_start) of a user of ``user_class`` raised ``exc`` on this node."""

@@ -86,7 +86,7 @@ class StatsCollector:
             # The raw line first: group.add may give way (a batch flush, turns.py), and a
             # worker's snapshot taken meanwhile must not count a request its log lacks.
             if self.raw_log is not None:
-                self.raw_log.write(record)
+                self.raw_log.write(record, self.wall_offset_ns)
             group.add(record)
             self._feed(self._feeds, record)
         except Exception as exc:  # the user's greenlet must live on; the report says invalid

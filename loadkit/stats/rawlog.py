@@ -7,7 +7,13 @@ reader (``read_blocks`` / ``read_rows``, ``read_columns`` for numpy columns), us
 its own on purpose: it is the independent second implementation that checks this one.
 
 Each line is ``RequestRecord.to_json()``: the request's metrics as computed once for it
-(loadkit.formulas' RequestMetrics), in ms. Lines are buffered (a flush per line would cost a syscall per request) and flushed when the
+(loadkit.formulas' RequestMetrics), in ms, and ``t_wall_offset_ns``, the writing process's
+wall-clock offset (``t_*_ns + t_wall_offset_ns`` = Unix ns, as the report's windows take them).
+Lines of older runs lack the fields added since (``t_wall_offset_ns``, ``max_tokens``,
+``t_last_answer_ns``): a reader takes a missing field as not recorded. Beside it, the session
+log (``sessions.jsonl``, ``sessions.worker<N>.jsonl``) holds one line per session that ended
+(``session_line``): how it ended is no request's, so it is no line of the request log, which
+stays one line per request. Lines are buffered (a flush per line would cost a syscall per request) and flushed when the
 oldest unflushed line is a second old on a write, and by ``flush_pending``, which the Locust
 glue calls every second; so a crash loses at most about the last second of requests. A worker
 also flushes right before each snapshot it sends, so the lines lost are never of requests the
@@ -31,12 +37,33 @@ from loadkit.records import RequestRecord
 FLUSH_INTERVAL_NS = 1_000_000_000
 # Every raw log of a run directory: one per process that sent requests (see raw_log_name).
 RAW_LOG_GLOB = "requests*.jsonl"
+# Beside each, how that process's sessions ended, one line per session (session_log_path).
+SESSION_LOG_GLOB = "sessions*.jsonl"
 BLOCK_BYTES = 1 << 22  # read in 4 MiB blocks: a Python-level loop per line costs more
 
 
 def raw_log_name(worker_index: int | None) -> str:
     """``requests.jsonl`` locally, ``requests.worker<N>.jsonl`` on distributed worker N."""
     return "requests.jsonl" if worker_index is None else f"requests.worker{worker_index}.jsonl"
+
+
+def session_log_path(raw_log_path: str) -> str:
+    """The session log beside a raw log: ``sessions.jsonl`` / ``sessions.worker<N>.jsonl``."""
+    folder, name = os.path.split(raw_log_path)
+    stem = name[len("requests") :] if name.startswith("requests") else "." + name
+    return os.path.join(folder, "sessions" + stem)
+
+
+def session_line(engine: str, session: Any, at_turn: int) -> dict[str, Any]:
+    """How one session (a scenario session or a Conversation) ended, as the sessions section
+    counts it: ``status`` (``completed`` / ``broken``), ``ended_by`` (a completed session's end
+    reason, else ``completed``; a broken one's reason: ``cancelled`` when the test stopped it,
+    the failed turn's outcome, ``task_error``), ``at_turn`` (a broken one: the turn it broke at)."""
+    broken = session.status == "broken"
+    reason = session.broken_reason if broken else getattr(session, "end_reason", None)
+    return {"session_id": getattr(session, "session_id", None), "engine": engine, "status": session.status,
+            "ended_by": (reason or "unknown") if broken else (reason or "completed"),
+            "at_turn": at_turn, "turns_sent": session.turns_sent}  # fmt: skip
 
 
 def raw_log_paths(folder: str | Path) -> list[Path]:
@@ -178,9 +205,26 @@ class RawLog:
         # --raw-log-events: each token event's arrival (monotonic ns, the t_*_ns clock) and
         # token count, in arrival order (``n_events`` of them).
         self.events = events
+        self._mode = mode
+        self._sessions: IO[bytes] | None = None  # opened at the first session's end
 
-    def write(self, record: RequestRecord) -> None:
+    def write_session(self, line: dict[str, Any]) -> None:
+        """One session's end (``session_line``) into the session log; sessions end seldom
+        next to requests, so each line is flushed at once. After close (a session ended by
+        the stop after the stats closed): not written."""
+        if self._file.closed:
+            return
+        if self._sessions is None:
+            self._sessions = open(session_log_path(self.path), self._mode)  # noqa: SIM115 - closed in close()
+        self._sessions.write(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))
+        self._sessions.flush()
+
+    def write(self, record: RequestRecord, wall_offset_ns: int | None = None) -> None:
+        """One line; ``wall_offset_ns``: the writing process's wall-clock offset (Unix ns −
+        monotonic ns, the one its stats put the report's windows on the wall clock with), so
+        lines of several processes can be put on one timeline (``t_wall_offset_ns``)."""
         line = record.to_json()
+        line["t_wall_offset_ns"] = wall_offset_ns
         if self.events:
             line["event_t_ns"], line["event_tokens"] = record.event_t_ns, record.event_tokens
         self._file.write(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))
@@ -204,3 +248,5 @@ class RawLog:
         if not self._file.closed:
             self._file.flush()
             self._file.close()
+        if self._sessions is not None and not self._sessions.closed:
+            self._sessions.close()

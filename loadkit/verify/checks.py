@@ -9,11 +9,12 @@ from loadkit.verify.breakdown import compare_breakdown
 from loadkit.verify.compare import US_UNIT_MS, Verdict, compare_group, compare_summary
 from loadkit.verify.delivered import delivered
 from loadkit.verify.figures import DEFAULT_RELATIVE_ERROR
-from loadkit.verify.rates import clock_slack_s, compare_rates, window_s
+from loadkit.verify.rates import clock_slack_s, compare_rates, engine_slack_s, has_wall_offsets, window_s
 from loadkit.verify.rawlog import Run
 from loadkit.verify.recompute import figures, group_by
 from loadkit.verify.servegen import servegen_windows
 from loadkit.verify.tenants import tenants
+from loadkit.verify.timeseries import check_timeseries
 
 STAGE_METRICS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms")
 THREE = (("p50", 500), ("p90", 900), ("p99", 990))
@@ -46,7 +47,10 @@ def verify_run(run: Run) -> Verdict:
     servegen_windows(run, v)
     tenants(run, v)
     unlogged(run, v)
-    unknown = sorted({k for k in slos if k == "answer_tpot_ms" or (k == "itl_ms" and not events)})
+    old_log = any(r.get("t_first_answer_ns") is not None and "t_last_answer_ns" not in r for r in run.rows)
+    unknown = sorted(
+        {k for k in slos if (k == "answer_tpot_ms" and old_log) or (k == "itl_ms" and not events)}
+    )
     if unknown:
         v.notes.append(f"SLO keys {', '.join(unknown)}: per-key counts and 'good' not checked (the raw log "
                        "lacks what they judge)")  # fmt: skip
@@ -56,7 +60,7 @@ def verify_run(run: Run) -> Verdict:
 def unlogged(run: Run, v: Verdict) -> None:
     """Sections built from what the raw log does not hold: their totals where the log has them,
     the rest said, not silently skipped."""
-    series = False
+    series = unplaced = False
     for (engine,), rows in sorted(group_by(run.rows, "engine").items()):
         ts = (run.report["engines"].get(engine) or {}).get("timeseries")
         if not isinstance(ts, dict):
@@ -71,9 +75,10 @@ def unlogged(run: Run, v: Verdict) -> None:
         ):
             if isinstance(ts.get(name), list):
                 v.exact("timeseries", engine, f"Σ {name}", sum(ts[name]), want)
-    if series:
+        unplaced = unplaced or not check_timeseries(v, engine, ts, rows)
+    if series and unplaced:
         v.notes.append("timeseries per second: its intervals are whole seconds of each process's wall clock, which "
-                       "the raw log's monotonic times cannot be placed on (no wall-clock offset is logged); the "
+                       "the raw log's monotonic times cannot be placed on (lines without t_wall_offset_ns); the "
                        "columns' totals are checked")  # fmt: skip
     if run.report.get("task_errors"):
         v.notes.append("task_errors: an exception in a user's task sends no request, so the raw log holds "
@@ -105,11 +110,15 @@ def engines(run: Run, v: Verdict, slos: dict[str, float], events: bool) -> None:
     report = run.report["engines"]
     by_engine = group_by(run.rows, "engine")
     v.exact("engines", "*", "names", sorted(report), sorted(k[0] for k in by_engine))
-    slack = clock_slack_s(run)
+    slack = engine_slack_s(run)
     timed = slack is not None
+    processes = len({r.get("worker") for r in run.rows})
     if not timed:
         v.notes.append("windows and rates (window_s, *_per_s): the raw log comes from processes on several "
                        "machines, whose monotonic clocks the report's wall-clock windows cannot be matched with")  # fmt: skip
+    elif processes > 1 and has_wall_offsets(run.rows):
+        v.remarks.append(f"windows and rates of {processes} processes: each line's t_wall_offset_ns puts them on "
+                         "the wall clock the report's windows were taken on (exact)")  # fmt: skip
     elif slack:
         v.remarks.append(f"windows and rates of {len({r.get('worker') for r in run.rows})} processes on one "
                        f"machine: within {slack * 1e3:g} ms of window (each process measured its own wall-clock "
@@ -241,8 +250,39 @@ def stages(run: Run, v: Verdict, slos: dict[str, float]) -> None:
         )
 
 
+def session_ends(run: Run, v: Verdict, report: dict[str, Any]) -> None:
+    """completed, broken, broken_by, broken_at_turn and ended_by per engine, from the session log."""
+    if run.sessions is None:
+        if any((e.get("completed") or 0) + (e.get("broken") or 0) for e in report.values()):
+            v.notes.append("sessions completed / broken / broken_by / broken_at_turn / ended_by: the run has no "
+                           "session log (sessions*.jsonl, written since the raw log has t_wall_offset_ns)")  # fmt: skip
+        return
+    mine: dict[str, dict[str, Any]] = {}
+    for line in run.sessions:
+        e = mine.setdefault(line["engine"], {"completed": 0, "broken": 0, "broken_by": {}, "broken_at_turn": {},
+                                              "ended_by": {}})  # fmt: skip
+        if line["status"] == "broken":
+            e["broken"] += 1
+            turn = max(1, line["at_turn"])
+            for name, key in (("broken_by", line["ended_by"]),
+                              ("broken_at_turn", str(turn) if turn < MAX_TURN else f"{MAX_TURN}+")):  # fmt: skip
+                e[name][key] = e[name].get(key, 0) + 1
+        else:
+            e["completed"] += 1
+            e["ended_by"][line["ended_by"]] = e["ended_by"].get(line["ended_by"], 0) + 1
+    for engine in sorted(
+        set(mine) | {k for k, e in report.items() if (e.get("completed") or e.get("broken"))}
+    ):
+        got, want = report.get(engine) or {}, mine.get(engine) or {}
+        want = {**want, "sessions": want.get("completed", 0) + want.get("broken", 0)}
+        for name in ("sessions", "completed", "broken", "broken_by", "broken_at_turn", "ended_by"):
+            zero: Any = 0 if name in ("sessions", "completed", "broken") else {}
+            v.exact("sessions", engine, name, got.get(name) or zero, want.get(name) or zero)
+
+
 def sessions(run: Run, v: Verdict) -> None:
     report = run.report.get("sessions") or {}
+    session_ends(run, v, report)
     rows = [r for r in run.rows if r.get("turn") is not None]
     # Grouped by the report's turn key: turns from MAX_TURN on share one row.
     by_key: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -263,12 +303,13 @@ def sessions(run: Run, v: Verdict) -> None:
 
 
 # lengths.by_target: report key -> raw-log field, over every request that has the field.
-LENGTH_FIELDS = (("input_target", "n_in_target"), ("input_server", "n_in"), ("output_server", "n_out"))
+LENGTH_FIELDS = (("input_target", "n_in_target"), ("input_server", "n_in"), ("output_server", "n_out"),
+                 ("output_asked", "max_tokens"))  # fmt: skip
 
 
 def lengths(run: Run, v: Verdict) -> None:
-    """Asked against realised lengths per target; ``output_asked`` (max_tokens) is not in the
-    raw log and is not checked."""
+    """Asked against realised lengths per target; ``output_asked`` (max_tokens) only from raw
+    logs that have the field (written since it was added)."""
     report = (run.report.get("lengths") or {}).get("by_target")
     if report is None:
         return
@@ -280,6 +321,11 @@ def lengths(run: Run, v: Verdict) -> None:
             v.exact(s, engine, "present", "missing", "present")
             continue
         for key, name in LENGTH_FIELDS:
+            if not all(name in r for r in rows):
+                v.notes.append(
+                    f"lengths {engine} {key}: the raw log has no {name} (written before it was logged)"
+                )
+                continue
             values = sorted(r[name] for r in rows if r.get(name) is not None)
             compare_summary(v, s, engine, key, section.get(key) or {}, values, TOKEN_UNIT, THREE)
         both = [r for r in rows if r.get("n_in") is not None and r.get("n_in_target") is not None]

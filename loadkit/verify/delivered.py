@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from loadkit.verify.asked import check_asked
 from loadkit.verify.compare import Verdict
 from loadkit.verify.rates import clock_slack_s
 from loadkit.verify.rawlog import Run
@@ -148,29 +149,7 @@ def delivered(run: Run, v: Verdict) -> None:
                 # The lengths section's own figures are recomputed in checks.lengths.
                 v.exact(s, engine, f"lengths.{name}.{figure}", (pairs.get(name) or {}).get(figure),
                         (source.get(side) or {}).get(stat))  # fmt: skip
-    asked_from_manifest(run, v, by_target)
-    v.notes.append("delivered asked of user classes with their own arrivals, load-shape steps, stage plans and "
-                   "traces (a trace's covered part), and the fit test: built from the scenario and the trace "
-                   "file, not recomputed; rate_error is checked against the asked rate the report states")  # fmt: skip
-
-
-def asked_from_manifest(run: Run, v: Verdict, by_target: dict[str, Any]) -> None:
-    """One scenario user class with a constant Poisson rate and no stage plan: every target's
-    stages were asked that rate (CV 1), as the manifest's scenario says."""
-    m = run.manifest
-    classes = list((m.get("user_classes") or {}).values())
-    arrival = (m.get("scenario") or {}).get("arrival") or {}
-    planned = any((e.get("stages") or []) for e in (run.report.get("stages") or {}).values())
-    if len(classes) != 1 or classes[0].get("kind") != "scenario" or planned or run.report.get("tenants"):
-        return
-    if arrival.get("model") != "poisson" or not isinstance(arrival.get("rate"), int | float):
-        return
-    for engine, target in sorted(by_target.items()):
-        for stage, row in sorted((target.get("stages") or {}).items()):
-            asked = row.get("asked") or {}
-            v.exact("delivered", f"{engine} / {stage}", "asked (the manifest's scenario arrival)",
-                    {k: asked.get(k) for k in ("model", "rate", "cv")},
-                    {"model": "poisson", "rate": float(arrival["rate"]), "cv": 1.0})  # fmt: skip
+    check_asked(run, v, by_target, mine)
 
 
 def _close_or_none(v: Verdict, section: str, key: str, figure: str, report: Any, mine: float | None,

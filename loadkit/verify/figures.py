@@ -79,12 +79,26 @@ def itl_token_pairs(r: dict[str, Any]) -> list[tuple[float, int]]:
 
 def slo_value_ns(r: dict[str, Any], key: str, times: dict[str, float | None]) -> float | None | str:
     """The value an SLO on ``key`` judges for an ok request; ``"unknown"`` when the raw log
-    lacks what it takes (ITL without events, answer TPOT: no last answer time in the log)."""
+    lacks what it takes (ITL without events, answer TPOT in a log without t_last_answer_ns)."""
     if key == "itl_ms":
         if "event_t_ns" not in r:
             return "unknown"
         gaps = gaps_ns(r)
         return max(gaps) if gaps else None
     if key == "answer_tpot_ms":
-        return "unknown" if r.get("t_first_answer_ns") is not None else None
+        return answer_tpot_ns(r)
     return times.get(key)
+
+
+def answer_tpot_ns(r: dict[str, Any]) -> int | None | str:
+    """(t_last_answer − t_first_answer) / (n_answer − 1), rounded half up to the ns, when
+    n_answer ≥ 2; ``"unknown"`` for a line from before t_last_answer_ns was logged."""
+    first, n = r.get("t_first_answer_ns"), r.get("n_answer")
+    if first is None:
+        return None
+    if "t_last_answer_ns" not in r:
+        return "unknown"
+    last = r["t_last_answer_ns"]
+    if last is None or n is None or n < 2:
+        return None
+    return (2 * (last - first) + (n - 1)) // (2 * (n - 1))

@@ -6,7 +6,12 @@ processes on the master's machine (``--processes``, or workers started there) sh
 monotonic clock, and each measured its own offset from the wall clock: their windows agree up
 to the difference of those offsets, bounded here by SAME_HOST_SLACK_S (the two clock reads of
 one offset are consecutive calls; a process descheduled between them on a loaded machine is
-what the slack allows for). Workers on other machines share no clock: left unchecked."""
+what the slack allows for). Workers on other machines share no clock: left unchecked.
+
+Raw logs written since the field exists carry each line's ``t_wall_offset_ns``: the offset its
+process's stats put the engine and label windows on the wall clock with. With it on every line
+the oracle puts each time on that same wall clock (``wall_ns``), and those windows are exact
+for any number of processes on any machines (``engine_slack_s`` 0)."""
 
 from __future__ import annotations
 
@@ -38,8 +43,27 @@ def clock_slack_s(run: Run) -> float | None:
     return SAME_HOST_SLACK_S if same else None
 
 
+def has_wall_offsets(rows: list[dict[str, Any]]) -> bool:
+    """Every line says its process's wall-clock offset (raw logs before it was added do not)."""
+    return bool(rows) and all(isinstance(r.get("t_wall_offset_ns"), int) for r in rows)
+
+
+def engine_slack_s(run: Run) -> float | None:
+    """clock_slack_s for the engine and label windows, which the report takes with the
+    offset each line states: exact (0) when every line states it."""
+    return 0.0 if has_wall_offsets(run.rows) else clock_slack_s(run)
+
+
+def wall_ns(row: dict[str, Any], t_ns: int) -> int:
+    """A monotonic time of ``row`` on its process's wall clock (unchanged without an offset)."""
+    offset = row.get("t_wall_offset_ns")
+    return t_ns + offset if isinstance(offset, int) else t_ns
+
+
 def window_s(rows: list[dict[str, Any]]) -> float | None:
-    """Seconds from the first request's start to the last one's end (or last event, or start)."""
+    """Seconds from the first request's start to the last one's end (or last event, or start),
+    on the wall clock when every line states its offset (one process: the same difference)."""
+    wall = has_wall_offsets(rows)
     starts, ends = [], []
     for r in rows:
         start = r.get("t_start_ns") or r["t_send_ns"]
@@ -52,8 +76,9 @@ def window_s(rows: list[dict[str, Any]]) -> float | None:
             if r["t_last_ns"] is not None
             else start
         )
-        starts.append(start)
-        ends.append(max(end, start))
+        end = max(end, start)
+        starts.append(wall_ns(r, start) if wall else start)
+        ends.append(wall_ns(r, end) if wall else end)
     return (max(ends) - min(starts)) / NS_PER_S if starts else None
 
 

@@ -18,8 +18,11 @@ TEXT = ("request_id", "engine", "label", "outcome")
 # Integers when present (None: not measured); a float or a string here would be summed wrongly.
 WHOLE = ("n_in", "n_out", "cached_tokens", "n_in_target", "t_sched_ns", "t_start_ns", "t_send_ns", "t_first_ns",
          "t_last_ns", "t_end_ns", "t_first_answer_ns", "t_first_reasoning_ns", "t_first_tool_ns", "turn",
-         "n_reasoning", "n_answer", "n_tool")  # fmt: skip
+         "n_reasoning", "n_answer", "n_tool", "max_tokens", "t_last_answer_ns", "t_wall_offset_ns")  # fmt: skip
+# Fields added after the first raw logs (max_tokens, t_last_answer_ns, t_wall_offset_ns) are
+# optional: an older line without them is read, and the checks that need them say so.
 NUMBER = ("connect_ms", "tls_ms", "reasoning_ms", "answer_tpot_ms")
+SESSION_TEXT = ("engine", "status", "ended_by")  # a session log line's (docs/metrics.md)
 
 
 class VerifyInputError(UserError):
@@ -32,6 +35,9 @@ class Run:
     report: dict[str, Any]
     rows: list[dict[str, Any]]
     files: list[Path]
+    # How each session ended (sessions*.jsonl beside the raw logs); None: not logged (a raw
+    # log from before the session log, whose lines have no t_wall_offset_ns either).
+    sessions: list[dict[str, Any]] | None = None
 
     @property
     def manifest(self) -> dict[str, Any]:
@@ -65,7 +71,33 @@ def load_run(report_dir: str | Path) -> Run:
     rows: list[dict[str, Any]] = []
     for path in files:
         rows += _read_lines(path)
-    return Run(directory, report, rows, files)
+    session_files = sorted(directory.glob("sessions*.jsonl"))
+    sessions: list[dict[str, Any]] | None = None
+    if session_files or (rows and all("t_wall_offset_ns" in r for r in rows)):
+        sessions = [line for path in session_files for line in _read_sessions(path)]
+    return Run(directory, report, rows, files, sessions)
+
+
+def _read_sessions(path: Path) -> list[dict[str, Any]]:
+    out = []
+    with path.open("rb") as fh:
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                raise VerifyInputError(f"{path}:{number}: not a JSON line ({exc})") from None
+            if not isinstance(row, dict) or not all(isinstance(row.get(k), str) for k in SESSION_TEXT):
+                raise VerifyInputError(
+                    f"{path}:{number}: a session line needs {', '.join(SESSION_TEXT)} (strings)"
+                )
+            if not isinstance(row.get("at_turn"), int) or isinstance(row.get("at_turn"), bool):
+                raise VerifyInputError(
+                    f"{path}:{number}: 'at_turn' is {row.get('at_turn')!r}, not an integer"
+                )
+            out.append(row)
+    return out
 
 
 def _read_lines(path: Path) -> list[dict[str, Any]]:

@@ -95,23 +95,102 @@ def test_two_classes_with_different_arrivals_and_targets(tmp_path):
     assert proc.returncode == 1, proc.stdout
     assert f"DISAGREES delivered / chat / {stage} / realised.rate: report" in proc.stdout, proc.stdout
 
+    # Each target is judged by its own class: the closed-loop agent judged by chat's Poisson 4/s
+    # (with a rate_error to match) is named by the recomputed asked.
+    def agent_as_chat(doc: dict[str, Any]) -> None:
+        (row,) = doc["delivered"]["by_target"]["agent"]["stages"].values()
+        row["asked"] = {"model": "poisson", "rate": 4.0, "cv": 1.0}
+        row["rate_error"] = row["realised"]["rate"] / 4.0 - 1.0 if row["realised"]["rate"] else None
+        doc["delivered"]["arrival_model"] = "poisson"
+
+    proc = tampered(report_dir, tmp_path / "t2", agent_as_chat)
+    assert proc.returncode == 1, proc.stdout
+    assert "DISAGREES delivered / agent / run / asked (closed loop at 8 users): report" in proc.stdout, (
+        proc.stdout
+    )
+
 
 def test_a_load_shape_with_steps(tmp_path):
     report_dir = tmp_path / "r"
     _two_targets(LOCUSTFILES / "delivered_shaped.py", report_dir)
-    # Both targets, both steps: requests, arrivals, rate, CV, rate_error, peak, mean each.
-    holds(report_dir, 500, delivered=4 * 7)
+    # Both targets, both steps: requests, arrivals, rate, CV, rate_error, peak, mean, user_classes, asked.
+    holds(report_dir, 500, delivered=4 * 9)
+
+    def first_steps_users(doc: dict[str, Any]) -> None:
+        doc["delivered"]["by_target"]["agent"]["stages"]["step2"]["asked"]["users"] = 4
+
+    proc = tampered(report_dir, tmp_path / "t", first_steps_users)
+    assert proc.returncode == 1, proc.stdout
+    assert (
+        "DISAGREES delivered / agent / step2 / asked (closed loop at 8 users per stage): report"
+        in proc.stdout
+    )
 
 
 def test_a_trace_replay_cut_by_run_time(tmp_path):
+    from loadkit.workload import load_scenario
+    from loadkit.workload.arrival import realised_stats
+    from loadkit.workload.shipped import resolve_scenario
+
     report_dir = tmp_path / "r"
     with sim_process("--profile", "fast") as sim:
         proc = run_locust("--headless", "-u", "12", "-r", "12", "-t", "5s", "--stop-timeout", "5",
                           "--host", sim.url, "--scenario", "azure_conversation_replay",
                           "--report-dir", str(report_dir), "--raw-log")  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    out = holds(report_dir, 300, delivered=7)
+    out = holds(report_dir, 300, delivered=12)
     assert "not checked: stages trace: in the raw log, not in the report's stage plan" in out
+    assert "trace asked" not in out, out  # the trace's part was read and recomputed
+
+    # Issue 31's bug: the cut replay judged against the whole window (with a rate_error to match).
+    whole = realised_stats(
+        load_scenario(resolve_scenario("azure_conversation_replay")).request_source().trace_arrival_times_s()
+    )
+
+    def whole_window(doc: dict[str, Any]) -> None:
+        (target,) = doc["delivered"]["by_target"].values()
+        row = target["stages"]["trace"]
+        row["asked"] = {"model": "trace", "rate": whole["rate"], "cv": whole["cv"]}
+        row["rate_error"] = row["realised"]["rate"] / whole["rate"] - 1.0 if row["realised"]["rate"] else None
+
+    proc = tampered(report_dir, tmp_path / "t", whole_window)
+    assert proc.returncode == 1, proc.stdout
+    assert "/ trace / asked.rate (the reached part of the trace): report" in proc.stdout, proc.stdout
+    assert "/ trace / asked.covered_s (the run reached part of the trace): report None" in proc.stdout, (
+        proc.stdout
+    )
+
+
+CLOSED_SWEEP = """schema = "loadkit.scenario/1"
+name = "sweep-closed-short"
+seed = 31
+duration_s = 6
+[arrival]
+model = "closed"
+users = 2
+stages = [{ duration_s = 3, users = 2 }, { duration_s = 3, users = 4 }]
+[prompt]
+tokenizer = "approx"
+shape = "prompt"
+[[parts]]
+name = "p"
+input = { dist = "uniform", low = 32, high = 64 }
+output = { dist = "fixed", value = 16 }
+"""
+
+
+def test_a_closed_stage_plan(tmp_path):
+    """Each stage of a closed sweep asked its own users (not the [arrival] table's one count)."""
+    scenario = tmp_path / "sweep.toml"
+    scenario.write_text(CLOSED_SWEEP)
+    report_dir = tmp_path / "r"
+    with sim_process("--profile", "fast") as sim:
+        proc = run_locust("--headless", "--host", sim.url, "--stop-timeout", "3", "--scenario", str(scenario),
+                          "--report-dir", str(report_dir), "--raw-log")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    holds(report_dir, 300, delivered=2 * 9)
+    (target,) = json.loads((report_dir / "report.json").read_text())["delivered"]["by_target"].values()
+    assert target["stages"]["stage2"]["asked"]["users"] == 4, target["stages"]["stage2"]["asked"]
 
 
 def test_a_windowed_mooncake_replay_with_warm_cache(tmp_path):
@@ -177,7 +256,17 @@ def test_sessions(tmp_path):
                           "--host", sim.url, "--scenario", "agent-multiturn",
                           "--report-dir", str(report_dir), "--raw-log")  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    holds(report_dir, 500, sessions=10, delivered=2)
+    holds(report_dir, 500, sessions=16, delivered=2)
+    assert list(report_dir.glob("sessions*.jsonl")), "no session log"
+    engine = next(iter(json.loads((report_dir / "report.json").read_text())["sessions"]))
+
+    def one_more_ended(doc: dict[str, Any]) -> None:
+        ended = doc["sessions"][engine]["ended_by"]
+        ended["turns_done"] = ended.get("turns_done", 0) + 1
+
+    proc = tampered(report_dir, tmp_path / "t", one_more_ended)
+    assert proc.returncode == 1, proc.stdout
+    assert f"DISAGREES sessions / {engine} / ended_by: report" in proc.stdout, proc.stdout
 
 
 def test_two_processes(tmp_path):
@@ -191,13 +280,15 @@ def test_two_processes(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(list(report_dir.glob("requests.worker*.jsonl"))) == 2
     out = holds(report_dir, 300, delivered=3)
-    # Two processes on this machine: windows and rates within the clocks' offsets, CV not at all.
-    assert "note: windows and rates of 2 processes on one machine: within 5 ms" in out, out
+    # Two processes: each line's wall-clock offset makes the engine windows and rates exact;
+    # the delivered section's CV is still known only within the processes' own offsets.
+    assert "note: windows and rates of 2 processes: each line's t_wall_offset_ns puts them" in out, out
     assert "not checked: delivered realised CV and concurrency of several processes" in out, out
     engine = next(iter(json.loads((report_dir / "report.json").read_text())["engines"]))
 
     def faster(doc: dict[str, Any]) -> None:
-        doc["engines"][engine]["requests_per_s"] *= 1.01
+        # 0.01 %: well inside what 5 ms of a ~6 s window would have allowed (~0.08 %).
+        doc["engines"][engine]["requests_per_s"] *= 1.0001
 
     proc = tampered(report_dir, tmp_path / "t", faster)
     assert proc.returncode == 1, proc.stdout

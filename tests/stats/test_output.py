@@ -126,6 +126,61 @@ def test_collector_writes_raw_log(tmp_path):
     assert row["request_id"] == r.request_id and row["t_first_ns"] == r.event_t_ns[0]
 
 
+def test_raw_log_lines_carry_the_process_offset_max_tokens_and_last_answer_time(tmp_path):
+    """What the oracle needs to put lines of several processes on one timeline (the offset the
+    collector's windows use), the output length asked, and the last answer token's time."""
+    c = StatsCollector(raw_log=RawLog(str(tmp_path / "requests.jsonl")))
+    r = record()
+    r.max_tokens = 17
+    r.t_first_answer_ns, r.t_last_answer_ns, r.n_answer = r.event_t_ns[0], r.event_t_ns[-1], len(r.event_t_ns)
+    c.add(r)
+    c.raw_log.close()
+    row = json.loads((tmp_path / "requests.jsonl").read_text())
+    assert row["t_wall_offset_ns"] == c.wall_offset_ns and isinstance(row["t_wall_offset_ns"], int)
+    assert row["max_tokens"] == 17 and row["t_last_answer_ns"] == r.event_t_ns[-1]
+    assert row["t_first_answer_ns"] == r.event_t_ns[0]
+
+
+def test_session_ends_go_to_the_session_log_beside_the_raw_log(tmp_path):
+    from types import SimpleNamespace
+
+    from loadkit.stats.rawlog import session_line, session_log_path
+
+    assert session_log_path(str(tmp_path / "requests.worker2.jsonl")) == str(
+        tmp_path / "sessions.worker2.jsonl"
+    )
+    log = RawLog(str(tmp_path / raw_log_name(None)), truncate=True)
+    done = SimpleNamespace(
+        session_id="s1", status="completed", broken_reason=None, end_reason="turns_done", turns_sent=4
+    )
+    stopped = SimpleNamespace(session_id="s2", status="broken", broken_reason="cancelled", turns_sent=2)
+    log.write_session(session_line("a", done, 4))
+    log.write_session(session_line("a", stopped, 2))
+    lines = [json.loads(x) for x in (tmp_path / "sessions.jsonl").read_text().splitlines()]  # flushed at once
+    assert lines == [
+        {
+            "session_id": "s1",
+            "engine": "a",
+            "status": "completed",
+            "ended_by": "turns_done",
+            "at_turn": 4,
+            "turns_sent": 4,
+        },
+        {
+            "session_id": "s2",
+            "engine": "a",
+            "status": "broken",
+            "ended_by": "cancelled",
+            "at_turn": 2,
+            "turns_sent": 2,
+        },
+    ]
+    log.close()
+    log.write_session(session_line("a", done, 4))  # after the stats closed: not written, no error
+    assert len((tmp_path / "sessions.jsonl").read_text().splitlines()) == 2
+    assert (tmp_path / "requests.jsonl").read_text() == ""  # the request log stays one line per request
+
+
 def test_raw_log_events_adds_every_event_arrival(tmp_path):
     plain, full = RawLog(str(tmp_path / "a.jsonl")), RawLog(str(tmp_path / "b.jsonl"), events=True)
     r = record()
