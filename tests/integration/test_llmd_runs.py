@@ -1,0 +1,58 @@
+"""A real run with --report-format llmd-br against the simulator: the llm-d Benchmark Report
+it writes is read back as llm-d-benchmark reads it (YAML), passes the v0.2 JSON Schema and
+carries the run's own figures."""
+
+from __future__ import annotations
+
+import pytest
+
+from loadkit.report.llmd import schema_errors
+from loadkit.sim.testing import sim_process
+from tests.integration.runs import SCENARIOS, check_conservation, nearest_rank, raw_records, run_locust
+
+pytestmark = pytest.mark.integration
+yaml = pytest.importorskip("yaml")
+
+
+def test_a_run_writes_a_valid_benchmark_report(tmp_path):
+    report_dir = tmp_path / "r"
+    with sim_process("--profile", "fast", "--seed", "3") as sim:
+        proc = run_locust(
+            "--headless", "-u", "4", "-r", "4", "-t", "3s", "--stop-timeout", "5",
+            "--host", sim.url, "--engine", "openai", "--scenario", str(SCENARIOS / "closed_small.toml"),
+            "--report-dir", str(report_dir), "--raw-log", "--report-format", "llmd-br",
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = check_conservation(report_dir)
+    assert report["manifest"]["report_formats"] == ["llmd-br"]
+    path = report_dir / "benchmark_report_v0.2,_loadkit_openai.yaml"
+    assert f"llm-d Benchmark Report {path}" in proc.stdout
+    document = yaml.safe_load(path.read_text())
+    assert schema_errors(document) == []
+    aggregate = document["results"]["request_performance"]["aggregate"]
+    rows = raw_records(report_dir)
+    ok = [r for r in rows if r["outcome"] == "ok"]
+    assert aggregate["requests"]["total"] == len(rows) >= 10
+    assert aggregate["requests"]["failures"] == len(rows) - len(ok) - aggregate["requests"]["incomplete"]
+    # TTFT in seconds, nearest rank over the ok requests (within the histogram's 0.1 %).
+    ttft_s = [(r["t_first_ns"] - r["t_send_ns"]) / 1e9 for r in ok]
+    ttft = aggregate["latency"]["time_to_first_token"]
+    assert ttft["units"] == "s"
+    assert ttft["p50"] == pytest.approx(nearest_rank(ttft_s, 0.5), rel=2e-3)
+    assert ttft["max"] == pytest.approx(max(ttft_s), rel=1e-6)
+    load = document["scenario"]["load"]["standardized"]
+    assert load["tool"] == "loadkit" and load["concurrency"] == 4
+    assert document["scenario"]["stack"][0]["standardized"]["model"]["name"] == "sim-fast"
+
+
+def test_no_benchmark_report_unless_asked(tmp_path):
+    report_dir = tmp_path / "r"
+    with sim_process("--profile", "fast", "--seed", "3") as sim:
+        proc = run_locust(
+            "--headless", "-u", "2", "-r", "2", "-t", "1s", "--stop-timeout", "5",
+            "--host", sim.url, "--engine", "openai", "--scenario", str(SCENARIOS / "tiny_fixed.toml"),
+            "--report-dir", str(report_dir),
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (report_dir / "report.json").exists()
+    assert list(report_dir.glob("benchmark_report*")) == []
