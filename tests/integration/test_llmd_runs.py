@@ -56,3 +56,21 @@ def test_no_benchmark_report_unless_asked(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (report_dir / "report.json").exists()
     assert list(report_dir.glob("benchmark_report*")) == []
+
+
+def test_a_distributed_run_asked_through_the_environment_writes_it_on_the_master(tmp_path):
+    report_dir = tmp_path / "r"
+    with sim_process("--profile", "fast", "--seed", "5") as sim:
+        proc = run_locust(
+            "--headless", "--processes", "2", "-u", "4", "-r", "4", "-t", "3s", "--stop-timeout", "5",
+            "--host", sim.url, "--engine", "openai", "--scenario", str(SCENARIOS / "tiny_fixed.toml"),
+            "--report-dir", str(report_dir), env={"LOADKIT_REPORT_FORMAT": "llmd-br"},
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = check_conservation(report_dir)
+    [path] = report_dir.glob("benchmark_report_v0.2,_*.yaml")
+    document = yaml.safe_load(path.read_text())
+    assert schema_errors(document) == []
+    assert document["scenario"]["load"]["standardized"]["parallelism"] == report["manifest"]["workers"] == 2
+    total = document["results"]["request_performance"]["aggregate"]["requests"]["total"]
+    assert total == report["engines"]["openai"]["requests"] > 0
