@@ -272,9 +272,40 @@ def schema_errors(document: dict[str, Any], schema: dict[str, Any] | None = None
     return sorted(out)
 
 
+# What llm-d-benchmark's pydantic models check beyond the JSON Schema: each aggregate figure's
+# unit category (a TTFT in tokens/s passes the schema's unit enum, not its model).
+_TIME, _PER_TOKEN = ("ms", "s"), ("ms/token", "s/token")
+UNIT_RULES: dict[str, dict[str, tuple[str, ...]]] = {
+    "requests": {"input_length": ("count",), "output_length": ("count",)},
+    "latency": {"time_to_first_token": _TIME, "normalized_time_per_output_token": _PER_TOKEN,
+                "time_per_output_token": _PER_TOKEN, "inter_token_latency": _PER_TOKEN, "request_latency": _TIME},
+    "throughput": {"input_token_rate": ("tokens/s",), "output_token_rate": ("tokens/s",),
+                   "total_token_rate": ("tokens/s",), "request_rate": ("queries/s",)},
+}  # fmt: skip
+
+
+def model_rule_errors(document: dict[str, Any]) -> list[str]:
+    """Violations of the rules llm-d-benchmark's models add to the schema: unit categories, and
+    a concurrency that is an integer (or infinite)."""
+    errors = []
+    aggregate = ((document.get("results") or {}).get("request_performance") or {}).get("aggregate") or {}
+    for group, fields in UNIT_RULES.items():
+        for name, allowed in fields.items():
+            units = ((aggregate.get(group) or {}).get(name) or {}).get("units")
+            if units is not None and units not in allowed:
+                where = f"results.request_performance.aggregate.{group}.{name}.units"
+                errors.append(f"{where}: {units!r} is not one of {list(allowed)}")
+    load = ((document.get("scenario") or {}).get("load") or {}).get("standardized") or {}
+    concurrency = load.get("concurrency")
+    if isinstance(concurrency, float) and concurrency != float("inf"):
+        errors.append(f"scenario.load.standardized.concurrency: {concurrency!r} is not an integer")
+    return errors
+
+
 def check(document: dict[str, Any], where: str) -> None:
-    """Raise naming the first few schema violations; nothing when valid or unchecked."""
-    errors = schema_errors(document)
+    """Raise naming the first few violations; nothing when valid. The schema is checked when
+    ``jsonschema`` is installed, the models' extra rules always."""
+    errors = (schema_errors(document) or []) + model_rule_errors(document)
     if errors:
         shown = "; ".join(errors[:5]) + (f" (and {len(errors) - 5} more)" if len(errors) > 5 else "")
         raise LlmdReportError(f"{where}: not a valid Benchmark Report v{SCHEMA_VERSION}: {shown}")

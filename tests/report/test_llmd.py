@@ -179,3 +179,19 @@ def test_inside_an_llm_d_harness_pod_the_experiment_id_and_description_come_from
     plain = llmd.run_section(report, "fast", {})
     assert plain["eid"] != run["eid"] and "keywords" not in plain
     assert plain["time"]["start"].endswith("Z") and plain["time"]["duration"].startswith("PT")
+
+
+def test_the_rules_llm_d_models_add_to_the_schema(report):
+    """A unit from the wrong category passes the schema's enum but not llm-d's models."""
+    document = benchmark_reports(report)["fast"]
+    assert llmd.model_rule_errors(document) == []
+    latency = document["results"]["request_performance"]["aggregate"]["latency"]
+    latency["time_to_first_token"]["units"] = "tokens/s"
+    document["scenario"]["load"]["standardized"]["concurrency"] = 2.5
+    assert schema_errors(document) == []  # the schema alone lets both through
+    assert llmd.model_rule_errors(document) == [
+        "results.request_performance.aggregate.latency.time_to_first_token.units: 'tokens/s' is not one of ['ms', 's']",
+        "scenario.load.standardized.concurrency: 2.5 is not an integer",
+    ]
+    with pytest.raises(LlmdReportError, match="time_to_first_token.units: 'tokens/s'"):
+        check(document, "target 'fast'")
