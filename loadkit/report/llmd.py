@@ -225,6 +225,22 @@ def request_performance(section: dict[str, Any]) -> dict[str, Any]:
     return {"aggregate": aggregate}
 
 
+def time_series(section: dict[str, Any]) -> dict[str, Any] | None:
+    """report.json's per-second rows as throughput series: requests and output tokens of the
+    requests that *finished* in each wall-clock second (a request's tokens count at its end)."""
+    cols = section.get("timeseries") or {}
+    seconds = cols.get("unix") or []
+    if not seconds:
+        return None
+
+    def series(key: str, units: str) -> dict[str, Any]:
+        points = [{"ts": _iso(float(t)), "value": v} for t, v in zip(seconds, cols[key], strict=True)]
+        return {"units": units, "series": points}
+
+    return {"throughput": {"request_rate": series("requests", "queries/s"),
+                           "output_token_rate": series("output_tokens", "tokens/s")}}  # fmt: skip
+
+
 def benchmark_report(report: dict[str, Any], engine: str) -> dict[str, Any]:
     """One engine's part of report.json as a Benchmark Report v0.2 document."""
     engines = report.get("engines") or {}
@@ -236,7 +252,11 @@ def benchmark_report(report: dict[str, Any], engine: str) -> dict[str, Any]:
         "version": SCHEMA_VERSION,
         "run": run_section(report, engine),
         "scenario": {"stack": [component(_target(manifest, engine))], "load": load_section(report, section)},
-        "results": {"request_performance": request_performance(section)},
+        "results": {
+            "request_performance": _drop_none(
+                {**request_performance(section), "time_series": time_series(section)}
+            )
+        },  # fmt: skip
     }
 
 

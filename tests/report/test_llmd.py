@@ -195,3 +195,18 @@ def test_the_rules_llm_d_models_add_to_the_schema(report):
     ]
     with pytest.raises(LlmdReportError, match="time_to_first_token.units: 'tokens/s'"):
         check(document, "target 'fast'")
+
+
+def test_the_per_second_rows_become_throughput_series(report):
+    section = report["engines"]["fast"]
+    series = benchmark_reports(report)["fast"]["results"]["request_performance"]["time_series"]["throughput"]
+    requests = series["request_rate"]
+    assert requests["units"] == "queries/s" and len(requests["series"]) == len(section["timeseries"]["unix"])
+    assert [p["value"] for p in requests["series"]] == section["timeseries"]["requests"]
+    assert sum(p["value"] for p in series["output_token_rate"]["series"]) == section["output_tokens"]
+    first = section["timeseries"]["unix"][0]
+    assert requests["series"][0]["ts"] == llmd._iso(float(first)) and requests["series"][0]["ts"].endswith(
+        "Z"
+    )
+    del section["timeseries"]
+    assert "time_series" not in benchmark_reports(report)["fast"]["results"]["request_performance"]
