@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from loadkit.errors import UserError
+from loadkit.report.llmdobserve import observability
 
 SCHEMA_VERSION = "0.2"
 SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "br_v0_2_json_schema.json"
@@ -252,11 +253,14 @@ def benchmark_report(report: dict[str, Any], engine: str) -> dict[str, Any]:
         "version": SCHEMA_VERSION,
         "run": run_section(report, engine),
         "scenario": {"stack": [component(_target(manifest, engine))], "load": load_section(report, section)},
-        "results": {
-            "request_performance": _drop_none(
-                {**request_performance(section), "time_series": time_series(section)}
-            )
-        },  # fmt: skip
+        "results": _drop_none(
+            {
+                "request_performance": _drop_none(
+                    {**request_performance(section), "time_series": time_series(section)}
+                ),
+                "observability": observability(report, engine),
+            }
+        ),
     }
 
 

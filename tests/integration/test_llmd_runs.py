@@ -19,13 +19,13 @@ def test_a_run_writes_a_valid_benchmark_report(tmp_path):
     with sim_process("--profile", "fast", "--seed", "3") as sim:
         proc = run_locust(
             "--headless", "-u", "4", "-r", "4", "-t", "3s", "--stop-timeout", "5",
-            "--host", sim.url, "--engine", "openai", "--scenario", str(SCENARIOS / "closed_small.toml"),
-            "--report-dir", str(report_dir), "--raw-log", "--report-format", "llmd-br",
+            "--host", sim.url, "--engine", "vllm", "--scenario", str(SCENARIOS / "closed_small.toml"),
+            "--report-dir", str(report_dir), "--raw-log", "--report-format", "llmd-br", "--scrape-interval", "0.5",
         )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = check_conservation(report_dir)
     assert report["manifest"]["report_formats"] == ["llmd-br"]
-    path = report_dir / "benchmark_report_v0.2,_loadkit_openai.yaml"
+    path = report_dir / "benchmark_report_v0.2,_loadkit_vllm.yaml"
     assert f"llm-d Benchmark Report {path}" in proc.stdout
     document = yaml.safe_load(path.read_text())
     assert schema_errors(document) == []
@@ -43,6 +43,12 @@ def test_a_run_writes_a_valid_benchmark_report(tmp_path):
     load = document["scenario"]["load"]["standardized"]
     assert load["tool"] == "loadkit" and load["concurrency"] == 4
     assert document["scenario"]["stack"][0]["standardized"]["model"]["name"] == "sim-fast"
+    # The simulator's /metrics, scraped every 0.5 s: the users' requests ran on the server.
+    [observed] = document["results"]["observability"]["components"]
+    assert observed["component_label"] == "vllm"
+    running = observed["aggregate"]["running_requests"]
+    assert running["units"] == "count" and 1 <= running["max"] <= 4
+    assert 0 < observed["aggregate"]["kv_cache_usage"]["max"] <= 100
 
 
 def test_no_benchmark_report_unless_asked(tmp_path):
