@@ -29,6 +29,7 @@ BUILTIN_PLUGINS = (
     "loadkit.engines.builtin",
     "loadkit.report.plugin",
     "loadkit.report.files",
+    "loadkit.report.llmdfiles",
     "loadkit.sim.builtin",
 )
 

@@ -168,6 +168,8 @@ def run_manifest(runtime: Any, options: Any, workers: int, probe_servers: bool =
         "loadkit_version": __version__,
         "plugins": runtime.fingerprint(),
         "model_config": getattr(options, "model_config", "") or None,
+        # Extra report formats asked for (--report-format); their writers read this at the end.
+        "report_formats": sorted(set(getattr(options, "report_format", None) or [])),
         "metric_definitions": "docs/metrics.md: t_send = request written, after any TCP connect and TLS handshake; "
         "TTFT=t_first-t_send; TTFT with connect=t_first-t_start; TPOT=(t_last-t_first)/(n_out-1); "
         "ITL per chunk and per token; E2E=t_end-t_send; connect_ms, tls_ms per new connection; "

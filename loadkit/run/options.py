@@ -198,6 +198,16 @@ def add_run_arguments(group: OptionGroup) -> None:
         "prefix hits), stored in the report (0: do not scrape)",
     )
     group.add_argument(
+        "--report-format",
+        action="append",
+        choices=["llmd-br"],
+        default=[],
+        env_var="LOADKIT_REPORT_FORMAT",
+        include_in_web_ui=False,
+        help="Also write the report in this format at the end of the run (repeatable): llmd-br = llm-d "
+        "Benchmark Report v0.2, one benchmark_report_v0.2,_loadkit_TARGET.yaml per target (docs/llm-d.md)",
+    )
+    group.add_argument(
         "--session-header",
         default="",
         env_var="LOADKIT_SESSION_HEADER",
