@@ -40,6 +40,7 @@ from loadkit.stats.collector import StatsCollector
 from loadkit.stats.distributed import PAYLOAD_KEY, WorkerState
 from loadkit.stats.options import StatsOptions
 from loadkit.stats.rawlog import RawLog, raw_log_name
+from loadkit.stats.rawship import clock_warnings
 from loadkit.stats.turns import cooperative
 from loadkit.stats.validity import EXIT_CONFIG_ERROR, EXIT_INVALID, exit_summary
 
@@ -432,6 +433,8 @@ class LocustStats:
         self.collector.set_manifest_fields(self.shipping.manifest_fields())
         if not final:
             return
+        for warning in clock_warnings(self.shipping.manifest_fields()["worker_clocks"]):
+            self.collector.warn(warning)
         for index, log in sorted(self.shipping.logs.items()):
             held = f"{log.held_lines} lines ({log.held_bytes} bytes)"
             counted = f"{log.worker_lines} lines ({log.worker_bytes} bytes)"

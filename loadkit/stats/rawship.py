@@ -154,3 +154,27 @@ class ClockEstimate:
                 "rtt_ms": None if self.rtt_ns is None else self.rtt_ns / 1e6,
                 "uncertainty_ms": None if self.rtt_ns is None else self.rtt_ns / 2e6,
                 "samples": self.samples}  # fmt: skip
+
+
+# Beyond this (less the estimate's own uncertainty) a worker's clock offset is worth a warning.
+CLOCK_WARN_MS = 2.0
+# The figures that put several nodes' wall-clock times on one timeline (docs/distributed.md).
+WALL_CLOCK_FIGURES = (
+    "the run's and each class's window and the rates over it (requests_per_s, throughput), "
+    "the tenants' spans, the delivered section's realised rate, CV, fit and concurrency, "
+    "and the time series' seconds"
+)
+
+
+def clock_warnings(clocks: dict[str, dict[str, Any]], limit_ms: float = CLOCK_WARN_MS) -> list[str]:
+    """A warning per worker whose measured offset from the master exceeds ``limit_ms`` beyond
+    its uncertainty: the figures that merge nodes' wall-clock times are off by about that much."""
+    out = []
+    for name, clock in sorted(clocks.items()):
+        offset, uncertainty = clock.get("offset_ms"), clock.get("uncertainty_ms") or 0.0
+        if offset is None or abs(offset) - uncertainty <= limit_ms:
+            continue
+        out.append(f"{name}'s wall clock is {offset:+.1f} ms off the master's (± {uncertainty:.1f} ms): "
+                   f"{WALL_CLOCK_FIGURES} merge the nodes' wall clocks and are off by up to that much; "
+                   "synchronise the hosts' clocks (NTP)")  # fmt: skip
+    return out

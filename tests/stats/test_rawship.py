@@ -92,3 +92,15 @@ def test_clock_offset_is_the_least_round_trip_sample():
     assert d["offset_ms"] == pytest.approx(5.0) and d["uncertainty_ms"] == pytest.approx(0.5)
     clock.add(t1=10, t2=5, t3=5, t4=5)  # t4 before t1: a clock stepped, no sample
     assert clock.samples == 2
+
+
+def test_an_offset_beyond_its_uncertainty_is_warned_of_naming_the_figures_it_moves():
+    clocks = {
+        "worker0": ClockEstimate(3, 150_000, 800_000).describe(),  # 0.15 ms: one machine
+        "worker1": ClockEstimate(8, -40_000_000, 6_000_000).describe(),  # 40 ms, ± 3 ms
+        "worker2": ClockEstimate(8, 4_000_000, 6_000_000).describe(),
+    }  # 4 ms, ± 3 ms: within
+    (warning,) = rawship.clock_warnings(clocks)
+    assert warning.startswith("worker1's wall clock is -40.0 ms off the master's (± 3.0 ms)")
+    assert "requests_per_s" in warning and "delivered" in warning
+    assert rawship.clock_warnings({"worker0": ClockEstimate().describe()}) == []  # not measured
