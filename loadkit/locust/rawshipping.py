@@ -23,8 +23,9 @@ from typing import Any
 
 import gevent
 
+from loadkit.stats import wallclock
 from loadkit.stats.rawlog import raw_log_name
-from loadkit.stats.rawship import ClockEstimate, ShippedLog, ShipReader, token_name
+from loadkit.stats.rawship import CLOCK_APPLY_MS, ClockEstimate, ShippedLog, ShipReader, token_name
 
 HELLO, MODE, CHUNK, ACK = (
     "loadkit_rawlog_hello",
@@ -48,6 +49,7 @@ class RawLogShipping:
         self.index: int | None = None
         self.token_path: str | None = None
         self.clock = ClockEstimate()
+        self.applied_ns: int | None = None  # the correction this run's wall-clock times carry
         # master
         self.logs: dict[int, ShippedLog] = {}
         self.shared: dict[int, dict[str, Any]] = {}
@@ -107,9 +109,20 @@ class RawLogShipping:
                                          "offset": offset, "data": data})  # fmt: skip
         return True
 
+    def correct_clock(self) -> None:
+        """At the worker's test start, before its stats reset: put this run's wall-clock times
+        on the master's clock when the estimate says they differ by more than its own error
+        (and CLOCK_APPLY_MS); fixed for the run, so its windows and series stay whole."""
+        offset, rtt = self.clock.offset_ns, self.clock.rtt_ns
+        apply = offset is not None and rtt is not None and abs(offset) - rtt / 2 > CLOCK_APPLY_MS * 1e6
+        self.applied_ns = offset if apply and offset is not None else 0
+        wallclock.set_correction(self.applied_ns)
+
     def payload_fields(self) -> dict[str, Any]:
         """What a worker's snapshot adds: its raw log's own count, its clock estimate."""
-        fields: dict[str, Any] = {"clock": self.clock.describe()}
+        clock = self.clock.describe()
+        clock["applied_ms"] = None if self.applied_ns is None else self.applied_ns / 1e6
+        fields: dict[str, Any] = {"clock": clock}
         raw_log = self.stats.collector.raw_log
         if raw_log is not None:
             try:

@@ -161,6 +161,8 @@ class LocustStats:
         collector = self.collector
         collector.set_slos(options.slos)
         collector.max_failed_share = self.options.max_failed_share
+        if self.role == "worker":
+            self.shipping.correct_clock()  # before the reset: the new stats take it
         collector.reset(propagate=False)  # every node resets on its own test_start
         if self.role == "worker":
             collector.worker_index = self.runner.worker_index

@@ -156,7 +156,9 @@ class ClockEstimate:
                 "samples": self.samples}  # fmt: skip
 
 
-# Beyond this (less the estimate's own uncertainty) a worker's clock offset is worth a warning.
+# A worker's wall-clock times are corrected by its offset when that exceeds its uncertainty by
+# this (locust/rawshipping.py); an offset left beyond CLOCK_WARN_MS after that is warned of.
+CLOCK_APPLY_MS = 1.0
 CLOCK_WARN_MS = 2.0
 # The figures that put several nodes' wall-clock times on one timeline (docs/distributed.md).
 WALL_CLOCK_FIGURES = (
@@ -167,14 +169,19 @@ WALL_CLOCK_FIGURES = (
 
 
 def clock_warnings(clocks: dict[str, dict[str, Any]], limit_ms: float = CLOCK_WARN_MS) -> list[str]:
-    """A warning per worker whose measured offset from the master exceeds ``limit_ms`` beyond
-    its uncertainty: the figures that merge nodes' wall-clock times are off by about that much."""
+    """A warning per worker whose measured offset from the master, less the correction its
+    figures carry (``applied_ms``), exceeds ``limit_ms`` beyond its uncertainty: the figures
+    that merge nodes' wall-clock times are off by about that much."""
     out = []
     for name, clock in sorted(clocks.items()):
-        offset, uncertainty = clock.get("offset_ms"), clock.get("uncertainty_ms") or 0.0
-        if offset is None or abs(offset) - uncertainty <= limit_ms:
+        measured, uncertainty = clock.get("offset_ms"), clock.get("uncertainty_ms") or 0.0
+        if measured is None:
             continue
-        out.append(f"{name}'s wall clock is {offset:+.1f} ms off the master's (± {uncertainty:.1f} ms): "
+        offset = measured - (clock.get("applied_ms") or 0.0)
+        if abs(offset) - uncertainty <= limit_ms:
+            continue
+        out.append(f"{name}'s wall clock is {offset:+.1f} ms off the master's (± {uncertainty:.1f} ms) "
+                   "after the correction applied at its start: "
                    f"{WALL_CLOCK_FIGURES} merge the nodes' wall clocks and are off by up to that much; "
                    "synchronise the hosts' clocks (NTP)")  # fmt: skip
     return out

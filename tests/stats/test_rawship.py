@@ -101,6 +101,11 @@ def test_an_offset_beyond_its_uncertainty_is_warned_of_naming_the_figures_it_mov
         "worker2": ClockEstimate(8, 4_000_000, 6_000_000).describe(),
     }  # 4 ms, ± 3 ms: within
     (warning,) = rawship.clock_warnings(clocks)
-    assert warning.startswith("worker1's wall clock is -40.0 ms off the master's (± 3.0 ms)")
+    assert warning.startswith(
+        "worker1's wall clock is -40.0 ms off the master's (± 3.0 ms) after the correction"
+    )
     assert "requests_per_s" in warning and "delivered" in warning
     assert rawship.clock_warnings({"worker0": ClockEstimate().describe()}) == []  # not measured
+
+    corrected = {**clocks["worker1"], "applied_ms": -39.0}  # corrected at its start: 1 ms left
+    assert rawship.clock_warnings({"worker1": corrected}) == []
