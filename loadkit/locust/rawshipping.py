@@ -25,7 +25,14 @@ import gevent
 
 from loadkit.stats import wallclock
 from loadkit.stats.rawlog import raw_log_name
-from loadkit.stats.rawship import CLOCK_APPLY_MS, ClockEstimate, ShippedLog, ShipReader, token_name
+from loadkit.stats.rawship import (
+    CLOCK_APPLY_MS,
+    ClockEstimate,
+    ShippedLog,
+    ShipReader,
+    clock_warnings,
+    token_name,
+)
 
 HELLO, MODE, CHUNK, ACK = (
     "loadkit_rawlog_hello",
@@ -199,8 +206,35 @@ class RawLogShipping:
             elif index in self.shared:
                 self.shared[index].update(worker_bytes=own.get("bytes"), worker_lines=own.get("lines"))
 
-    def incomplete(self) -> list[ShippedLog]:
-        return [log for log in self.logs.values() if not log.complete()]
+    def pending(self) -> bool:
+        """A worker not lost whose copy does not yet hold what its snapshot counted."""
+        lost = {w.index for w in self.stats.collector.remote.lost()}
+        return any(i not in lost and not log.complete() for i, log in self.logs.items())
+
+    def note_in_report(self, final: bool) -> None:
+        """The manifest says what each worker's raw log and clock came to; the final write
+        warns of a copy that is a prefix (a lost worker, or lines missing) and of a clock left
+        off the master's."""
+        collector = self.stats.collector
+        lost = {w.index for w in collector.remote.lost()}
+        for index, log in self.logs.items():
+            log.worker_lost = index in lost
+        fields = self.manifest_fields()
+        collector.set_manifest_fields(fields)
+        if not final:
+            return
+        for warning in clock_warnings(fields["worker_clocks"]):
+            collector.warn(warning)
+        for index, log in sorted(self.logs.items()):
+            held = f"{log.held_lines} lines ({log.held_bytes} bytes)"
+            counted = f"{log.worker_lines} lines ({log.worker_bytes} bytes)"
+            if log.worker_lost:
+                collector.warn(f"worker {index} was lost: the master holds the first {held} of its raw log; "
+                               f"its last snapshot, which report.json counts, had {counted}")  # fmt: skip
+            elif not log.complete():
+                collector.warn(f"worker {index}'s raw log reached the master incomplete: {held} of the "
+                               f"{counted} its final snapshot counted; the master's copy is that prefix")  # fmt: skip
+            log.close()
 
     def manifest_fields(self) -> dict[str, Any]:
         shipping = {f"worker{i}": log.describe() for i, log in sorted(self.logs.items())}

@@ -40,7 +40,6 @@ from loadkit.stats.collector import StatsCollector
 from loadkit.stats.distributed import PAYLOAD_KEY, WorkerState
 from loadkit.stats.options import StatsOptions
 from loadkit.stats.rawlog import RawLog, raw_log_name
-from loadkit.stats.rawship import clock_warnings
 from loadkit.stats.turns import cooperative
 from loadkit.stats.validity import EXIT_CONFIG_ERROR, EXIT_INVALID, exit_summary
 
@@ -350,17 +349,11 @@ class LocustStats:
         deadline = time.monotonic() + wait
         # ... and for the shipped raw logs to hold every line the finals count (a chunk lost on
         # the way is sent again from the worker's flush loop).
-        while (remote.pending_finals() or self._shipping_pending()) and time.monotonic() < deadline:
+        while (remote.pending_finals() or self.shipping.pending()) and time.monotonic() < deadline:
             gevent.sleep(0.05)
         for client_id in remote.pending_finals():
             remote.mark_lost(client_id, f"no final stats within {wait:g} s of stop")
         self._fill_worker_indexes()
-
-    def _shipping_pending(self) -> bool:
-        lost = {w.index for w in self.collector.remote.lost()}
-        return any(
-            log_index not in lost for log_index, log in self.shipping.logs.items() if not log.complete()
-        )
 
     def _monitor_workers(self) -> None:
         while True:
@@ -401,7 +394,7 @@ class LocustStats:
                 return
             self.collector.set_manifest_fields({"report_dir": os.path.abspath(self.report_dir)})
         if self.role == "master":
-            self._note_shipping(final)
+            self.shipping.note_in_report(final)
         try:  # every writer is a plugin, loadkit's own included (report/dispatch.py)
             report = write_all(get_plugin_manager(), self.collector, self.report_dir, final)
         except Exception as exc:
@@ -425,28 +418,6 @@ class LocustStats:
             self._exit_invalid()
         elif self.env.process_exit_code == EXIT_INVALID:
             self.env.process_exit_code = None  # a later run (web UI) was valid: Locust decides
-
-    def _note_shipping(self, final: bool) -> None:
-        """The manifest says what each worker's raw log and clock came to; the final write warns
-        of a shipped log that holds fewer lines than its worker wrote."""
-        lost = {w.index for w in self.collector.remote.lost()}
-        for index, log in self.shipping.logs.items():
-            log.worker_lost = index in lost
-        self.collector.set_manifest_fields(self.shipping.manifest_fields())
-        if not final:
-            return
-        for warning in clock_warnings(self.shipping.manifest_fields()["worker_clocks"]):
-            self.collector.warn(warning)
-        for index, log in sorted(self.shipping.logs.items()):
-            held = f"{log.held_lines} lines ({log.held_bytes} bytes)"
-            counted = f"{log.worker_lines} lines ({log.worker_bytes} bytes)"
-            if log.worker_lost:
-                self.collector.warn(f"worker {index} was lost: the master holds the first {held} of its raw log; "
-                                    f"its last snapshot, which report.json counts, had {counted}")  # fmt: skip
-            elif not log.complete():
-                self.collector.warn(f"worker {index}'s raw log reached the master incomplete: {held} of the "
-                                    f"{counted} its final snapshot counted; the master's copy is that prefix")  # fmt: skip
-            log.close()
 
     def _exit_line(self, report: dict[str, Any]) -> str | None:
         """The exit code the process is about to end with, and why (None: a start error set 2,
