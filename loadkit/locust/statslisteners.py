@@ -33,6 +33,7 @@ from locust.rpc import Message
 from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
 from loadkit.locust.cooperative import install_gevent_yield
+from loadkit.locust.rawshipping import RawLogShipping
 from loadkit.report.console import console_table, final_summary, invalid_lines, task_error_lines
 from loadkit.run.settings import stats_options
 from loadkit.stats.collector import StatsCollector
@@ -95,6 +96,7 @@ class LocustStats:
         self.final_written = False
         self.report_dir: str | None = None  # this run's (stats/rundir.py); None until a test starts
         self._dirs_used: list[str] = []  # without loadkit's glue: the directories claimed here
+        self.shipping = RawLogShipping(self)  # raw logs of workers on other hosts, clock offsets
         self._register_events()
         self._start_greenlets()
 
@@ -125,6 +127,8 @@ class LocustStats:
                 gevent.spawn(self._guard, self._console_loop)
         if self.role != "master":
             gevent.spawn(self._guard, self._flush_loop)
+        if self.role == "worker":
+            gevent.spawn(self._guard, self.shipping.clock_loop)
 
     def _guard(self, loop: Any) -> None:
         """Run a background loop; an exception marks the run invalid instead of vanishing."""
@@ -156,6 +160,8 @@ class LocustStats:
         collector = self.collector
         collector.set_slos(options.slos)
         collector.max_failed_share = self.options.max_failed_share
+        if self.role == "worker":
+            self.shipping.correct_clock()  # before the reset: the new stats take it
         collector.reset(propagate=False)  # every node resets on its own test_start
         if self.role == "worker":
             collector.worker_index = self.runner.worker_index
@@ -184,6 +190,10 @@ class LocustStats:
             index = collector.worker_index if self.role == "worker" else None
             path = os.path.join(report_dir, raw_log_name(index))
             collector.raw_log = RawLog(path, truncate=True, events=self.options.raw_log_events)
+            if self.role == "worker" and index is not None:
+                self.shipping.start_worker(report_dir, path, index)
+        if self.role == "master":
+            self.shipping.start_master()
         collector.set_manifest_fields(self._manifest())
 
     def _run_dir(self, runtime: Any) -> str | None:
@@ -226,6 +236,7 @@ class LocustStats:
         if self.collector.raw_log is not None:
             self.collector.raw_log.flush()
         if self.role == "worker":
+            self.shipping.ship_rest()  # its lines reach the master before the final snapshot
             self._send_final()
         elif self.role == "master" and not self.quit_started:
             # Stop from the web UI: workers are already stopped and have sent their finals.
@@ -268,15 +279,18 @@ class LocustStats:
                 # Every request this snapshot counts has its line with the OS before the
                 # snapshot leaves: a worker killed after it loses nothing the master shows.
                 self.collector.raw_log.flush_pending()
-            data[PAYLOAD_KEY] = self.collector.snapshot_payload(final=self.stopped)
+            data[PAYLOAD_KEY] = self._payload(final=self.stopped)
         except Exception as exc:
             self.collector.fail("building the stats snapshot failed", exc)
 
     def _send_final(self) -> None:
         try:
-            self.runner.send_message(FINAL_MESSAGE, self.collector.snapshot_payload(final=True))
+            self.runner.send_message(FINAL_MESSAGE, self._payload(final=True))
         except Exception as exc:
             self.collector.fail("sending the final stats snapshot failed", exc)
+
+    def _payload(self, final: bool) -> dict[str, Any]:
+        return {**self.collector.snapshot_payload(final=final), **self.shipping.payload_fields()}
 
     @_guarded
     def _on_reset_message(self, environment: Any, msg: Message, **_: Any) -> None:
@@ -292,10 +306,12 @@ class LocustStats:
                 f"worker {client_id} sends no loadkit stats (is loadkit's locustfile loaded there?)"
             )
             return
+        self.shipping.note_payload(payload)
         self.collector.accept_snapshot(client_id, payload)
 
     @_guarded
     def _on_final_message(self, environment: Any, msg: Message, **_: Any) -> None:
+        self.shipping.note_payload(msg.data)
         self.collector.accept_snapshot(msg.node_id, msg.data)
 
     def _propagate_reset(self) -> None:
@@ -331,7 +347,9 @@ class LocustStats:
         # Workers first let running requests finish for up to --stop-timeout, then report.
         wait = self.options.final_report_wait + float(getattr(self.env, "stop_timeout", None) or 0)
         deadline = time.monotonic() + wait
-        while remote.pending_finals() and time.monotonic() < deadline:
+        # ... and for the shipped raw logs to hold every line the finals count (a chunk lost on
+        # the way is sent again from the worker's flush loop).
+        while (remote.pending_finals() or self.shipping.pending()) and time.monotonic() < deadline:
             gevent.sleep(0.05)
         for client_id in remote.pending_finals():
             remote.mark_lost(client_id, f"no final stats within {wait:g} s of stop")
@@ -375,6 +393,8 @@ class LocustStats:
             if self.report_dir is None:
                 return
             self.collector.set_manifest_fields({"report_dir": os.path.abspath(self.report_dir)})
+        if self.role == "master":
+            self.shipping.note_in_report(final)
         try:  # every writer is a plugin, loadkit's own included (report/dispatch.py)
             report = write_all(get_plugin_manager(), self.collector, self.report_dir, final)
         except Exception as exc:
@@ -427,3 +447,5 @@ class LocustStats:
             gevent.sleep(1.0)
             if self.collector.raw_log is not None:
                 self.collector.raw_log.flush_pending()
+            if self.role == "worker":
+                self.shipping.tick()  # after the flush: the lines it sends are on disk

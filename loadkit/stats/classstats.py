@@ -12,10 +12,10 @@ window as label rates do).
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from loadkit.records import RequestRecord
+from loadkit.stats import wallclock
 from loadkit.stats.aggregate import GroupStats
 from loadkit.stats.metrics import Slo
 from loadkit.stats.report import group_section
@@ -55,9 +55,7 @@ class ClassStats:
     def __init__(self, slos: tuple[Slo, ...] = (), wall_offset_ns: int | None = None) -> None:
         self.slos = slos
         # Monotonic → wall clock, taken once per node (as the request stats do): windows merge across nodes.
-        self.wall_offset_ns = (
-            time.time_ns() - time.perf_counter_ns() if wall_offset_ns is None else wall_offset_ns
-        )
+        self.wall_offset_ns = wallclock.wall_offset_ns() if wall_offset_ns is None else wall_offset_ns
         self.groups: dict[tuple[str, str, str], ClassGroup] = {}
 
     def add(self, r: RequestRecord) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from loadkit.records import RequestRecord
-from loadkit.stats import turns
+from loadkit.stats import turns, wallclock
 from loadkit.stats.aggregate import GroupStats
 from loadkit.stats.distributed import NodeSnapshot, RemoteSnapshots, encode_snapshot
 from loadkit.stats.metrics import Slo, SloLike, as_slos, compile_slos
@@ -66,7 +66,7 @@ class StatsCollector:
         self.error_count = 0
         self.warnings: list[str] = []
         self.invalid: list[str] = []
-        self.started_wall_ns = self._wall_clock_ns()
+        self.started_wall_ns = self._wall_clock_ns() + wallclock.correction_ns()
         self.stopped_wall_ns: int | None = None
         # Monotonic → wall offset, taken once: intervals stay monotonic, only labels use it.
         self.wall_offset_ns = self.started_wall_ns - self._mono_clock_ns()
@@ -179,7 +179,7 @@ class StatsCollector:
                 listener()
 
     def mark_stopped(self) -> None:
-        self.stopped_wall_ns = self._wall_clock_ns()
+        self.stopped_wall_ns = self._wall_clock_ns() + wallclock.correction_ns()
 
     # -- snapshots and reports ------------------------------------------------------------
 

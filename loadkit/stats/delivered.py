@@ -15,12 +15,12 @@ small; the section says when it is a prefix of the run.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from loadkit.stats import wallclock
 from loadkit.stats.asked import ALPHA, SCHEDULED, asked_for, fit_test, resolution_ms
 from loadkit.stats.servegenwindows import console_lines as servegen_lines
 from loadkit.stats.servegenwindows import windows_table
@@ -49,7 +49,7 @@ class DeliveredLoad:
     """This node's (or, merged, the run's) send/end times per (target, stage)."""
 
     def __init__(self) -> None:
-        self.wall_offset_ns = time.time_ns() - time.perf_counter_ns()
+        self.wall_offset_ns = wallclock.wall_offset_ns()
         self.sends: dict[tuple[str, str], list[int]] = {}
         self.ends: dict[tuple[str, str], list[int]] = {}
         # Whether each request had a scheduled time: in open loop only those are arrivals (a

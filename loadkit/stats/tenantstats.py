@@ -12,10 +12,10 @@ goodput: (Σx)² / (n·Σx²), 1 when every tenant gets the same share of its de
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from loadkit.records import RequestRecord
+from loadkit.stats import wallclock
 from loadkit.stats.metrics import Compiled, SloLike
 from loadkit.stats.stagestats import StageCell
 
@@ -27,7 +27,7 @@ class TenantStats:
         self.cells: dict[tuple[str, str, str], StageCell] = {}
         self.input_tokens: dict[tuple[str, str, str], int] = {}
         self.span: dict[str, list[int]] = {}  # engine -> [first send, last end], Unix ns
-        self.wall_offset_ns = time.time_ns() - time.perf_counter_ns()
+        self.wall_offset_ns = wallclock.wall_offset_ns()
 
     def add(
         self,

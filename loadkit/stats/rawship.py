@@ -1,0 +1,187 @@
+"""Workers' raw logs shipped to the master, and the worker↔master clock offset (no Locust).
+
+A worker on another host writes ``requests.worker<N>.jsonl`` on its own filesystem; the master's
+report directory needs it (report.html's tables, ``loadkit verify``, compare, capacity). The
+worker sends its log's bytes in chunks of whole lines (``ShipReader``), each tagged with its
+byte offset; the master appends them to its own copy (``ShippedLog``) only where they continue
+what it holds, so a resent chunk costs nothing and a worker that dies leaves a consistent prefix.
+
+Memory: a worker holds one chunk (``CHUNK_BYTES``, or one line if a line is longer) and sends no
+further than ``WINDOW_BYTES`` past what the master acknowledged, so at most that much waits in
+the link's queues; at the end of its run it sends the rest unwindowed (what came after the last
+second's tick, plus the window). The master writes each chunk to its file as it arrives and
+holds nothing.
+
+Shared directory (the worker on the master's host and path): the worker leaves a token file in
+its directory; the master finds it in its own, and the worker ships nothing (``token_name``).
+
+Clock offset: ``ClockEstimate`` takes NTP's four timestamps of a request/reply pair (worker
+sends at t1, master receives at t2 and replies at t3, worker receives at t4, wall clocks in ns)
+and keeps the sample of least round trip: offset = ((t2 - t1) + (t3 - t4)) / 2 is the master's
+clock minus the worker's, within half that round trip.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+CHUNK_BYTES = 256 * 1024
+WINDOW_BYTES = 1024 * 1024
+
+
+def token_name(worker_index: int) -> str:
+    """The worker's token file in its report directory (not a raw log: RAW_LOG_GLOB skips it)."""
+    return f".loadkit-share-worker{worker_index}"
+
+
+class ShipReader:
+    """The worker's side: the next chunk of whole lines of its raw log after ``sent``."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        self.sent = 0  # bytes handed to the link (offset of the next chunk)
+        self.acked = 0  # bytes the master said it holds
+        self.resends = 0
+
+    def next_chunk(self, limit: int = CHUNK_BYTES) -> tuple[int, bytes] | None:
+        """(offset, bytes) of whole lines from ``sent``; None when no whole line is there yet."""
+        try:
+            f = open(self.path, "rb")  # noqa: SIM115 - closed below
+        except FileNotFoundError:
+            return None
+        with f:
+            f.seek(self.sent)
+            data = f.read(limit)
+            end = data.rfind(b"\n")
+            while end < 0 and len(data) >= limit:  # one line longer than a chunk: that line whole
+                more = f.read(limit)
+                if not more:
+                    break
+                data += more
+                end = data.rfind(b"\n")
+        if end < 0:
+            return None
+        offset = self.sent
+        self.sent += end + 1
+        return offset, data[: end + 1]
+
+    def window_full(self) -> bool:
+        return self.sent - self.acked >= WINDOW_BYTES
+
+    def ack(self, held: int, gap: bool) -> None:
+        """The master holds ``held`` bytes; ``gap``: it refused a chunk that did not continue
+        them (one was lost on the way), so send again from there."""
+        self.acked = max(self.acked, held)
+        if gap and held < self.sent:
+            self.sent = held
+            self.resends += 1
+
+
+@dataclass
+class ShippedLog:
+    """The master's copy of one worker's raw log, appended only where it continues."""
+
+    path: str
+    held_bytes: int = 0
+    held_lines: int = 0
+    chunks: int = 0
+    duplicates: int = 0  # chunks (or their parts) already held: skipped
+    gaps: int = 0  # chunks that started past what is held: refused, asked again
+    worker_bytes: int | None = None  # the worker's own count, from its newest snapshot
+    worker_lines: int | None = None
+    worker_lost: bool = False  # the master lost the worker: the copy is the prefix that arrived
+    _file: IO[bytes] | None = field(default=None, repr=False)
+
+    def receive(self, offset: int, data: bytes) -> str:
+        """Append what continues the held bytes: "appended", "duplicate" or "gap"."""
+        if offset > self.held_bytes:
+            self.gaps += 1
+            return "gap"
+        tail = data[self.held_bytes - offset :]
+        if not tail:
+            self.duplicates += 1
+            return "duplicate"
+        if self._file is None:
+            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+            self._file = open(self.path, "wb" if self.held_bytes == 0 else "ab")  # noqa: SIM115
+        self._file.write(tail)
+        self._file.flush()  # what arrived is on the master's disk, whatever happens next
+        self.held_bytes += len(tail)
+        self.held_lines += tail.count(b"\n")
+        self.chunks += 1
+        if len(tail) < len(data):
+            self.duplicates += 1
+        return "appended"
+
+    def complete(self) -> bool:
+        """The copy holds exactly what the worker's newest snapshot counted (a lost worker's
+        copy may hold more: lines it shipped after its last snapshot)."""
+        return self.worker_bytes is not None and self.held_bytes == self.worker_bytes
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def describe(self) -> dict[str, Any]:
+        return {"mode": "shipped", "bytes_received": self.held_bytes, "lines_received": self.held_lines,
+                "worker_bytes": self.worker_bytes, "worker_lines": self.worker_lines,
+                "complete": self.complete(), "worker_lost": self.worker_lost, "chunks": self.chunks, "duplicates_skipped": self.duplicates,
+                "gaps_asked_again": self.gaps, "path": os.path.basename(self.path)}  # fmt: skip
+
+
+@dataclass
+class ClockEstimate:
+    """The worker's clock against the master's, from the request/reply sample of least round trip."""
+
+    samples: int = 0
+    offset_ns: int | None = None  # master's wall clock minus the worker's
+    rtt_ns: int | None = None
+
+    def add(self, t1: int, t2: int, t3: int, t4: int) -> None:
+        rtt = (t4 - t1) - (t3 - t2)
+        if rtt < 0:
+            return  # a clock stepped between t1 and t4: no sample
+        self.samples += 1
+        if self.rtt_ns is None or rtt < self.rtt_ns:
+            self.rtt_ns, self.offset_ns = rtt, ((t2 - t1) + (t3 - t4)) // 2
+
+    def describe(self) -> dict[str, Any]:
+        return {"offset_ms": None if self.offset_ns is None else self.offset_ns / 1e6,
+                "rtt_ms": None if self.rtt_ns is None else self.rtt_ns / 1e6,
+                "uncertainty_ms": None if self.rtt_ns is None else self.rtt_ns / 2e6,
+                "samples": self.samples}  # fmt: skip
+
+
+# A worker's wall-clock times are corrected by its offset when that exceeds its uncertainty by
+# this (locust/rawshipping.py); an offset left beyond CLOCK_WARN_MS after that is warned of.
+CLOCK_APPLY_MS = 1.0
+CLOCK_WARN_MS = 2.0
+# The figures that put several nodes' wall-clock times on one timeline (docs/distributed.md).
+WALL_CLOCK_FIGURES = (
+    "the run's and each class's window and the rates over it (requests_per_s, throughput), "
+    "the tenants' spans, the delivered section's realised rate, CV, fit and concurrency, "
+    "and the time series' seconds"
+)
+
+
+def clock_warnings(clocks: dict[str, dict[str, Any]], limit_ms: float = CLOCK_WARN_MS) -> list[str]:
+    """A warning per worker whose measured offset from the master, less the correction its
+    figures carry (``applied_ms``), exceeds ``limit_ms`` beyond its uncertainty: the figures
+    that merge nodes' wall-clock times are off by about that much."""
+    out = []
+    for name, clock in sorted(clocks.items()):
+        measured, uncertainty = clock.get("offset_ms"), clock.get("uncertainty_ms") or 0.0
+        if measured is None:
+            continue
+        offset = measured - (clock.get("applied_ms") or 0.0)
+        if abs(offset) - uncertainty <= limit_ms:
+            continue
+        out.append(f"{name}'s wall clock is {offset:+.1f} ms off the master's (± {uncertainty:.1f} ms) "
+                   "after the correction applied at its start: "
+                   f"{WALL_CLOCK_FIGURES} merge the nodes' wall clocks and are off by up to that much; "
+                   "synchronise the hosts' clocks (NTP)")  # fmt: skip
+    return out

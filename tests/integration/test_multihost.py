@@ -1,0 +1,240 @@
+"""A master and three workers on four "hosts" of this machine (network, mount and UTS namespaces
+of their own: tests/integration/netns.py), run with deploy/kubernetes/'s pod commands
+(tests/helpers/kube.py). No report directory is shared: each worker writes its raw log on its
+own host, where the master has its directory, and ships it to the master (docs/distributed.md,
+"Workers on other hosts"). The master's directory then holds what a one-host run of the same
+seeds holds, `loadkit verify` agrees with it, and a worker killed mid-run leaves its prefix."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from loadkit.sim.testing import sim_process
+from tests.helpers.kube import Pods, resource
+from tests.helpers.ports import free_port
+from tests.integration.netns import hosts
+from tests.integration.runs import check_conservation, load_report, raw_records
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+WORKERS = resource("Deployment", "loadkit-worker", "common")
+JOB = resource("Job", "loadkit-master", "headless")
+N_WORKERS, PORT, SIM_PORT = 3, 5557, 8000
+# The ConfigMap's scenario, edited as docs/kubernetes.md says one edits it: a fixed number of
+# open-loop arrivals (seeded), all due well within the run, so two runs schedule the same requests.
+SCENARIO = """schema = "loadkit.scenario/1"
+name = "multihost"
+seed = 17
+duration_s = 60
+max_requests = 90
+
+[arrival]
+model = "poisson"
+rate = 20.0
+
+[prompt]
+tokenizer = "approx"
+shape = "prompt"
+
+[[parts]]
+name = "p"
+input = { dist = "uniform", low = 16, high = 64 }
+output = { dist = "fixed", value = 8 }
+"""
+JOB_ENV = {"WORKERS": str(N_WORKERS), "USERS": "12", "SPAWN_RATE": "12", "RUN_TIME": "10s"}
+
+
+def configure(pods: Pods) -> None:
+    """The ConfigMap's files with the scenario above and the raw log on (pods read --config)."""
+    pods.command("master", JOB)  # writes the ConfigMap's files out
+    folder = pods.mounts["configmap-loadkit-config"]
+    (folder / "scenario.toml").write_text(SCENARIO)
+    conf = folder / "locust.conf"
+    conf.write_text(conf.read_text() + "raw-log = true\n")
+
+
+@contextmanager
+def started(tmp_path: Path):
+    procs: list[subprocess.Popen[str]] = []
+    tmp_path.mkdir(parents=True, exist_ok=True)
+
+    def start(name: str, argv: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+        with (tmp_path / f"{name}.log").open("w") as out:
+            p = subprocess.Popen(argv, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, text=True,
+                                 env={**os.environ, **env}, start_new_session=True)  # fmt: skip
+        procs.append(p)
+        return p
+
+    try:
+        yield start
+    finally:
+        for p in procs:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait(10)
+
+
+def log_of(tmp_path: Path, name: str) -> str:
+    return (tmp_path / f"{name}.log").read_text(errors="replace")
+
+
+def finish(proc: subprocess.Popen[str], tmp_path: Path, name: str, timeout: float = 120) -> None:
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{name} did not end within {timeout} s:\n{log_of(tmp_path, name)[-4000:]}")
+
+
+def wait_for_text(tmp_path: Path, name: str, texts: tuple[str, ...], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not any(t in log_of(tmp_path, name) for t in texts):
+        if time.monotonic() > deadline:
+            pytest.fail(f"none of {texts} within {timeout} s:\n{log_of(tmp_path, name)[-4000:]}")
+        time.sleep(0.2)
+
+
+def one_host_run(tmp_path: Path) -> Path:
+    """The same pods, seeds and scenario, every process on loopback sharing one directory."""
+    port = free_port()
+    with sim_process("--profile", "fast") as sim, started(tmp_path) as start:
+        pods = Pods(tmp_path / "volumes", sim.url)
+        configure(pods)
+        for i in range(N_WORKERS):
+            start(
+                f"worker-{i}",
+                *pods.command(f"worker-{i}", WORKERS, MASTER_HOST="127.0.0.1", MASTER_PORT=str(port)),
+            )
+        master = start("master", *pods.command("master", JOB, MASTER_PORT=str(port), **JOB_ENV))
+        finish(master, tmp_path, "master")
+    assert master.returncode == 0, log_of(tmp_path, "master")[-3000:]
+    return pods.mounts["pvc-loadkit-reports"] / "run"
+
+
+@contextmanager
+def cluster(tmp_path: Path, kill_worker_after_s: float | None = None):
+    """Master, simulator and workers each on a host of their own; yields (master's report
+    directory, the workers' own report volumes, the master's process)."""
+    with (
+        hosts("master", "sim", *(f"worker-{i}" for i in range(N_WORKERS))) as net,
+        started(tmp_path) as start,
+    ):
+        sim_url = f"http://{net.addresses['sim']}:{SIM_PORT}"
+        sim = start("sim", [*net.prefix("sim"), sys.executable, "-m", "loadkit.sim", "--host", net.addresses["sim"],
+                            "--port", str(SIM_PORT), "--profile", "fast"], {})  # fmt: skip
+        wait_for_text(tmp_path, "sim", (sim_url,), 30)
+        pods = Pods(tmp_path / "volumes", sim_url)
+        configure(pods)
+        master_volume = pods.mounts["pvc-loadkit-reports"]
+        own: list[Path] = []
+        workers = []
+        for i in range(N_WORKERS):
+            argv, env = pods.command(
+                f"worker-{i}", WORKERS, MASTER_HOST=net.addresses["master"], MASTER_PORT=str(PORT)
+            )
+            mine = pods.mounts[f"worker-{i}-reports"]
+            own.append(mine)
+            # The worker sees its own volume where the master has its: the path the master
+            # names is there, on another filesystem.
+            workers.append(
+                start(
+                    f"worker-{i}",
+                    [*net.prefix(f"worker-{i}", ((str(mine), str(master_volume)),)), *argv],
+                    env,
+                )
+            )
+        argv, env = pods.command("master", JOB, MASTER_PORT=str(PORT), **JOB_ENV)
+        master = start("master", [*net.prefix("master"), *argv], env)
+        if kill_worker_after_s is not None:
+            wait_for_text(tmp_path, "master", ("All users spawned", "Spawning is complete"), 60)
+            time.sleep(kill_worker_after_s)
+            os.killpg(workers[0].pid, signal.SIGKILL)  # `loadkit run` and its Locust worker
+        finish(master, tmp_path, "master", 180)
+        assert sim.poll() is None, log_of(tmp_path, "sim")[-2000:]
+        yield master_volume / "run", own, master
+
+
+def lengths(rows: list[dict]) -> list[int]:
+    return sorted(r["n_in_target"] for r in rows)
+
+
+def test_three_worker_hosts_ship_what_one_host_writes(tmp_path):
+    single = one_host_run(tmp_path / "one")
+    with cluster(tmp_path / "many") as (report_dir, own, master):
+        assert master.returncode == 0, log_of(tmp_path / "many", "master")[-3000:]
+        report = check_conservation(report_dir)  # raw log = report.json, and `verify`'s oracle agrees
+        expected = load_report(single)
+        # The same 90 seeded requests sent and accounted for once each. An open-loop slot that
+        # came due with every user busy is dropped (and counted) on either run, as timing falls.
+        ours, theirs = report["conservation"], expected["conservation"]
+        for cons in (ours, theirs):
+            assert cons["holds"] and cons["sent"] == cons["outcomes_total"] == 90, cons
+            assert cons["scheduled"] == cons["sent"] + cons["dropped"] and cons["in_flight"] == 0, cons
+        rows, rows_one = raw_records(report_dir), raw_records(single)
+        assert len(rows) == len(rows_one) == 90
+        assert lengths(rows) == lengths(rows_one)  # the same seeded requests
+        assert Counter(r["worker"] for r in rows) == Counter(r["worker"] for r in rows_one)
+        # Shipped byte for byte: the master's copy is each worker's own file.
+        for mine in own:
+            (written,) = (mine / "run").glob("requests.worker*.jsonl")
+            assert written.read_bytes() == (report_dir / written.name).read_bytes(), written.name
+        assert not list(report_dir.glob(".loadkit-share-*")), "the workers' tokens are not left behind"
+        manifest = report["manifest"]
+        shipping = manifest["raw_log_shipping"]
+        assert sorted(shipping) == [f"worker{i}" for i in range(N_WORKERS)]
+        for entry in shipping.values():
+            assert entry["mode"] == "shipped" and entry["complete"], entry
+            assert (
+                entry["lines_received"] == entry["worker_lines"]
+                and entry["bytes_received"] == entry["worker_bytes"]
+            )
+        for clock in manifest["worker_clocks"].values():
+            # One kernel's clock for every "host": the offset is within the round trip.
+            assert clock["samples"] >= 3 and abs(clock["offset_ms"]) <= clock["rtt_ms"] / 2 + 1, clock
+            assert clock["applied_ms"] == 0, clock  # within its uncertainty: no correction
+        # The one-host run shares its directory: nothing shipped, and the report says so.
+        assert all(
+            e["mode"].startswith("shared")
+            for e in load_report(single)["manifest"]["raw_log_shipping"].values()
+        )
+        verify = subprocess.run([str(Path(sys.executable).parent / "loadkit"), "verify", str(report_dir)],
+                                capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert verify.returncode == 0, verify.stdout[-3000:] + verify.stderr[-2000:]
+
+
+def test_a_worker_killed_mid_run_leaves_its_shipped_prefix(tmp_path):
+    with cluster(tmp_path, kill_worker_after_s=2.5) as (report_dir, own, master):
+        report = json.loads((report_dir / "report.json").read_text())
+        assert report["workers"]["lost"] == 1, report["workers"]
+        (killed,) = (own[0] / "run").glob("requests.worker*.jsonl")  # Locust's index, not the pod's
+        index = killed.name.removeprefix("requests.worker").removesuffix(".jsonl")
+        shipped = (report_dir / killed.name).read_bytes()
+        # A prefix of whole lines of what the worker wrote before it died.
+        assert shipped and shipped.endswith(b"\n") and killed.read_bytes().startswith(shipped)
+        entry = report["manifest"]["raw_log_shipping"][f"worker{index}"]
+        assert entry["lines_received"] == shipped.count(b"\n") and entry["bytes_received"] == len(shipped)
+        # The report says what arrived, and what the worker's last snapshot (report.json's
+        # figures) counted: lines it shipped after that snapshot arrive too.
+        assert entry["worker_lost"] and entry["worker_lines"] is not None, entry
+        warning = f"worker {index} was lost: the master holds the first {entry['lines_received']} lines"
+        assert any(w.startswith(warning) for w in report["warnings"]), report["warnings"]
+        counted = next(n for n in report["workers"]["nodes"] if n["index"] == int(index))
+        assert counted["status"] == "lost", counted
+        # The others shipped everything.
+        for mine in own[1:]:
+            (written,) = (mine / "run").glob("requests.worker*.jsonl")
+            assert written.read_bytes() == (report_dir / written.name).read_bytes(), written.name
+            assert report["manifest"]["raw_log_shipping"][written.name[len("requests.") : -len(".jsonl")]][
+                "complete"
+            ]
