@@ -11,9 +11,8 @@ import pytest
 from PIL import Image
 
 from loadkit.imagetokens import image_tokens
-from loadkit.workload.errors import ScenarioError
+from loadkit.workload.errors import Ctx, ScenarioError
 from loadkit.workload.images import ImageMaker, parse_images, synthetic_png_or_jpeg
-from loadkit.workload.errors import Ctx
 from loadkit.workload.scenario import parse_scenario
 
 BASE = {"schema": "loadkit.scenario/1", "name": "t", "seed": 3, "max_requests": 12,
