@@ -26,7 +26,8 @@ from loadkit.workload.errors import Ctx, check_keys, get_int, get_number, get_st
 from loadkit.workload.paths import expand
 
 KEYS = ("probability", "count", "width", "height", "pixels", "format", "jpeg_share", "quality",
-        "source", "folder", "transport")  # fmt: skip
+        "source", "folder", "transport", "pool")  # fmt: skip
+MAX_POOL = 4096
 FORMATS = ("png", "jpeg", "mix")
 SOURCES = ("synthetic", "folder")
 TRANSPORTS = ("data_url",)
@@ -50,6 +51,10 @@ class ImageSpec:
     source: str = "synthetic"
     folder: Path | None = None
     transport: str = "data_url"
+    # pool = N: N images (sizes and formats drawn from the distributions) made when the source
+    # is built, before the test's load starts; each request picks among them. None: each image
+    # is made when a request first draws its size (in the sending process, between requests).
+    pool: int | None = None
 
 
 def parse_images(ctx: Ctx, raw: Any, resolve: PathResolver, base: Path) -> ImageSpec:
@@ -61,6 +66,8 @@ def parse_images(ctx: Ctx, raw: Any, resolve: PathResolver, base: Path) -> Image
     spec.count = parse_distribution(ctx.at("count"), table.get("count", 1), resolve)
     spec.source = get_str(ctx.at("source"), table.get("source", "synthetic"), SOURCES)
     spec.transport = get_str(ctx.at("transport"), table.get("transport", "data_url"), TRANSPORTS)
+    if "pool" in table:
+        spec.pool = get_int(ctx.at("pool"), table["pool"], low=1, high=MAX_POOL)
     if spec.source == "folder":
         _parse_folder(ctx, table, base, spec)
         return spec
@@ -158,6 +165,10 @@ class ImageMaker:
         self._files = folder_files(spec.folder) if spec.folder is not None else []
         self.made = 0  # images encoded (cache misses)
         self.encode_ns = 0  # time spent making them, for the cost per MB
+        self.pool: list[Image] | None = None
+        if spec.pool is not None:  # made now, before any request: the same pool on every worker
+            rng = np.random.default_rng([seed & 0xFFFFFFFF, _IMAGES, 1 << 40])
+            self.pool = [self._one(rng) for _ in range(spec.pool)]
 
     def draw(self, i: int) -> list[Image]:
         """Request ``i``'s images (none when the probability says so)."""
@@ -166,7 +177,10 @@ class ImageMaker:
         if spec.probability < 1.0 and rng.random() >= spec.probability:
             return []
         assert spec.count is not None
-        return [self._one(rng) for _ in range(spec.count.sample_int(rng))]
+        n = spec.count.sample_int(rng)
+        if self.pool is not None:
+            return [self.pool[int(k)] for k in rng.integers(len(self.pool), size=n)]
+        return [self._one(rng) for _ in range(n)]
 
     def _one(self, rng: np.random.Generator) -> Image:
         spec = self.spec

@@ -121,3 +121,18 @@ def test_images_with_a_session_workload_are_refused(tmp_path):
     raw["sessions"] = {"turns": 2, "user_tokens": 10, "output_tokens": 4, "think_time_s": 0}
     with pytest.raises(ScenarioError, match=r"images: expected \[images\] with \[\[parts\]\]"):
         parse_scenario({**raw, "images": {"pixels": 10}}, tmp_path / "s.toml")
+
+
+def test_a_pool_is_made_up_front_and_requests_pick_from_it(tmp_path):
+    sc = scenario({"count": 2, "width": {"dist": "uniform", "low": 40, "high": 400}, "height": 50,
+                   "format": "jpeg", "pool": 3}, tmp_path)  # fmt: skip
+    src = sc.request_source()
+    assert src.images is not None and src.images.made <= 3 and len(src.images.pool) == 3
+    made = src.images.made
+    urls = set()
+    while (req := src.next_item()) is not None:
+        urls |= {p["image_url"]["url"] for p in req.messages[-1]["content"][1:]}
+    assert src.images.made == made  # nothing made while requests were drawn
+    assert urls <= {im.url for im in src.images.pool} and len(urls) >= 2
+    with pytest.raises(ScenarioError, match="images.pool"):
+        scenario({"pixels": 10, "pool": 0}, tmp_path)
