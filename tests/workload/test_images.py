@@ -136,3 +136,14 @@ def test_a_pool_is_made_up_front_and_requests_pick_from_it(tmp_path):
     assert urls <= {im.url for im in src.images.pool} and len(urls) >= 2
     with pytest.raises(ScenarioError, match="images.pool"):
         scenario({"pixels": 10, "pool": 0}, tmp_path)
+
+
+def test_scenarios_show_names_each_requests_images(tmp_path, capsys):
+    from loadkit.cli import main as loadkit_main
+
+    path = tmp_path / "v.toml"
+    path.write_text('schema = "loadkit.scenario/1"\nname = "v"\nseed = 1\nmax_requests = 2\n'
+                    '[[parts]]\nname = "p"\ninput = 10\noutput = 2\n[images]\ncount = 2\npixels = 10000\n')  # fmt: skip
+    assert loadkit_main(["scenarios", "show", str(path), "-n", "2"]) == 0
+    out = capsys.readouterr().out
+    assert out.count(f"images=2 pixels=20000 image_tokens~{2 * image_tokens(100, 100)}") == 2
