@@ -39,6 +39,10 @@ class RequestRecord:
     t_connected_ns: int | None = None
     t_tls_ns: int | None = None
     t_headers_ns: int | None = None
+    # When the request's last byte was handed to the kernel (sendall returned): t_sent − t_send
+    # is the upload, part of TTFT for a multi-megabyte body (images). None: never written.
+    t_sent_ns: int | None = None
+    request_bytes: int | None = None  # the request as written: head and body
     t_end_ns: int | None = None
     # Arrival time and token count of every token-bearing event, in order.
     event_t_ns: list[int] = field(default_factory=list)
@@ -85,6 +89,12 @@ class RequestRecord:
     # An adapter_error's traceback, on the first of its kind in a process only
     # (client/adaptererr.py); the report's adapter_errors keeps it, the raw log does not.
     traceback: str | None = None
+    # Images in the request (workload/images.py): count, pixels in all, image tokens expected
+    # (loadkit/imagetokens.py) and as the server reported them (None: it did not say).
+    image_count: int = 0
+    image_pixels: int = 0
+    image_tokens_expected: int | None = None
+    image_tokens: int | None = None
     # This request's metrics, set once it is finished (``measure``); None before.
     metrics: RequestMetrics | None = field(default=None, repr=False, compare=False)
 
@@ -156,7 +166,21 @@ class RequestRecord:
             # The same, normalised and joined with the client's TTFT (loadkit.core.servertimings).
             "server_breakdown": server_breakdown(self, m),
             **channel_fields(self, m),
+            **image_fields(self),
         }
+
+
+def image_fields(r: RequestRecord) -> dict[str, Any]:
+    """The raw-log fields of the request's size on the wire and its images."""
+    sent = getattr(r, "t_sent_ns", None)
+    return {
+        "request_bytes": getattr(r, "request_bytes", None),
+        "send_ms": None if sent is None or not r.t_send_ns else _ms(sent - r.t_send_ns),
+        "image_count": getattr(r, "image_count", 0),
+        "image_pixels": getattr(r, "image_pixels", 0),
+        "image_tokens_expected": getattr(r, "image_tokens_expected", None),
+        "image_tokens": getattr(r, "image_tokens", None),
+    }
 
 
 def metrics_of(r: RequestRecord) -> RequestMetrics:

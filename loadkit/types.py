@@ -87,6 +87,11 @@ class GenerationRequest:
     # Send expected_reasoning_tokens as the REASONING_HINT_HEADER: loadkit's simulator reasons
     # that long, a real server ignores an unknown header (it decides its own reasoning length).
     reasoning_hint: bool = False
+    # Images in the last user message's content parts (workload/images.py): how many, their
+    # pixels in all, and the image tokens expected of them (loadkit/imagetokens.py).
+    image_count: int = 0
+    image_pixels: int = 0
+    image_tokens_expected: int | None = None
 
     def as_prompt(self) -> str:
         """The request as one prompt string, for completion endpoints given chat messages."""
@@ -119,6 +124,7 @@ class Usage:
     completion_tokens: int | None = None
     cached_tokens: int | None = None
     reasoning_tokens: int | None = None
+    image_tokens: int | None = None  # prompt_tokens_details.image_tokens, where the server says
 
 
 @dataclass(slots=True)

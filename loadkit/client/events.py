@@ -150,6 +150,8 @@ class EventDecoder:
                 rec.cached_tokens = u.cached_tokens
             if u.reasoning_tokens is not None:
                 rec.reasoning_tokens = u.reasoning_tokens
+            if u.image_tokens is not None:
+                rec.image_tokens = u.image_tokens
         if te.finish_reason is not None:
             rec.finish_reason = te.finish_reason
         if te.server_timings is not None:

@@ -98,6 +98,9 @@ def new_record(
         session_id=request.session_id,
         turn=request.turn,
         stage=request.stage,
+        image_count=request.image_count,
+        image_pixels=request.image_pixels,
+        image_tokens_expected=request.image_tokens_expected,
     )
 
 
@@ -290,11 +293,15 @@ class StreamRun:
 
     def _write(self, sock: socket.socket, payload: bytes) -> None:
         """The request's bytes: t_send is taken here, once any connection set-up is done."""
-        self.record.t_send_ns = time.perf_counter_ns()
+        rec = self.record
+        rec.t_send_ns = time.perf_counter_ns()
+        rec.request_bytes = len(payload)
         if self.tls is None:
             sock.sendall(payload)
         else:
             self.tls.sendall(sock, payload)
+        # Once per request, not per event: the upload's own time (send_ms in the raw log).
+        rec.t_sent_ns = time.perf_counter_ns()
 
     def _plain_reads(self, head: ResponseHead) -> None:
         """Back to plain reads (error bodies): the reads taken after the head join its leftover."""

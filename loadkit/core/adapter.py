@@ -99,6 +99,9 @@ class EngineAdapter:
     end_on_close: ClassVar[bool] = False
     # Where a tenant's priority goes unless the target says (loadkit/core/priority.py): vLLM's body field.
     priority_as: ClassVar[str] = "field:priority"
+    # The apis on which this adapter sends images (OpenAI content parts with image_url); a run
+    # whose scenario has [images] refuses a target whose api is not one (docs/engines.md).
+    image_apis: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, options: AdapterOptions | None = None) -> None:
         self.options = options or AdapterOptions()

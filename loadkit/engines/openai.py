@@ -31,11 +31,15 @@ def parse_openai_usage(raw: Any) -> Usage | None:
     out_details = raw.get("completion_tokens_details") or {}
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
     reasoning = out_details.get("reasoning_tokens") if isinstance(out_details, dict) else None
+    # image_tokens: the field OpenAI-compatible gateways (and loadkit's simulator) report;
+    # vLLM and SGLang count image tokens in prompt_tokens without saying how many.
+    images = details.get("image_tokens") if isinstance(details, dict) else None
     return Usage(
         prompt_tokens=_int_or_none(raw.get("prompt_tokens")),
         completion_tokens=_int_or_none(raw.get("completion_tokens")),
         cached_tokens=_int_or_none(cached),
         reasoning_tokens=_int_or_none(reasoning),
+        image_tokens=_int_or_none(images),
     )
 
 
@@ -190,6 +194,7 @@ class OpenAIAdapter(EngineAdapter):
     name = "openai"
     description = "Generic OpenAI-compatible API: /v1/chat/completions and /v1/completions (SSE)"
     apis: ClassVar[tuple[str, ...]] = ("chat", "completions")
+    image_apis: ClassVar[tuple[str, ...]] = ("chat",)  # content parts with image_url, passed through
     info_paths: ClassVar[tuple[str, ...]] = ("/v1/models",)
     chat_path: ClassVar[str] = "/v1/chat/completions"
     completions_path: ClassVar[str] = "/v1/completions"

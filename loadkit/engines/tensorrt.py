@@ -51,6 +51,7 @@ class TensorRTLLMAdapter(OpenAIAdapter, AdapterExtras):
         "TensorRT-LLM: trtllm-serve OpenAI API, or Triton /v2/models/<model>/generate_stream (api triton)"
     )
     apis = ("chat", "completions", "triton")
+    image_apis = ()  # not checked against trtllm-serve's multimodal chat yet
     info_paths = ("/v2", "/v1/models")
     # "scheduled" = in this iteration's batch; "active" also counts requests the executor holds
     # without scheduling them; Triton's own queue is the pending count.

@@ -51,6 +51,7 @@ class TGIAdapter(OpenAIAdapter, AdapterExtras):
     name = "tgi"
     description = "Hugging Face TGI: native /generate_stream (one token per event) and /v1/chat/completions"
     apis = ("native", "chat")
+    image_apis = ()  # not checked against a TGI vision model yet
     info_paths = ("/info",)
     metric_names = {
         "tgi_batch_current_size": "running",

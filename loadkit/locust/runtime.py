@@ -43,6 +43,7 @@ from loadkit.run.workloads import (
     WARMUP,
     Workload,
     check_class_targets,
+    check_image_targets,
     default_unused,
     load_scenario_file,
     load_workloads,
@@ -231,6 +232,7 @@ class Runtime(Schedules):
             build_target(s, options.api_key or None, options.model or None, plugin_options) for s in specs
         ]
         check_class_targets(self.user_classes(), [t.name for t in self.targets])
+        check_image_targets(self.workloads.values(), self.targets)
 
     def arm(self) -> None:
         """A test start begins: counters and clocks of the run start over (cheap; no probing)."""

@@ -238,6 +238,20 @@ def check_class_targets(user_classes: Iterable[type] | None, names: list[str]) -
                               f"({', '.join(names)}); name them with --target NAME=URL")  # fmt: skip
 
 
+def check_image_targets(workloads: Iterable[Workload], targets: Iterable[Any]) -> None:
+    """A scenario with [images] needs targets whose adapter sends images on its api (the
+    adapter's ``image_apis``, docs/engines.md "Images"): refused at start, not per request."""
+    with_images = [w.label for w in workloads if getattr(w.scenario, "images", None) is not None]
+    if not with_images:
+        return
+    for t in targets:
+        adapter = t.adapter
+        if adapter.api not in getattr(adapter, "image_apis", ()):
+            takes = ", ".join(getattr(adapter, "image_apis", ())) or "none"
+            raise ConfigError(f"target {t.name!r}: engine {adapter.name!r} (api {adapter.api!r}) takes no images "
+                              f"(scenario {with_images[0]!r} has [images]; apis with images: {takes})")  # fmt: skip
+
+
 def share_of(total: int, index: int, workers: int) -> int:
     """Split `total` over `workers` exactly: the first `total % workers` get one more."""
     return total // workers + (1 if index < total % workers else 0)

@@ -174,6 +174,9 @@ class SimEngine:
         hint: int | None = None,
     ) -> None:
         ids = spec.prompt_ids if spec.prompt_ids is not None else tokenize(spec.prompt)
+        if spec.image_ids:  # after the text: charged for prefill, cached by content (sim/images.py)
+            ids = ids + spec.image_ids
+        truth["image_tokens"] = len(spec.image_ids or ())
         if self.scheduler.fits(len(ids), spec.max_tokens) is not None:
             status, body = context_error(
                 self.family, self.gen_routes, len(ids), spec.max_tokens, self.profile.max_model_len

@@ -198,6 +198,7 @@ class ActiveStream:
             seq.cached_tokens or 0,
             finish,
             reasoning_tokens=min(self.fmt.reasoning_tokens, seq.n_out),
+            image_tokens=len(self.fmt.spec.image_ids or ()),
         )
         self.stage_times(out, t_last)
         self.truth["server_stages_ms"] = {

@@ -18,6 +18,7 @@ from loadkit.stats.adaptererrors import AdapterErrors
 from loadkit.stats.classstats import ClassStats
 from loadkit.stats.collector import StatsCollector
 from loadkit.stats.delivered import DeliveredLoad
+from loadkit.stats.imagestats import ImageStats
 from loadkit.stats.lengthstats import LengthStats
 from loadkit.stats.rawlog import session_line
 from loadkit.stats.runcontext import RunContext
@@ -71,6 +72,7 @@ class BuiltinSections:
             Section("task_errors", TaskErrors, TaskErrors.from_wire, report=TaskErrors.report),
             Section("adapter_errors", AdapterErrors, AdapterErrors.from_wire, AdapterErrors.add,
                     report=AdapterErrors.report),
+            Section("images", ImageStats, ImageStats.from_wire, ImageStats.add, report=ImageStats.report),
         ):  # fmt: skip
             c.register_section(section)
 

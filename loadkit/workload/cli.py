@@ -126,7 +126,12 @@ def _describe(item: GenerationRequest | Session | TraceSession) -> str:
             # No server here: a reply of max_tokens pseudo-words stands in for the real one.
             req = item.next_request(" ".join(["reply"] * req.max_tokens), True)
         return f"session {item.session_id}: {item.turns_sent} turns, in->out {' '.join(turns)} ({item.end_reason})"
+    images = (
+        f" images={item.image_count} pixels={item.image_pixels} image_tokens~{item.image_tokens_expected}"
+        if item.image_count
+        else ""
+    )
     return (
         f"request label={item.label} n_in={item.n_in_target} max_tokens={item.max_tokens} "
-        f"cached={item.expected_cached_tokens}"
+        f"cached={item.expected_cached_tokens}{images}"
     )

@@ -29,6 +29,7 @@ from loadkit.workload.errors import (
     get_table,
     require,
 )
+from loadkit.workload.images import ImageSpec, parse_images
 from loadkit.workload.servertok import FORMATS as TOKENIZE_FORMATS
 from loadkit.workload.session_spec import parse_sessions
 from loadkit.workload.shipped import find_scenario
@@ -56,6 +57,7 @@ TOP_KEYS = (
     "sessions",
     "tenants",
     "sim",
+    "images",
 )
 TARGET_KEYS = ("name", "url", "engine", "api", "model", "priority_as")
 ARRIVAL_MODELS = ("closed", "poisson", "gamma", "constant", "trace", "tenants")
@@ -83,6 +85,8 @@ class Scenario:
     tenants: list[TenantSpec] = field(default_factory=list)
     # [sim] profile: the simulator profile the workload fits (`loadkit run` starts it); None: the default.
     sim_profile: str | None = None
+    # [images]: images in each chat request (workload/images.py); None: text only.
+    images: ImageSpec | None = None
 
     @property
     def kind(self) -> str:
@@ -148,6 +152,8 @@ def parse_scenario(raw: dict[str, Any], path: Path, sha256: str = "") -> Scenari
     )
     _parse_header(ctx, raw, sc)
     _parse_workload(ctx, raw, sc)
+    if "images" in raw:
+        sc.images = _parse_images(ctx, raw, sc)
     if "tenants" in raw:
         sc.tenants = parse_tenants(
             ctx.at("tenants"), raw["tenants"], sc.parts, _parse_slos, _parse_arrival, _mix_parser(raw, sc)
@@ -337,6 +343,18 @@ def _parse_workload(ctx: Ctx, raw: dict[str, Any], sc: Scenario) -> None:
         sc.trace = parts_mod.parse_trace(ctx.at("trace"), raw["trace"], base)
     else:
         sc.sessions = parse_sessions(ctx.at("sessions"), raw["sessions"], base)
+
+
+def _parse_images(ctx: Ctx, raw: dict[str, Any], sc: Scenario) -> ImageSpec:
+    """Images go with [[parts]] requests sent as chat messages (content parts)."""
+    if sc.kind != "parts":
+        raise ctx.at("images").error(f"expected [images] with [[parts]] (not yet with [{sc.kind}])")
+    if sc.prompt.shape != "messages":
+        raise ctx.at("images").error(
+            'expected prompt.shape = "messages" (images travel as chat content parts)'
+        )
+    base = sc.path.parent
+    return parse_images(ctx.at("images"), raw["images"], parts_mod.resolver(base), base)
 
 
 def _check_arrival_fits(ctx: Ctx, sc: Scenario) -> None:

@@ -46,6 +46,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from loadkit.workload.servegenmm import refuse_multimodal
 from loadkit.workload.tracereader import BadRow, TraceReadError, micros, parse_count
 
 FAMILIES = ("Gamma", "Weibull")
@@ -183,6 +184,7 @@ def read_lengths(path: str) -> LengthTables:
                 f"{p}: key {k1!r}: window start {_secs(s1)} s is {_days(s1 - s0)} after the one "
                 f"before ({k0!r}); expected a window every few hours: a broken file?"
             )
+    refuse_multimodal(p, doc, [k for _, k in items])
     ins = [_pmf(p, k, doc[k], "input_tokens") for _, k in items]
     outs = [_pmf(p, k, doc[k], "output_tokens") for _, k in items]
     ratios = [_ratio_pmf(p, k, doc[k]) for _, k in items]
@@ -248,7 +250,8 @@ def _start(path: Path, key: str) -> float:
 def _pmf(path: Path, key: str, entry: object, field: str) -> tuple[np.ndarray, np.ndarray] | None:
     where = f"{path}: window {key}: {field}"
     if not isinstance(entry, dict) or field not in entry:
-        raise TraceReadError(f"{where}: expected an object with {field!r}")
+        found = f" (found {', '.join(repr(k) for k in entry)})" if isinstance(entry, dict) and entry else ""
+        raise TraceReadError(f"{where}: expected an object with {field!r}{found}")
     raw = entry[field]
     try:
         table = ast.literal_eval(raw) if isinstance(raw, str) else raw

@@ -21,6 +21,7 @@ import numpy as np
 
 from loadkit.types import GenerationRequest
 from loadkit.workload.errors import ScenarioError
+from loadkit.workload.images import ImageMaker, attach
 from loadkit.workload.mooncake import BlockPrompts, group_sessions
 from loadkit.workload.realised import Realised
 from loadkit.workload.reasoning import apply_split
@@ -97,6 +98,8 @@ class RequestSource:
         self._arrivals: list[float] | None = None
         self._stages: list[str] | None = None  # per arrival, when not all "trace" (cache warm-up)
         self._history: set[int] = set()  # blocks before the window, with trace.warm_cache
+        images = scenario.images
+        self.images = ImageMaker(images, scenario.seed) if images is not None else None
         self._items: Iterator[Item] = self._build_stream()
 
     def next_item(self) -> Item | None:
@@ -175,7 +178,7 @@ class RequestSource:
         n_in, n_out = part_lengths(part, rng)
         req = with_tools(self._single(i, (_PARTS, i), n_in, n_out, f"{tenant.name}/{part.label}"), part)
         req.priority = tenant.priority  # placed per target when sent (loadkit/core/priority.py)
-        return req
+        return self._with_images(req, i)
 
     def _mix_stream(self) -> Iterator[Item]:
         parts = self.scenario.parts
@@ -189,12 +192,19 @@ class RequestSource:
                 fixed = part_lengths(parts[0], np.random.default_rng(0))  # the fixed family draws nothing
         for i in self._my_indices(self.scenario.max_requests):
             if fixed is not None:
-                yield with_tools(self._single(i, (_PARTS, i), *fixed, parts[0].label), parts[0])
+                req = with_tools(self._single(i, (_PARTS, i), *fixed, parts[0].label), parts[0])
+                yield self._with_images(req, i)
                 continue
             rng = np.random.default_rng([self.seed & 0xFFFFFFFF, _PARTS, i])
             part = parts[int(rng.choice(len(parts), p=weights))] if len(parts) > 1 else parts[0]
             n_in, n_out = part_lengths(part, rng)
-            yield with_tools(self._single(i, (_PARTS, i), n_in, n_out, part.label), part)
+            yield self._with_images(
+                with_tools(self._single(i, (_PARTS, i), n_in, n_out, part.label), part), i
+            )
+
+    def _with_images(self, req: GenerationRequest, i: int) -> GenerationRequest:
+        """Request ``i``'s images ([images]), made here: before its send is timed."""
+        return req if self.images is None else attach(req, self.images.draw(i))
 
     def _single(
         self,

@@ -32,3 +32,22 @@ def record(*, engine: str = "e", label: str = "default", outcome: str = "ok", se
         t_end_ns=end, event_t_ns=events, event_tokens=ks, n_in=n_in,
         n_out=sum(ks) if n_out is None else n_out, n_out_source="usage", cached_tokens=cached,
     )  # fmt: skip
+
+
+def image_record(count: int, pixels: int, ttft_ms: float, *, reported: int | None, expected: int,
+                 n_in: int) -> RequestRecord:  # fmt: skip
+    """A request with ``count`` images of ``pixels`` in all: image tokens as the server reported
+    them (None: it did not) and as expected, its bytes (1,000 + pixels) and a send of 1 + count ms."""
+    r = record(ttft_ms=ttft_ms, n_in=n_in)
+    r.image_count, r.image_pixels, r.image_tokens, r.image_tokens_expected = count, pixels, reported, expected
+    r.request_bytes = 1_000 + pixels
+    r.t_sent_ns = r.t_send_ns + round((1 + count) * MS)
+    return r
+
+
+IMAGE_RECORDS = [
+    image_record(0, 0, 20.0, reported=None, expected=0, n_in=50),
+    image_record(1, 200_000, 40.0, reported=300, expected=290, n_in=350),
+    image_record(2, 800_000, 60.0, reported=None, expected=1000, n_in=1040),
+    image_record(6, 5_000_000, 90.0, reported=2000, expected=2100, n_in=2070),
+]

@@ -98,3 +98,29 @@ def test_errors_name_file_and_line(tmp_path, write_scenario):
     other.write_text("0,1,1,Gamma,1,1\n")
     with pytest.raises(ScenarioError, match=r"expected a ServeGen trace named chunk-N-trace\.csv"):
         load_scenario(write_scenario(f'[trace]\nformat = "servegen"\npath = "{other}"\n', name="o.toml"))
+
+
+@pytest.mark.parametrize(
+    ("window", "message"),
+    [
+        # A multimodal window without the text's input_tokens: refused as multimodal, by field.
+        (
+            '{"image_tokens": "{576: 1.0}", "output_tokens": "{2: 1.0}"}',
+            r"window 0: field 'image_tokens': multimodal ServeGen rows are not yet supported",
+        ),
+        # With input_tokens too: still refused (its text alone would be sent without images).
+        (
+            '{"input_tokens": "{10: 1.0}", "output_tokens": "{2: 1.0}", "image_count": "{1: 1.0}"}',
+            r"field 'image_count': multimodal ServeGen rows are not yet supported",
+        ),
+        # Not multimodal, just missing: the keys it found are named.
+        (
+            '{"prompt_len": "{10: 1.0}", "output_tokens": "{2: 1.0}"}',
+            r"expected an object with 'input_tokens' \(found 'prompt_len', 'output_tokens'\)",
+        ),
+    ],
+)
+def test_multimodal_datasets_are_refused_naming_the_field(tmp_path, window, message):
+    (tmp_path / "chunk-7-dataset.json").write_text('{"0": ' + window + "}")
+    with pytest.raises(TraceReadError, match=message):
+        read_lengths(str(tmp_path / "chunk-7-dataset.json"))

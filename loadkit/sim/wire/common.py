@@ -42,6 +42,7 @@ class RequestSpec:
     continuous_usage: bool = False  # vLLM's stream_options.continuous_usage_stats
     priority: int = 0  # vLLM's `priority` (used with scheduling_policy "priority"; lower first)
     tool_name: str | None = None  # the request carried `tools`: the answer calls the first one
+    image_ids: list[int] | None = None  # the prompt tokens of its images (sim/images.py)
 
 
 @dataclass(slots=True)
@@ -52,6 +53,7 @@ class Outcome:
     completion_tokens: int
     cached_tokens: int
     finish_reason: str  # "length" or "stop"
+    image_tokens: int = 0  # of prompt_tokens, the images' (sim/images.py)
     # The server's own stage times (ms): arrival → admission, admission → first token written,
     # first → last token written (loadkit.sim.stream.ActiveStream.outcome).
     prefill_ms: float = 0.0

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from loadkit.sim.images import image_parts, image_token_ids
 from loadkit.sim.wire.common import (
     Outcome,
     RequestSpec,
@@ -31,9 +32,11 @@ DONE = b"data: [DONE]\n\n"
 
 def parse_openai(body: dict[str, Any], chat: bool, default_max: int, model: str) -> RequestSpec:
     """Read an OpenAI request body; ValueError names the offending field."""
+    images: list[int] | None = None
     if chat:
         prompt, ids = messages_prompt(body.get("messages")), None
         check_tool_messages(body.get("messages"))
+        images = image_token_ids(image_parts(body.get("messages"))) or None
     else:
         prompt, ids = _completion_prompt(body.get("prompt"))
     max_tokens = as_int(body, "max_completion_tokens", as_int(body, "max_tokens", default_max))
@@ -56,6 +59,7 @@ def parse_openai(body: dict[str, Any], chat: bool, default_max: int, model: str)
         model=str(body.get("model") or model),
         cache_prompt=body.get("cache_prompt", True) is not False,
         tool_name=tool_name(body) if chat else None,
+        image_ids=images,
     )
 
 
@@ -76,6 +80,8 @@ def usage_dict(out: Outcome) -> dict[str, Any]:
         "completion_tokens": out.completion_tokens,
         "prompt_tokens_details": {"cached_tokens": out.cached_tokens},
     }
+    if out.image_tokens:  # the gateways' field (vLLM itself counts them in prompt_tokens only)
+        usage["prompt_tokens_details"]["image_tokens"] = out.image_tokens
     if out.reasoning_tokens:
         usage["completion_tokens_details"] = {"reasoning_tokens": out.reasoning_tokens}
     return usage
@@ -87,8 +93,9 @@ def llama_usage(out: Outcome) -> dict[str, Any]:
         "completion_tokens": out.completion_tokens,
         "prompt_tokens": out.prompt_tokens,
         "total_tokens": out.prompt_tokens + out.completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": out.cached_tokens},
-    }
+        "prompt_tokens_details": {"cached_tokens": out.cached_tokens,
+                                  **({"image_tokens": out.image_tokens} if out.image_tokens else {})},
+    }  # fmt: skip
 
 
 def openai_error(status: int, message: str, kind: str = "BadRequestError") -> bytes:
