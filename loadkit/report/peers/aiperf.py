@@ -34,8 +34,9 @@ DEFINITIONS = {
     "the stream can follow the last token), loadkit at the last token",
     "itl_chunk_ms": "from AIPerf's inter_chunk_latency: gaps between response chunks, one value per gap",
     "itl_ms": "not measured: AIPerf has no per-token gap distribution (inter_chunk_latency is per chunk)",
-    "ttft_ms": "request start to the first response chunk with content, connect included on a new connection; "
-    "loadkit's ttft_ms starts after the connect (ttft_with_connect_ms is AIPerf's)",
+    "ttft_ms": "request start (taken before the connection is acquired: pool wait and connect included) to "
+    "the first response chunk with content; loadkit's ttft_ms starts after the connect "
+    "(its ttft_with_connect_ms is nearer AIPerf's)",
     "e2e_ms": "request_latency: request start to the last response chunk",
     "n_in / n_out": "AIPerf counts tokens with its --tokenizer by default (usage_* fields hold the server's "
     "counts); loadkit takes the server's usage",

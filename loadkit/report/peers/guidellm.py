@@ -33,8 +33,8 @@ DEFINITIONS = {
     "(count = tokens, not requests), so percentiles lean to long answers",
     "time_per_output_token_ms (unmapped)": "GuideLLM's TPOT is (last token - request start) / output tokens: "
     "it includes the time to first token, so it is not loadkit's tpot_ms and is left out",
-    "ttft_ms": "request start (before connect when the connection is new) to the first token iteration; "
-    "loadkit's ttft_ms starts after the connect (ttft_with_connect_ms is GuideLLM's)",
+    "ttft_ms": "request start to the first token iteration; GuideLLM's HTTP backend takes request start when "
+    "the request headers start to go out (after any connect), as loadkit's ttft_ms does",
     "e2e_ms": "request_latency (seconds, x1000): request start to request end",
     "itl_ms": "not measured: GuideLLM keeps no per-gap inter-token distribution",
     "percentiles": "GuideLLM: nearest rank on the exact values (searchsorted on the CDF); loadkit: nearest rank "
