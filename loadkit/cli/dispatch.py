@@ -29,6 +29,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "capacity": ("loadkit.capacity.cli", "KV-cache capacity planning for a model and workload"),
     "report": ("loadkit.report.cli", "rebuild report.html from a report directory"),
     "compare": ("loadkit.report.compare", "compare runs; --fail-if rules gate CI on regressions"),
+    "import": (
+        "loadkit.report.peers.cli",
+        "a peer's result file (GuideLLM, AIPerf) as a loadkit report directory",
+    ),
     "verify": (
         "loadkit.verify.cli",
         "recompute report.json from the raw log (--raw-log); exit 1 naming each disagreement",

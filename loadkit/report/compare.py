@@ -1,7 +1,7 @@
 """``loadkit compare A B [C ...]``: the same metrics side by side, the change, and CI gating.
 
-Each argument is a report directory or a report.json. The first run is the baseline; every
-later run is compared with it, engine by engine (matched by name). Where both runs wrote raw
+Each argument is a report directory, a report.json, or a peer tool's result file
+(loadkit/report/peers/). The first run is the baseline; every later run is compared with it, engine by engine (matched by name). Where both runs wrote raw
 logs, a seeded bootstrap gives a 95 % interval for the change of p50/p90/p99 of the
 per-request latencies. ``--fail-if`` rules make the exit code 1 when a regression is found.
 """
@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from loadkit.errors import UserError
+from loadkit.report import peers
 from loadkit.report.bootstrap import diff_ci
 from loadkit.report.manifest import condition_rows
 from loadkit.report.rawdata import RawData, load_raw
@@ -62,6 +63,10 @@ def load_run(arg: str, with_raw: bool) -> Run:
     file = path / "report.json" if path.is_dir() else path
     if not file.is_file():
         raise UserError(f"{arg}: no report.json there")
+    if file.name != "report.json":  # a peer tool's result file (GuideLLM, AIPerf ...) or a renamed report
+        data = peers.read_json(file)
+        if not (isinstance(data, dict) and isinstance(data.get("engines"), dict)):
+            return Run(arg, file.parent, peers.convert(data, file))  # no raw log: no bootstrap intervals
     try:
         report = orjson.loads(file.read_bytes())
     except (orjson.JSONDecodeError, OSError) as exc:
@@ -166,6 +171,8 @@ def render_text(pairs: list[Pair]) -> str:
         lines.append(f"\n{pair.base.arg} [{pair.engine_a}]  vs  {pair.other.arg} [{pair.engine_b}]")
         if pair.note:
             lines.append(f"  note: {pair.note}")
+        for side, run in (("A", pair.base), ("B", pair.other)):
+            lines += [f"  note ({side}): {line}" for line in peers.notes(run.report)]
         lines.append(f"  {'metric':<22}{'A':>12}{'B':>12}{'change':>12}{'change %':>10}  95% CI of change")
         for r in pair.rows:
             ci = (
@@ -205,7 +212,8 @@ def _parser() -> argparse.ArgumentParser:
         "runs",
         nargs="+",
         metavar="RUN",
-        help="report directories or report.json files; the first is the baseline",
+        help="report directories, report.json files or peers' result files (GuideLLM benchmarks.json, "
+        "AIPerf profile_export_aiperf.json); the first is the baseline",
     )
     p.add_argument("--engine", help="compare only this engine (default: every engine present in both)")
     p.add_argument(
@@ -284,7 +292,8 @@ def conditions_differ(base: Run, other: Run) -> dict[str, list[str | None]]:
 
 def _pair_json(pair: Pair) -> dict[str, Any]:
     return {"run": pair.other.arg, "engine_a": pair.engine_a, "engine_b": pair.engine_b, "note": pair.note or None,
-            "raw_logs": pair.base.raw is not None and pair.other.raw is not None, "metrics": pair.rows}  # fmt: skip
+            "raw_logs": pair.base.raw is not None and pair.other.raw is not None, "metrics": pair.rows,
+            "peer_notes": {"a": peers.notes(pair.base.report), "b": peers.notes(pair.other.report)}}  # fmt: skip
 
 
 def main(argv: list[str]) -> int:
