@@ -66,20 +66,29 @@ def window_s(rows: list[dict[str, Any]]) -> float | None:
     wall = has_wall_offsets(rows)
     starts, ends = [], []
     for r in rows:
-        start = r.get("t_start_ns") or r["t_send_ns"]
-        if not start or start <= 0:
+        span = request_span(r)
+        if span is None:
             continue
-        end = (
-            r["t_end_ns"]
-            if r["t_end_ns"] is not None
-            else r["t_last_ns"]
-            if r["t_last_ns"] is not None
-            else start
-        )
-        end = max(end, start)
+        start, end = span
         starts.append(wall_ns(r, start) if wall else start)
         ends.append(wall_ns(r, end) if wall else end)
     return (max(ends) - min(starts)) / NS_PER_S if starts else None
+
+
+def request_span(r: dict[str, Any]) -> tuple[int, int] | None:
+    """A raw-log line's (start, end) on its process's monotonic clock: from its start (else its
+    send) to its end (else its last event, else its start); None for a line never started."""
+    start = r.get("t_start_ns") or r["t_send_ns"]
+    if not start or start <= 0:
+        return None
+    end = (
+        r["t_end_ns"]
+        if r["t_end_ns"] is not None
+        else r["t_last_ns"]
+        if r["t_last_ns"] is not None
+        else start
+    )
+    return start, max(end, start)
 
 
 def compare_rates(v: Verdict, section: str, key: str, report: dict[str, Any] | None, fig: Figures,

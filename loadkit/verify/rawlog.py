@@ -3,6 +3,7 @@ logs, one JSON line per request (``requests.jsonl``, or ``requests.worker<N>.jso
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,48 +81,42 @@ def load_run(report_dir: str | Path) -> Run:
 
 def _read_sessions(path: Path) -> list[dict[str, Any]]:
     out = []
+    for number, row in _json_lines(path):
+        if not isinstance(row, dict) or not all(isinstance(row.get(k), str) for k in SESSION_TEXT):
+            raise VerifyInputError(
+                f"{path}:{number}: a session line needs {', '.join(SESSION_TEXT)} (strings)"
+            )
+        if not isinstance(row.get("at_turn"), int) or isinstance(row.get("at_turn"), bool):
+            raise VerifyInputError(f"{path}:{number}: 'at_turn' is {row.get('at_turn')!r}, not an integer")
+        out.append(row)
+    return out
+
+
+def _json_lines(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, decoded value) of each non-blank line; a line that is not JSON is named."""
     with path.open("rb") as fh:
         for number, line in enumerate(fh, 1):
             if not line.strip():
                 continue
             try:
-                row = orjson.loads(line)
+                yield number, orjson.loads(line)
             except orjson.JSONDecodeError as exc:
                 raise VerifyInputError(f"{path}:{number}: not a JSON line ({exc})") from None
-            if not isinstance(row, dict) or not all(isinstance(row.get(k), str) for k in SESSION_TEXT):
-                raise VerifyInputError(
-                    f"{path}:{number}: a session line needs {', '.join(SESSION_TEXT)} (strings)"
-                )
-            if not isinstance(row.get("at_turn"), int) or isinstance(row.get("at_turn"), bool):
-                raise VerifyInputError(
-                    f"{path}:{number}: 'at_turn' is {row.get('at_turn')!r}, not an integer"
-                )
-            out.append(row)
-    return out
 
 
 def _read_lines(path: Path) -> list[dict[str, Any]]:
     rows = []
-    with path.open("rb") as fh:
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                raise VerifyInputError(f"{path}:{number}: not a JSON line ({exc})") from None
-            if not isinstance(row, dict):
-                raise VerifyInputError(f"{path}:{number}: not a JSON object")
-            missing = [k for k in REQUIRED if k not in row]
-            if missing:
-                raise VerifyInputError(
-                    f"{path}:{number}: raw-log line without {', '.join(map(repr, missing))}"
-                )
-            bad = _bad_field(row)
-            if bad:
-                raise VerifyInputError(f"{path}:{number}: {bad}")
-            row["_where"] = f"{path.name}:{number}"
-            rows.append(row)
+    for number, row in _json_lines(path):
+        if not isinstance(row, dict):
+            raise VerifyInputError(f"{path}:{number}: not a JSON object")
+        missing = [k for k in REQUIRED if k not in row]
+        if missing:
+            raise VerifyInputError(f"{path}:{number}: raw-log line without {', '.join(map(repr, missing))}")
+        bad = _bad_field(row)
+        if bad:
+            raise VerifyInputError(f"{path}:{number}: {bad}")
+        row["_where"] = f"{path.name}:{number}"
+        rows.append(row)
     return rows
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from loadkit.verify.compare import Verdict
-from loadkit.verify.rates import has_wall_offsets
+from loadkit.verify.rates import has_wall_offsets, request_span
 
 NS_PER_S = 1_000_000_000
 IN_FLIGHT_UNIT = 0.0005  # the report rounds in_flight to 3 decimals
@@ -23,18 +23,11 @@ def check_timeseries(v: Verdict, engine: str, ts: dict[str, Any], rows: list[dic
         return False
     spans = []
     for r in rows:
-        start = r.get("t_start_ns") or r["t_send_ns"]
-        if not start or start <= 0:
+        span = request_span(r)
+        if span is None:
             continue
-        end = (
-            r["t_end_ns"]
-            if r["t_end_ns"] is not None
-            else r["t_last_ns"]
-            if r["t_last_ns"] is not None
-            else start
-        )
         offset = r["t_wall_offset_ns"]
-        spans.append((start + offset, max(end, start) + offset, r))
+        spans.append((span[0] + offset, span[1] + offset, r))
     if not spans:
         return True
     first = min(s for s, _, _ in spans) // NS_PER_S
