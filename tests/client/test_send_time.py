@@ -31,7 +31,9 @@ def test_request_bytes_send_time_and_images_are_recorded():
     assert rec.request_bytes == len(sent) > 4 << 20
     body = orjson.loads(sent.split(b"\r\n\r\n", 1)[1])
     assert body["messages"][0]["content"][1]["image_url"]["url"] == URL  # passed through as parts
-    assert rec.t_sent_ns is not None and rec.t_send_ns < rec.t_sent_ns <= rec.t_headers_ns <= rec.event_t_ns[0]
+    assert (
+        rec.t_sent_ns is not None and rec.t_send_ns < rec.t_sent_ns <= rec.t_headers_ns <= rec.event_t_ns[0]
+    )
     assert (rec.image_count, rec.image_pixels, rec.image_tokens_expected) == (1, 640 * 480, 391)
     line = rec.to_json()
     assert line["request_bytes"] == len(sent) and line["image_count"] == 1
