@@ -12,9 +12,17 @@ import numpy as np
 from loadkit.workload.mooncake import BlockPrompts
 from loadkit.workload.text import TextBuilder
 
+PERCENTS = (50, 90, 99)
+
+
+def nearest_rank(percent: int, n: int) -> int:
+    """The 1-based rank of the nearest-rank percentile, ⌈percent/100 · n⌉ (at least 1), in integers:
+    the method of every other percentile in report.json (loadkit.stats.histogram)."""
+    return max(1, -(-percent * n // 100))
+
 
 def length_summary(values: array[int] | list[int]) -> dict[str, Any]:
-    """count, mean, std, min, percentiles, max and a log2 histogram; None fields when empty."""
+    """count, mean, std, min, nearest-rank percentiles, max and a log2 histogram; None fields when empty."""
     if len(values) == 0:
         return {
             "count": 0,
@@ -28,7 +36,8 @@ def length_summary(values: array[int] | list[int]) -> dict[str, Any]:
             "histogram": {"edges": [], "counts": []},
         }
     arr = np.asarray(values, dtype=float)
-    p50, p90, p99 = np.percentile(arr, [50, 90, 99])
+    ordered = np.sort(arr)
+    p50, p90, p99 = (ordered[nearest_rank(q, len(arr)) - 1] for q in PERCENTS)
     edges = [0] + [2**k for k in range(int(np.ceil(np.log2(max(arr.max(), 1)))) + 2)]
     counts, _ = np.histogram(arr, bins=edges)
     return {
@@ -65,7 +74,7 @@ class LengthCounts:
         return self.n
 
     def summary(self) -> dict[str, Any]:
-        """What ``length_summary`` gives for the same values (percentiles interpolated alike)."""
+        """What ``length_summary`` gives for the same values (nearest-rank percentiles alike)."""
         if not self.n:
             return length_summary([])
         counts = np.frombuffer(self.counts, dtype=np.int64)
@@ -78,11 +87,8 @@ class LengthCounts:
         def at(rank: int) -> float:  # the rank-th smallest value, 0-based
             return float(values[np.searchsorted(cum, rank, side="right")])
 
-        def pct(q: float) -> float:  # numpy's default (linear) percentile
-            pos = q / 100 * (self.n - 1)
-            lo = int(np.floor(pos))
-            a = at(lo)
-            return a + (pos - lo) * (at(min(lo + 1, self.n - 1)) - a)
+        def pct(percent: int) -> float:
+            return at(nearest_rank(percent, self.n) - 1)
 
         top = int(values[-1])
         edges = [0] + [2**k for k in range(int(np.ceil(np.log2(max(top, 1)))) + 2)]
