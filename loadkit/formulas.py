@@ -71,6 +71,16 @@ def tls_ns(r: Record) -> int | None:
     return r.t_tls_ns - r.t_connected_ns
 
 
+def send_ns(r: Record) -> int | None:
+    """Send time = t_sent − t_send: write start to the last byte handed to the kernel (the upload,
+    part of TTFT for a large image request); None when the request was never written. At least 0:
+    t_sent may be clamped to the answer's kernel stamp (loadkit/client/timer.py)."""
+    sent = getattr(r, "t_sent_ns", None)  # duck-typed records may not carry it
+    if sent is None or not r.t_send_ns:
+        return None
+    return max(sent - r.t_send_ns, 0)
+
+
 def ttfrt_ns(r: Record) -> int | None:
     """Time to first reasoning token = t_first_reasoning − t_send."""
     return None if r.t_first_reasoning_ns is None else r.t_first_reasoning_ns - r.t_send_ns
@@ -157,6 +167,7 @@ class RequestMetrics(NamedTuple):
     ttftc_ns: int | None
     reasoning_ns: int | None
     answer_tpot_ns: int | None
+    send_ns: int | None
     # ITL per chunk (t_i − t_{i−1}); empty below two events. itl_max_ns: the largest of them,
     # what an ``itl_ms`` SLO is judged on.
     itl_gaps_ns: list[int]
@@ -174,5 +185,5 @@ class RequestMetrics(NamedTuple):
         # tuple.__new__ with the fields in order: the generated keyword __new__ costs twice as much,
         # and this runs once per request on the load-generating process.
         return tuple.__new__(cls, (ttft, sched, ttft_with_connect_ns(r), tpot, e2e, connect_ns(r), tls_ns(r),
-                                   ttfrt_ns(r), ttfat, ttftc_ns(r), reasoning_ns(r), answer_tpot, gaps, worst,
+                                   ttfrt_ns(r), ttfat, ttftc_ns(r), reasoning_ns(r), answer_tpot, send_ns(r), gaps, worst,
                                    (ttft, sched, tpot, e2e, worst, ttfat, answer_tpot)))  # fmt: skip

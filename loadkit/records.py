@@ -166,16 +166,15 @@ class RequestRecord:
             # The same, normalised and joined with the client's TTFT (loadkit.core.servertimings).
             "server_breakdown": server_breakdown(self, m),
             **channel_fields(self, m),
-            **image_fields(self),
+            **image_fields(self, m),
         }
 
 
-def image_fields(r: RequestRecord) -> dict[str, Any]:
+def image_fields(r: RequestRecord, m: RequestMetrics | None = None) -> dict[str, Any]:
     """The raw-log fields of the request's size on the wire and its images."""
-    sent = getattr(r, "t_sent_ns", None)
     return {
         "request_bytes": getattr(r, "request_bytes", None),
-        "send_ms": None if sent is None or not r.t_send_ns else _ms(sent - r.t_send_ns),
+        "send_ms": _to_ms((m or metrics_of(r)).send_ns),
         "image_count": getattr(r, "image_count", 0),
         "image_pixels": getattr(r, "image_pixels", 0),
         "image_tokens_expected": getattr(r, "image_tokens_expected", None),

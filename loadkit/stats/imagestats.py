@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadkit.records import RequestRecord, metrics_of
+from loadkit.records import NS_PER_MS, RequestRecord, metrics_of
 from loadkit.stats.histogram import Histogram
 
 COUNT_BUCKETS = ((0, "0"), (1, "1"), (2, "2"), (3, "3-4"), (5, "5+"))  # (lowest count, name)
@@ -43,14 +43,15 @@ class ImageStats:
     def add(self, r: RequestRecord) -> None:
         if r.request_bytes is not None:
             self.request_bytes.record(r.request_bytes)
-        if r.t_sent_ns is not None and r.t_send_ns:
-            self.send_ns.record(max(r.t_sent_ns - r.t_send_ns, 0))
+        metrics = metrics_of(r)
+        if metrics.send_ns is not None:
+            self.send_ns.record(metrics.send_ns)
         if r.image_count:
             self.with_images += 1
             self._tokens(r)
         if not r.ok:
             return
-        ttft = metrics_of(r).ttft_ns
+        ttft = metrics.ttft_ns
         if ttft is None:
             return
         self.by_count.setdefault(bucket(r.image_count, COUNT_BUCKETS), Histogram()).record(ttft)
@@ -105,7 +106,7 @@ class ImageStats:
         out: dict[str, Any] = {
             "requests": self.request_bytes.count,
             "request_bytes": _summary(self.request_bytes),
-            "send_ms": _summary(self.send_ns, 1e-6),
+            "send_ms": _summary(self.send_ns, NS_PER_MS),
             "requests_with_images": self.with_images,
         }
         if not self.with_images:
@@ -118,17 +119,20 @@ class ImageStats:
         return out
 
 
-def _summary(h: Histogram, scale: float = 1.0) -> dict[str, float | int | None]:
+def _summary(h: Histogram, unit: int = 1) -> dict[str, float | int | None]:
+    """Values divided by ``unit`` (ns per ms: the raw log's ``ns / 10**6`` exactly, not ``ns * 1e-6``)."""
     p50, p99 = h.percentiles(list(QUANTILES))
     mean = h.mean
     return {
         "count": h.count,
-        "mean": None if mean is None else mean * scale,
-        "p50": None if p50 is None else p50 * scale,
-        "p99": None if p99 is None else p99 * scale,
-        "max": None if h.max is None else h.max * scale,
+        "mean": None if mean is None else mean / unit,
+        "p50": None if p50 is None else p50 / unit,
+        "p99": None if p99 is None else p99 / unit,
+        "max": None if h.max is None else h.max / unit,
     }
 
 
 def _buckets(hists: dict[str, Histogram], order: tuple[tuple[int, str], ...]) -> list[dict[str, Any]]:
-    return [{"bucket": name, "ttft_ms": _summary(hists[name], 1e-6)} for _, name in order if name in hists]
+    return [
+        {"bucket": name, "ttft_ms": _summary(hists[name], NS_PER_MS)} for _, name in order if name in hists
+    ]

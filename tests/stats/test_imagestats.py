@@ -8,6 +8,7 @@ import pytest
 
 from loadkit.stats.imagestats import ImageStats
 from tests.helpers.records import IMAGE_RECORDS as RECORDS
+from tests.helpers.records import record
 
 
 def test_the_report_buckets_ttft_and_splits_tokens():
@@ -42,3 +43,24 @@ def test_merged_workers_equal_one_state():
     merged = ImageStats.from_wire(a.to_wire())
     merged.merge(ImageStats.from_wire(b.to_wire()))
     assert merged.report() == one.report()
+
+
+@pytest.mark.parametrize("send_ns", [3, 7_000_001, -250])  # -250: t_sent clamped before t_send
+def test_the_raw_log_and_the_images_section_show_one_send_time(send_ns):
+    """One formula (loadkit.formulas.send_ns, at least 0) behind both views: they agree exactly."""
+    r = record()
+    r.request_bytes, r.t_sent_ns = 1_000, r.t_send_ns + send_ns
+    r.measure()
+    stats = ImageStats()
+    stats.add(r)
+    line = r.to_json()
+    assert stats.report()["send_ms"]["max"] == line["send_ms"] == max(send_ns, 0) / 1_000_000
+    assert line["send_ms"] >= 0
+
+
+def test_a_request_never_written_has_no_send_time():
+    r = record()
+    r.t_sent_ns = None
+    stats = ImageStats()
+    stats.add(r)
+    assert r.to_json()["send_ms"] is None and stats.report()["send_ms"]["count"] == 0
