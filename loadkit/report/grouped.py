@@ -12,6 +12,7 @@ from typing import Any
 
 from loadkit.report.htmlutil import not_measured, note, num, pct, section, table
 from loadkit.report.svg import Bars, Series, bar_plot, color, line_plot
+from loadkit.report.tables import TTFAT_HEAD, TTFAT_NOTE, shows_ttfat, with_ttfat
 from loadkit.stats.lengthstats import INPUT_BUCKETS
 
 METHOD = "Percentiles: nearest rank on report.json's histograms (≤ 0.1 % bucket error), as everywhere in the report."
@@ -63,6 +64,7 @@ def stages_section(report: dict[str, Any]) -> str:
         return section("stages", title, not_measured("latency-throughput", "the run had no arrival stages "
                                                      "(report.json's stages section is empty)"))  # fmt: skip
     series, rows = [], []
+    reasoning = shows_ttfat(report)  # then TTFAT p50, p90, p99 after TTFT's
     for i, (engine, stages) in enumerate(per_engine.items()):
         pts = [r for r in stages if not r.get("warmup") and r["stats"].get("output_tokens_per_s") is not None
                and _q(r["stats"], "ttft_ms", "p99") is not None]  # fmt: skip
@@ -74,13 +76,21 @@ def stages_section(report: dict[str, Any]) -> str:
             rows.append([engine, r.get("name", "") + (" (warm-up)" if r.get("warmup") else ""), num(r.get("level")),
                          num(s.get("requests")), num(s.get("ok")), num(r.get("duration_s")),
                          num(s.get("requests_per_s"), 2), num(s.get("output_tokens_per_s")),
-                         *(num(_q(s, "ttft_ms", q)) for q in ("p50", "p90", "p99")), num(_q(s, "tpot_ms", "p50"))])  # fmt: skip
+                         *(num(_q(s, "ttft_ms", q)) for q in ("p50", "p90", "p99")),
+                         *(num(_q(s, "ttfat_ms", q)) for q in ("p50", "p90", "p99") if reasoning),
+                         num(_q(s, "tpot_ms", "p50"))])  # fmt: skip
     plot = line_plot("latency-throughput", "TTFT vs achieved output tokens/s, one point per stage", series,
                      "output tokens/s achieved in the stage", "TTFT ms", y_lo=0.0)  # fmt: skip
     single = (note("Only one stage: a single point; sweep stages draw the curve.")
               if all(len(r) == 1 for r in per_engine.values()) else "")  # fmt: skip
-    how = note("Requests by the stage they were sent in; rates over the stage's planned duration. " + METHOD)
-    return section("stages", title, plot, single, how, table(STAGE_HEAD, rows))
+    how = note(
+        "Requests by the stage they were sent in; rates over the stage's planned duration. "
+        + (TTFAT_NOTE if reasoning else "")
+        + METHOD
+    )
+    return section(
+        "stages", title, plot, single, how, table(with_ttfat(STAGE_HEAD, TTFAT_HEAD, reasoning), rows)
+    )
 
 
 def bucket_rows(report: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
@@ -98,16 +108,23 @@ def buckets_section(report: dict[str, Any]) -> str:
         return section("buckets", title, not_measured("length-buckets", "no request with a known input length "
                                                       "(report.json's lengths.by_target.*.by_input_tokens)"))  # fmt: skip
     groups, rows = [], []
+    reasoning = shows_ttfat(report)  # then TTFAT p50, p99 after TTFT's
     for i, (engine, brows) in enumerate(per_engine.items()):
         by = {r.get("bucket"): r for r in brows}
         groups += [Bars(f"{engine} TTFT p50", [_q(by.get(b), "ttft_ms", "p50") for b in labels], color(i)),
                    Bars(f"{engine} TTFT p99", [_q(by.get(b), "ttft_ms", "p99") for b in labels], color(i), 0.45)]  # fmt: skip
         rows += [[engine, r.get("bucket"), num(r.get("requests")), num(r.get("ok")), num(_q(r, "ttft_ms", "p50")),
-                  num(_q(r, "ttft_ms", "p99")), num(_q(r, "tpot_ms", "p50")), num(_q(r, "tpot_ms", "p99")),
+                  num(_q(r, "ttft_ms", "p99")), *(num(_q(r, "ttfat_ms", q)) for q in ("p50", "p99") if reasoning),
+                  num(_q(r, "tpot_ms", "p50")), num(_q(r, "tpot_ms", "p99")),
                   num(_q(r, "e2e_ms", "p50"))] for r in brows]  # fmt: skip
     plot = bar_plot("length-buckets", "TTFT by input length (tokens)", labels, groups, "TTFT ms")
-    how = note("Buckets by the server's prompt token count; latencies of the ok requests. " + METHOD)
-    return section("buckets", title, plot, how, table(BUCKET_HEAD, rows))
+    how = note(
+        "Buckets by the server's prompt token count; latencies of the ok requests. "
+        + (TTFAT_NOTE if reasoning else "")
+        + METHOD
+    )
+    head = with_ttfat(BUCKET_HEAD, ("TTFAT p50", "TTFAT p99"), reasoning)
+    return section("buckets", title, plot, how, table(head, rows))
 
 
 TurnRow = tuple[int, int, float | None, float | None, float | None]
@@ -142,14 +159,19 @@ def turns_section(report: dict[str, Any]) -> str:
         return section("turns", title, not_measured("ttft-turn", "the run had no multi-turn sessions "
                                                     "(report.json's sessions section is empty)"), sessions)  # fmt: skip
     series, rows = [], []
+    reasoning = shows_ttfat(report)  # then TTFAT p50, p90, p99 after TTFT's
     for i, (engine, trows) in enumerate(per_engine.items()):
         series += [Series(f"{engine} p50", [t[0] for t in trows], [t[2] for t in trows], i, markers=True),
                    Series(f"{engine} p90", [t[0] for t in trows], [t[3] for t in trows], i, True, True)]  # fmt: skip
-        rows += [[engine, num(t[0]), num(t[1]), num(t[2]), num(t[3]), num(t[4])] for t in trows]
+        turns = _turns(_dicts(report.get("sessions"))[engine])
+        rows += [[engine, num(t[0]), num(t[1]), num(t[2]), num(t[3]), num(t[4]),
+                  *(num(_q(turns.get(str(t[0])), "ttfat_ms", q)) for q in ("p50", "p90", "p99") if reasoning)]
+                 for t in trows]  # fmt: skip
     plot = line_plot("ttft-turn", "TTFT by turn index (later turns should hit the prefix cache)", series,
                      "turn", "TTFT ms", y_lo=0.0, x_integer=True)  # fmt: skip
-    return section("turns", title, plot, note("From report.json's sessions section. " + METHOD),
-                   table(TURN_HEAD, rows), sessions)  # fmt: skip
+    return section("turns", title, plot,
+                   note("From report.json's sessions section. " + (TTFAT_NOTE if reasoning else "") + METHOD),
+                   table(with_ttfat(TURN_HEAD, TTFAT_HEAD, reasoning), rows), sessions)  # fmt: skip
 
 
 def _sessions_table(report: dict[str, Any]) -> str:

@@ -6,6 +6,7 @@ from typing import Any
 
 import orjson
 
+from loadkit.report.console import saw_reasoning
 from loadkit.report.htmlutil import NOT_MEASURED, macro, not_measured, note, num, pct, section, table
 from loadkit.report.redact import redact
 from loadkit.report.svg import Bars, bar_plot, color
@@ -16,6 +17,24 @@ SUMMARY_HEAD = ("engine", "label", "requests", "ok", "failed", "cancelled", "end
                 "E2E p50", "E2E p99", "n_out source")  # fmt: skip
 LATENCY_CELLS = (("ttft_ms", "p50"), ("ttft_ms", "p90"), ("ttft_ms", "p99"), ("tpot_ms", "p50"), ("tpot_ms", "p90"),
                  ("tpot_ms", "p99"), ("itl_ms", "p50"), ("itl_ms", "p99"), ("e2e_ms", "p50"), ("e2e_ms", "p99"))  # fmt: skip
+# Time to first answer token, beside TTFT when the run saw reasoning (whose first token TTFT is).
+TTFAT_HEAD = ("TTFAT p50", "TTFAT p90", "TTFAT p99")
+TTFAT_CELLS = (("ttfat_ms", "p50"), ("ttfat_ms", "p90"), ("ttfat_ms", "p99"))
+TTFAT_NOTE = ("TTFT is the first token of any kind, reasoning included; TTFAT the first answer token "
+              "(what the user waits for). ")  # fmt: skip
+
+
+def shows_ttfat(report: dict[str, Any]) -> bool:
+    """The page shows TTFAT beside TTFT when the run saw reasoning, as the console does."""
+    return saw_reasoning({"engines": engines_of(report)})
+
+
+def with_ttfat(items: tuple[Any, ...], ttfat: tuple[Any, ...], reasoning: bool) -> tuple[Any, ...]:
+    """``items`` (a table's head, or its cells) with ``ttfat`` right after TTFT p99, when ``reasoning``."""
+    if not reasoning:
+        return items
+    at = items.index("TTFT p99" if "TTFT p99" in items else ("ttft_ms", "p99")) + 1
+    return (*items[:at], *ttfat, *items[at:])
 
 
 def engines_of(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -41,33 +60,36 @@ def failed_of(s: dict[str, Any]) -> int | None:
     return int(failures) - cancelled_of(s)
 
 
-def _summary_row(engine: str, label: str, s: dict[str, Any]) -> list[str]:
+def _summary_row(engine: str, label: str, s: dict[str, Any], cells: tuple[tuple[str, str], ...]) -> list[str]:
     sources = s.get("n_out_sources") or {}
     ends = s.get("stream_ends")
     closed = None if ends is None else ends.get("close", 0)
-    cells = [engine, label, num(s.get("requests")), num(s.get("ok")), num(failed_of(s)),
-             num(cancelled_of(s)), num(closed), num(s.get("requests_per_s"), 2), num(s.get("output_tokens_per_s")),
-             num(s.get("goodput_per_s"), 2)]  # fmt: skip
-    cells += [num(stat(s, m, p)) for m, p in LATENCY_CELLS]
-    cells.append(", ".join(f"{k}: {v}" for k, v in sources.items()) or NOT_MEASURED)
-    return cells
+    out = [engine, label, num(s.get("requests")), num(s.get("ok")), num(failed_of(s)),
+           num(cancelled_of(s)), num(closed), num(s.get("requests_per_s"), 2), num(s.get("output_tokens_per_s")),
+           num(s.get("goodput_per_s"), 2)]  # fmt: skip
+    out += [num(stat(s, m, p)) for m, p in cells]
+    out.append(", ".join(f"{k}: {v}" for k, v in sources.items()) or NOT_MEASURED)
+    return out
 
 
 def summary_section(report: dict[str, Any]) -> str:
     engines = engines_of(report)
     if not engines:
         return section("summary", "Summary", not_measured("summary", "the report has no engine sections"))
+    reasoning = shows_ttfat(report)
+    cells = with_ttfat(LATENCY_CELLS, TTFAT_CELLS, reasoning)
     rows = []
     for engine, s in engines.items():
-        rows.append(_summary_row(engine, "(all)", s))
+        rows.append(_summary_row(engine, "(all)", s, cells))
         for label, sub in (s.get("labels") or {}).items():
-            rows.append(_summary_row(engine, label, sub))
+            rows.append(_summary_row(engine, label, sub, cells))
+    head = with_ttfat(SUMMARY_HEAD, TTFAT_HEAD, reasoning)
     return section("summary", "Summary per engine and label",
                    note("Latencies in ms over ok requests; rates over each engine's measured window; "
                         "cancelled = stopped by the test, not failed; ended by close = ok streams that ended "
                         "with a clean close after the last message instead of the protocol's end marker; "
-                        f"{NOT_MEASURED} = not measured."),
-                   table(SUMMARY_HEAD, rows, "summary"))  # fmt: skip
+                        f"{TTFAT_NOTE if reasoning else ''}{NOT_MEASURED} = not measured."),
+                   table(head, rows, "summary ttfat" if reasoning else "summary"))  # fmt: skip
 
 
 CONNECTION_HEAD = ("engine", "new connections", "TCP connect p50", "TCP connect p99", "TLS handshake p50",

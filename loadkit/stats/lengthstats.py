@@ -98,8 +98,8 @@ class EngineLengths:
 
     def _buckets(self) -> list[dict[str, Any]]:
         """Per input-length bucket with requests, in length order: requests, ok, TTFT / TPOT /
-        E2E p50, p90, p99 (ms) of the ok ones."""
-        rows = []
+        E2E p50, p90, p99 (ms) of the ok ones, and TTFAT when measured."""
+        rows: list[dict[str, Any]] = []
         for i, (low, label) in enumerate(INPUT_BUCKETS):
             cell = self.by_input.get(label)
             if cell is None:
@@ -107,7 +107,7 @@ class EngineLengths:
             high = INPUT_BUCKETS[i + 1][0] if i + 1 < len(INPUT_BUCKETS) else None
             s = cell.summary(None)
             rows.append({"bucket": label, "min_tokens": low, "below_tokens": high, "requests": s["requests"],
-                         "ok": s["ok"], **{m: s[m] for m in ("ttft_ms", "tpot_ms", "e2e_ms")}})  # fmt: skip
+                         "ok": s["ok"], **{m: s[m] for m in ("ttft_ms", "tpot_ms", "e2e_ms", "ttfat_ms") if m in s}})  # fmt: skip
         return rows
 
 

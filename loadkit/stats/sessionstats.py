@@ -32,15 +32,19 @@ class TurnStats:
     expected_cached: int = 0
     reported_cached: int = 0
     reported: int = 0  # ok turns whose server reported cached tokens
+    # Time to first answer token (beside TTFT, the first reasoning token in a reasoning run).
+    ttfat_ns: Histogram = field(default_factory=Histogram)
 
     def add(self, r: RequestRecord) -> None:
         self.requests += 1
         if r.outcome != OK:
             return
         self.ok += 1
-        ttft = metrics_of(r).ttft_ns  # the request's TTFT as every view records it
-        if ttft is not None:
-            self.ttft_ns.record(ttft)
+        m = metrics_of(r)  # the request's TTFT and TTFAT as every view records them
+        if m.ttft_ns is not None:
+            self.ttft_ns.record(m.ttft_ns)
+        if m.ttfat_ns is not None:
+            self.ttfat_ns.record(m.ttfat_ns)
         if r.n_in is not None:
             self.n_in += r.n_in
         self.expected_cached += r.expected_cached_tokens or 0
@@ -50,12 +54,14 @@ class TurnStats:
 
     def merge(self, other: TurnStats) -> None:
         self.ttft_ns.merge(other.ttft_ns)
+        self.ttfat_ns.merge(other.ttfat_ns)
         for name in ("requests", "ok", "n_in", "expected_cached", "reported_cached", "reported"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
     def to_wire(self) -> dict[str, Any]:
         return {
             "ttft_ns": self.ttft_ns.to_wire(),
+            "ttfat_ns": self.ttfat_ns.to_wire(),
             **{
                 k: getattr(self, k)
                 for k in ("requests", "ok", "n_in", "expected_cached", "reported_cached", "reported")
@@ -67,15 +73,15 @@ class TurnStats:
         out = cls(Histogram.from_wire(data["ttft_ns"]))
         for k in ("requests", "ok", "n_in", "expected_cached", "reported_cached", "reported"):
             setattr(out, k, int(data[k]))
+        if "ttfat_ns" in data:  # absent from a worker that did not record it: merges as empty
+            out.ttfat_ns = Histogram.from_wire(data["ttfat_ns"])
         return out
 
     def summary(self) -> dict[str, Any]:
-        q = self.ttft_ns.percentiles([0.5, 0.9, 0.99]) if self.ttft_ns.count else [None] * 3
-        ms = [None if v is None else v / 1e6 for v in q]
-        return {
+        out = {
             "requests": self.requests,
             "ok": self.ok,
-            "ttft_ms": {"count": self.ttft_ns.count, "p50": ms[0], "p90": ms[1], "p99": ms[2]},
+            "ttft_ms": _latency(self.ttft_ns),
             "prefix_expected_ratio": self.expected_cached / self.n_in if self.n_in else None,
             "prefix_reported_ratio": self.reported_cached / self.n_in
             if self.n_in and self.reported
@@ -83,6 +89,16 @@ class TurnStats:
             "expected_cached_tokens": self.expected_cached,
             "reported_cached_tokens": self.reported_cached if self.reported else None,
         }
+        if self.ttfat_ns.count:  # reported when measured
+            out["ttfat_ms"] = _latency(self.ttfat_ns)
+        return out
+
+
+def _latency(h: Histogram) -> dict[str, Any]:
+    """count and nearest-rank p50, p90, p99 in ms of a histogram of ns."""
+    q = h.percentiles([0.5, 0.9, 0.99]) if h.count else [None] * 3
+    ms = [None if v is None else v / 1e6 for v in q]
+    return {"count": h.count, "p50": ms[0], "p90": ms[1], "p99": ms[2]}
 
 
 @dataclass

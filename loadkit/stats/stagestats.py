@@ -20,6 +20,7 @@ from typing import Any
 from loadkit.records import RequestRecord
 from loadkit.stats.histogram import Histogram
 from loadkit.stats.metrics import (
+    SLO_SLOT,
     STAGE_METRICS,
     Compiled,
     SloLike,
@@ -34,12 +35,17 @@ from loadkit.types import OK
 # 2: the histograms hold ns (the engine sections' resolution), no longer µs.
 WIRE_VERSION = 2
 METRICS = STAGE_METRICS  # stats/metrics.py; the first four of metrics.SLO_KEYS, in that order
+# Time to first answer token beside them (a reasoning run's TTFT is its first reasoning token, so
+# report.html shows TTFAT too). Reported only when measured; a cell from a worker that did not
+# send it merges as empty, so the wire version stays.
+TTFAT = "ttfat_ms"
+HISTS = (*METRICS, TTFAT)
 COUNTERS = ("requests", "ok", "output_tokens", "judged", "good")
 
 
 @dataclass
 class StageCell:
-    hists: dict[str, Histogram] = field(default_factory=lambda: {m: Histogram() for m in METRICS})
+    hists: dict[str, Histogram] = field(default_factory=lambda: {m: Histogram() for m in HISTS})
     requests: int = 0
     ok: int = 0
     output_tokens: int = 0
@@ -66,9 +72,12 @@ class StageCell:
         for name, value in zip(METRICS, values, strict=False):
             if value is not None:
                 self.hists[name].record(value)
+        ttfat = values[SLO_SLOT[TTFAT]]
+        if ttfat is not None:
+            self.hists[TTFAT].record(ttfat)
 
     def merge(self, other: StageCell) -> None:
-        for name in METRICS:
+        for name in HISTS:
             self.hists[name].merge(other.hists[name])
         for name in COUNTERS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
@@ -85,7 +94,10 @@ class StageCell:
         # A cell of an older worker holds µs: merged with ns it would be off 1000-fold.
         if data.get("v") != WIRE_VERSION:
             raise ValueError(f"stage/tenant cell payload version {data.get('v')!r}, expected {WIRE_VERSION}")
-        cell = cls({m: Histogram.from_wire(data["hists"][m]) for m in METRICS})
+        hists = data["hists"]
+        cell = cls(
+            {m: Histogram.from_wire(hists[m]) if m in hists or m != TTFAT else Histogram() for m in HISTS}
+        )
         for c in COUNTERS:
             setattr(cell, c, int(data[c]))
         return cell
@@ -93,6 +105,8 @@ class StageCell:
     def summary(self, duration_s: float | None) -> dict[str, Any]:
         out: dict[str, Any] = {"requests": self.requests, "ok": self.ok, "output_tokens": self.output_tokens}
         for name, hist in self.hists.items():
+            if name == TTFAT and not hist.count:
+                continue
             q = hist.percentiles([0.5, 0.9, 0.99]) if hist.count else [None] * 3
             out[name] = {
                 k: (None if v is None else v / 1e6) for k, v in zip(("p50", "p90", "p99"), q, strict=True)
