@@ -10,8 +10,9 @@ from typing import Any
 
 from loadkit.errors import UserError
 from loadkit.locust import breaker, reachability, starts
+from loadkit.locust.breaker import on_user_error
 from loadkit.locust.cooperative import install_gevent_yield
-from loadkit.locust.ending import on_user_error, stop_a_refused_start, worker_done_handler
+from loadkit.locust.ending import stop_a_refused_start, worker_done_handler
 from loadkit.locust.runtime import ConfigError, ExhaustionWatch, Runtime, end_run
 from loadkit.locust.scraping import ServerMetrics
 from loadkit.locust.shape import StageShape
