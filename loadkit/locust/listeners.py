@@ -59,10 +59,10 @@ def on_init(environment: Any, **_: Any) -> None:
         from loadkit.locust.taskerrors import install as install_task_errors
 
         install_task_errors(environment, runtime)  # exceptions in the users' own tasks
-    from loadkit.selfcheck import install as install_selfcheck
+    from loadkit.locust.selfcheck import install as install_selfcheck
 
     # Every node that sends traffic watches its own event-loop lag and CPU (skips the master).
-    install_selfcheck(environment)
+    install_selfcheck(environment, runtime.stats)
     from loadkit.locust.locustmem import install as install_trim
 
     install_trim(environment)
