@@ -33,7 +33,7 @@ NOT_USER_ERRORS = {
     "loadkit.testing.llamacpp.LlamaServerError": "test kit: the llama.cpp server a test started failed",
     "loadkit.types.MalformedEvent": "a stream event no parser accepts, recorded as the request's outcome",
     "loadkit.workload.mooncakerows._ShortRow": "one short trace row, padded, counted or refused by the reader",
-    "loadkit.workload.tracereader.BadRow": "one bad trace row, skipped and counted or refused as a TraceReadError",
+    "loadkit.workload.tracerows.BadRow": "one bad trace row, skipped and counted or refused as a TraceReadError",
     "loadkit.verify.trace.TraceUnread": 'the oracle cannot recompute a trace\'s asked part: it says "not checked" and why',
 }
 

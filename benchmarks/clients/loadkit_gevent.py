@@ -85,7 +85,9 @@ def main() -> int:
     adapter = OpenAIAdapter(AdapterOptions(model="sim", api="completions"))
     ep = Endpoint.parse(args.url)
     rows: list[dict[str, Any]] = []
-    check = SelfCheck(CollectStats(), node="bench")  # the self-check's verdict on this very run
+    check = SelfCheck(
+        CollectStats(), node="bench", spawn=gevent.spawn, sleep=gevent.sleep
+    )  # its verdict on this run
     check.start()
     from loadkit.locust.stalls import HeapFreezer, freeze_heap
 

@@ -10,14 +10,20 @@ from __future__ import annotations
 import csv
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from loadkit.capacity.errors import CapacityError
+from loadkit.capacity.sample import LengthSample, PrefixSharing, length_stats
+from loadkit.capacity.scenario import lengths_from_scenario
 from loadkit.stats.rawlog import RAW_LOG_GLOB, raw_log_paths, read_blocks
+
+__all__ = [
+    "MOONCAKE_BLOCK_TOKENS", "LengthSample", "PrefixSharing", "from_list", "length_stats", "lengths_from_scenario",
+    "read_lengths",
+]  # fmt: skip
 
 MOONCAKE_BLOCK_TOKENS = 512  # the trace's hash ids each name one 512-token block
 
@@ -28,66 +34,6 @@ _CSV_COLUMNS = (
     ("input_tokens", "output_tokens", "csv"),
     ("n_in", "n_out", "csv"),
 )
-
-
-@dataclass(slots=True)
-class PrefixSharing:
-    """Prompt tokens in total vs. stored once when equal prefixes are shared."""
-
-    method: str
-    prompt_tokens: int
-    unique_tokens: int
-    # All tokens of all sequences (prompt + output), to express the saving against the whole cache.
-    sequence_tokens: int
-
-    @property
-    def shared_tokens(self) -> int:
-        return self.prompt_tokens - self.unique_tokens
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "method": self.method,
-            "prompt_tokens": self.prompt_tokens,
-            "unique_prompt_tokens": self.unique_tokens,
-            "shared_tokens": self.shared_tokens,
-            "saved_fraction_of_prompt": _ratio(self.shared_tokens, self.prompt_tokens),
-            "saved_fraction_of_kv": _ratio(self.shared_tokens, self.sequence_tokens),
-        }
-
-
-@dataclass(slots=True)
-class LengthSample:
-    lengths: np.ndarray
-    source: str
-    kind: str
-    skipped: dict[str, int] = field(default_factory=dict)
-    prefix: PrefixSharing | None = None
-
-    def summary(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"source": self.source, "kind": self.kind, "count": int(self.lengths.size)}
-        out["skipped"] = dict(self.skipped)
-        out.update(length_stats(self.lengths))
-        return out
-
-
-def _ratio(a: int, b: int) -> float | None:
-    return a / b if b else None
-
-
-def length_stats(lengths: np.ndarray) -> dict[str, Any]:
-    """Sum, mean and percentiles of the lengths; None where there are none."""
-    if lengths.size == 0:
-        return {k: None for k in ("tokens", "mean", "min", "p50", "p90", "p99", "max")}
-    p50, p90, p99 = np.percentile(lengths, [50, 90, 99])
-    return {
-        "tokens": int(lengths.sum()),
-        "mean": float(lengths.mean()),
-        "min": int(lengths.min()),
-        "p50": float(p50),
-        "p90": float(p90),
-        "p99": float(p99),
-        "max": int(lengths.max()),
-    }
 
 
 def from_list(lengths: Sequence[int] | np.ndarray, source: str = "a list") -> LengthSample:
@@ -266,17 +212,3 @@ def _read_csv(path: Path, on_bad_row: str) -> LengthSample:
     t_col = "TIMESTAMP" if kind == "azure" and "TIMESTAMP" in names else None
     rows = _trace(path, "azure" if t_col else "lengths", (t_col, in_col, out_col), on_bad_row)
     return LengthSample(rows.n_in + rows.n_out, str(path), kind, dict(rows.skipped))
-
-
-# --- Scenario TOML, through loadkit.workload --------------------------------------------------
-
-
-def lengths_from_scenario(path: str | Path, n: int = 10_000) -> LengthSample:
-    """Lengths of the first n requests a scenario would send (sessions: one sequence per turn).
-
-    Needs ``loadkit.workload.load_scenario``; the import is guarded so the planner works
-    without it for every other source.
-    """
-    from loadkit.capacity import scenario as _scenario
-
-    return _scenario.lengths_from_scenario(Path(path), n)

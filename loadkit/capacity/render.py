@@ -156,7 +156,7 @@ def _warning_lines(plan: dict[str, Any]) -> list[str]:
 def render_html(plan: dict[str, Any]) -> str:
     """A self-contained <section> for report.html: the same text in a <pre> (escaped by the
     report's Jinja2 templates)."""
-    from loadkit.report.htmlutil import macro
+    from loadkit.htmlparts import macro
 
     return str(macro("capacity", f"KV-cache capacity: {plan['model']['name']}", render_table(plan),
                      list(plan["assumptions"])))  # fmt: skip

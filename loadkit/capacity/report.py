@@ -28,7 +28,7 @@ def report_section(
     try:
         result = plan(model, lengths, **options)
     except CapacityError as exc:
-        from loadkit.report.htmlutil import macro
+        from loadkit.htmlparts import macro
 
         return None, str(macro("capacity_failed", f"capacity plan not computed: {exc}"))
     if lengths is None:

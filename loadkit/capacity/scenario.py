@@ -1,7 +1,7 @@
 """Adapter from a scenario file (loadkit.workload) to sequence lengths and planned prefix sharing.
 
-The scenario module is written in parallel with this one, so it is imported only when a
-scenario is asked for, and any shape mismatch becomes one clear CapacityError.
+``loadkit.workload`` is imported only when a scenario is asked for, and any shape mismatch
+becomes one clear CapacityError.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from loadkit.capacity.errors import CapacityError
-from loadkit.capacity.lengths import LengthSample, PrefixSharing
+from loadkit.capacity.sample import LengthSample, PrefixSharing
 
 # Sessions need a reply to build the next turn; this one stands in for the model's answer.
 # Its token count is approximate, like any text without the server's tokenizer.
@@ -21,7 +21,13 @@ _REPLY_WORD = " ok"
 _MAX_TURNS_PER_SESSION = 1_000
 
 
-def lengths_from_scenario(path: Path, n: int) -> LengthSample:
+def lengths_from_scenario(path: str | Path, n: int = 10_000) -> LengthSample:
+    """Lengths of the first n requests a scenario would send (sessions: one sequence per turn).
+
+    Needs ``loadkit.workload.load_scenario``; the import is guarded so the planner works
+    without it for every other source.
+    """
+    path = Path(path)
     source = _request_source(path)
     walk = _Walk()
     try:

@@ -14,6 +14,11 @@ Two readers share one callback per socket (``ArrivalQueue._on_readable``: read, 
 
 Both are used from the hub's thread only (one OS thread per gevent hub), so they share one
 receive buffer per hub.
+
+The one module outside ``loadkit.locust`` and the web UI that imports gevent (an ignore,
+with its reason, in pyproject.toml's import contracts): the client picks this reader itself
+whenever it is handed a gevent socket, under Locust or not, and importing gevent patches
+nothing.
 """
 
 from __future__ import annotations

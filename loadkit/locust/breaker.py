@@ -26,6 +26,7 @@ import time
 from collections import deque
 from typing import Any
 
+from loadkit.locust.ending import end_run
 from loadkit.records import RequestRecord
 from loadkit.run.breakerrules import BreakerRules
 from loadkit.stats.msgtemplate import template_of
@@ -189,8 +190,6 @@ def stop_run(environment: Any, runtime: Any, reason: str, why: str = "circuit br
     else:
         log.error("loadkit: %s", reason)
     if environment is not None and getattr(environment, "runner", None) is not None:
-        from loadkit.locust.ending import end_run  # not through runtime.py: no runtime <-> breaker cycle
-
         end_run(environment, why)
 
 
@@ -210,3 +209,19 @@ def install(environment: Any, runtime: Any) -> None:
         )
 
     environment.runner.register_message(BREAKER_MESSAGE, handler)
+
+
+def on_user_error(user_instance: Any, exception: BaseException, **_: Any) -> None:
+    """A user-API call that can never be sent (UserAPIError: the task makes the same bad call
+    every time) stops the run with its one line, after Locust's one traceback showing where;
+    left alone, a task loop at wait_time 0 logs thousands of tracebacks a second."""
+    from loadkit.requestargs import UserAPIError
+
+    if not isinstance(exception, UserAPIError):
+        return
+    user = getattr(user_instance, "user", user_instance)  # Locust passes the user's TaskSet
+    runtime = getattr(getattr(user, "environment", None), "loadkit", None)
+    if runtime is None or runtime.halted:
+        return
+    reason = f"user class {type(user).__name__}: {exception}"
+    trip(user.environment, runtime, reason, why="a user-API call was refused")

@@ -73,20 +73,3 @@ def stop_a_refused_start(environment: Any, runtime: Any) -> None:
     Stop it again when that happens."""
     if runtime.start_error is not None:
         end_run(environment, "the start was refused")
-
-
-def on_user_error(user_instance: Any, exception: BaseException, **_: Any) -> None:
-    """A user-API call that can never be sent (UserAPIError: the task makes the same bad call
-    every time) stops the run with its one line, after Locust's one traceback showing where;
-    left alone, a task loop at wait_time 0 logs thousands of tracebacks a second."""
-    from loadkit.locust import breaker
-    from loadkit.requestargs import UserAPIError
-
-    if not isinstance(exception, UserAPIError):
-        return
-    user = getattr(user_instance, "user", user_instance)  # Locust passes the user's TaskSet
-    runtime = getattr(getattr(user, "environment", None), "loadkit", None)
-    if runtime is None or runtime.halted:
-        return
-    reason = f"user class {type(user).__name__}: {exception}"
-    breaker.trip(user.environment, runtime, reason, why="a user-API call was refused")

@@ -10,8 +10,9 @@ from typing import Any
 
 from loadkit.errors import UserError
 from loadkit.locust import breaker, reachability, starts
+from loadkit.locust.breaker import on_user_error
 from loadkit.locust.cooperative import install_gevent_yield
-from loadkit.locust.ending import on_user_error, stop_a_refused_start, worker_done_handler
+from loadkit.locust.ending import stop_a_refused_start, worker_done_handler
 from loadkit.locust.runtime import ConfigError, ExhaustionWatch, Runtime, end_run
 from loadkit.locust.scraping import ServerMetrics
 from loadkit.locust.shape import StageShape
@@ -58,10 +59,10 @@ def on_init(environment: Any, **_: Any) -> None:
         from loadkit.locust.taskerrors import install as install_task_errors
 
         install_task_errors(environment, runtime)  # exceptions in the users' own tasks
-    from loadkit.selfcheck import install as install_selfcheck
+    from loadkit.locust.selfcheck import install as install_selfcheck
 
     # Every node that sends traffic watches its own event-loop lag and CPU (skips the master).
-    install_selfcheck(environment)
+    install_selfcheck(environment, runtime.stats)
     from loadkit.locust.locustmem import install as install_trim
 
     install_trim(environment)

@@ -19,11 +19,12 @@ of the server's output and makes nothing suspect. ``messages`` renders every wor
 
 Modules: ``sources`` (kernel and interpreter counters), ``window`` (one window's measures),
 ``verdict`` (limits, causes, suspect figures), ``messages`` (the text), ``monitor`` (the
-rolling window), ``probe`` (the gevent greenlet and the Locust wiring).
+rolling window), ``probe`` (the probe greenlet, on the loop its caller hands it). No gevent and
+no Locust: ``loadkit/locust/selfcheck.py`` runs the probe on gevent in a Locust run.
 """
 
 from loadkit.selfcheck.monitor import SaturationMonitor
-from loadkit.selfcheck.probe import LogOnlyStats, SelfCheck, install, node_name, read_stats
+from loadkit.selfcheck.probe import LogOnlyStats, SelfCheck, read_stats
 from loadkit.selfcheck.sources import process_cpu_s
 from loadkit.selfcheck.verdict import (
     COALESCED_LIMIT_PCT,
@@ -38,6 +39,5 @@ from loadkit.selfcheck.window import MIN_FIRSTS, MIN_READS, Sample, Window, p99
 
 __all__ = [
     "COALESCED_LIMIT_PCT", "MIN_FIRSTS", "MIN_READS", "SEND_SUSPECT", "SUSPECT", "TIMING_SUSPECT", "LogOnlyStats",
-    "Sample", "SaturationMonitor", "SelfCheck", "SelfCheckConfig", "Verdict", "Window", "install", "judge",
-    "node_name", "p99", "process_cpu_s", "read_stats",
+    "Sample", "SaturationMonitor", "SelfCheck", "SelfCheckConfig", "Verdict", "Window", "judge", "p99", "process_cpu_s", "read_stats",
 ]  # fmt: skip

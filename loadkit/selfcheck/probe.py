@@ -1,6 +1,10 @@
 """The self-check's probe: a greenlet in each load-generating process that measures the
 event loop's lag, samples the process's counters once per step, and reports the verdicts
-of ``SaturationMonitor`` into the stats collector (``warn``, ``set_manifest_fields``)."""
+of ``SaturationMonitor`` into the stats collector (``warn``, ``set_manifest_fields``).
+
+No gevent and no Locust here: the caller hands the probe its event loop's ``spawn`` and
+``sleep`` (gevent's, from ``loadkit/locust/selfcheck.py``, which also wires it into a Locust
+environment with the run's stats collector)."""
 
 from __future__ import annotations
 
@@ -29,14 +33,19 @@ def kernel_stamps_expected() -> bool:
 
 class SelfCheck:
     """The probe greenlet of one process, reporting into a stats collector (``warn``,
-    ``set_manifest_fields``). ``start()`` at test start, ``stop()`` at test stop. The
+    ``set_manifest_fields``). ``start()`` at test start, ``stop()`` at test stop. ``spawn``
+    runs the probe loop as a greenlet (its result must have ``kill(block=False)``) and
+    ``sleep`` yields to the loop for so many seconds: both are needed by ``start()`` only. The
     counters' readers default to ``sources`` (injectable for tests)."""
 
     def __init__(self, stats: Any, config: SelfCheckConfig | None = None, node: str = "local",
                  cpu_s: Callable[[], float] = sources.process_cpu_s, kernel_stamps: bool | None = None,
                  wait_s: Callable[[], float | None] = sources.run_queue_wait_s,
-                 pressure_s: Callable[[], float | None] = sources.cpu_pressure_s) -> None:  # fmt: skip
+                 pressure_s: Callable[[], float | None] = sources.cpu_pressure_s,
+                 spawn: Callable[[Callable[[], None]], Any] | None = None,
+                 sleep: Callable[[float], Any] | None = None) -> None:  # fmt: skip
         self.stats = stats
+        self.spawn, self.sleep = spawn, sleep
         expected = kernel_stamps_expected() if kernel_stamps is None else kernel_stamps
         self.monitor = SaturationMonitor(config, node=node, kernel_stamps=expected, on_window=self._trace)
         self.cpu_s, self.wait_s, self.pressure_s = cpu_s, wait_s, pressure_s
@@ -45,8 +54,10 @@ class SelfCheck:
         self._trace_path = os.environ.get(TRACE_ENV) or None
 
     def start(self) -> None:
-        import gevent
-
+        if self.spawn is None or self.sleep is None:
+            raise RuntimeError(
+                "SelfCheck.start needs the event loop's spawn and sleep (loadkit.locust.selfcheck)"
+            )
         if self._greenlet is None:
             from loadkit.client.stamps import READS
 
@@ -54,7 +65,7 @@ class SelfCheck:
             self.monitor.reset()
             self._noted = False
             self._publish()
-            self._greenlet = gevent.spawn(self._run)
+            self._greenlet = self.spawn(self._run)
 
     def stop(self) -> None:
         if self._greenlet is not None:
@@ -66,14 +77,14 @@ class SelfCheck:
         self._publish()
 
     def _run(self) -> None:
-        import gevent
-
+        sleep = self.sleep
+        assert sleep is not None  # start() checked
         cfg, mon = self.monitor.config, self.monitor
         probe_ns, eval_ns = int(cfg.probe_s * 1e9), int(cfg.eval_s * 1e9)
         next_eval = mon.mono_ns() + eval_ns
         while True:
             t0 = mon.mono_ns()
-            gevent.sleep(cfg.probe_s)
+            sleep(cfg.probe_s)
             now = mon.mono_ns()
             mon.add_lag(now - t0 - probe_ns)
             if now >= next_eval:
@@ -137,34 +148,3 @@ class LogOnlyStats:
 
     def set_manifest_fields(self, fields: dict[str, Any]) -> None:
         pass
-
-
-def node_name(environment: Any) -> str:
-    runner = getattr(environment, "runner", None)
-    index = getattr(runner, "worker_index", None)
-    kind = type(runner).__name__ if runner is not None else ""
-    return f"worker {index}" if "Worker" in kind and index is not None else "local"
-
-
-def install(environment: Any, config: SelfCheckConfig | None = None) -> None:
-    """Wire the self-check into a Locust environment: call once at ``init``. It starts at
-    every test start on nodes that send traffic (local, worker), never on a master, and
-    reports into ``environment.loadkit.stats``."""
-    holder: dict[str, SelfCheck] = {}
-
-    def on_test_start(**_kw: Any) -> None:
-        if "Master" in type(environment.runner).__name__:
-            return
-        stats = getattr(getattr(environment, "loadkit", None), "stats", None) or LogOnlyStats()
-        check = holder.get("check")
-        if check is None or (check.stats is not stats and not isinstance(stats, LogOnlyStats)):
-            check = holder["check"] = SelfCheck(stats, config, node_name(environment))
-        check.start()
-
-    def on_test_stop(**_kw: Any) -> None:
-        check = holder.get("check")
-        if check is not None:
-            check.stop()
-
-    environment.events.test_start.add_listener(on_test_start)
-    environment.events.test_stop.add_listener(on_test_stop)

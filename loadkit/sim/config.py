@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loadkit.errors import UserError
+from loadkit.simprofiles import PROFILE_NAMES
 
 
 class ConfigError(ValueError, UserError):
@@ -138,6 +139,9 @@ PROFILES: dict[str, Profile] = {
     # which name it in their [sim] table; `loadkit run` starts it for them.
     "long": Profile(name="long", model="sim-8b-128k", max_model_len=131072),
 }
+
+if tuple(PROFILES) != PROFILE_NAMES:  # the names the scenario parser accepts (loadkit/simprofiles.py)
+    raise AssertionError(f"PROFILES {tuple(PROFILES)} != loadkit.simprofiles.PROFILE_NAMES {PROFILE_NAMES}")
 
 _POSITIVE = ("block_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len", "spec_tokens")
 _NON_NEGATIVE = (

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import orjson
 
-from loadkit.workload.tracereader import BadRow, RowCollector, TraceReadError, TraceRows, parse_count
+from loadkit.workload.tracerows import BadRow, RowCollector, TraceReadError, TraceRows, parse_count
 
 _SHOWN_LINES = 5
 

@@ -189,11 +189,11 @@ def _parse_header(ctx: Ctx, raw: dict[str, Any], sc: Scenario) -> None:
 
 def _parse_sim(ctx: Ctx, raw: Any) -> str:
     """``[sim] profile = "long"``: the simulator profile whose context and KV pool the workload fits."""
-    from loadkit.sim.config import PROFILES
+    from loadkit.simprofiles import PROFILE_NAMES
 
     table = get_table(ctx, raw)
     check_keys(ctx, table, ("profile",))
-    return get_str(ctx.at("profile"), require(ctx, table, "profile"), tuple(PROFILES))
+    return get_str(ctx.at("profile"), require(ctx, table, "profile"), PROFILE_NAMES)
 
 
 def _parse_target(ctx: Ctx, raw: Any) -> dict[str, Any]:

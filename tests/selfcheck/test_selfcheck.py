@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadkit.selfcheck import SUSPECT, SaturationMonitor, SelfCheck, SelfCheckConfig, install, p99
+from loadkit.selfcheck import SUSPECT, SaturationMonitor, SelfCheck, SelfCheckConfig, p99
 from tests.helpers.selfcheck import MS, Clock, Counters, FakeStats, run
 
 
@@ -103,7 +103,7 @@ def test_probe_greenlet_reports_a_blocked_loop():
 
     stats = FakeStats()
     cfg = SelfCheckConfig(lag_ms=5, cpu_pct=1000, window_s=0.5, probe_s=0.005, eval_s=0.1)
-    check = SelfCheck(stats, cfg, node="local")
+    check = SelfCheck(stats, cfg, node="local", spawn=gevent.spawn, sleep=gevent.sleep)
 
     def hog() -> None:
         import time
@@ -125,69 +125,10 @@ def test_probe_greenlet_reports_a_blocked_loop():
     assert stats.manifest["client_saturation"]["max_lag_ms"] > 20
 
 
-def test_install_starts_on_workers_and_local_only():
-    class Events:
-        def __init__(self) -> None:
-            self.test_start, self.test_stop = Hook(), Hook()
-
-    class Hook:
-        def __init__(self) -> None:
-            self.fns: list = []
-
-        def add_listener(self, fn) -> None:
-            self.fns.append(fn)
-
-        def fire(self) -> None:
-            for fn in self.fns:
-                fn()
-
-    class MasterRunner:
-        pass
-
-    class Env:
-        def __init__(self, runner) -> None:
-            self.events, self.runner = Events(), runner
-            self.loadkit = type("R", (), {"stats": FakeStats()})()
-
-    master = Env(MasterRunner())
-    install(master)
-    master.events.test_start.fire()
-    master.events.test_stop.fire()
-    assert master.loadkit.stats.manifest == {}
-
-    class LocalRunner:
-        pass
-
-    local = Env(LocalRunner())
-    install(local)
-    local.events.test_start.fire()
-    assert local.loadkit.stats.manifest["client_saturation"] is None
-    local.events.test_stop.fire()
-    assert local.loadkit.stats.manifest["client_selfcheck"]["node"] == "local"
-
-
-def test_install_without_a_stats_collector_logs_instead(caplog):
-    from loadkit.selfcheck import LogOnlyStats
-
-    class Hook:
-        def __init__(self) -> None:
-            self.fns: list = []
-
-        def add_listener(self, fn) -> None:
-            self.fns.append(fn)
-
-    class LocalRunner:
-        pass
-
-    env = type("Env", (), {})()
-    env.events = type("Events", (), {"test_start": Hook(), "test_stop": Hook()})()
-    env.runner = LocalRunner()
-    env.loadkit = type("R", (), {"stats": None})()
-    install(env)
-    env.events.test_start.fns[0]()
-    env.events.test_stop.fns[0]()  # no collector: nothing to raise on
-    LogOnlyStats().warn("client saturated (test)")
-    assert "client saturated (test)" in caplog.text
+def test_start_needs_the_loops_spawn_and_sleep():
+    """The probe brings no event loop of its own (no gevent in loadkit.selfcheck)."""
+    with pytest.raises(RuntimeError, match="spawn and sleep"):
+        SelfCheck(FakeStats(), node="local").start()
 
 
 def test_health_field_reports_coalesced_reads(monkeypatch):

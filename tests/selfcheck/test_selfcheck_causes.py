@@ -237,7 +237,14 @@ def test_the_real_probe_logs_the_server_note_and_warns_nothing(monkeypatch, capl
     # The lag limit out of reach: this is about coalescing, and a loaded test machine lags.
     cfg = SelfCheckConfig(window_s=0.5, probe_s=0.005, eval_s=0.1, send_lag_ms=1000)
     check = SelfCheck(
-        stats, cfg, cpu_s=lambda: 0.0, kernel_stamps=True, wait_s=lambda: 0.0, pressure_s=lambda: None
+        stats,
+        cfg,
+        cpu_s=lambda: 0.0,
+        kernel_stamps=True,
+        wait_s=lambda: 0.0,
+        pressure_s=lambda: None,
+        spawn=gevent.spawn,
+        sleep=gevent.sleep,
     )
 
     def reads() -> None:
