@@ -9,6 +9,7 @@ from loadkit.verify.breakdown import compare_breakdown
 from loadkit.verify.compare import US_UNIT_MS, Verdict, compare_group, compare_summary
 from loadkit.verify.delivered import delivered
 from loadkit.verify.figures import DEFAULT_RELATIVE_ERROR
+from loadkit.verify.lengthbuckets import check_buckets, check_reasoning
 from loadkit.verify.rates import clock_slack_s, compare_rates, engine_slack_s, has_wall_offsets, window_s
 from loadkit.verify.rawlog import Run
 from loadkit.verify.recompute import figures, group_by
@@ -315,11 +316,19 @@ def lengths(run: Run, v: Verdict) -> None:
         return
     s = "lengths"
     by_engine = group_by(run.rows, "engine")
+    if (run.report.get("lengths") or {}).get("workload_sources"):
+        v.notes.append("lengths.workload_sources because they are the workload generators' own notes of "
+                       "their sources (what each realised of the asked lengths), which the raw log does not hold")  # fmt: skip
+    unsplit = []
     for (engine,), rows in sorted(by_engine.items()):
         section = report.get(engine)
         if section is None:
             v.exact(s, engine, "present", "missing", "present")
             continue
+        check_buckets(v, engine, section.get("by_input_tokens"), rows)
+        if not check_reasoning(v, engine, section.get("reasoning"), rows):
+            if section.get("reasoning") is not None:
+                unsplit.append(engine)
         for key, name in LENGTH_FIELDS:
             if not all(name in r for r in rows):
                 v.notes.append(
@@ -361,3 +370,6 @@ def lengths(run: Run, v: Verdict) -> None:
                     0,
                     False,
                 )
+    if unsplit:
+        v.notes.append(f"lengths.{{{', '.join(unsplit)}}}.reasoning because the raw log has no "
+                       "expected_reasoning_tokens (written before it was logged)")  # fmt: skip

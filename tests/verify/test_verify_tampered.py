@@ -49,7 +49,21 @@ def _times(d: dict[str, Any], key: str, factor: float) -> None:
     d[key] *= factor
 
 
+def _bucket(doc: dict[str, Any], label: str) -> dict[str, Any]:
+    rows = doc["lengths"]["by_target"][ENGINE]["by_input_tokens"]
+    return next(row for row in rows if row["bucket"] == label)
+
+
 TAMPERED = {
+    "lengths / a / by_input_tokens 1k–4k / ttft_ms.p90": lambda doc: _times(
+        _bucket(doc, "1k–4k")["ttft_ms"], "p90", 1.01
+    ),
+    "lengths / a / by_input_tokens <256 / e2e_ms.p50": lambda doc: _times(
+        _bucket(doc, "<256")["e2e_ms"], "p50", 1.01
+    ),
+    "lengths / a / by_input_tokens <256 / requests": lambda doc: _bucket(doc, "<256").update(requests=20),
+    "lengths / a / by_input_tokens 1k–4k / ok": lambda doc: _bucket(doc, "1k–4k").update(ok=29),
+    "lengths / a / by_input_tokens buckets": lambda doc: _bucket(doc, "1k–4k").update(bucket="256–1k"),
     "delivered / a / tenants / realised.rate": lambda doc: _times(_stage(doc)["realised"], "rate", 1.001),
     "delivered / a / tenants / realised.cv": lambda doc: _times(_stage(doc)["realised"], "cv", 1.001),
     "delivered / a / tenants / arrivals": lambda doc: _times(_stage(doc), "arrivals", 2),
