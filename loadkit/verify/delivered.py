@@ -103,7 +103,7 @@ def delivered(run: Run, v: Verdict) -> None:
                          "among the other processes' sends, and rate, CV, concurrency and fit are compared within "
                          "what that moves them")  # fmt: skip
     models = set()
-    timelines: dict[str, tuple[list[int], list[int]]] = {}
+    timelines: dict[str, tuple[list[int], list[int], list[Any]]] = {}
     for (engine, stage), rows in sorted(mine.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
         name = "run" if stage is None else stage
         row = ((by_target.get(engine) or {}).get("stages") or {}).get(name)
@@ -120,7 +120,9 @@ def delivered(run: Run, v: Verdict) -> None:
             continue
         scheduled = [r for r in rows if r.get("t_sched_ns") is not None]
         placed = walled or slack == 0.0
-        arrivals = sorted(_at(r, r["t_send_ns"], placed) for r in (scheduled or rows))
+        placed_rows = sorted(((_at(r, r["t_send_ns"], placed), r.get("worker")) for r in (scheduled or rows)),
+                             key=lambda p: p[0])  # fmt: skip
+        arrivals = [t for t, _ in placed_rows]
         v.exact(s, key, "arrivals", row.get("arrivals"), len(arrivals))
         rate, cv = realised(arrivals)
         got = row.get("realised") or {}
@@ -133,7 +135,11 @@ def delivered(run: Run, v: Verdict) -> None:
             continue
         # Lags are differences of one process's times: no offset in them; a worker ships whole µs.
         lags = [(r["t_send_ns"] - r["t_sched_ns"]) for r in scheduled]
-        timelines[key] = (arrivals, [(x // 1000) * 1000 for x in lags] if wire else lags)
+        timelines[key] = (
+            arrivals,
+            [(x // 1000) * 1000 for x in lags] if wire else lags,
+            [w for _, w in placed_rows],
+        )
         span_s = (arrivals[-1] - arrivals[0]) / NS_PER_S
         rate_tol = _rate_slack(rate, span_s, 2 * eps) if rate is not None else 0.0
         _close_or_none(v, s, key, "realised.rate", got.get("rate"), rate, rate_tol)
@@ -194,8 +200,9 @@ def delivered(run: Run, v: Verdict) -> None:
             )
         elif (row.get("asked") or {}).get("model") == "tenants":
             part, why = None, "the tenants' own schedule is drawn from their arrival processes with the seed"
-        arrivals, lags = timelines[key]
-        note = check_fit(v, key, row, arrivals, lags, part if isinstance(part, list) else None, eps, why)
+        arrivals, lags, processes = timelines[key]
+        note = check_fit(v, key, row, arrivals, lags, part if isinstance(part, list) else None, eps, why, processes,
+                         WIRE_S if wire else 0.0)  # fmt: skip
         if note:
             v.notes.append(note)
 

@@ -17,7 +17,8 @@ interpolated linearly between the two nearest ranks) rounded up to a whole ms. T
   closed-loop, ramped or not-asked row.
 
 Tolerance: a gap within what the times' uncertainty (float rounding; 1 µs per time shipped by
-a worker; the processes' offsets) moves it of a step's edge may floor either way; each such
+a worker; the processes' offsets, except for a gap both of whose ends, and every send near
+them, are of one process) moves it of a positive step's edge may floor either way; each such
 gap moves D by at most 1/n. D is compared within that, the p-value within the p-values of D ±
 that, and the verdict exactly unless that p-value range straddles alpha.
 """
@@ -108,13 +109,43 @@ def floored_steps(gaps_s: list[float], step_s: float) -> list[int]:
     return [math.floor(g / step_s) for g in gaps_s]
 
 
-def near_edges(gaps_s: list[float], step_s: float, eps_s: float) -> int:
-    """Gaps within ``eps_s`` of a multiple of ``step_s`` (they may floor either way)."""
+def near_edges(gaps_s: list[float], step_s: float, eps_s: float | list[float]) -> int:
+    """Gaps within ``eps_s`` (one for all, or each gap's own) of a positive multiple of
+    ``step_s``: they may floor either way. A gap is never negative, so one near 0 floors to 0."""
     n = 0
-    for g in gaps_s:
+    for i, g in enumerate(gaps_s):
         k = round(g / step_s)
-        n += abs(g - k * step_s) <= eps_s
+        eps = eps_s[i] if isinstance(eps_s, list) else eps_s
+        n += k >= 1 and abs(g - k * step_s) <= eps
     return n
+
+
+def gap_uncertainty(arrivals_ns: list[int], processes: list[Any], eps_s: float, own_s: float) -> list[float]:
+    """How far each gap of the sorted arrivals may lie from the section's. Each time is within
+    ``eps_s`` of its place (``own_s`` of it among its own process's times), so the i-th gap of
+    the sorted times moves by at most 2·eps_s; when both its ends are of one process and no
+    other process's arrival lies within 2·eps_s of either, both keep their ranks and the gap
+    moves only by 2·own_s."""
+    n = len(arrivals_ns)
+    reach = 2 * eps_s * NS_PER_S
+    out = []
+    for i in range(n - 1):
+        clean = processes[i] == processes[i + 1]
+        for j in (i - 1, i + 2):
+            if clean and 0 <= j < n and processes[j] != processes[i]:
+                ref = arrivals_ns[i] if j < i else arrivals_ns[i + 1]
+                clean = abs(arrivals_ns[j] - ref) > reach
+        # Farther arrivals of other processes: only those within reach could swap in.
+        k = i - 2
+        while clean and k >= 0 and arrivals_ns[i] - arrivals_ns[k] <= reach:
+            clean = processes[k] == processes[i]
+            k -= 1
+        k = i + 3
+        while clean and k < n and arrivals_ns[k] - arrivals_ns[i + 1] <= reach:
+            clean = processes[k] == processes[i]
+            k += 1
+        out.append(2 * (own_s if clean else eps_s) + FLOAT_EPS_S)
+    return out
 
 
 def ks_one(steps: list[int], step_s: float, law: Any) -> float:
@@ -155,8 +186,11 @@ def no_test_reason(asked: dict[str, Any]) -> str | None:
 
 
 def check_fit(v: Verdict, key: str, row: dict[str, Any], arrivals_ns: list[int], lags_ns: list[int],
-              asked_offsets: list[float] | None, eps_s: float, why_not: str | None) -> str | None:  # fmt: skip
-    """Compare the row's ``fit``; a note (what was not checked, because) or None."""
+              asked_offsets: list[float] | None, eps_s: float, why_not: str | None,
+              processes: list[Any] | None = None, own_s: float = 0.0) -> str | None:  # fmt: skip
+    """Compare the row's ``fit``; a note (what was not checked, because) or None. ``arrivals_ns``
+    sorted, each within ``eps_s`` of the section's time (``own_s`` among its own process's
+    times, ``processes`` saying whose each is)."""
     s = "delivered"
     got = row.get("fit") or {}
     asked = row.get("asked") or {}
@@ -174,7 +208,8 @@ def check_fit(v: Verdict, key: str, row: dict[str, Any], arrivals_ns: list[int],
     model = asked["model"]
     step = resolution / 1e3
     mine = floored_steps(gaps, step)
-    flips = near_edges(gaps, step, 2 * eps_s + FLOAT_EPS_S)
+    per_gap = gap_uncertainty(arrivals_ns, processes or [None] * len(arrivals_ns), eps_s, own_s)
+    flips = near_edges(gaps, step, per_gap)
     if model in ("trace", "tenants"):
         what = "the trace" if model == "trace" else "the tenants' schedule"
         v.exact(s, key, "fit.test", got.get("test"), f"ks-2sample vs {what}'s gaps")
