@@ -202,10 +202,19 @@ def test_a_windowed_mooncake_replay_with_warm_cache(tmp_path):
                           "--host", sim.url, "--scenario", str(scenario), "--report-dir", str(report_dir),
                           "--raw-log", "--raw-log-events")  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    holds(report_dir, 300, delivered=7)
+    out = holds(report_dir, 300, delivered=7)
+    assert "fit.statistic" not in out, out  # the two-sample test against the trace's gaps recomputed
     # The warm-ups were sent, and stay out of the raw log and the figures the oracle checked.
     (schedule,) = json.loads((report_dir / "report.json").read_text())["manifest"]["schedule"].values()
     assert schedule["warmup"]["sent"] > 0, schedule
+
+    def looser_fit(doc: dict[str, Any]) -> None:
+        (target,) = doc["delivered"]["by_target"].values()
+        target["stages"]["trace"]["fit"]["statistic"] += 0.02
+
+    proc = tampered(report_dir, tmp_path / "t", looser_fit)
+    assert proc.returncode == 1, proc.stdout
+    assert "/ trace / fit.statistic: report" in proc.stdout, proc.stdout
 
 
 def test_tenants_with_their_own_arrivals(tmp_path):
@@ -324,6 +333,16 @@ def test_a_master_and_two_workers(tmp_path):
     # The workers' sends on one timeline by each line's t_wall_offset_ns: CV and concurrency checked.
     assert "note: delivered figures of 2 processes: each send is put on the wall clock" in out, out
     assert "not checked: delivered" not in out, out
+    doc = json.loads((report_dir / "report.json").read_text())
+    (target,) = doc["delivered"]["by_target"]
+
+    def burstier(doc: dict[str, Any]) -> None:
+        (row,) = doc["delivered"]["by_target"][target]["stages"].values()
+        row["realised"]["cv"] *= 1.05
+
+    proc = tampered(report_dir, tmp_path / "t", burstier)
+    assert proc.returncode == 1, proc.stdout
+    assert f"DISAGREES delivered / {target} / run / realised.cv: report" in proc.stdout, proc.stdout
 
 
 def test_web_ui_start_stop_start(tmp_path):
