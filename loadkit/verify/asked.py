@@ -35,8 +35,11 @@ Scenario = dict[str, Any]
 
 def check_asked(
     run: Run, v: Verdict, by_target: dict[str, Any], mine: dict[tuple[Any, ...], list[Any]]
-) -> None:
+) -> dict[str, list[float] | str]:
+    """Check each row's asked side; per row key (``target / stage``) of a trace, the part of the
+    trace asked (its offsets), or why it is not known."""
     s = "delivered"
+    parts: dict[str, list[float] | str] = {}
     for (engine, stage), rows in sorted(mine.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
         name = "run" if stage is None else stage
         row = ((by_target.get(engine) or {}).get("stages") or {}).get(name)
@@ -48,7 +51,7 @@ def check_asked(
             v.exact(s, key, "user_classes", row["user_classes"], classes)
         if run.report.get("tenants"):
             v.notes.append(
-                f"delivered {key} asked: the tenants' own schedule (checked in the tenants section)"
+                f"delivered {key} asked because it is the tenants' own schedule (checked in the tenants section)"
             )
             continue
         source = sending_scenario(run, classes)
@@ -61,16 +64,17 @@ def check_asked(
         arrival = dict((source or {}).get("arrival") or {"model": "closed"})
         model = arrival.get("model", "closed")
         if model == "trace":
-            _trace(run, v, key, engine, source or {}, asked, rows)
+            parts[key] = _trace(run, v, key, engine, source or {}, asked, rows)
             continue
         if model == "tenants":
             v.notes.append(
-                f"delivered {key} asked: the tenants' own schedule (checked in the tenants section)"
+                f"delivered {key} asked because it is the tenants' own schedule (checked in the tenants section)"
             )
             continue
         want = process_asked(arrival, name, step_users(run).get(name))
         got = {k: asked.get(k) for k in want}
         v.exact(s, key, f"asked ({_said(want)})", got, want)
+    return parts
 
 
 def sending_scenario(run: Run, classes: list[str]) -> Scenario | str | None:
@@ -140,23 +144,21 @@ def process_asked(arrival: dict[str, Any], stage: str, users: int | None) -> dic
 
 
 def _trace(run: Run, v: Verdict, key: str, engine: str, scenario: Scenario, asked: dict[str, Any],
-           rows: list[dict[str, Any]]) -> None:  # fmt: skip
+           rows: list[dict[str, Any]]) -> list[float] | str:  # fmt: skip
+    """Check a trace row's asked side; the part of the trace asked, or why it is not known."""
     s = "delivered"
     try:
         offsets = trace_offsets(
             str(scenario.get("path")), scenario_table(scenario.get("path"), scenario.get("sha256"))
         )
-    except TraceUnread as exc:
-        v.notes.append(f"delivered {key} asked (a trace's part): {exc}")
-        return
-    except OSError as exc:
-        v.notes.append(f"delivered {key} asked (a trace's part): {exc}")
-        return
+    except (TraceUnread, OSError) as exc:
+        v.notes.append(f"delivered {key} asked (a trace's part) because {exc}")
+        return str(exc)
     schedule = _schedule(run, engine)
     if schedule is None:
-        v.notes.append(f"delivered {key} asked (a trace's part): the manifest has no schedule counts for "
-                       f"{engine} (a distributed master holds no schedule)")  # fmt: skip
-        return
+        why = f"the manifest has no schedule counts for {engine} (a distributed master holds no schedule)"
+        v.notes.append(f"delivered {key} asked (a trace's part) because {why}")
+        return why
     reached = min(int(schedule.get("scheduled", 0)), len(offsets))
     v.exact(s, key, "asked.model", asked.get("model"), "trace")
     covered = asked.get("covered_s")
@@ -190,6 +192,7 @@ def _trace(run: Run, v: Verdict, key: str, engine: str, scenario: Scenario, aske
             v.close(s, key, figure, got, mine, 0.0, False)
     part = offsets[:reached]
     _sched_times(run, v, key, part, rows, int(schedule.get("dropped", 0)))
+    return offsets[:asked_n]
 
 
 def _sched_times(

@@ -23,7 +23,9 @@ def compare_breakdown(v: Verdict, section: str, key: str, report: dict[str, Any]
     ok = [r for r in rows if r["outcome"] == "ok"]
     joined = [r["server_breakdown"] for r in ok if isinstance(r.get("server_breakdown"), dict)]
     if any("server_breakdown" not in r for r in ok):
-        v.notes.append(f"{section} {key} server_breakdown: raw-log lines without the field")
+        v.notes.append(
+            f"{section} {key} server_breakdown because the raw log's lines lack the field (written before it was logged)"
+        )
         return
     fig = "server_breakdown"
     v.exact(section, key, f"{fig}.requests_reported", report.get("requests_reported"), len(joined))

@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from loadkit.verify.breakdown import compare_breakdown
-from loadkit.verify.compare import US_UNIT_MS, Verdict, compare_group, compare_summary
+from loadkit.verify.compare import NS_UNIT_MS, Verdict, compare_group, compare_summary
 from loadkit.verify.delivered import delivered
 from loadkit.verify.figures import DEFAULT_RELATIVE_ERROR
+from loadkit.verify.lengthbuckets import check_buckets, check_reasoning
 from loadkit.verify.rates import clock_slack_s, compare_rates, engine_slack_s, has_wall_offsets, window_s
 from loadkit.verify.rawlog import Run
 from loadkit.verify.recompute import figures, group_by
@@ -29,13 +30,13 @@ def verify_run(run: Run) -> Verdict:
     slos = {str(k): float(x) for k, x in (run.manifest.get("slos") or {}).items()}
     events = run.has_events
     if not events:
-        v.notes.append("ITL (itl_ms, itl_chunk_ms): the raw log has no per-event times "
+        v.notes.append("ITL (itl_ms, itl_chunk_ms) because the raw log has no per-event times "
                        "(run with --raw-log-events)")  # fmt: skip
     lost = (run.report.get("workers") or {}).get("lost")
     if lost:
         # The report keeps a lost worker's last snapshot; its raw log runs on past it, so the
         # counts disagree by what the worker did after that snapshot. Said, not hidden.
-        v.notes.append(f"{lost} worker(s) lost (report.json 'workers'): the raw log holds requests the report "
+        v.remarks.append(f"{lost} worker(s) lost (report.json 'workers'): the raw log holds requests the report "
                        "never received, so counts are expected to disagree")  # fmt: skip
     conservation(run, v)
     engines(run, v, slos, events)
@@ -52,8 +53,8 @@ def verify_run(run: Run) -> Verdict:
         {k for k in slos if (k == "answer_tpot_ms" and old_log) or (k == "itl_ms" and not events)}
     )
     if unknown:
-        v.notes.append(f"SLO keys {', '.join(unknown)}: per-key counts and 'good' not checked (the raw log "
-                       "lacks what they judge)")  # fmt: skip
+        v.notes.append(f"SLO keys {', '.join(unknown)}: per-key counts and 'good' because the raw log "
+                       "lacks what they judge")  # fmt: skip
     return v
 
 
@@ -77,12 +78,32 @@ def unlogged(run: Run, v: Verdict) -> None:
                 v.exact("timeseries", engine, f"Σ {name}", sum(ts[name]), want)
         unplaced = unplaced or not check_timeseries(v, engine, ts, rows)
     if series and unplaced:
-        v.notes.append("timeseries per second: its intervals are whole seconds of each process's wall clock, which "
-                       "the raw log's monotonic times cannot be placed on (lines without t_wall_offset_ns); the "
-                       "columns' totals are checked")  # fmt: skip
+        v.notes.append("timeseries per second because its intervals are whole seconds of each process's wall clock, "
+                       "which the raw log's monotonic times cannot be placed on (lines without t_wall_offset_ns); "
+                       "the columns' totals are checked")  # fmt: skip
+    stage_analysis = sorted(e for e, sec in (run.report.get("stages") or {}).items()
+                            if isinstance(sec, dict) and sec.get("analysis"))  # fmt: skip
+    if stage_analysis:
+        v.notes.append(f"stages {', '.join(stage_analysis)} analysis because it is the report's reading of the "
+                       "stage rows (knee, saturation), not a figure of the raw log; the rows it reads are checked")  # fmt: skip
+    by_target = (run.report.get("tenants") or {}).get("by_target") or {}
+    if any(t.get("long_vs_short") for sec in by_target.values() for t in (sec.get("tenants") or {}).values()):
+        v.notes.append("tenants long_vs_short because it is a ratio of the parts' figures, which are checked "
+                       "per part")  # fmt: skip
+    if _has_messages(run.report):
+        v.notes.append("error_messages texts because the report groups failures' texts into templates of its own and "
+                       "keeps a few; their counts (total, top + other) are checked")  # fmt: skip
     if run.report.get("task_errors"):
-        v.notes.append("task_errors: an exception in a user's task sends no request, so the raw log holds "
+        v.notes.append("task_errors because an exception in a user's task sends no request, so the raw log holds "
                        "nothing to count it from")  # fmt: skip
+
+
+def _has_messages(report: dict[str, Any]) -> bool:
+    for section in report.get("engines", {}).values():
+        groups = [section, *(section.get("labels") or {}).values()]
+        if any(isinstance(g, dict) and g.get("error_messages") for g in groups):
+            return True
+    return False
 
 
 def conservation(run: Run, v: Verdict) -> None:
@@ -114,7 +135,7 @@ def engines(run: Run, v: Verdict, slos: dict[str, float], events: bool) -> None:
     timed = slack is not None
     processes = len({r.get("worker") for r in run.rows})
     if not timed:
-        v.notes.append("windows and rates (window_s, *_per_s): the raw log comes from processes on several "
+        v.notes.append("windows and rates (window_s, *_per_s) because the raw log comes from processes on several "
                        "machines, whose monotonic clocks the report's wall-clock windows cannot be matched with")  # fmt: skip
     elif processes > 1 and has_wall_offsets(run.rows):
         v.remarks.append(f"windows and rates of {processes} processes: each line's t_wall_offset_ns puts them on "
@@ -147,7 +168,7 @@ def user_classes(run: Run, v: Verdict, slos: dict[str, float]) -> None:
     rows = [r for r in run.rows if r.get("user_class") is not None]
     if report is None:
         if rows:
-            v.notes.append("user_classes: the report has no such section; not checked")
+            v.notes.append("user_classes because the report has no such section")
         return
     s = "user_classes"
     by_class = group_by(rows, "user_class")
@@ -196,7 +217,7 @@ def stages(run: Run, v: Verdict, slos: dict[str, float]) -> None:
             key,
             stats,
             fig,
-            US_UNIT_MS,
+            NS_UNIT_MS,
             STAGE_METRICS,
             THREE,
             ("requests", "ok", "output_tokens"),
@@ -243,10 +264,10 @@ def stages(run: Run, v: Verdict, slos: dict[str, float]) -> None:
                 key = f"{engine} / stage {row.get('name')}"
                 v.exact("stages", key, "requests", row["stats"].get("requests"), 0)
     if warmups:
-        v.notes.append(f"stages {', '.join(sorted(warmups))}: warm-up, not in the raw log")
+        v.notes.append(f"stages {', '.join(sorted(warmups))} because warm-up requests are not in the raw log")
     if unplanned:
         v.notes.append(
-            f"stages {', '.join(sorted(unplanned))}: in the raw log, not in the report's stage plan"
+            f"stages {', '.join(sorted(unplanned))} because they are in the raw log, not in the report's stage plan"
         )
 
 
@@ -254,7 +275,7 @@ def session_ends(run: Run, v: Verdict, report: dict[str, Any]) -> None:
     """completed, broken, broken_by, broken_at_turn and ended_by per engine, from the session log."""
     if run.sessions is None:
         if any((e.get("completed") or 0) + (e.get("broken") or 0) for e in report.values()):
-            v.notes.append("sessions completed / broken / broken_by / broken_at_turn / ended_by: the run has no "
+            v.notes.append("sessions completed / broken / broken_by / broken_at_turn / ended_by because the run has no "
                            "session log (sessions*.jsonl, written since the raw log has t_wall_offset_ns)")  # fmt: skip
         return
     mine: dict[str, dict[str, Any]] = {}
@@ -289,6 +310,7 @@ def sessions(run: Run, v: Verdict) -> None:
     for r in rows:
         turn = int(r["turn"])
         by_key.setdefault((r["engine"], str(turn) if turn < MAX_TURN else f"{MAX_TURN}+"), []).append(r)
+    unlogged_prefix: set[str] = set()
     for (engine, turn_key), mine in sorted(by_key.items()):
         cell = ((report.get(engine) or {}).get("turns") or {}).get(turn_key)
         key = f"{engine} / turn {turn_key}"
@@ -300,6 +322,31 @@ def sessions(run: Run, v: Verdict) -> None:
         v.exact("sessions", key, "ok", cell.get("ok"), len(ok))
         ttft = sorted((r["t_first_ns"] - r["t_send_ns"]) / 1e6 for r in ok if r["t_first_ns"] is not None)
         compare_summary(v, "sessions", key, "ttft_ms", cell.get("ttft_ms") or {}, ttft, 1e-6, THREE)
+        if all("expected_cached_tokens" in r for r in ok):
+            prefix_cache(v, key, cell, ok)
+        elif "prefix_expected_ratio" in cell:
+            unlogged_prefix.add(engine)
+    if unlogged_prefix:
+        v.notes.append(f"sessions {', '.join(sorted(unlogged_prefix))} turns' prefix-cache ratios because the raw "
+                       "log has no expected_cached_tokens (written before it was logged)")  # fmt: skip
+
+
+def prefix_cache(v: Verdict, key: str, cell: dict[str, Any], ok: list[dict[str, Any]]) -> None:
+    """A turn's prefix the workload expected cached against what the server reported, over its
+    ok requests: Σ expected (reported) cached tokens over Σ input tokens; the reported side only
+    when at least one server reply said how many were cached."""
+    n_in = sum(r["n_in"] for r in ok if r["n_in"] is not None)
+    expected = sum(r["expected_cached_tokens"] or 0 for r in ok)
+    reported = [r["cached_tokens"] for r in ok if r.get("cached_tokens") is not None]
+    v.exact("sessions", key, "expected_cached_tokens", cell.get("expected_cached_tokens"), expected)
+    v.exact("sessions", key, "reported_cached_tokens", cell.get("reported_cached_tokens"),
+            sum(reported) if reported else None)  # fmt: skip
+    for figure, mine in (("prefix_expected_ratio", expected / n_in if n_in else None),
+                         ("prefix_reported_ratio", sum(reported) / n_in if n_in and reported else None)):  # fmt: skip
+        if mine is None or cell.get(figure) is None:
+            v.exact("sessions", key, figure, cell.get(figure), mine)
+        else:
+            v.close("sessions", key, figure, cell.get(figure), mine, 0.0, False)
 
 
 # lengths.by_target: report key -> raw-log field, over every request that has the field.
@@ -315,15 +362,23 @@ def lengths(run: Run, v: Verdict) -> None:
         return
     s = "lengths"
     by_engine = group_by(run.rows, "engine")
+    if (run.report.get("lengths") or {}).get("workload_sources"):
+        v.notes.append("lengths.workload_sources because they are the workload generators' own notes of "
+                       "their sources (what each realised of the asked lengths), which the raw log does not hold")  # fmt: skip
+    unsplit = []
     for (engine,), rows in sorted(by_engine.items()):
         section = report.get(engine)
         if section is None:
             v.exact(s, engine, "present", "missing", "present")
             continue
+        check_buckets(v, engine, section.get("by_input_tokens"), rows)
+        if not check_reasoning(v, engine, section.get("reasoning"), rows):
+            if section.get("reasoning") is not None:
+                unsplit.append(engine)
         for key, name in LENGTH_FIELDS:
             if not all(name in r for r in rows):
                 v.notes.append(
-                    f"lengths {engine} {key}: the raw log has no {name} (written before it was logged)"
+                    f"lengths {engine} {key} because the raw log has no {name} (written before it was logged)"
                 )
                 continue
             values = sorted(r[name] for r in rows if r.get(name) is not None)
@@ -361,3 +416,6 @@ def lengths(run: Run, v: Verdict) -> None:
                     0,
                     False,
                 )
+    if unsplit:
+        v.notes.append(f"lengths {', '.join(unsplit)} reasoning because the raw log has no "
+                       "expected_reasoning_tokens (written before it was logged)")  # fmt: skip

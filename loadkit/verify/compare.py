@@ -2,8 +2,8 @@
 
 Counts must agree exactly. A percentile may differ by what the report's histogram can
 resolve: ``relative_error`` of the value (2^-10 unless the manifest states
-``histogram_relative_error``) plus one recording unit (1 ns for the engine, label and class
-histograms, 1 µs for stages, which record microseconds)."""
+``histogram_relative_error``) plus one recording unit: 1 ns, which every histogram records
+(engines, labels, classes, stages, tenants' parts, length buckets, session turns)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ COUNT_KEYS = ("requests", "ok", "failures", "cancelled", "outcomes", "output_tok
 GROUP_METRICS = ("ttft_ms", "ttft_sched_ms", "ttft_with_connect_ms", "tpot_ms", "e2e_ms", "ttfat_ms", "ttfrt_ms",
                  "ttftc_ms", "reasoning_ms", "answer_tpot_ms", "connect_ms", "tls_ms", "n_in", "n_out", "n_cached",
                  "n_reasoning", "n_answer", "n_tool")  # fmt: skip
-NS_UNIT_MS, US_UNIT_MS = 1e-6, 1e-3
+NS_UNIT_MS = 1e-6
 
 
 @dataclass(frozen=True)

@@ -82,7 +82,7 @@ def servegen_windows(run: Run, v: Verdict) -> None:
         rows = read_csv(path)
     except (OSError, ValueError, IndexError) as exc:
         v.notes.append(
-            f"delivered servegen windows: cannot read the scenario's trace {path} ({exc}): not checked"
+            f"delivered servegen windows because the scenario's trace {path} cannot be read ({exc})"
         )
         return
     starts = [r[0] for r in rows]
@@ -99,8 +99,8 @@ def servegen_windows(run: Run, v: Verdict) -> None:
         key = f"{engine} / {stage} / servegen"
         named = str(Path(str(table.get("trace", ""))).resolve())
         if named != str(path):  # another checkout's copy of a shipped file, or a moved one
-            v.notes.append(f"delivered {key}: the report names the trace {named}; its file side is checked "
-                           f"against {path}, which the manifest's scenario names here")  # fmt: skip
+            v.notes.append(f"delivered {key} against the trace the report names, {named}, because its file side is "
+                           f"checked against {path}, which the manifest's scenario names here")  # fmt: skip
         v.exact(S, key, "speed", table.get("speed"), speed)
         reported = table.get("windows") or []
         v.exact(S, key, "window starts (a prefix of the file's in the cut)",
@@ -109,17 +109,17 @@ def servegen_windows(run: Run, v: Verdict) -> None:
         mine = [r for r in run.rows if r["engine"] == engine and (r.get("stage") or "run") == stage
                 and r.get("t_sched_ns") is not None]  # fmt: skip
         if slack != 0.0:
-            v.notes.append(f"delivered {key}: realised per window not checked: sends of several processes")
+            v.notes.append(f"delivered {key} realised per window because the sends are of several processes")
         elif truncated:
-            v.notes.append(f"delivered {key}: realised per window not checked: the section kept a prefix of the "
+            v.notes.append(f"delivered {key} realised per window because the section kept a prefix of the "
                            f"stage ({truncated} requests more)")  # fmt: skip
         elif dropped:
-            v.notes.append(f"delivered {key}: realised per window not checked: {dropped} slots dropped, so the "
+            v.notes.append(f"delivered {key} realised per window because {dropped} slots were dropped, so the "
                            "k-th send is not the k-th synthesised arrival")  # fmt: skip
         else:
             _realised_side(v, key, reported, mine)
-    v.notes.append("delivered servegen windows: the synthesised CV and the per-window fit test are not recomputed "
-                   "(the synthesis draws from the seed), nor the synthesised count of a window the run cut short")  # fmt: skip
+    v.notes.append("delivered servegen windows' asked side (synthesised CV, per-window fit, the synthesised count of a "
+                   "window the run cut short) because the synthesis draws from the seed")  # fmt: skip
 
 
 def _file_side(v: Verdict, key: str, reported: list[dict[str, Any]], inside: list[tuple[float, float, float, str]],

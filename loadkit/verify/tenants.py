@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadkit.verify.compare import US_UNIT_MS, Verdict, compare_group
+from loadkit.verify.compare import NS_UNIT_MS, Verdict, compare_group
 from loadkit.verify.rates import one_process
 from loadkit.verify.rawlog import Run
 from loadkit.verify.recompute import figures
@@ -47,7 +47,9 @@ def tenants(run: Run, v: Verdict) -> None:
     v.exact(s, "*", "targets", sorted(report), sorted(by_engine))
     timed = one_process(run.rows)
     if not timed:
-        v.notes.append("tenants window_s and per-second rates: the raw log comes from several processes")
+        v.notes.append(
+            "tenants window_s and per-second rates because the raw log comes from several processes"
+        )
     for engine, by_tenant in sorted(by_engine.items()):
         section = report.get(engine) or {}
         listed = section.get("tenants") or {}
@@ -80,8 +82,8 @@ def _tenant(v: Verdict, key: str, got: dict[str, Any], parts: dict[str, list[dic
     v.exact(s, key, "ok", got.get("ok"), fig.counts["ok"])
     share = good / len(mine) if judged and mine else None
     if unknown:
-        v.notes.append(f"tenants {key}: SLO keys {', '.join(fig.slo_unknown)} need what the raw log lacks: "
-                       "judged, good and what follows from them not checked")  # fmt: skip
+        v.notes.append(f"tenants {key} judged, good and what follows from them because SLO keys "
+                       f"{', '.join(fig.slo_unknown)} need what the raw log lacks")  # fmt: skip
         share = got.get("goodput_share_of_demand")
     else:
         v.exact(s, key, "judged", got.get("judged"), judged)
@@ -96,7 +98,7 @@ def _tenant(v: Verdict, key: str, got: dict[str, Any], parts: dict[str, list[dic
     ttft = fig.values["ttft_ms"]
     if ttft:
         v.close(s, key, "ttft_ms_p50", got.get("ttft_ms_p50"), ttft[max(1, -(-500 * len(ttft) // 1000)) - 1],
-                US_UNIT_MS)  # fmt: skip
+                NS_UNIT_MS)  # fmt: skip
     else:
         v.exact(s, key, "ttft_ms_p50", got.get("ttft_ms_p50"), None)
     listed = got.get("parts") or {}
@@ -106,7 +108,7 @@ def _tenant(v: Verdict, key: str, got: dict[str, Any], parts: dict[str, list[dic
         pkey = f"{key} / part {part}"
         part_fig = figures(part_rows, slos, False)
         compare_group(
-            v, s, pkey, cell, part_fig, US_UNIT_MS, CELL_METRICS, THREE, ("requests", "ok", "output_tokens")
+            v, s, pkey, cell, part_fig, NS_UNIT_MS, CELL_METRICS, THREE, ("requests", "ok", "output_tokens")
         )
         if cell is None:
             continue

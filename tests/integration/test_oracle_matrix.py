@@ -56,6 +56,7 @@ def holds(report_dir: Path, total: int, **sections: int) -> str:
     check_conservation(report_dir)
     out = verify(report_dir)
     assert checked(out) >= total, out
+    assert "not checked: ITL" not in out, out  # every run logs its token events (--raw-log-events)
     for section, least in sections.items():
         assert checked(out, section) >= least, (section, out)
     return out
@@ -75,7 +76,7 @@ def _two_targets(locustfile: Path, report_dir: Path, *args: str) -> None:
         agent, chat = sim.urls
         proc = run_file(locustfile, *args, "--stop-timeout", "5", "--target", f"agent={agent}",
                         "--target", f"chat={chat}", "--slo", "ttft_ms=1000", "--report-dir", str(report_dir),
-                        "--raw-log")  # fmt: skip
+                        "--raw-log", "--raw-log-events")  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
@@ -136,10 +137,10 @@ def test_a_trace_replay_cut_by_run_time(tmp_path):
     with sim_process("--profile", "fast") as sim:
         proc = run_locust("--headless", "-u", "12", "-r", "12", "-t", "5s", "--stop-timeout", "5",
                           "--host", sim.url, "--scenario", "azure_conversation_replay",
-                          "--report-dir", str(report_dir), "--raw-log")  # fmt: skip
+                          "--report-dir", str(report_dir), "--raw-log", "--raw-log-events")  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = holds(report_dir, 300, delivered=12)
-    assert "not checked: stages trace: in the raw log, not in the report's stage plan" in out
+    assert "not checked: stages trace because they are in the raw log, not in the report's stage plan" in out
     assert "trace asked" not in out, out  # the trace's part was read and recomputed
 
     # Issue 31's bug: the cut replay judged against the whole window (with a rate_error to match).
@@ -186,7 +187,7 @@ def test_a_closed_stage_plan(tmp_path):
     report_dir = tmp_path / "r"
     with sim_process("--profile", "fast") as sim:
         proc = run_locust("--headless", "--host", sim.url, "--stop-timeout", "3", "--scenario", str(scenario),
-                          "--report-dir", str(report_dir), "--raw-log")  # fmt: skip
+                          "--report-dir", str(report_dir), "--raw-log", "--raw-log-events")  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     holds(report_dir, 300, delivered=2 * 9)
     (target,) = json.loads((report_dir / "report.json").read_text())["delivered"]["by_target"].values()
@@ -199,12 +200,21 @@ def test_a_windowed_mooncake_replay_with_warm_cache(tmp_path):
     with sim_process("--profile", "fast", "--num-blocks", "400000", "--max-model-len", "8192") as sim:
         proc = run_locust("--headless", "-u", "32", "-r", "32", "-t", "14s", "--stop-timeout", "10",
                           "--host", sim.url, "--scenario", str(scenario), "--report-dir", str(report_dir),
-                          "--raw-log")  # fmt: skip
+                          "--raw-log", "--raw-log-events")  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
-    holds(report_dir, 300, delivered=7)
+    out = holds(report_dir, 300, delivered=7)
+    assert "fit.statistic" not in out, out  # the two-sample test against the trace's gaps recomputed
     # The warm-ups were sent, and stay out of the raw log and the figures the oracle checked.
     (schedule,) = json.loads((report_dir / "report.json").read_text())["manifest"]["schedule"].values()
     assert schedule["warmup"]["sent"] > 0, schedule
+
+    def looser_fit(doc: dict[str, Any]) -> None:
+        (target,) = doc["delivered"]["by_target"].values()
+        target["stages"]["trace"]["fit"]["statistic"] += 0.02
+
+    proc = tampered(report_dir, tmp_path / "t", looser_fit)
+    assert proc.returncode == 1, proc.stdout
+    assert "/ trace / fit.statistic: report" in proc.stdout, proc.stdout
 
 
 def test_tenants_with_their_own_arrivals(tmp_path):
@@ -214,7 +224,7 @@ def test_tenants_with_their_own_arrivals(tmp_path):
     with sim_process("--profile", "fast") as sim:
         proc = run_locust("--headless", "-u", "32", "-r", "32", "-t", "5s", "--stop-timeout", "5",
                           "--host", sim.url, "--scenario", str(scenario), "--report-dir", str(report_dir),
-                          "--raw-log")  # fmt: skip
+                          "--raw-log", "--raw-log-events")  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     # Per tenant 8 figures and per part 3 counts, 12 percentiles, 3 more: ~50 per tenant.
     holds(report_dir, 500, tenants=80)
@@ -244,7 +254,7 @@ def test_servegen_windows(tmp_path):
     with sim_process("--profile", "fast") as sim:
         proc = run_locust("--headless", "-u", "8", "-r", "8", "-t", "7s", "--stop-timeout", "5",
                           "--host", sim.url, "--scenario", str(scenario), "--report-dir", str(report_dir),
-                          "--raw-log")  # fmt: skip
+                          "--raw-log", "--raw-log-events")  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     holds(report_dir, 300, delivered=7)
 
@@ -254,7 +264,7 @@ def test_sessions(tmp_path):
     with sim_process("--profile", "fast") as sim:
         proc = run_locust("--headless", "-u", "4", "-r", "4", "-t", "5s", "--stop-timeout", "5",
                           "--host", sim.url, "--scenario", "agent-multiturn",
-                          "--report-dir", str(report_dir), "--raw-log")  # fmt: skip
+                          "--report-dir", str(report_dir), "--raw-log", "--raw-log-events")  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     holds(report_dir, 500, sessions=16, delivered=2)
     assert list(report_dir.glob("sessions*.jsonl")), "no session log"
@@ -276,15 +286,18 @@ def test_two_processes(tmp_path):
         proc = run_locust("--headless", "--processes", "2", "--master-bind-port", port, "--master-port", port,
                           "-u", "4", "-r", "4", "-t", "6s", "--stop-timeout", "5", "--host", sim.url,
                           "--scenario", str(SCENARIOS / "open_poisson.toml"), "--report-dir", str(report_dir),
-                          "--raw-log")  # fmt: skip
+                          "--raw-log", "--raw-log-events")  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(list(report_dir.glob("requests.worker*.jsonl"))) == 2
     out = holds(report_dir, 300, delivered=3)
-    # Two processes: each line's wall-clock offset makes the engine windows and rates exact;
-    # the delivered section's CV is still known only within the processes' own offsets.
+    # Two processes: each line's wall-clock offset makes the engine windows and rates exact, and
+    # puts both processes' sends on one timeline for the delivered section's CV, concurrency and fit.
     assert "note: windows and rates of 2 processes: each line's t_wall_offset_ns puts them" in out, out
-    assert "not checked: delivered realised CV and concurrency of several processes" in out, out
-    engine = next(iter(json.loads((report_dir / "report.json").read_text())["engines"]))
+    assert "note: delivered figures of 2 processes: each send is put on the wall clock" in out, out
+    assert "not checked: delivered" not in out, out
+    doc = json.loads((report_dir / "report.json").read_text())
+    engine = next(iter(doc["engines"]))
+    (stage,) = doc["delivered"]["by_target"][engine]["stages"]
 
     def faster(doc: dict[str, Any]) -> None:
         # 0.01 %: well inside what 5 ms of a ~6 s window would have allowed (~0.08 %).
@@ -294,19 +307,42 @@ def test_two_processes(tmp_path):
     assert proc.returncode == 1, proc.stdout
     assert f"DISAGREES engines / {engine} / requests_per_s: report" in proc.stdout, proc.stdout
 
+    def burstier(doc: dict[str, Any]) -> None:
+        row = doc["delivered"]["by_target"][engine]["stages"][stage]
+        row["realised"]["cv"] *= 1.05
+        row["concurrency"]["mean"] *= 1.05
+
+    proc = tampered(report_dir, tmp_path / "t2", burstier)
+    assert proc.returncode == 1, proc.stdout
+    for figure in ("realised.cv", "concurrency.mean"):
+        assert f"DISAGREES delivered / {engine} / {stage} / {figure}: report" in proc.stdout, proc.stdout
+
 
 def test_a_master_and_two_workers(tmp_path):
     report_dir = tmp_path / "r"
     port = free_port()
     with sim_process("--profile", "fast") as sim, processes() as start:
-        master = start(*master_args(sim.url, report_dir, port, 2, 6))
+        master = start(*master_args(sim.url, report_dir, port, 2, 6, "--raw-log-events"))
         workers = [start(*worker_args(port)) for _ in range(2)]
         master.wait(90)
         for w in workers:
             w.wait(30)
     assert master.returncode == 0, master.stderr.read()[-3000:] if master.stderr else ""
     assert len(list(report_dir.glob("requests.worker*.jsonl"))) == 2
-    holds(report_dir, 300)
+    out = holds(report_dir, 300, delivered=5)
+    # The workers' sends on one timeline by each line's t_wall_offset_ns: CV and concurrency checked.
+    assert "note: delivered figures of 2 processes: each send is put on the wall clock" in out, out
+    assert "not checked: delivered" not in out, out
+    doc = json.loads((report_dir / "report.json").read_text())
+    (target,) = doc["delivered"]["by_target"]
+
+    def burstier(doc: dict[str, Any]) -> None:
+        (row,) = doc["delivered"]["by_target"][target]["stages"].values()
+        row["realised"]["cv"] *= 1.05
+
+    proc = tampered(report_dir, tmp_path / "t", burstier)
+    assert proc.returncode == 1, proc.stdout
+    assert f"DISAGREES delivered / {target} / run / realised.cv: report" in proc.stdout, proc.stdout
 
 
 def test_web_ui_start_stop_start(tmp_path):
@@ -330,7 +366,7 @@ def test_web_ui_start_stop_start(tmp_path):
         proc = subprocess.Popen(
             locust_cmd("--web-host", "127.0.0.1", "--web-port", str(port), "--host", sim.url, "--engine", "vllm",
                        "--scenario", str(SCENARIOS / "tiny_fixed.toml"), "--report-dir", str(tmp_path / "r"),
-                       "--raw-log", "--no-console-table", "--stop-timeout", "3"),  # fmt: skip
+                       "--raw-log", "--raw-log-events", "--no-console-table", "--stop-timeout", "3"),  # fmt: skip
             stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
         )  # fmt: skip
         try:

@@ -129,4 +129,6 @@ def test_a_trace_the_oracle_cannot_read_is_said_not_checked(tmp_path, capsys):
 
     assert main([str(_copy(tmp_path, "trace", elsewhere))]) == 0
     out = capsys.readouterr().out
-    assert "not checked: delivered openai / trace asked (a trace's part): the scenario file" in out, out
+    assert "not checked: delivered openai / trace asked (a trace's part) because the scenario file" in out, (
+        out
+    )

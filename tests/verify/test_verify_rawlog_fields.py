@@ -84,10 +84,10 @@ def test_a_raw_log_from_before_the_new_fields_still_verifies(tmp_path, capsys):
     )
     assert main([str(run)]) == 0
     out = capsys.readouterr().out
-    assert "not checked: lengths chat output_asked: the raw log has no max_tokens" in out, out
-    assert "not checked: timeseries per second: " in out, out
+    assert "not checked: lengths chat output_asked because the raw log has no max_tokens" in out, out
+    assert "not checked: timeseries per second because " in out, out
     assert (
-        "not checked: sessions completed / broken / broken_by / broken_at_turn / ended_by: the run has no"
+        "not checked: sessions completed / broken / broken_by / broken_at_turn / ended_by because the run has no"
         in out
     )
 

@@ -16,17 +16,20 @@ import pytest
 from loadkit.verify.cli import main
 
 DATA = Path(__file__).resolve().parent / "data" / "tenants_run"
+# 57 requests of one process, open_poisson.toml (Poisson 20/s) against --profile fast for 3 s:
+# its delivered row has a fit test (ks vs exponential at 6 ms, 56 gaps).
+POISSON = DATA.parent / "poisson_run"
 ENGINE = "a"
 
 
-def _copy(tmp_path: Path, change: Callable[[dict[str, Any]], None] | None = None) -> Path:
+def _copy(tmp_path: Path, change: Callable[[dict[str, Any]], None] | None = None, data: Path = DATA) -> Path:
     out = tmp_path / "run"
     out.mkdir()
-    doc = json.loads(gzip.decompress((DATA / "report.json.gz").read_bytes()))
+    doc = json.loads(gzip.decompress((data / "report.json.gz").read_bytes()))
     if change is not None:
         change(doc)
     (out / "report.json").write_text(json.dumps(doc))
-    (out / "requests.jsonl").write_bytes(gzip.decompress((DATA / "requests.jsonl.gz").read_bytes()))
+    (out / "requests.jsonl").write_bytes(gzip.decompress((data / "requests.jsonl.gz").read_bytes()))
     return out
 
 
@@ -49,7 +52,21 @@ def _times(d: dict[str, Any], key: str, factor: float) -> None:
     d[key] *= factor
 
 
+def _bucket(doc: dict[str, Any], label: str) -> dict[str, Any]:
+    rows = doc["lengths"]["by_target"][ENGINE]["by_input_tokens"]
+    return next(row for row in rows if row["bucket"] == label)
+
+
 TAMPERED = {
+    "lengths / a / by_input_tokens 1k–4k / ttft_ms.p90": lambda doc: _times(
+        _bucket(doc, "1k–4k")["ttft_ms"], "p90", 1.01
+    ),
+    "lengths / a / by_input_tokens <256 / e2e_ms.p50": lambda doc: _times(
+        _bucket(doc, "<256")["e2e_ms"], "p50", 1.01
+    ),
+    "lengths / a / by_input_tokens <256 / requests": lambda doc: _bucket(doc, "<256").update(requests=20),
+    "lengths / a / by_input_tokens 1k–4k / ok": lambda doc: _bucket(doc, "1k–4k").update(ok=29),
+    "lengths / a / by_input_tokens buckets": lambda doc: _bucket(doc, "1k–4k").update(bucket="256–1k"),
     "delivered / a / tenants / realised.rate": lambda doc: _times(_stage(doc)["realised"], "rate", 1.001),
     "delivered / a / tenants / realised.cv": lambda doc: _times(_stage(doc)["realised"], "cv", 1.001),
     "delivered / a / tenants / arrivals": lambda doc: _times(_stage(doc), "arrivals", 2),
@@ -82,3 +99,36 @@ def test_a_wrong_figure_is_named(tmp_path, capsys, figure):
     assert main(["-q", str(_copy(tmp_path, TAMPERED[figure]))]) == 1
     out = capsys.readouterr().out
     assert f"DISAGREES {figure}" in out, out
+
+
+def _fit(doc: dict[str, Any]) -> dict[str, Any]:
+    (row,) = doc["delivered"]["by_target"]["openai"]["stages"].values()
+    return dict(row["fit"])
+
+
+def _set_fit(doc: dict[str, Any], **changes: Any) -> None:
+    (row,) = doc["delivered"]["by_target"]["openai"]["stages"].values()
+    row["fit"].update(changes)
+
+
+FIT = {
+    "fit.statistic": lambda doc: _set_fit(doc, statistic=_fit(doc)["statistic"] * 1.01),
+    "fit.p_value": lambda doc: _set_fit(doc, p_value=_fit(doc)["p_value"] - 0.01),
+    "fit.consistent (as asked)": lambda doc: _set_fit(doc, consistent=False),
+    "fit.resolution_ms": lambda doc: _set_fit(doc, resolution_ms=1.0),
+    "fit.gaps": lambda doc: _set_fit(doc, gaps=_fit(doc)["gaps"] + 1),
+    "fit.test": lambda doc: _set_fit(doc, test="ks vs gamma"),
+}
+
+
+def test_the_poisson_run_verifies_with_its_fit(tmp_path, capsys):
+    assert main([str(_copy(tmp_path, data=POISSON))]) == 0
+    out = capsys.readouterr().out
+    assert "DISAGREES" not in out and "fit" not in out, out  # nothing of the fit said unchecked
+
+
+@pytest.mark.parametrize("figure", sorted(FIT))
+def test_a_wrong_fit_is_named(tmp_path, capsys, figure):
+    assert main(["-q", str(_copy(tmp_path, FIT[figure], POISSON))]) == 1
+    out = capsys.readouterr().out
+    assert f"DISAGREES delivered / openai / main / {figure}: report" in out, out
