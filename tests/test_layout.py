@@ -30,6 +30,7 @@ WHOLE_PACKAGE = {
     "test_layout.py": "this file: the layout of tests/",
     "test_docs_paths.py": "every file path the docs and docstrings name exists",
     "test_layers_import.py": "the Locust-free packages import without locust or gevent",
+    "test_architecture_doc.py": "docs/architecture.md draws the layers contract of the whole package",
     "test_deploy.py": "the Dockerfile and deploy/kubernetes/ (repository files, not a package part)",
 }
 
