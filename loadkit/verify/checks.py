@@ -17,7 +17,7 @@ from loadkit.verify.servegen import servegen_windows
 from loadkit.verify.tenants import tenants
 from loadkit.verify.timeseries import check_timeseries
 
-STAGE_METRICS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms")
+STAGE_METRICS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms", "ttfat_ms")
 THREE = (("p50", 500), ("p90", 900), ("p99", 990))
 TOKEN_UNIT = 0.0  # token histograms hold the integers themselves: only the resolution applies
 MAX_TURN = 32  # docs/sessions.md: turns from 32 on share the report's "32+" row
@@ -322,6 +322,10 @@ def sessions(run: Run, v: Verdict) -> None:
         v.exact("sessions", key, "ok", cell.get("ok"), len(ok))
         ttft = sorted((r["t_first_ns"] - r["t_send_ns"]) / 1e6 for r in ok if r["t_first_ns"] is not None)
         compare_summary(v, "sessions", key, "ttft_ms", cell.get("ttft_ms") or {}, ttft, 1e-6, THREE)
+        ttfat = sorted(
+            (r["t_first_answer_ns"] - r["t_send_ns"]) / 1e6 for r in ok if r.get("t_first_answer_ns")
+        )
+        compare_summary(v, "sessions", key, "ttfat_ms", cell.get("ttfat_ms") or {}, ttfat, 1e-6, THREE)
         if all("expected_cached_tokens" in r for r in ok):
             prefix_cache(v, key, cell, ok)
         elif "prefix_expected_ratio" in cell:

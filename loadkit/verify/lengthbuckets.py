@@ -22,7 +22,7 @@ from loadkit.verify.figures import NS_PER_MS, request_times_ns
 
 # (lowest input tokens, label) of each bucket; the last is open-ended.
 INPUT_BUCKETS = ((0, "<256"), (256, "256–1k"), (1024, "1k–4k"), (4096, "4k–16k"), (16384, "≥16k"))
-BUCKET_METRICS = ("ttft_ms", "tpot_ms", "e2e_ms")
+BUCKET_METRICS = ("ttft_ms", "tpot_ms", "e2e_ms", "ttfat_ms")
 THREE = (("p50", 500), ("p90", 900), ("p99", 990))
 
 

@@ -15,7 +15,7 @@ from loadkit.verify.rawlog import Run
 from loadkit.verify.recompute import figures
 
 NS_PER_S = 1_000_000_000
-CELL_METRICS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms")
+CELL_METRICS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms", "ttfat_ms")
 THREE = (("p50", 500), ("p90", 900), ("p99", 990))
 
 
