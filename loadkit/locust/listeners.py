@@ -74,8 +74,8 @@ def on_init(environment: Any, **_: Any) -> None:
     # Before the schedules start: the master deals open-loop shares by who runs which users.
     install_shares(environment, runtime)
     # spawning_complete carries no environment: bind this process's runtime here.
-    environment.events.spawning_complete.add_listener(lambda **_: runtime.start_schedule())
-    environment.events.test_stopping.add_listener(lambda **_: runtime.stopping())
+    environment.events.spawning_complete.add_listener(lambda **_: runtime.schedule_started())
+    environment.events.test_stopping.add_listener(lambda **_: runtime.schedule_stopping())
     runner = environment.runner
     if isinstance(runner, WorkerRunner):
         starts.install_worker(environment, runtime)
@@ -105,7 +105,7 @@ def _watch_shapes(environment: Any) -> None:
     """The locustfile's load shapes (the web UI may pick another one) report their steps as stages."""
     for shape in (getattr(environment, "available_shape_classes", None) or {}).values():
         watch_shape(environment, shape)
-    environment.loadkit.shape_steps = watch_shape(environment)
+    environment.loadkit.schedules.shape_steps = watch_shape(environment)
 
 
 def _warn_open_web_ui(environment: Any) -> None:
@@ -129,10 +129,11 @@ def _install_shape(environment: Any) -> None:
         starts.prepare(runtime, environment.parsed_options, environment.host, (0, 1))
     except UserError:
         return  # the web UI may still fix the options; test_start reports the error
-    if runtime.plan and environment.shape_class is None:
+    schedules = runtime.schedules
+    if schedules.plan and environment.shape_class is None:
         environment.shape_class = StageShape(
-            runtime.plan,
-            closed=runtime.stages_closed,
+            schedules.plan,
+            closed=schedules.stages_closed,
             users=lambda: getattr(environment.parsed_options, "num_users", None),
         )
         environment.shape_class.runner = environment.runner
@@ -225,7 +226,7 @@ def on_test_start(environment: Any, **_: Any) -> None:
         on_init(environment)  # the spawn came before Locust fired `init`; on_init is idempotent
     runtime: Runtime = environment.loadkit
     if not isinstance(runner, WorkerRunner):
-        runtime.shape_steps = watch_shape(environment)
+        runtime.schedules.shape_steps = watch_shape(environment)
     runtime.start_error = None
     if isinstance(runner, WorkerRunner):
         runtime.report_dir = None  # until this start's config from the master names it
@@ -334,7 +335,7 @@ def _prepare_master(environment: Any, runtime: Runtime, options: Any) -> None:
     # At once, not only in send_to_workers: pre-flight yields, and a worker asking for the
     # config meanwhile (CONFIG_REQUEST) must get this run's directory.
     runtime.start_plan = runtime.start_plan.with_(report_dir=runtime.report_dir)
-    runtime.send_no_schedule()
+    runtime.schedules.send_no_schedule()
 
 
 def _prepare_worker(environment: Any, runtime: Runtime, options: Any) -> None:
@@ -350,7 +351,7 @@ def _prepare_worker(environment: Any, runtime: Runtime, options: Any) -> None:
     runtime.report_dir = plan.report_dir  # the master's choice for this run: raw logs go there
     starts.begin(runtime, options, environment.host, shard, (given, plan))
     if plan.late:
-        runtime.silence_schedules()
+        runtime.schedules.silence_schedules()
 
 
 def _refuse_worker(environment: Any, reason: str) -> None:
@@ -392,17 +393,18 @@ def _account_stop(environment: Any, runtime: Runtime) -> None:
     if not runtime.targets:
         return
     runtime.close_schedule()
+    schedules = runtime.schedules
     runtime.snapshot_realised()
     if runtime.stats is not None:
         runtime.stats.set_manifest_fields(runtime.reachability_record.manifest())
-    if runtime.shape_steps is not None and runtime.stats is not None:
-        runtime.shape_steps.finish()
-        runtime.stats.set_manifest_fields({"shape": runtime.shape_steps.manifest()})
+    if schedules.shape_steps is not None and runtime.stats is not None:
+        schedules.shape_steps.finish()
+        runtime.stats.set_manifest_fields({"shape": schedules.shape_steps.manifest()})
     if runtime.server_metrics is not None:
         runtime.server_metrics.stop()
         if runtime.stats is not None:
             runtime.stats.set_manifest_fields({"server_metrics": runtime.server_metrics.section()})
-    summary = runtime.schedule_summary()
+    summary = schedules.schedule_summary()
     if summary is None or runtime.stats is None:
         return
     runtime.stats.set_manifest_fields({"schedule": summary})

@@ -8,9 +8,9 @@ decisions frozen into ``self.config`` (run/runconfig.py). The options are only r
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator
 from itertools import count
+from types import MappingProxyType
 from typing import Any
 
 from loadkit.client.adaptererr import forget_kinds
@@ -40,6 +40,7 @@ from loadkit.run.setup import (
 from loadkit.run.stageplan import MEASURED
 from loadkit.run.workloads import (
     DEFAULT_SCENARIO,
+    SCENARIO_CLASS_FLAG,
     WARMUP,
     Workload,
     check_class_targets,
@@ -55,7 +56,7 @@ from loadkit.run.workloads import (
     staged_arrival,
 )
 from loadkit.servers.targets import Target, build_target, check_unique_names
-from loadkit.stats.runcontext import RunContext
+from loadkit.stats.runcontext import AskedFacts, AskedWorkload, RunContext
 from loadkit.stats.stagestats import stage_plan
 
 log = logging.getLogger("loadkit")
@@ -80,7 +81,13 @@ __all__ = [
 ]
 
 
-class Runtime(Schedules):
+def _asked_workload(scenario: Any, classes: list[type], sources: dict[str, Any]) -> AskedWorkload:
+    arrival = getattr(scenario, "arrival", None)
+    return AskedWorkload(tuple(c.__name__ for c in classes), dict(arrival) if arrival else None,
+                         getattr(scenario, "trace", None), MappingProxyType(dict(sources)))  # fmt: skip
+
+
+class Runtime:
     """Everything one Locust process needs to send loadkit traffic."""
 
     def __init__(self, environment: Any, stats: Any = None, command_line: dict[str, Any] | None = None,
@@ -106,7 +113,8 @@ class Runtime(Schedules):
         self.report_dir: str | None = None
         self.report_dirs_used: list[str] = []
         self.targets: list[Target] = []
-        self.workloads: dict[str, Workload] = {}
+        # The workloads, their schedules, the stage plan and the load shape's steps.
+        self.schedules = Schedules(stats)
         self.scenario: Any = None  # the main workload's scenario (see workloads.main_workload)
         # What the pre-flight handshake of each https target negotiated (kept across configures).
         self.tls_negotiated: dict[str, dict[str, str | None]] = {}
@@ -117,12 +125,6 @@ class Runtime(Schedules):
         self.server_metrics: Any = None
         self.sections: Any = None  # the stats' built-in sections (stats/builtin.py), given their context here
         self.stats_listeners: Any = None  # locust/statslisteners.py LocustStats, wired by locust/listeners.py
-        self.shape_steps: Any = None  # a locustfile's LoadTestShape, watched (local / master)
-        self.shape_stage: str | None = None  # the shape's current step (locust/shapesteps.py)
-        self.plan: list[dict[str, Any]] = []
-        self.staged = self.shaped = False
-        self.stages_closed = True
-        self.schedule_end_ns: int | None = None
         self._plugin_errors: set[str] = set()
         self.watch = ExhaustionWatch(environment)
         self.breaker: Breaker | None = None
@@ -174,18 +176,20 @@ class Runtime(Schedules):
         """Load the scenarios, build this start's RunConfig (once), detect and build the targets.
         ``given``: a worker's decisions and start plan from the master (SLOs, detections, pre-flight)."""
         self.configured += 1
-        self.workloads = load_workloads(self.user_classes(), options.scenario)
+        schedules = self.schedules
+        schedules.workloads = load_workloads(self.user_classes(), options.scenario)
         if options.scenario and default_unused(self.user_classes()):
             warn_once(f"loadkit: --scenario {options.scenario} is not used: no ScenarioUser class of this "
                       "locustfile leaves its scenario to it")  # fmt: skip
-        main = main_workload(self.workloads, options.scenario)
+        main = main_workload(schedules.workloads, options.scenario)
         self.scenario = main.scenario if main is not None else None
         config = build_run_config(options, self.command_line, self._scenario_facts(),
                                   given[0] if given is not None else None, self.fingerprint())  # fmt: skip
         self.config = config
+        schedules.run_time_s = config.run_time_s
         self.start_plan = given[1].with_(shard=shard) if given is not None else StartPlan(shard=shard)
         # --exact-output overrides every scenario's own.
-        for workload in self.workloads.values():
+        for workload in schedules.workloads.values():
             apply_exact_output(config.request, workload.scenario)
         self._build_targets(options, host, config)
         if given is None:
@@ -196,7 +200,7 @@ class Runtime(Schedules):
         self.shard = shard
         self.budget = share_of(config.max_requests, *shard) if config.max_requests else None
         self._configure_stages()
-        for workload in self.workloads.values():
+        for workload in schedules.workloads.values():
             self._configure_workload(workload)
         self.arm()
         if self.sections is not None:
@@ -204,22 +208,58 @@ class Runtime(Schedules):
         return config
 
     def run_context(self) -> RunContext:
-        """What the stats sections need of this run, frozen (stats/runcontext.py)."""
-        from loadkit.stats.askedcontext import asked_context
-
+        """What the stats sections need of this run: a snapshot (stats/runcontext.py)."""
         tenants = list(getattr(self.scenario, "tenants", None) or [])
-        return RunContext.of(self.plan, self.staged, self.shaped, self._lengths_asked(), tenants,
-                             lambda target, classes: asked_context(self, target, classes))  # fmt: skip
+        schedules = self.schedules
+        return RunContext.of(schedules.plan, schedules.staged, schedules.shaped, self._lengths_asked(), tenants,
+                             self._asked_facts(), schedules.schedule_span_s())  # fmt: skip
+
+    def _asked_facts(self) -> AskedFacts:
+        """The asked side of the delivered section: each workload's classes, arrival, trace and
+        request sources, the main scenario's, and the run's user classes."""
+        classes = self.user_classes() or []
+        return AskedFacts(
+            tuple(
+                _asked_workload(w.scenario, w.classes, w.sources) for w in self.schedules.workloads.values()
+            ),
+            _asked_workload(self.scenario, [], {}) if self.scenario is not None else None,
+            MappingProxyType({c.__name__: bool(getattr(c, SCENARIO_CLASS_FLAG, False)) for c in classes}),
+        )
+
+    def _tell_stats(self, **changes: Any) -> None:
+        """The stats sections get a new snapshot of the run's context with ``changes``."""
+        if self.sections is not None:
+            self.sections.context = self.sections.context.with_(**changes)
+
+    def schedule_started(self) -> None:
+        """All users exist (spawning complete): the open-loop schedules start now."""
+        self.schedules.start_schedule()
+        self._tell_stats(covered_s=self.schedules.schedule_span_s())
+
+    def schedule_stopping(self) -> None:
+        """The run is ending (Locust's test_stopping): the schedule's end is known."""
+        self.schedules.stopping()
+        self._tell_stats(covered_s=self.schedules.schedule_span_s())
+
+    def close_schedule(self) -> None:
+        """At test stop: overdue slots are dropped; the stats get the schedule's span and, with a
+        load shape, its steps as they ended."""
+        self.schedules.close_schedule()
+        self._tell_stats(covered_s=self.schedules.schedule_span_s(), plan=tuple(self.schedules.plan))
+
+    def _shape_step(self, plan: list[dict[str, Any]]) -> None:
+        """A load shape began a step (or started over): the stage table's plan grows."""
+        self._tell_stats(plan=tuple(plan))
 
     def _scenario_facts(self) -> ScenarioFacts:
         staged = (
-            bool(staged_arrival(self.workloads.values(), None).get("stages"))
+            bool(staged_arrival(self.schedules.workloads.values(), None).get("stages"))
             or user_shape(self.environment) is not None
         )
         return ScenarioFacts(lambda: self.slos, self.duration_s, staged)
 
     def _build_targets(self, options: Any, host: str | None, config: RunConfig) -> None:
-        specs = target_specs(options, host, run_targets(self.workloads.values()))
+        specs = target_specs(options, host, run_targets(self.schedules.workloads.values()))
         configure_tls(config.tls)
         self.detections.begin(self.start_plan.detections)
         for spec in specs:
@@ -232,24 +272,23 @@ class Runtime(Schedules):
             build_target(s, options.api_key or None, options.model or None, plugin_options) for s in specs
         ]
         check_class_targets(self.user_classes(), [t.name for t in self.targets])
-        check_image_targets(self.workloads.values(), self.targets)
+        check_image_targets(self.schedules.workloads.values(), self.targets)
 
     def arm(self) -> None:
         """A test start begins: counters and clocks of the run start over (cheap; no probing)."""
         self.sent = 0
         self._assign = {}
         forget_kinds()  # the run's first adapter error of each kind keeps its traceback again
-        self.t_start_ns = time.perf_counter_ns()
-        self.schedule_end_ns = None
+        self.schedules.arm()
 
     @property
     def slos(self) -> dict[str, float]:
         """The SLOs the run's scenarios give (used when no --slo is given)."""
-        return run_slos(self.workloads.values())
+        return run_slos(self.schedules.workloads.values())
 
     @property
     def duration_s(self) -> float | None:
-        return run_duration(self.workloads.values())
+        return run_duration(self.schedules.workloads.values())
 
     @property
     def warmup_s(self) -> float:
@@ -261,16 +300,22 @@ class Runtime(Schedules):
         if shape is not None and self.warmup_s > 0:
             raise ConfigError(f"--warmup does not combine with the locustfile's load shape {type(shape).__name__}: "
                               "make the warm-up the shape's first step")  # fmt: skip
-        arrival = staged_arrival(self.workloads.values(), type(shape).__name__ if shape is not None else None)
-        self.stages_closed = arrival.get("model", "closed") == "closed"
-        steps = self.shape_steps
-        self.plan = (
+        schedules = self.schedules
+        arrival = staged_arrival(
+            schedules.workloads.values(), type(shape).__name__ if shape is not None else None
+        )
+        schedules.stages_closed = arrival.get("model", "closed") == "closed"
+        steps = schedules.shape_steps
+        if steps is not None:
+            steps.on_plan = self._shape_step
+        schedules.plan = (
             steps.plan if steps is not None and shape is not None else stage_plan(arrival, self.warmup_s)
         )
         if self.warmup_s > 0 and shape is None and not arrival.get("stages"):
-            self.plan.append(self._measured_stage())
-        self.shaped = shape is not None
-        self.staged = bool(self.plan) or self.shaped  # a worker's records carry the master's shape step
+            schedules.plan.append(self._measured_stage())
+        schedules.shaped = shape is not None
+        # A worker's records carry the master's shape step.
+        schedules.staged = bool(schedules.plan) or schedules.shaped
 
     def _measured_stage(self) -> dict[str, Any]:
         """After a warm-up, a scenario without stages runs one measured stage: the rest of -t,
@@ -292,12 +337,11 @@ class Runtime(Schedules):
         workload.deal(self.shard)
 
     def _lengths_asked(self) -> Any:
-        if len(self.workloads) == 1:
+        workloads = self.schedules.workloads
+        if len(workloads) == 1:
             return getattr(self.scenario, "lengths_asked", None)
         return {
-            "scenarios": {
-                w.label: getattr(w.scenario, "lengths_asked", None) for w in self.workloads.values()
-            }
+            "scenarios": {w.label: getattr(w.scenario, "lengths_asked", None) for w in workloads.values()}
         }
 
     def configure_failures(self, shard: tuple[int, int]) -> None:
@@ -311,20 +355,21 @@ class Runtime(Schedules):
     def new_backoff(self) -> Backoff | None:
         """A user's backoff state; None in open loop (the schedule is kept) or with --no-backoff."""
         rules = self.config.failures.retry.backoff
-        if rules is None or self.open_loop:
+        if rules is None or self.schedules.open_loop:
             return None
         return Backoff(rules)
 
     def snapshot_realised(self) -> None:
         """The workload sources' own summaries (realised lengths, prefix sharing) for the report."""
         # issue 27: the trace loader's warnings (rows out of order, bad rows skipped) are the run's too
-        for note in dict.fromkeys(n for s in self.sources.values() for n in getattr(s, "load_notes", list)()):
+        sources = self.schedules.sources
+        for note in dict.fromkeys(n for s in sources.values() for n in getattr(s, "load_notes", list)()):
             if self.stats is not None:
                 self.stats.warn(note)
         if self.sections is None:
             return
         out = {}
-        for name, source in self.sources.items():
+        for name, source in sources.items():
             try:
                 out[name] = source.realised()
             except Exception as exc:  # a summary is optional; its absence is stated
@@ -345,11 +390,12 @@ class Runtime(Schedules):
 
     def workload_for(self, user_class: type) -> Workload:
         """The workload a ScenarioUser class sends (the only one, when the runtime has no classes)."""
-        for workload in self.workloads.values():
+        workloads = self.schedules.workloads
+        for workload in workloads.values():
             if user_class in workload.classes:
                 return workload
-        if len(self.workloads) == 1 and not next(iter(self.workloads.values())).classes:
-            return next(iter(self.workloads.values()))
+        if len(workloads) == 1 and not next(iter(workloads.values())).classes:
+            return next(iter(workloads.values()))
         raise RuntimeError(f"user class {user_class.__name__} is not one of this run's user classes")
 
     def take_budget(self) -> bool:

@@ -201,7 +201,7 @@ def spawn_open_loop_at_once(environment: Any, runtime: Any) -> None:
     start = runner.start
 
     def start_senders(user_count: int, spawn_rate: float, *args: Any, **kwargs: Any) -> None:
-        rate = open_loop_spawn_rate(spawn_rate, user_count, runtime.sends_open_loop) or spawn_rate
+        rate = open_loop_spawn_rate(spawn_rate, user_count, runtime.schedules.sends_open_loop) or spawn_rate
         start(user_count, rate, *args, **kwargs)
 
     runner.start = start_senders

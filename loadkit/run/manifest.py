@@ -107,7 +107,7 @@ def user_class_fields(runtime: Any) -> dict[str, Any]:
     """The run's user classes (kind, weight, fixed_count, target, scenario) and, when it sends
     several, each scenario with the classes sending it."""
     out: dict[str, Any] = {}
-    workloads = list(getattr(runtime, "workloads", {}).values())
+    workloads = list(runtime.schedules.workloads.values())
     sends = {cls: w.label for w in workloads for cls in w.classes}
     classes = {}
     for cls in runtime.user_classes() or []:
@@ -123,7 +123,7 @@ def user_class_fields(runtime: Any) -> dict[str, Any]:
     if len(workloads) > 1:
         out["scenarios"] = [{**scenario_fields(w.scenario)["scenario"], "label": w.label,
                              "user_classes": [c.__name__ for c in w.classes]} for w in workloads]  # fmt: skip
-    steps = getattr(runtime, "shape_steps", None)
+    steps = runtime.schedules.shape_steps
     if steps is not None:
         out["shape"] = steps.manifest()
     return out
@@ -164,7 +164,7 @@ def run_manifest(runtime: Any, options: Any, workers: int, probe_servers: bool =
             "tls_handshake_s": runtime.timeouts.handshake_s,
         },
         "tls": runtime.tls.manifest(),
-        "open_loop": runtime.open_loop,
+        "open_loop": runtime.schedules.open_loop,
         "loadkit_version": __version__,
         "plugins": runtime.fingerprint(),
         "model_config": getattr(options, "model_config", "") or None,

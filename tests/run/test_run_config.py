@@ -102,11 +102,11 @@ def test_a_warm_up_with_no_stages_is_followed_by_the_measured_rest_of_the_run_ti
     parsed = options(scenario=str(SCENARIOS / "closed_small.toml"), warmup=3.0, run_time=15)
     runtime = runtime_on(parsed)
     configure(runtime, parsed)
-    assert [(s["name"], s["duration_s"]) for s in runtime.plan] == [("warmup", 3.0), ("main", 12.0)]
+    assert [(s["name"], s["duration_s"]) for s in runtime.schedules.plan] == [("warmup", 3.0), ("main", 12.0)]
     parsed = options(scenario=str(SCENARIOS / "closed_small.toml"), warmup=3.0)  # no -t: duration_s
     runtime = runtime_on(parsed)
     configure(runtime, parsed)
-    assert [(s["name"], s["duration_s"]) for s in runtime.plan] == [("warmup", 3.0), ("main", 60.0)]
+    assert [(s["name"], s["duration_s"]) for s in runtime.schedules.plan] == [("warmup", 3.0), ("main", 60.0)]
     assert runtime.config.run_time_s is None  # the stage plan ends the run
     parsed = options(scenario=str(SCENARIOS / "closed_small.toml"), warmup=3.0, run_time=3)
     with pytest.raises(ConfigError, match=r"--warmup 3 leaves nothing to measure in -t 3s"):
@@ -141,7 +141,7 @@ def test_each_start_salts_its_prompts_unless_seed_is_given_and_a_worker_takes_th
     runtime = runtime_on(parsed)
     salts = {configure(runtime, parsed).salt for _ in range(3)}
     assert len(salts) == 3 and 0 not in salts and runtime.config.salt_source == "random"
-    source = next(iter(runtime.workloads.values())).sources["fast"]
+    source = next(iter(runtime.schedules.workloads.values())).sources["fast"]
     assert source.salt == runtime.config.salt  # what the sources draw prompt words with
     given = options(scenario=str(SCENARIOS / "closed_small.toml"), seed=41)
     config = configure(runtime_on(given), given)
@@ -159,7 +159,7 @@ def test_each_start_salts_its_prompts_unless_seed_is_given_and_a_worker_takes_th
         (RunConfig(salt=1234, salt_source="random", plugins=worker.fingerprint()), StartPlan()),
     )
     assert worker.config.salt == 1234
-    assert {s.salt for w in worker.workloads.values() for s in w.sources.values()} == {1234}
+    assert {s.salt for w in worker.schedules.workloads.values() for s in w.sources.values()} == {1234}
     assert parse_seed(" 7 ") == 7 and parse_seed(None) is None and parse_seed("") is None
     with pytest.raises(ConfigError, match=r"--seed: 'x' is not a whole number"):
         parse_seed("x")
