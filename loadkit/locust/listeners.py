@@ -12,6 +12,7 @@ from loadkit.errors import UserError
 from loadkit.locust import breaker, reachability, starts
 from loadkit.locust.cooperative import install_gevent_yield
 from loadkit.locust.ending import on_user_error, stop_a_refused_start, worker_done_handler
+from loadkit.locust.handover import handed_options
 from loadkit.locust.runtime import ConfigError, ExhaustionWatch, Runtime, end_run
 from loadkit.locust.scraping import ServerMetrics
 from loadkit.locust.shape import StageShape
@@ -23,6 +24,7 @@ from loadkit.run.manifest import run_manifest
 from loadkit.run.openloop import behind_warning
 from loadkit.run.options import add_arguments
 from loadkit.run.runconfig import snapshot
+from loadkit.run.settings import launch_facts
 from loadkit.stats.builtin import BuiltinSections
 
 log = logging.getLogger("loadkit")
@@ -42,7 +44,7 @@ def on_init(environment: Any, **_: Any) -> None:
         return  # already set up (a worker can get its first spawn before `init` fires)
 
     install_gevent_yield()  # the stats' live reports give the hub its turns (stats/turns.py)
-    options = environment.parsed_options  # Locust hands the options over here and at test start
+    options = handed_options(environment)  # Locust hands the options over here and at test start
     stats = _install_stats(environment, options)
     runtime = Runtime(environment, stats=stats.collector, command_line=snapshot(options),
                       headless=bool(getattr(options, "headless", False)))  # fmt: skip
@@ -92,13 +94,13 @@ def on_init(environment: Any, **_: Any) -> None:
         reachability.install(environment, runtime)
     if not isinstance(runner, WorkerRunner):
         _watch_shapes(environment)
-        _check_options_early(environment)
-        _install_shape(environment)
+        _check_options_early(environment, options)
+        _install_shape(environment, options)
         starts.spawn_open_loop_at_once(environment, runtime)
         from loadkit.webui import install_web_ui
 
         install_web_ui(environment, runtime)
-        _warn_open_web_ui(environment)
+        _warn_open_web_ui(environment, options)
 
 
 def _watch_shapes(environment: Any) -> None:
@@ -108,12 +110,11 @@ def _watch_shapes(environment: Any) -> None:
     environment.loadkit.schedules.shape_steps = watch_shape(environment)
 
 
-def _warn_open_web_ui(environment: Any) -> None:
+def _warn_open_web_ui(environment: Any, options: Any) -> None:
     """A web UI reachable from other machines without a login lets anyone start load."""
-    options = environment.parsed_options
     if environment.web_ui is None or options is None or getattr(options, "web_login", False):
         return
-    host = getattr(options, "web_host", "") or ""
+    host = launch_facts(options).web_host
     if host in ("", "*", "0.0.0.0", "::") or not (host.startswith("127.") or host in ("localhost", "::1")):
         log.warning(
             "loadkit: the web UI listens on %s without authentication: anyone who can reach it can start "
@@ -122,11 +123,11 @@ def _warn_open_web_ui(environment: Any) -> None:
         )
 
 
-def _install_shape(environment: Any) -> None:
+def _install_shape(environment: Any, options: Any) -> None:
     """Stages (or a warm-up) drive the user count through a load shape; none: -u/-t as usual."""
     runtime: Runtime = environment.loadkit
     try:
-        starts.prepare(runtime, environment.parsed_options, environment.host, (0, 1))
+        starts.prepare(runtime, options, environment.host, (0, 1))
     except UserError:
         return  # the web UI may still fix the options; test_start reports the error
     schedules = runtime.schedules
@@ -134,7 +135,10 @@ def _install_shape(environment: Any) -> None:
         environment.shape_class = StageShape(
             schedules.plan,
             closed=schedules.stages_closed,
-            users=lambda: getattr(environment.parsed_options, "num_users", None),
+            config=lambda: runtime.config,
+            # Locust starts the shape (and ticks it once) before test_start: -u as the web form
+            # or a headless run's defaults set it becomes the configuration's launch facts now.
+            on_start=lambda: starts.take_launch(runtime, handed_options(environment)),
         )
         environment.shape_class.runner = environment.runner
 
@@ -171,9 +175,8 @@ def _stop_before_quitting(environment: Any, **_: Any) -> None:
         runner.stop()
 
 
-def _check_options_early(environment: Any) -> None:
+def _check_options_early(environment: Any, options: Any) -> None:
     """Fail a headless run before it starts: one line on stderr, exit code 2, no traceback."""
-    options = environment.parsed_options
     if options is None or not (getattr(options, "headless", False) or getattr(options, "autostart", False)):
         return
     try:
@@ -212,7 +215,7 @@ def on_test_start(environment: Any, **_: Any) -> None:
     from locust.runners import WorkerRunner
 
     runner = environment.runner
-    options = environment.parsed_options
+    options = handed_options(environment)
     if runner is None:
         # A worker that connects while a run is going gets its first spawn message while its
         # runner is still being built (Locust's connect handshake yields): nothing can be set
@@ -297,7 +300,7 @@ def _start(environment: Any, runtime: Runtime, runner: Any, options: Any) -> boo
         environment.host = runtime.targets[0].spec.url
     if not isinstance(runner, WorkerRunner):
         starts.bound_by_scenario(environment, runtime)
-        _start_reporting(environment, runtime, options)
+        _start_reporting(environment, runtime)
     return True
 
 
@@ -314,14 +317,14 @@ def _start_when_runner_exists(environment: Any) -> None:
     log.error("loadkit: worker runner never came up; this worker sends no loadkit traffic")
 
 
-def _start_reporting(environment: Any, runtime: Runtime, options: Any) -> None:
+def _start_reporting(environment: Any, runtime: Runtime) -> None:
     """On the node that writes the report: the manifest, and server metrics scraping."""
     from locust.runners import MasterRunner
 
     runner = environment.runner
     workers = runner.worker_count if isinstance(runner, MasterRunner) else 1
     if runtime.stats is not None:
-        runtime.stats.set_manifest_fields(run_manifest(runtime, options, workers))
+        runtime.stats.set_manifest_fields(run_manifest(runtime, workers))
         runtime.stats.set_manifest_fields(preflight.manifest_fields(runtime))
     if runtime.server_metrics is not None:
         runtime.server_metrics.stop()

@@ -28,7 +28,7 @@ from loadkit.run.backoff import Backoff
 from loadkit.run.detection import Detections
 from loadkit.run.errors import ConfigError
 from loadkit.run.runconfig import RunConfig, ScenarioFacts, StartPlan, build_run_config
-from loadkit.run.runoptions import configure_plugins, run_options
+from loadkit.run.runoptions import configure_plugins
 from loadkit.run.setup import (
     apply_exact_output,
     configure_tls,
@@ -177,13 +177,7 @@ class Runtime:
         ``given``: a worker's decisions and start plan from the master (SLOs, detections, pre-flight)."""
         self.configured += 1
         schedules = self.schedules
-        schedules.workloads = load_workloads(self.user_classes(), options.scenario)
-        if options.scenario and default_unused(self.user_classes()):
-            warn_once(f"loadkit: --scenario {options.scenario} is not used: no ScenarioUser class of this "
-                      "locustfile leaves its scenario to it")  # fmt: skip
-        main = main_workload(schedules.workloads, options.scenario)
-        self.scenario = main.scenario if main is not None else None
-        config = build_run_config(options, self.command_line, self._scenario_facts(),
+        config = build_run_config(options, self.command_line, self._load_scenarios,
                                   given[0] if given is not None else None, self.fingerprint())  # fmt: skip
         self.config = config
         schedules.run_time_s = config.run_time_s
@@ -191,7 +185,7 @@ class Runtime:
         # --exact-output overrides every scenario's own.
         for workload in schedules.workloads.values():
             apply_exact_output(config.request, workload.scenario)
-        self._build_targets(options, host, config)
+        self._build_targets(host, config)
         if given is None:
             self.start_plan = self.start_plan.with_(detections=self.detections.to_option())
         self.configure_failures(shard)
@@ -251,6 +245,18 @@ class Runtime:
         """A load shape began a step (or started over): the stage table's plan grows."""
         self._tell_stats(plan=tuple(plan))
 
+    def _load_scenarios(self, path: str) -> ScenarioFacts:
+        """The run's workloads from --scenario ``path`` and the user classes; what they say
+        that the configuration depends on."""
+        schedules = self.schedules
+        schedules.workloads = load_workloads(self.user_classes(), path)
+        if path and default_unused(self.user_classes()):
+            warn_once(f"loadkit: --scenario {path} is not used: no ScenarioUser class of this "
+                      "locustfile leaves its scenario to it")  # fmt: skip
+        main = main_workload(schedules.workloads, path)
+        self.scenario = main.scenario if main is not None else None
+        return self._scenario_facts()
+
     def _scenario_facts(self) -> ScenarioFacts:
         staged = (
             bool(staged_arrival(self.schedules.workloads.values(), None).get("stages"))
@@ -258,19 +264,18 @@ class Runtime:
         )
         return ScenarioFacts(lambda: self.slos, self.duration_s, staged)
 
-    def _build_targets(self, options: Any, host: str | None, config: RunConfig) -> None:
-        specs = target_specs(options, host, run_targets(self.schedules.workloads.values()))
+    def _build_targets(self, host: str | None, config: RunConfig) -> None:
+        given = config.targets
+        specs = target_specs(given, host, run_targets(self.schedules.workloads.values()))
         configure_tls(config.tls)
         self.detections.begin(self.start_plan.detections)
         for spec in specs:
-            self.detections.resolve(spec, options.api_key or None, config.request.headers)
+            self.detections.resolve(spec, given.api_key, config.request.headers)
         check_unique_names(specs)  # again: detection named the --host target
         # issue 25: plugins read their own options (AdapterOptions.run_options, loadkit_configure).
-        plugin_options = run_options(options)
+        plugin_options = config.settings.plugin_options
         configure_plugins(plugin_options)
-        self.targets = [
-            build_target(s, options.api_key or None, options.model or None, plugin_options) for s in specs
-        ]
+        self.targets = [build_target(s, given.api_key, given.model, plugin_options) for s in specs]
         check_class_targets(self.user_classes(), [t.name for t in self.targets])
         check_image_targets(self.schedules.workloads.values(), self.targets)
 

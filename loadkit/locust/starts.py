@@ -26,6 +26,7 @@ from typing import Any
 
 from loadkit.run.errors import ConfigError
 from loadkit.run.runconfig import CONFIG_MESSAGE, SCENARIO, RunConfig, StartPlan, open_loop_spawn_rate
+from loadkit.run.settings import launch_facts
 
 CONFIG_REQUEST = "loadkit_run_config_request"
 CONFIG_WAIT_S = 15.0  # a worker waits this long for the master's answer before refusing
@@ -52,7 +53,15 @@ def prepare(runtime: Any, options: Any, host: str | None, shard: tuple[int, int]
         runtime.prepared_for = None  # a failed configure leaves nothing to reuse
         runtime.configure(options, host, shard, given)
         runtime.prepared_for = key
+    else:
+        take_launch(runtime, options)
     return runtime.config
+
+
+def take_launch(runtime: Any, options: Any) -> None:
+    """-u and --spawn-rate as Locust set them since the configuration was made (a headless
+    run's defaults, the web form's values): the configuration's launch facts (RunConfig.with_launch)."""
+    runtime.config = runtime.config.with_launch(launch_facts(options))
 
 
 def claim_report_dir(runtime: Any, given: str) -> str:

@@ -129,8 +129,12 @@ def user_class_fields(runtime: Any) -> dict[str, Any]:
     return out
 
 
-def run_manifest(runtime: Any, options: Any, workers: int, probe_servers: bool = True) -> dict[str, Any]:
+def run_manifest(runtime: Any, workers: int, probe_servers: bool = True) -> dict[str, Any]:
+    """The manifest of the run ``runtime`` configured (its RunConfig, targets and schedules)."""
     from loadkit import __version__
+
+    config = runtime.config
+    launch = config.launch
 
     return {
         **scenario_fields(runtime.scenario),
@@ -146,16 +150,16 @@ def run_manifest(runtime: Any, options: Any, workers: int, probe_servers: bool =
         ],
         "client": client_host(),
         "workers": workers,
-        "users": getattr(options, "num_users", None),
-        "spawn_rate": getattr(options, "spawn_rate", None),
-        "run_time": runtime.config.run_time_s,
-        "run_time_from": runtime.config.run_time_source,
-        "slos_from": runtime.config.slo_source,
+        "users": launch.num_users,
+        "spawn_rate": launch.spawn_rate,
+        "run_time": config.run_time_s,
+        "run_time_from": config.run_time_source,
+        "slos_from": config.slo_source,
         # What fixes the prompt texts (issue 32): `loadkit compare` warns when two runs share it.
         "prompts": {
-            "salt": runtime.config.salt,
-            "salt_from": runtime.config.salt_source,
-            "repeat_with": f"--seed {runtime.config.salt}",
+            "salt": config.salt,
+            "salt_from": config.salt_source,
+            "repeat_with": f"--seed {config.salt}",
         },
         "timeouts": {
             "first_token_s": runtime.timeouts.first_token_s,
@@ -167,9 +171,9 @@ def run_manifest(runtime: Any, options: Any, workers: int, probe_servers: bool =
         "open_loop": runtime.schedules.open_loop,
         "loadkit_version": __version__,
         "plugins": runtime.fingerprint(),
-        "model_config": getattr(options, "model_config", "") or None,
+        "model_config": launch.model_config,
         # Extra report formats asked for (--report-format); their writers read this at the end.
-        "report_formats": sorted(set(getattr(options, "report_format", None) or [])),
+        "report_formats": list(launch.report_formats),
         "metric_definitions": "docs/metrics.md: t_send = request written, after any TCP connect and TLS handshake; "
         "TTFT=t_first-t_send; TTFT with connect=t_first-t_start; TPOT=(t_last-t_first)/(n_out-1); "
         "ITL per chunk and per token; E2E=t_end-t_send; connect_ms, tls_ms per new connection; "

@@ -67,7 +67,10 @@ class EnvironmentRuntime:
 
     @property
     def command_line(self) -> dict[str, Any]:
-        return dict(vars(self._env.parsed_options)) if getattr(self._env, "parsed_options", None) else {}
+        from loadkit.locust.handover import handed_options
+
+        options = handed_options(self._env)
+        return dict(vars(options)) if options else {}
 
     def __getattr__(self, name: str) -> Any:
         # server_metrics, check_start, starts_begun, starts_done: the runtime's, when it has them
