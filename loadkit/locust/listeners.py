@@ -235,7 +235,7 @@ def on_test_start(environment: Any, **_: Any) -> None:
         runtime.report_dir = None  # until this start's config from the master names it
     # The second half of a worker's start whose config came late (ask_for_config): its stats
     # began with the first half and wait for runtime.ready.
-    resumed = isinstance(runner, WorkerRunner) and runtime.asked_config
+    resumed = isinstance(runner, WorkerRunner) and runtime.starting.asked_config
     if isinstance(runner, WorkerRunner) and starts.ask_for_config(environment, runtime, on_test_start):
         runtime.ready.clear()  # its users wait until the config has come and this start is done
         _begin_stats(runtime, options, configured=False)

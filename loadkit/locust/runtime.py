@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from itertools import count
-from types import MappingProxyType
 from typing import Any
 
 from loadkit.client.adaptererr import forget_kinds
@@ -21,6 +20,7 @@ from loadkit.locust.breaker import Breaker, trip
 from loadkit.locust.ending import ExhaustionWatch, end_run
 from loadkit.locust.schedules import Schedules
 from loadkit.locust.shapesteps import user_shape
+from loadkit.locust.starts import StartState
 from loadkit.plugins import plugin_fingerprint
 from loadkit.plugins.guard import GuardedPluginManager, failure_of
 from loadkit.records import RequestRecord
@@ -40,7 +40,6 @@ from loadkit.run.setup import (
 from loadkit.run.stageplan import MEASURED
 from loadkit.run.workloads import (
     DEFAULT_SCENARIO,
-    SCENARIO_CLASS_FLAG,
     WARMUP,
     Workload,
     check_class_targets,
@@ -56,7 +55,7 @@ from loadkit.run.workloads import (
     staged_arrival,
 )
 from loadkit.servers.targets import Target, build_target, check_unique_names
-from loadkit.stats.runcontext import AskedFacts, AskedWorkload, RunContext
+from loadkit.stats.runcontext import RunContext
 from loadkit.stats.stagestats import stage_plan
 
 log = logging.getLogger("loadkit")
@@ -81,10 +80,23 @@ __all__ = [
 ]
 
 
-def _asked_workload(scenario: Any, classes: list[type], sources: dict[str, Any]) -> AskedWorkload:
-    arrival = getattr(scenario, "arrival", None)
-    return AskedWorkload(tuple(c.__name__ for c in classes), dict(arrival) if arrival else None,
-                         getattr(scenario, "trace", None), MappingProxyType(dict(sources)))  # fmt: skip
+class RequestBudget:
+    """--max-requests on this process: its share (None: no limit) and the requests counted."""
+
+    def __init__(self) -> None:
+        self.limit: int | None = None
+        self.sent = 0
+
+    def take(self) -> bool:
+        """Count one request; False once the share is spent."""
+        if self.limit is not None and self.sent >= self.limit:
+            return False
+        self.sent += 1
+        return True
+
+    def give_back(self) -> None:
+        """A counted request was not sent after all."""
+        self.sent -= 1
 
 
 class Runtime:
@@ -101,13 +113,11 @@ class Runtime:
         self.config = RunConfig()  # this start's, built once by configure (never replaced after)
         self.start_plan = StartPlan()  # what this start found and dealt (detections, pre-flight, shards)
         self.configured = 0  # how many times the scenarios were loaded and the targets probed
-        self.prepared_for: str | None = None  # the options the current configuration was made for (starts.py)
-        self.from_master: Any = None  # worker: the master's run configuration message, as received
-        self.asked_config = False  # worker: asked the master to send it again (locust/starts.py)
+        # The options the configuration was prepared for, the master's message (locust/starts.py).
+        self.starting = StartState()
         # Set once this process's test start is done (configured, or refused): users that Locust
         # spawns before then (a worker whose config came after its spawn message) wait for it.
         self.ready = _new_event()
-        self.run_timer: Any = None  # a scenario's duration_s ending a headless run (starts.py)
         # This run's report directory (local / master: claimed at test start, starts.py; a
         # worker: the master's), and every one this process's runs took (never used again).
         self.report_dir: str | None = None
@@ -118,8 +128,7 @@ class Runtime:
         self.scenario: Any = None  # the main workload's scenario (see workloads.main_workload)
         # What the pre-flight handshake of each https target negotiated (kept across configures).
         self.tls_negotiated: dict[str, dict[str, str | None]] = {}
-        self.budget: int | None = None
-        self.sent = 0
+        self.requests = RequestBudget()  # --max-requests: this process's share, and what it sent
         self._assign: dict[Any, Iterator[int]] = {}
         self.shard = (0, 1)
         self.server_metrics: Any = None
@@ -192,7 +201,7 @@ class Runtime:
         for target in self.targets:
             config.request.apply(target, self.start_plan.dropped_for(target.name))
         self.shard = shard
-        self.budget = share_of(config.max_requests, *shard) if config.max_requests else None
+        self.requests.limit = share_of(config.max_requests, *shard) if config.max_requests else None
         self._configure_stages()
         for workload in schedules.workloads.values():
             self._configure_workload(workload)
@@ -206,19 +215,8 @@ class Runtime:
         tenants = list(getattr(self.scenario, "tenants", None) or [])
         schedules = self.schedules
         return RunContext.of(schedules.plan, schedules.staged, schedules.shaped, self._lengths_asked(), tenants,
-                             self._asked_facts(), schedules.schedule_span_s())  # fmt: skip
-
-    def _asked_facts(self) -> AskedFacts:
-        """The asked side of the delivered section: each workload's classes, arrival, trace and
-        request sources, the main scenario's, and the run's user classes."""
-        classes = self.user_classes() or []
-        return AskedFacts(
-            tuple(
-                _asked_workload(w.scenario, w.classes, w.sources) for w in self.schedules.workloads.values()
-            ),
-            _asked_workload(self.scenario, [], {}) if self.scenario is not None else None,
-            MappingProxyType({c.__name__: bool(getattr(c, SCENARIO_CLASS_FLAG, False)) for c in classes}),
-        )
+                             schedules.asked_facts(self.user_classes(), self.scenario),
+                             schedules.schedule_span_s())  # fmt: skip
 
     def _tell_stats(self, **changes: Any) -> None:
         """The stats sections get a new snapshot of the run's context with ``changes``."""
@@ -281,7 +279,7 @@ class Runtime:
 
     def arm(self) -> None:
         """A test start begins: counters and clocks of the run start over (cheap; no probing)."""
-        self.sent = 0
+        self.requests.sent = 0
         self._assign = {}
         forget_kinds()  # the run's first adapter error of each kind keeps its traceback again
         self.schedules.arm()
@@ -405,10 +403,7 @@ class Runtime:
 
     def take_budget(self) -> bool:
         """Count one request against --max-requests; False once this process's share is spent."""
-        if self.budget is not None and self.sent >= self.budget:
-            return False
-        self.sent += 1
-        return True
+        return self.requests.take()
 
     def record(self, rec: RequestRecord) -> None:
         from loadkit.plugins import get_plugin_manager

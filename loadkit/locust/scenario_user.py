@@ -98,7 +98,7 @@ class ScenarioUser(LLMUser):
         return False
 
     def _give_back_budgets(self) -> None:
-        self.runtime.sent -= 1  # the budgets counted a send that did not happen
+        self.runtime.requests.give_back()  # the budgets counted a send that did not happen
         self.workload.give_back()
 
     def _finished(self, record: RequestRecord) -> None:

@@ -8,11 +8,19 @@ the load shape's step or the stage plan's, by elapsed time.
 from __future__ import annotations
 
 import time
+from types import MappingProxyType
 from typing import Any
 
 from loadkit.run.openloop import Dispatcher
 from loadkit.run.stageplan import stage_at
-from loadkit.run.workloads import WARMUP, Workload
+from loadkit.run.workloads import SCENARIO_CLASS_FLAG, WARMUP, Workload
+from loadkit.stats.runcontext import AskedFacts, AskedWorkload
+
+
+def _asked(scenario: Any, classes: list[type], sources: dict[str, Any]) -> AskedWorkload:
+    arrival = getattr(scenario, "arrival", None)
+    return AskedWorkload(tuple(c.__name__ for c in classes), dict(arrival) if arrival else None,
+                         getattr(scenario, "trace", None), MappingProxyType(dict(sources)))  # fmt: skip
 
 
 class Schedules:
@@ -35,6 +43,17 @@ class Schedules:
         """A test start begins: the run's clock starts over and its end is not known yet."""
         self.t_start_ns = time.perf_counter_ns()
         self.schedule_end_ns = None
+
+    def asked_facts(self, user_classes: list[type] | None, main_scenario: Any) -> AskedFacts:
+        """What the run asks, for the delivered section (stats/runcontext.py): each workload's
+        classes, arrival, trace and request sources, the main scenario's, the run's user classes."""
+        return AskedFacts(
+            tuple(_asked(w.scenario, w.classes, w.sources) for w in self.workloads.values()),
+            _asked(main_scenario, [], {}) if main_scenario is not None else None,
+            MappingProxyType(
+                {c.__name__: bool(getattr(c, SCENARIO_CLASS_FLAG, False)) for c in user_classes or []}
+            ),
+        )
 
     def reshare(self, shares: dict[str, list[int] | None]) -> None:
         """Worker: the master's shares of each open-loop scenario, dealt among the workers that

@@ -123,11 +123,11 @@ def test_budgets_per_scenario_and_for_the_run(tmp_path):
 
     rt = runtime_for(Capped, OpenEverywhere, shard=(0, 2))
     work = rt.workload_for(Capped)
-    assert work.budget == 4 and rt.workload_for(OpenEverywhere).budget is None and rt.budget is None
+    assert work.budget == 4 and rt.workload_for(OpenEverywhere).budget is None and rt.requests.limit is None
     assert [work.take_budget() for _ in range(5)] == [True] * 4 + [False]
     # --max-requests is the run's budget, and then the scenario's own count is not one (the command line wins).
     rt = runtime_for(Capped, max_requests=9, shard=(1, 2))
-    assert rt.budget == 4 and rt.workload_for(Capped).budget is None
+    assert rt.requests.limit == 4 and rt.workload_for(Capped).budget is None
 
 
 @pytest.mark.parametrize(
