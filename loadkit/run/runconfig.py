@@ -3,9 +3,11 @@
 The options are read once per start per process, here: :func:`build_run_config` makes the
 whole typed, frozen :class:`RunConfig` (the decisions, and the sub-configurations of
 run/settings.py: timeouts, TLS, request shape, failure and retry rules, the stats' options
-with the SLOs parsed once, the users' settings), and every consumer takes its part of it.
+with the SLOs parsed once, the users' settings, the targets, the scenario path, the seed, the
+plugins' options and the launch facts), and every consumer takes its part of it.
 What the start finds afterwards (detections, pre-flight, shards, the run's directory) is its
-:class:`StartPlan`, so a built RunConfig is never replaced.
+:class:`StartPlan`, so a built RunConfig is never replaced, but for the launch facts (-u and
+--spawn-rate) Locust sets after a configuration made ahead of the start (``with_launch``).
 
 Precedence, for every setting that several sources give (docs/configuration.md):
 web UI form > command line (and LOADKIT_* environment / config file) > scenario > defaults.
