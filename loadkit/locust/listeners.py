@@ -232,7 +232,7 @@ def on_test_start(environment: Any, **_: Any) -> None:
         runtime.schedules.shape_steps = watch_shape(environment)
     runtime.start_error = None
     if isinstance(runner, WorkerRunner):
-        runtime.report_dir = None  # until this start's config from the master names it
+        runtime.starting.report_dir = None  # until this start's config from the master names it
     # The second half of a worker's start whose config came late (ask_for_config): its stats
     # began with the first half and wait for runtime.ready.
     resumed = isinstance(runner, WorkerRunner) and runtime.starting.asked_config
@@ -337,7 +337,7 @@ def _prepare_master(environment: Any, runtime: Runtime, options: Any) -> None:
     starts.begin(runtime, options, environment.host, (0, 1))
     # At once, not only in send_to_workers: pre-flight yields, and a worker asking for the
     # config meanwhile (CONFIG_REQUEST) must get this run's directory.
-    runtime.start_plan = runtime.start_plan.with_(report_dir=runtime.report_dir)
+    runtime.start_plan = runtime.start_plan.with_(report_dir=runtime.starting.report_dir)
     runtime.schedules.send_no_schedule()
 
 
@@ -351,7 +351,7 @@ def _prepare_worker(environment: Any, runtime: Runtime, options: Any) -> None:
         runner.send_message(NOTE_MESSAGE, {"warning": f"worker {runner.worker_index} joined after the start: "
                                            "its requests are not a disjoint share of the workload"})  # fmt: skip
     shard = (runner.worker_index, runner.worker_index + 1) if plan.late else plan.shard
-    runtime.report_dir = plan.report_dir  # the master's choice for this run: raw logs go there
+    runtime.starting.report_dir = plan.report_dir  # the master's choice for this run: raw logs go there
     starts.begin(runtime, options, environment.host, shard, (given, plan))
     if plan.late:
         runtime.schedules.silence_schedules()

@@ -110,18 +110,16 @@ class Runtime:
         # (precedence, run/runconfig.py snapshot); given by the listener that builds the runtime.
         self.command_line = dict(command_line or {})
         self.headless = headless  # a Locust process option: the web form cannot change it
-        self.config = RunConfig()  # this start's, built once by configure (never replaced after)
+        # This start's, built once by configure (after, only its launch facts: starts.take_launch).
+        self.config = RunConfig()
         self.start_plan = StartPlan()  # what this start found and dealt (detections, pre-flight, shards)
         self.configured = 0  # how many times the scenarios were loaded and the targets probed
-        # The options the configuration was prepared for, the master's message (locust/starts.py).
+        # The options the configuration was prepared for, the master's message, the run's
+        # report directory (locust/starts.py StartState).
         self.starting = StartState()
         # Set once this process's test start is done (configured, or refused): users that Locust
         # spawns before then (a worker whose config came after its spawn message) wait for it.
         self.ready = _new_event()
-        # This run's report directory (local / master: claimed at test start, starts.py; a
-        # worker: the master's), and every one this process's runs took (never used again).
-        self.report_dir: str | None = None
-        self.report_dirs_used: list[str] = []
         self.targets: list[Target] = []
         # The workloads, their schedules, the stage plan and the load shape's steps.
         self.schedules = Schedules(stats)

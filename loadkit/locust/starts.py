@@ -41,14 +41,18 @@ Given = tuple[RunConfig, StartPlan]  # a worker's: the master's decisions and st
 
 class StartState:
     """How this process's test starts are going (``runtime.starting``): the options the current
-    configuration was prepared for, a worker's message from the master, and the timer of a
-    scenario's duration_s ending a headless run."""
+    configuration was prepared for, a worker's message from the master, the timer of a
+    scenario's duration_s ending a headless run, and the run's report directory."""
 
     def __init__(self) -> None:
         self.prepared_for: str | None = None  # the options the current configuration was made for
         self.from_master: Any = None  # worker: the master's run configuration message, as received
         self.asked_config = False  # worker: asked the master to send it again (ask_for_config)
         self.run_timer: Any = None  # a scenario's duration_s ending a headless run (bound_by_scenario)
+        # This run's report directory (local / master: claimed at test start, claim_report_dir;
+        # a worker: the master's), and every one this process's runs took (never used again).
+        self.report_dir: str | None = None
+        self.report_dirs_used: list[str] = []
 
 
 def start_key(options: Any, host: str | None, shard: tuple[int, int], given: Given | None) -> str:
@@ -84,15 +88,15 @@ def claim_report_dir(runtime: Any, given: str) -> str:
 
     from loadkit.stats.rundir import claim_report_dir as claim
 
-    runtime.report_dir = None  # never the last run's, whatever fails below
+    runtime.starting.report_dir = None  # never the last run's, whatever fails below
     try:
-        chosen = claim(given, runtime.report_dirs_used)
+        chosen = claim(given, runtime.starting.report_dirs_used)
     except OSError as exc:
         raise ConfigError(
             f"--report-dir {given or '(default)'}: cannot create the run's directory: {exc}"
         ) from None
-    runtime.report_dir = chosen
-    runtime.report_dirs_used.append(os.path.abspath(chosen))
+    runtime.starting.report_dir = chosen
+    runtime.starting.report_dirs_used.append(os.path.abspath(chosen))
     log = logging.getLogger("loadkit")
     if given and chosen != given.rstrip("/\\"):
         log.warning(
@@ -120,7 +124,7 @@ def send_to_workers(environment: Any, runtime: Any) -> None:
     runner = environment.runner
     workers = sorted(runner.clients.keys(), key=runner.get_worker_index)
     shards = {client_id: (i, len(workers)) for i, client_id in enumerate(workers)}
-    runtime.start_plan = runtime.start_plan.with_(shards=shards, report_dir=runtime.report_dir)
+    runtime.start_plan = runtime.start_plan.with_(shards=shards, report_dir=runtime.starting.report_dir)
     for client_id, shard in shards.items():
         runner.send_message(CONFIG_MESSAGE, runtime.config.to_wire(runtime.start_plan, shard), client_id)
 

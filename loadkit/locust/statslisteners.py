@@ -200,7 +200,7 @@ class LocustStats:
     def _run_dir(self, runtime: Any) -> str | None:
         """This run's directory: the one loadkit's glue claimed (local, master) or was sent
         (worker); without the glue, claimed here (one per run all the same)."""
-        chosen = getattr(runtime, "report_dir", None)
+        chosen = runtime.starting.report_dir if runtime is not None else None
         if isinstance(chosen, str) and chosen:
             return chosen
         if self.role == "worker":

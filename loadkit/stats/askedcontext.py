@@ -29,7 +29,7 @@ def asked_context(asked: AskedFacts | None, target: str, classes: list[str],
     workloads = list(asked.workloads)
     classless = next(
         (w for w in workloads if not w.classes), None
-    )  # the runtime without a locustfile's classes
+    )  # the workload of a run without a locustfile's classes
     if not classes:
         return _workload_context(asked, classless or (workloads[0] if workloads else None), target, covered_s)
     known = asked.class_sends_scenario
