@@ -163,3 +163,51 @@ def test_each_start_salts_its_prompts_unless_seed_is_given_and_a_worker_takes_th
     assert parse_seed(" 7 ") == 7 and parse_seed(None) is None and parse_seed("") is None
     with pytest.raises(ConfigError, match=r"--seed: 'x' is not a whole number"):
         parse_seed("x")
+
+
+def test_the_config_holds_targets_scenario_seed_plugin_options_and_launch_facts():
+    from loadkit.run.settings import LaunchFacts, TargetSettings, parse_settings
+
+    parsed = options(api_key="sk-1", model="m", targets="b=http://127.0.0.1:8", seed="7", num_users=3,
+                     spawn_rate=2.0, model_config="Qwen/Qwen2-0.5B", report_format=["llmd-br", "llmd-br"],
+                     web_host="127.0.0.1", scenario="x.toml")  # fmt: skip
+    settings = parse_settings(parsed, ())
+    assert settings.targets == TargetSettings(("fast=http://127.0.0.1:9", "b=http://127.0.0.1:8"), "openai",
+                                              None, "sk-1", "m")  # fmt: skip
+    assert "sk-1" not in repr(settings)  # the API key never shows in a repr
+    assert (settings.scenario, settings.seed, settings.plugin_options["model"]) == ("x.toml", 7, "m")
+    assert settings.launch == LaunchFacts(3, 2.0, "Qwen/Qwen2-0.5B", ("llmd-br",), "127.0.0.1")
+    with pytest.raises(TypeError):
+        settings.plugin_options["model"] = "other"  # type: ignore[index]
+
+
+@pytest.mark.in_process_locust
+def test_launch_facts_locust_sets_after_the_configuration_was_made_are_taken_at_the_start():
+    from loadkit.locust.starts import prepare
+    from loadkit.run.settings import LaunchFacts
+
+    parsed = options(num_users=None, spawn_rate=None)
+    runtime = runtime_on(parsed)
+    config = prepare(runtime, parsed, None, (0, 1))
+    assert runtime.configured == 1 and config.launch.num_users is None
+    assert config.with_launch(config.launch) is config
+    parsed.num_users, parsed.spawn_rate = 1, 1.0  # what Locust fills in for a headless run
+    again = prepare(runtime, parsed, None, (0, 1))
+    assert runtime.configured == 1 and again.launch == LaunchFacts(1, 1.0)
+    assert dataclasses.replace(again, settings=config.settings) == config  # nothing else changed
+
+
+@pytest.mark.in_process_locust
+def test_the_stage_shape_takes_users_and_run_time_from_the_configuration():
+    from loadkit.locust.shape import StageShape
+    from loadkit.run.settings import LaunchFacts
+
+    config = RunConfig(run_time_s=5.0).with_launch(LaunchFacts(num_users=7))
+    started = []
+    shape = StageShape([{"name": "s", "level": None, "duration_s": 10.0}], closed=True, config=lambda: config,
+                       on_start=lambda: started.append(True))  # fmt: skip
+    shape.runner = SimpleNamespace()
+    shape.reset_time()
+    assert started == [True] and shape.users_for({"level": None}) == 7 and shape.tick() == (7, 70.0)
+    shape.start_time -= 6.0  # past -t
+    assert shape.tick() is None
