@@ -1,8 +1,10 @@
 """Per-process run state: targets, workload sources, stats, request budget.
 
 Built at Locust's `init` (one per process) and configured once per test start (locust/starts.py
-decides when): the scenarios are loaded, the targets detected and built, and the start's
-decisions frozen into ``self.config`` (run/runconfig.py). The options are only read.
+decides when): the start's configuration is built (run/runconfig.py ``build_run_config``, which
+loads the scenarios), the targets detected and built from it, and the parts handed on. Its
+components: ``schedules`` (locust/schedules.py: workloads, schedules, stages), ``starting``
+(locust/starts.py: the start's coordination) and ``requests`` (the --max-requests budget).
 """
 
 from __future__ import annotations
