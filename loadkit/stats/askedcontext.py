@@ -12,12 +12,14 @@ cut to the time the run's schedule covered (stats/asked.py).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loadkit.stats.asked import SCHEDULED
-from loadkit.stats.runcontext import AskedFacts, AskedWorkload
 from loadkit.workload.servegen import read_windows
 from loadkit.workload.warmcache import WARMUP_STAGE
+
+if TYPE_CHECKING:  # runcontext.py calls this module: the types only, no import cycle
+    from loadkit.stats.runcontext import AskedFacts, AskedWorkload
 
 
 def asked_context(asked: AskedFacts | None, target: str, classes: list[str],

@@ -67,10 +67,8 @@ class EnvironmentRuntime:
 
     @property
     def command_line(self) -> dict[str, Any]:
-        from loadkit.locust.handover import handed_options
-
-        options = handed_options(self._env)
-        return dict(vars(options)) if options else {}
+        # The runtime's: the command line's values, taken at init (locust/runtime.py).
+        return dict(getattr(self._runtime, "command_line", None) or {})
 
     def __getattr__(self, name: str) -> Any:
         # server_metrics, check_start, starts_begun, starts_done: the runtime's, when it has them
