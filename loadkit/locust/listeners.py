@@ -13,6 +13,7 @@ from loadkit.locust import breaker, reachability, starts
 from loadkit.locust.breaker import on_user_error
 from loadkit.locust.cooperative import install_gevent_yield
 from loadkit.locust.ending import stop_a_refused_start, worker_done_handler
+from loadkit.locust.handover import handed_options
 from loadkit.locust.runtime import ConfigError, ExhaustionWatch, Runtime, end_run
 from loadkit.locust.scraping import ServerMetrics
 from loadkit.locust.shape import StageShape
@@ -24,6 +25,7 @@ from loadkit.run.manifest import run_manifest
 from loadkit.run.openloop import behind_warning
 from loadkit.run.options import add_arguments
 from loadkit.run.runconfig import snapshot
+from loadkit.run.settings import launch_facts
 from loadkit.stats.builtin import BuiltinSections
 
 log = logging.getLogger("loadkit")
@@ -43,7 +45,7 @@ def on_init(environment: Any, **_: Any) -> None:
         return  # already set up (a worker can get its first spawn before `init` fires)
 
     install_gevent_yield()  # the stats' live reports give the hub its turns (stats/turns.py)
-    options = environment.parsed_options  # Locust hands the options over here and at test start
+    options = handed_options(environment)  # Locust hands the options over here and at test start
     stats = _install_stats(environment, options)
     runtime = Runtime(environment, stats=stats.collector, command_line=snapshot(options),
                       headless=bool(getattr(options, "headless", False)))  # fmt: skip
@@ -75,8 +77,8 @@ def on_init(environment: Any, **_: Any) -> None:
     # Before the schedules start: the master deals open-loop shares by who runs which users.
     install_shares(environment, runtime)
     # spawning_complete carries no environment: bind this process's runtime here.
-    environment.events.spawning_complete.add_listener(lambda **_: runtime.start_schedule())
-    environment.events.test_stopping.add_listener(lambda **_: runtime.stopping())
+    environment.events.spawning_complete.add_listener(lambda **_: runtime.schedule_started())
+    environment.events.test_stopping.add_listener(lambda **_: runtime.schedule_stopping())
     runner = environment.runner
     if isinstance(runner, WorkerRunner):
         starts.install_worker(environment, runtime)
@@ -93,28 +95,27 @@ def on_init(environment: Any, **_: Any) -> None:
         reachability.install(environment, runtime)
     if not isinstance(runner, WorkerRunner):
         _watch_shapes(environment)
-        _check_options_early(environment)
-        _install_shape(environment)
+        _check_options_early(environment, options)
+        _install_shape(environment, options)
         starts.spawn_open_loop_at_once(environment, runtime)
         from loadkit.webui import install_web_ui
 
         install_web_ui(environment, runtime)
-        _warn_open_web_ui(environment)
+        _warn_open_web_ui(environment, options)
 
 
 def _watch_shapes(environment: Any) -> None:
     """The locustfile's load shapes (the web UI may pick another one) report their steps as stages."""
     for shape in (getattr(environment, "available_shape_classes", None) or {}).values():
         watch_shape(environment, shape)
-    environment.loadkit.shape_steps = watch_shape(environment)
+    environment.loadkit.schedules.shape_steps = watch_shape(environment)
 
 
-def _warn_open_web_ui(environment: Any) -> None:
+def _warn_open_web_ui(environment: Any, options: Any) -> None:
     """A web UI reachable from other machines without a login lets anyone start load."""
-    options = environment.parsed_options
     if environment.web_ui is None or options is None or getattr(options, "web_login", False):
         return
-    host = getattr(options, "web_host", "") or ""
+    host = launch_facts(options).web_host
     if host in ("", "*", "0.0.0.0", "::") or not (host.startswith("127.") or host in ("localhost", "::1")):
         log.warning(
             "loadkit: the web UI listens on %s without authentication: anyone who can reach it can start "
@@ -123,18 +124,22 @@ def _warn_open_web_ui(environment: Any) -> None:
         )
 
 
-def _install_shape(environment: Any) -> None:
+def _install_shape(environment: Any, options: Any) -> None:
     """Stages (or a warm-up) drive the user count through a load shape; none: -u/-t as usual."""
     runtime: Runtime = environment.loadkit
     try:
-        starts.prepare(runtime, environment.parsed_options, environment.host, (0, 1))
+        starts.prepare(runtime, options, environment.host, (0, 1))
     except UserError:
         return  # the web UI may still fix the options; test_start reports the error
-    if runtime.plan and environment.shape_class is None:
+    schedules = runtime.schedules
+    if schedules.plan and environment.shape_class is None:
         environment.shape_class = StageShape(
-            runtime.plan,
-            closed=runtime.stages_closed,
-            users=lambda: getattr(environment.parsed_options, "num_users", None),
+            schedules.plan,
+            closed=schedules.stages_closed,
+            config=lambda: runtime.config,
+            # Locust starts the shape (and ticks it once) before test_start: -u as the web form
+            # or a headless run's defaults set it becomes the configuration's launch facts now.
+            on_start=lambda: starts.take_launch(runtime, handed_options(environment)),
         )
         environment.shape_class.runner = environment.runner
 
@@ -171,9 +176,8 @@ def _stop_before_quitting(environment: Any, **_: Any) -> None:
         runner.stop()
 
 
-def _check_options_early(environment: Any) -> None:
+def _check_options_early(environment: Any, options: Any) -> None:
     """Fail a headless run before it starts: one line on stderr, exit code 2, no traceback."""
-    options = environment.parsed_options
     if options is None or not (getattr(options, "headless", False) or getattr(options, "autostart", False)):
         return
     try:
@@ -212,7 +216,7 @@ def on_test_start(environment: Any, **_: Any) -> None:
     from locust.runners import WorkerRunner
 
     runner = environment.runner
-    options = environment.parsed_options
+    options = handed_options(environment)
     if runner is None:
         # A worker that connects while a run is going gets its first spawn message while its
         # runner is still being built (Locust's connect handshake yields): nothing can be set
@@ -226,13 +230,13 @@ def on_test_start(environment: Any, **_: Any) -> None:
         on_init(environment)  # the spawn came before Locust fired `init`; on_init is idempotent
     runtime: Runtime = environment.loadkit
     if not isinstance(runner, WorkerRunner):
-        runtime.shape_steps = watch_shape(environment)
+        runtime.schedules.shape_steps = watch_shape(environment)
     runtime.start_error = None
     if isinstance(runner, WorkerRunner):
-        runtime.report_dir = None  # until this start's config from the master names it
+        runtime.starting.report_dir = None  # until this start's config from the master names it
     # The second half of a worker's start whose config came late (ask_for_config): its stats
     # began with the first half and wait for runtime.ready.
-    resumed = isinstance(runner, WorkerRunner) and runtime.asked_config
+    resumed = isinstance(runner, WorkerRunner) and runtime.starting.asked_config
     if isinstance(runner, WorkerRunner) and starts.ask_for_config(environment, runtime, on_test_start):
         runtime.ready.clear()  # its users wait until the config has come and this start is done
         _begin_stats(runtime, options, configured=False)
@@ -297,7 +301,7 @@ def _start(environment: Any, runtime: Runtime, runner: Any, options: Any) -> boo
         environment.host = runtime.targets[0].spec.url
     if not isinstance(runner, WorkerRunner):
         starts.bound_by_scenario(environment, runtime)
-        _start_reporting(environment, runtime, options)
+        _start_reporting(environment, runtime)
     return True
 
 
@@ -314,14 +318,14 @@ def _start_when_runner_exists(environment: Any) -> None:
     log.error("loadkit: worker runner never came up; this worker sends no loadkit traffic")
 
 
-def _start_reporting(environment: Any, runtime: Runtime, options: Any) -> None:
+def _start_reporting(environment: Any, runtime: Runtime) -> None:
     """On the node that writes the report: the manifest, and server metrics scraping."""
     from locust.runners import MasterRunner
 
     runner = environment.runner
     workers = runner.worker_count if isinstance(runner, MasterRunner) else 1
     if runtime.stats is not None:
-        runtime.stats.set_manifest_fields(run_manifest(runtime, options, workers))
+        runtime.stats.set_manifest_fields(run_manifest(runtime, workers))
         runtime.stats.set_manifest_fields(preflight.manifest_fields(runtime))
     if runtime.server_metrics is not None:
         runtime.server_metrics.stop()
@@ -334,8 +338,8 @@ def _prepare_master(environment: Any, runtime: Runtime, options: Any) -> None:
     starts.begin(runtime, options, environment.host, (0, 1))
     # At once, not only in send_to_workers: pre-flight yields, and a worker asking for the
     # config meanwhile (CONFIG_REQUEST) must get this run's directory.
-    runtime.start_plan = runtime.start_plan.with_(report_dir=runtime.report_dir)
-    runtime.send_no_schedule()
+    runtime.start_plan = runtime.start_plan.with_(report_dir=runtime.starting.report_dir)
+    runtime.schedules.send_no_schedule()
 
 
 def _prepare_worker(environment: Any, runtime: Runtime, options: Any) -> None:
@@ -348,10 +352,10 @@ def _prepare_worker(environment: Any, runtime: Runtime, options: Any) -> None:
         runner.send_message(NOTE_MESSAGE, {"warning": f"worker {runner.worker_index} joined after the start: "
                                            "its requests are not a disjoint share of the workload"})  # fmt: skip
     shard = (runner.worker_index, runner.worker_index + 1) if plan.late else plan.shard
-    runtime.report_dir = plan.report_dir  # the master's choice for this run: raw logs go there
+    runtime.starting.report_dir = plan.report_dir  # the master's choice for this run: raw logs go there
     starts.begin(runtime, options, environment.host, shard, (given, plan))
     if plan.late:
-        runtime.silence_schedules()
+        runtime.schedules.silence_schedules()
 
 
 def _refuse_worker(environment: Any, reason: str) -> None:
@@ -393,17 +397,18 @@ def _account_stop(environment: Any, runtime: Runtime) -> None:
     if not runtime.targets:
         return
     runtime.close_schedule()
+    schedules = runtime.schedules
     runtime.snapshot_realised()
     if runtime.stats is not None:
         runtime.stats.set_manifest_fields(runtime.reachability_record.manifest())
-    if runtime.shape_steps is not None and runtime.stats is not None:
-        runtime.shape_steps.finish()
-        runtime.stats.set_manifest_fields({"shape": runtime.shape_steps.manifest()})
+    if schedules.shape_steps is not None and runtime.stats is not None:
+        schedules.shape_steps.finish()
+        runtime.stats.set_manifest_fields({"shape": schedules.shape_steps.manifest()})
     if runtime.server_metrics is not None:
         runtime.server_metrics.stop()
         if runtime.stats is not None:
             runtime.stats.set_manifest_fields({"server_metrics": runtime.server_metrics.section()})
-    summary = runtime.schedule_summary()
+    summary = schedules.schedule_summary()
     if summary is None or runtime.stats is None:
         return
     runtime.stats.set_manifest_fields({"schedule": summary})

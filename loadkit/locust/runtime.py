@@ -1,14 +1,15 @@
 """Per-process run state: targets, workload sources, stats, request budget.
 
 Built at Locust's `init` (one per process) and configured once per test start (locust/starts.py
-decides when): the scenarios are loaded, the targets detected and built, and the start's
-decisions frozen into ``self.config`` (run/runconfig.py). The options are only read.
+decides when): the start's configuration is built (run/runconfig.py ``build_run_config``, which
+loads the scenarios), the targets detected and built from it, and the parts handed on. Its
+components: ``schedules`` (locust/schedules.py: workloads, schedules, stages), ``starting``
+(locust/starts.py: the start's coordination) and ``requests`` (the --max-requests budget).
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator
 from itertools import count
 from typing import Any
@@ -21,6 +22,7 @@ from loadkit.locust.breaker import Breaker, trip
 from loadkit.locust.ending import ExhaustionWatch, end_run
 from loadkit.locust.schedules import Schedules
 from loadkit.locust.shapesteps import user_shape
+from loadkit.locust.starts import StartState
 from loadkit.plugins import plugin_fingerprint
 from loadkit.plugins.guard import GuardedPluginManager, failure_of
 from loadkit.records import RequestRecord
@@ -28,7 +30,7 @@ from loadkit.run.backoff import Backoff
 from loadkit.run.detection import Detections
 from loadkit.run.errors import ConfigError
 from loadkit.run.runconfig import RunConfig, ScenarioFacts, StartPlan, build_run_config
-from loadkit.run.runoptions import configure_plugins, run_options
+from loadkit.run.runoptions import configure_plugins
 from loadkit.run.setup import (
     apply_exact_output,
     configure_tls,
@@ -80,7 +82,26 @@ __all__ = [
 ]
 
 
-class Runtime(Schedules):
+class RequestBudget:
+    """--max-requests on this process: its share (None: no limit) and the requests counted."""
+
+    def __init__(self) -> None:
+        self.limit: int | None = None
+        self.sent = 0
+
+    def take(self) -> bool:
+        """Count one request; False once the share is spent."""
+        if self.limit is not None and self.sent >= self.limit:
+            return False
+        self.sent += 1
+        return True
+
+    def give_back(self) -> None:
+        """A counted request was not sent after all."""
+        self.sent -= 1
+
+
+class Runtime:
     """Everything one Locust process needs to send loadkit traffic."""
 
     def __init__(self, environment: Any, stats: Any = None, command_line: dict[str, Any] | None = None,
@@ -91,38 +112,28 @@ class Runtime(Schedules):
         # (precedence, run/runconfig.py snapshot); given by the listener that builds the runtime.
         self.command_line = dict(command_line or {})
         self.headless = headless  # a Locust process option: the web form cannot change it
-        self.config = RunConfig()  # this start's, built once by configure (never replaced after)
+        # This start's, built once by configure (after, only its launch facts: starts.take_launch).
+        self.config = RunConfig()
         self.start_plan = StartPlan()  # what this start found and dealt (detections, pre-flight, shards)
         self.configured = 0  # how many times the scenarios were loaded and the targets probed
-        self.prepared_for: str | None = None  # the options the current configuration was made for (starts.py)
-        self.from_master: Any = None  # worker: the master's run configuration message, as received
-        self.asked_config = False  # worker: asked the master to send it again (locust/starts.py)
+        # The options the configuration was prepared for, the master's message, the run's
+        # report directory (locust/starts.py StartState).
+        self.starting = StartState()
         # Set once this process's test start is done (configured, or refused): users that Locust
         # spawns before then (a worker whose config came after its spawn message) wait for it.
         self.ready = _new_event()
-        self.run_timer: Any = None  # a scenario's duration_s ending a headless run (starts.py)
-        # This run's report directory (local / master: claimed at test start, starts.py; a
-        # worker: the master's), and every one this process's runs took (never used again).
-        self.report_dir: str | None = None
-        self.report_dirs_used: list[str] = []
         self.targets: list[Target] = []
-        self.workloads: dict[str, Workload] = {}
+        # The workloads, their schedules, the stage plan and the load shape's steps.
+        self.schedules = Schedules(stats)
         self.scenario: Any = None  # the main workload's scenario (see workloads.main_workload)
         # What the pre-flight handshake of each https target negotiated (kept across configures).
         self.tls_negotiated: dict[str, dict[str, str | None]] = {}
-        self.budget: int | None = None
-        self.sent = 0
+        self.requests = RequestBudget()  # --max-requests: this process's share, and what it sent
         self._assign: dict[Any, Iterator[int]] = {}
         self.shard = (0, 1)
         self.server_metrics: Any = None
         self.sections: Any = None  # the stats' built-in sections (stats/builtin.py), given their context here
         self.stats_listeners: Any = None  # locust/statslisteners.py LocustStats, wired by locust/listeners.py
-        self.shape_steps: Any = None  # a locustfile's LoadTestShape, watched (local / master)
-        self.shape_stage: str | None = None  # the shape's current step (locust/shapesteps.py)
-        self.plan: list[dict[str, Any]] = []
-        self.staged = self.shaped = False
-        self.stages_closed = True
-        self.schedule_end_ns: int | None = None
         self._plugin_errors: set[str] = set()
         self.watch = ExhaustionWatch(environment)
         self.breaker: Breaker | None = None
@@ -174,29 +185,25 @@ class Runtime(Schedules):
         """Load the scenarios, build this start's RunConfig (once), detect and build the targets.
         ``given``: a worker's decisions and start plan from the master (SLOs, detections, pre-flight)."""
         self.configured += 1
-        self.workloads = load_workloads(self.user_classes(), options.scenario)
-        if options.scenario and default_unused(self.user_classes()):
-            warn_once(f"loadkit: --scenario {options.scenario} is not used: no ScenarioUser class of this "
-                      "locustfile leaves its scenario to it")  # fmt: skip
-        main = main_workload(self.workloads, options.scenario)
-        self.scenario = main.scenario if main is not None else None
-        config = build_run_config(options, self.command_line, self._scenario_facts(),
+        schedules = self.schedules
+        config = build_run_config(options, self.command_line, self._load_scenarios,
                                   given[0] if given is not None else None, self.fingerprint())  # fmt: skip
         self.config = config
+        schedules.run_time_s = config.run_time_s
         self.start_plan = given[1].with_(shard=shard) if given is not None else StartPlan(shard=shard)
         # --exact-output overrides every scenario's own.
-        for workload in self.workloads.values():
+        for workload in schedules.workloads.values():
             apply_exact_output(config.request, workload.scenario)
-        self._build_targets(options, host, config)
+        self._build_targets(host, config)
         if given is None:
             self.start_plan = self.start_plan.with_(detections=self.detections.to_option())
         self.configure_failures(shard)
         for target in self.targets:
             config.request.apply(target, self.start_plan.dropped_for(target.name))
         self.shard = shard
-        self.budget = share_of(config.max_requests, *shard) if config.max_requests else None
+        self.requests.limit = share_of(config.max_requests, *shard) if config.max_requests else None
         self._configure_stages()
-        for workload in self.workloads.values():
+        for workload in schedules.workloads.values():
             self._configure_workload(workload)
         self.arm()
         if self.sections is not None:
@@ -204,52 +211,87 @@ class Runtime(Schedules):
         return config
 
     def run_context(self) -> RunContext:
-        """What the stats sections need of this run, frozen (stats/runcontext.py)."""
-        from loadkit.stats.askedcontext import asked_context
-
+        """What the stats sections need of this run: a snapshot (stats/runcontext.py)."""
         tenants = list(getattr(self.scenario, "tenants", None) or [])
-        return RunContext.of(self.plan, self.staged, self.shaped, self._lengths_asked(), tenants,
-                             lambda target, classes: asked_context(self, target, classes))  # fmt: skip
+        schedules = self.schedules
+        return RunContext.of(schedules.plan, schedules.staged, schedules.shaped, self._lengths_asked(), tenants,
+                             schedules.asked_facts(self.user_classes(), self.scenario),
+                             schedules.schedule_span_s())  # fmt: skip
+
+    def _tell_stats(self, **changes: Any) -> None:
+        """The stats sections get a new snapshot of the run's context with ``changes``."""
+        if self.sections is not None:
+            self.sections.context = self.sections.context.with_(**changes)
+
+    def schedule_started(self) -> None:
+        """All users exist (spawning complete): the open-loop schedules start now."""
+        self.schedules.start_schedule()
+        self._tell_stats(covered_s=self.schedules.schedule_span_s())
+
+    def schedule_stopping(self) -> None:
+        """The run is ending (Locust's test_stopping): the schedule's end is known."""
+        self.schedules.stopping()
+        self._tell_stats(covered_s=self.schedules.schedule_span_s())
+
+    def close_schedule(self) -> None:
+        """At test stop: overdue slots are dropped; the stats get the schedule's span and, with a
+        load shape, its steps as they ended."""
+        self.schedules.close_schedule()
+        self._tell_stats(covered_s=self.schedules.schedule_span_s(), plan=tuple(self.schedules.plan))
+
+    def _shape_step(self, plan: list[dict[str, Any]]) -> None:
+        """A load shape began a step (or started over): the stage table's plan grows."""
+        self._tell_stats(plan=tuple(plan))
+
+    def _load_scenarios(self, path: str) -> ScenarioFacts:
+        """The run's workloads from --scenario ``path`` and the user classes; what they say
+        that the configuration depends on."""
+        schedules = self.schedules
+        schedules.workloads = load_workloads(self.user_classes(), path)
+        if path and default_unused(self.user_classes()):
+            warn_once(f"loadkit: --scenario {path} is not used: no ScenarioUser class of this "
+                      "locustfile leaves its scenario to it")  # fmt: skip
+        main = main_workload(schedules.workloads, path)
+        self.scenario = main.scenario if main is not None else None
+        return self._scenario_facts()
 
     def _scenario_facts(self) -> ScenarioFacts:
         staged = (
-            bool(staged_arrival(self.workloads.values(), None).get("stages"))
+            bool(staged_arrival(self.schedules.workloads.values(), None).get("stages"))
             or user_shape(self.environment) is not None
         )
         return ScenarioFacts(lambda: self.slos, self.duration_s, staged)
 
-    def _build_targets(self, options: Any, host: str | None, config: RunConfig) -> None:
-        specs = target_specs(options, host, run_targets(self.workloads.values()))
+    def _build_targets(self, host: str | None, config: RunConfig) -> None:
+        given = config.targets
+        specs = target_specs(given, host, run_targets(self.schedules.workloads.values()))
         configure_tls(config.tls)
         self.detections.begin(self.start_plan.detections)
         for spec in specs:
-            self.detections.resolve(spec, options.api_key or None, config.request.headers)
+            self.detections.resolve(spec, given.api_key, config.request.headers)
         check_unique_names(specs)  # again: detection named the --host target
         # issue 25: plugins read their own options (AdapterOptions.run_options, loadkit_configure).
-        plugin_options = run_options(options)
+        plugin_options = config.settings.plugin_options
         configure_plugins(plugin_options)
-        self.targets = [
-            build_target(s, options.api_key or None, options.model or None, plugin_options) for s in specs
-        ]
+        self.targets = [build_target(s, given.api_key, given.model, plugin_options) for s in specs]
         check_class_targets(self.user_classes(), [t.name for t in self.targets])
-        check_image_targets(self.workloads.values(), self.targets)
+        check_image_targets(self.schedules.workloads.values(), self.targets)
 
     def arm(self) -> None:
         """A test start begins: counters and clocks of the run start over (cheap; no probing)."""
-        self.sent = 0
+        self.requests.sent = 0
         self._assign = {}
         forget_kinds()  # the run's first adapter error of each kind keeps its traceback again
-        self.t_start_ns = time.perf_counter_ns()
-        self.schedule_end_ns = None
+        self.schedules.arm()
 
     @property
     def slos(self) -> dict[str, float]:
         """The SLOs the run's scenarios give (used when no --slo is given)."""
-        return run_slos(self.workloads.values())
+        return run_slos(self.schedules.workloads.values())
 
     @property
     def duration_s(self) -> float | None:
-        return run_duration(self.workloads.values())
+        return run_duration(self.schedules.workloads.values())
 
     @property
     def warmup_s(self) -> float:
@@ -261,16 +303,22 @@ class Runtime(Schedules):
         if shape is not None and self.warmup_s > 0:
             raise ConfigError(f"--warmup does not combine with the locustfile's load shape {type(shape).__name__}: "
                               "make the warm-up the shape's first step")  # fmt: skip
-        arrival = staged_arrival(self.workloads.values(), type(shape).__name__ if shape is not None else None)
-        self.stages_closed = arrival.get("model", "closed") == "closed"
-        steps = self.shape_steps
-        self.plan = (
+        schedules = self.schedules
+        arrival = staged_arrival(
+            schedules.workloads.values(), type(shape).__name__ if shape is not None else None
+        )
+        schedules.stages_closed = arrival.get("model", "closed") == "closed"
+        steps = schedules.shape_steps
+        if steps is not None:
+            steps.on_plan = self._shape_step
+        schedules.plan = (
             steps.plan if steps is not None and shape is not None else stage_plan(arrival, self.warmup_s)
         )
         if self.warmup_s > 0 and shape is None and not arrival.get("stages"):
-            self.plan.append(self._measured_stage())
-        self.shaped = shape is not None
-        self.staged = bool(self.plan) or self.shaped  # a worker's records carry the master's shape step
+            schedules.plan.append(self._measured_stage())
+        schedules.shaped = shape is not None
+        # A worker's records carry the master's shape step.
+        schedules.staged = bool(schedules.plan) or schedules.shaped
 
     def _measured_stage(self) -> dict[str, Any]:
         """After a warm-up, a scenario without stages runs one measured stage: the rest of -t,
@@ -292,12 +340,11 @@ class Runtime(Schedules):
         workload.deal(self.shard)
 
     def _lengths_asked(self) -> Any:
-        if len(self.workloads) == 1:
+        workloads = self.schedules.workloads
+        if len(workloads) == 1:
             return getattr(self.scenario, "lengths_asked", None)
         return {
-            "scenarios": {
-                w.label: getattr(w.scenario, "lengths_asked", None) for w in self.workloads.values()
-            }
+            "scenarios": {w.label: getattr(w.scenario, "lengths_asked", None) for w in workloads.values()}
         }
 
     def configure_failures(self, shard: tuple[int, int]) -> None:
@@ -311,20 +358,21 @@ class Runtime(Schedules):
     def new_backoff(self) -> Backoff | None:
         """A user's backoff state; None in open loop (the schedule is kept) or with --no-backoff."""
         rules = self.config.failures.retry.backoff
-        if rules is None or self.open_loop:
+        if rules is None or self.schedules.open_loop:
             return None
         return Backoff(rules)
 
     def snapshot_realised(self) -> None:
         """The workload sources' own summaries (realised lengths, prefix sharing) for the report."""
         # issue 27: the trace loader's warnings (rows out of order, bad rows skipped) are the run's too
-        for note in dict.fromkeys(n for s in self.sources.values() for n in getattr(s, "load_notes", list)()):
+        sources = self.schedules.sources
+        for note in dict.fromkeys(n for s in sources.values() for n in getattr(s, "load_notes", list)()):
             if self.stats is not None:
                 self.stats.warn(note)
         if self.sections is None:
             return
         out = {}
-        for name, source in self.sources.items():
+        for name, source in sources.items():
             try:
                 out[name] = source.realised()
             except Exception as exc:  # a summary is optional; its absence is stated
@@ -345,19 +393,17 @@ class Runtime(Schedules):
 
     def workload_for(self, user_class: type) -> Workload:
         """The workload a ScenarioUser class sends (the only one, when the runtime has no classes)."""
-        for workload in self.workloads.values():
+        workloads = self.schedules.workloads
+        for workload in workloads.values():
             if user_class in workload.classes:
                 return workload
-        if len(self.workloads) == 1 and not next(iter(self.workloads.values())).classes:
-            return next(iter(self.workloads.values()))
+        if len(workloads) == 1 and not next(iter(workloads.values())).classes:
+            return next(iter(workloads.values()))
         raise RuntimeError(f"user class {user_class.__name__} is not one of this run's user classes")
 
     def take_budget(self) -> bool:
         """Count one request against --max-requests; False once this process's share is spent."""
-        if self.budget is not None and self.sent >= self.budget:
-            return False
-        self.sent += 1
-        return True
+        return self.requests.take()
 
     def record(self, rec: RequestRecord) -> None:
         from loadkit.plugins import get_plugin_manager

@@ -76,7 +76,7 @@ class ScenarioUser(LLMUser):
                 self.runtime.workload_exhausted()
                 raise StopUser()
             slot = self._wait_for_slot(dispatcher)
-            t_sched, stage = slot[0], self.runtime.slot_stage(slot[1])
+            t_sched, stage = slot[0], self.runtime.schedules.slot_stage(slot[1])
         item = self.source.next_item()
         if item is None:
             self.runtime.workload_exhausted()
@@ -94,11 +94,11 @@ class ScenarioUser(LLMUser):
         if dispatcher.allow(slot[0], time.perf_counter_ns(), slot[1]):
             return True
         self._give_back_budgets()
-        self.runtime.count_dropped(slot[1])
+        self.runtime.schedules.count_dropped(slot[1])
         return False
 
     def _give_back_budgets(self) -> None:
-        self.runtime.sent -= 1  # the budgets counted a send that did not happen
+        self.runtime.requests.give_back()  # the budgets counted a send that did not happen
         self.workload.give_back()
 
     def _finished(self, record: RequestRecord) -> None:
@@ -139,7 +139,7 @@ class ScenarioUser(LLMUser):
             delay = (t_sched - time.perf_counter_ns()) / 1e9
             if delay > 0:
                 gevent.sleep(delay)
-            if self.runtime.schedule_end_ns is not None:
+            if self.runtime.schedules.schedule_end_ns is not None:
                 raise StopUser()  # the run is over: no new request may start
         except BaseException:
             dispatcher.give_back(slot[1])  # stopped before the slot was due: never scheduled

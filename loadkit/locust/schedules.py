@@ -1,4 +1,5 @@
-"""The open-loop schedules and stages of one process's run: part of Runtime (locust/runtime.py).
+"""The open-loop schedules and stages of one process's run: a component of Runtime
+(``runtime.schedules``, locust/runtime.py), which configures it at each test start.
 
 Every workload keeps one Dispatcher per target it sends to; the run's stage at a moment is
 the load shape's step or the stage plan's, by elapsed time.
@@ -7,24 +8,52 @@ the load shape's step or the stage plan's, by elapsed time.
 from __future__ import annotations
 
 import time
+from types import MappingProxyType
 from typing import Any
 
 from loadkit.run.openloop import Dispatcher
 from loadkit.run.stageplan import stage_at
-from loadkit.run.workloads import WARMUP, Workload
+from loadkit.run.workloads import SCENARIO_CLASS_FLAG, WARMUP, Workload
+from loadkit.stats.runcontext import AskedFacts, AskedWorkload
+
+
+def _asked(scenario: Any, classes: list[type], sources: dict[str, Any]) -> AskedWorkload:
+    arrival = getattr(scenario, "arrival", None)
+    return AskedWorkload(tuple(c.__name__ for c in classes), dict(arrival) if arrival else None,
+                         getattr(scenario, "trace", None), MappingProxyType(dict(sources)))  # fmt: skip
 
 
 class Schedules:
-    """Runtime's schedule and stage methods (the attributes are Runtime's)."""
+    """The run's workloads with their schedules, the stage plan and the load shape's steps,
+    and the clocks of the schedule (its start and, once the run stops, its end)."""
 
-    workloads: dict[str, Workload]
-    stats: Any
-    plan: list[dict[str, Any]]
-    shaped: bool
-    shape_steps: Any
-    shape_stage: str | None
-    t_start_ns: int
-    schedule_end_ns: int | None
+    def __init__(self, stats: Any = None) -> None:
+        self.stats = stats  # this node's StatsCollector (None: the stats are not installed)
+        self.workloads: dict[str, Workload] = {}
+        self.plan: list[dict[str, Any]] = []
+        self.staged = self.shaped = False
+        self.stages_closed = True
+        self.shape_steps: Any = None  # a locustfile's LoadTestShape, watched (local / master)
+        self.shape_stage: str | None = None  # the shape's current step (locust/shapesteps.py)
+        self.t_start_ns = 0
+        self.schedule_end_ns: int | None = None
+        self.run_time_s: float | None = None  # -t (or the scenario's duration), set at configure
+
+    def arm(self) -> None:
+        """A test start begins: the run's clock starts over and its end is not known yet."""
+        self.t_start_ns = time.perf_counter_ns()
+        self.schedule_end_ns = None
+
+    def asked_facts(self, user_classes: list[type] | None, main_scenario: Any) -> AskedFacts:
+        """What the run asks, for the delivered section (stats/runcontext.py): each workload's
+        classes, arrival, trace and request sources, the main scenario's, the run's user classes."""
+        return AskedFacts(
+            tuple(_asked(w.scenario, w.classes, w.sources) for w in self.workloads.values()),
+            _asked(main_scenario, [], {}) if main_scenario is not None else None,
+            MappingProxyType(
+                {c.__name__: bool(getattr(c, SCENARIO_CLASS_FLAG, False)) for c in user_classes or []}
+            ),
+        )
 
     def reshare(self, shares: dict[str, list[int] | None]) -> None:
         """Worker: the master's shares of each open-loop scenario, dealt among the workers that
@@ -99,8 +128,7 @@ class Schedules:
             return (self.schedule_end_ns - min(starts)) / 1e9
         if starts:
             return None  # still running, or ended by the schedule itself: nothing was cut
-        config = getattr(self, "config", None)
-        return getattr(config, "run_time_s", None)
+        return self.run_time_s
 
     def schedule_summary(self) -> dict[str, Any] | None:
         dispatchers = self.dispatchers

@@ -17,16 +17,23 @@ class StageShape(LoadTestShape):
 
     use_common_options = True  # -u is the open-loop sender pool and the closed-loop default
 
-    def __init__(self, plan: list[dict[str, Any]], closed: bool,
-                 users: Callable[[], int | None] = lambda: None) -> None:  # fmt: skip
+    def __init__(self, plan: list[dict[str, Any]], closed: bool, config: Callable[[], Any] = lambda: None,
+                 on_start: Callable[[], None] = lambda: None) -> None:  # fmt: skip
         super().__init__()
         self.plan = plan
         self.closed = closed
-        # -u as it is now (the web form sets it at each start): asked, not kept.
-        self.given_users = users
+        # The run's configuration as it is now (run/runconfig.py RunConfig; None: none): its
+        # launch facts give -u (the web form sets it at each start), its run time the -t limit.
+        self.config = config
+        self.on_start = on_start  # told when Locust starts the shape, before its first tick
+
+    def reset_time(self) -> None:
+        super().reset_time()
+        self.on_start()
 
     def users_for(self, stage: dict[str, Any]) -> int:
-        default = int(self.given_users() or 1) if self.runner else 1
+        config = self.config() if self.runner else None
+        default = int((config.launch.num_users if config is not None else None) or 1) if self.runner else 1
         if self.closed and stage.get("level") is not None:
             return int(stage["level"])
         return default
@@ -34,8 +41,8 @@ class StageShape(LoadTestShape):
     def tick(self) -> tuple[int, float] | None:
         elapsed = self.get_run_time()
         # Locust only applies -t after a shape ends; a given -t still bounds the run.
-        runtime = getattr(self.runner.environment, "loadkit", None) if self.runner else None
-        limit = runtime.config.run_time_s if runtime is not None else None
+        config = self.config() if self.runner else None
+        limit = config.run_time_s if config is not None else None
         if limit and elapsed >= float(limit):
             return None
         start = 0.0

@@ -11,6 +11,7 @@ the manifest (``manifest.shape``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from loadkit.locust.shape import StageShape
@@ -32,6 +33,8 @@ class ShapeSteps:
         self.shape = shape
         self.plan: list[dict[str, Any]] = []  # shared with the stage stats: updated in place
         self.current: str | None = None  # the step the run is in
+        # Told the plan whenever a step begins or the steps start over (locust/runtime.py).
+        self.on_plan: Callable[[list[dict[str, Any]]], None] | None = None
         self._last: Any = None
         self._running = False  # from the first tick of a run to its finish()
         self._tick, self._reset = shape.tick, shape.reset_time
@@ -47,6 +50,7 @@ class ShapeSteps:
         self.plan.clear()
         self._last = None
         self._set_stage(None)
+        self._plan_changed()
 
     def tick(self) -> Any:
         value = self._tick()
@@ -67,6 +71,11 @@ class ShapeSteps:
             step["user_classes"] = sorted(getattr(c, "__name__", str(c)) for c in value[2])
         self.plan.append(step)
         self._set_stage(name)
+        self._plan_changed()
+
+    def _plan_changed(self) -> None:
+        if self.on_plan is not None:
+            self.on_plan(self.plan)
 
     def finish(self) -> None:
         """The run stopped: the last step lasted until now."""
@@ -106,6 +115,6 @@ def install_worker(environment: Any, runtime: Any) -> None:
 
     def on_stage(msg: Any, **_: Any) -> None:
         data = msg.data if isinstance(msg.data, dict) else {}
-        runtime.shape_stage = data.get("stage") if data.get("v") == 1 else None
+        runtime.schedules.shape_stage = data.get("stage") if data.get("v") == 1 else None
 
     environment.runner.register_message(SHAPE_STAGE_MESSAGE, on_stage)

@@ -64,7 +64,7 @@ def install(environment: Any, runtime: Any) -> None:
     dealt = {"done": False}
 
     def on_spawning_complete(**_: Any) -> None:
-        open_loop = [w for w in runtime.workloads.values()
+        open_loop = [w for w in runtime.schedules.workloads.values()
                      if (w.scenario.arrival or {}).get("model", "closed") != "closed"]  # fmt: skip
         if dealt["done"] or not open_loop:
             return
@@ -90,4 +90,4 @@ def take_shares(runtime: Any, data: Any) -> None:
         if runtime.stats is not None:
             runtime.stats.mark_invalid(message)
         return
-    runtime.reshare(data.get("shares") or {})
+    runtime.schedules.reshare(data.get("shares") or {})

@@ -26,6 +26,7 @@ from typing import Any
 
 from loadkit.run.errors import ConfigError
 from loadkit.run.runconfig import CONFIG_MESSAGE, SCENARIO, RunConfig, StartPlan, open_loop_spawn_rate
+from loadkit.run.settings import launch_facts
 
 CONFIG_REQUEST = "loadkit_run_config_request"
 CONFIG_WAIT_S = 15.0  # a worker waits this long for the master's answer before refusing
@@ -38,6 +39,22 @@ LOCUST_FILLED = ("num_users", "spawn_rate")
 Given = tuple[RunConfig, StartPlan]  # a worker's: the master's decisions and start plan
 
 
+class StartState:
+    """How this process's test starts are going (``runtime.starting``): the options the current
+    configuration was prepared for, a worker's message from the master, the timer of a
+    scenario's duration_s ending a headless run, and the run's report directory."""
+
+    def __init__(self) -> None:
+        self.prepared_for: str | None = None  # the options the current configuration was made for
+        self.from_master: Any = None  # worker: the master's run configuration message, as received
+        self.asked_config = False  # worker: asked the master to send it again (ask_for_config)
+        self.run_timer: Any = None  # a scenario's duration_s ending a headless run (bound_by_scenario)
+        # This run's report directory (local / master: claimed at test start, claim_report_dir;
+        # a worker: the master's), and every one this process's runs took (never used again).
+        self.report_dir: str | None = None
+        self.report_dirs_used: list[str] = []
+
+
 def start_key(options: Any, host: str | None, shard: tuple[int, int], given: Given | None) -> str:
     values = sorted((k, repr(v)) for k, v in vars(options).items() if k not in LOCUST_FILLED)
     return repr((values, host, shard, given))
@@ -48,11 +65,19 @@ def prepare(runtime: Any, options: Any, host: str | None, shard: tuple[int, int]
     """The configuration for the coming start: the one already made for these very options
     (the headless early check's), else a new one."""
     key = start_key(options, host, shard, given)
-    if runtime.prepared_for != key:
-        runtime.prepared_for = None  # a failed configure leaves nothing to reuse
+    if runtime.starting.prepared_for != key:
+        runtime.starting.prepared_for = None  # a failed configure leaves nothing to reuse
         runtime.configure(options, host, shard, given)
-        runtime.prepared_for = key
+        runtime.starting.prepared_for = key
+    else:
+        take_launch(runtime, options)
     return runtime.config
+
+
+def take_launch(runtime: Any, options: Any) -> None:
+    """-u and --spawn-rate as Locust set them since the configuration was made (a headless
+    run's defaults, the web form's values): the configuration's launch facts (RunConfig.with_launch)."""
+    runtime.config = runtime.config.with_launch(launch_facts(options))
 
 
 def claim_report_dir(runtime: Any, given: str) -> str:
@@ -63,15 +88,15 @@ def claim_report_dir(runtime: Any, given: str) -> str:
 
     from loadkit.stats.rundir import claim_report_dir as claim
 
-    runtime.report_dir = None  # never the last run's, whatever fails below
+    runtime.starting.report_dir = None  # never the last run's, whatever fails below
     try:
-        chosen = claim(given, runtime.report_dirs_used)
+        chosen = claim(given, runtime.starting.report_dirs_used)
     except OSError as exc:
         raise ConfigError(
             f"--report-dir {given or '(default)'}: cannot create the run's directory: {exc}"
         ) from None
-    runtime.report_dir = chosen
-    runtime.report_dirs_used.append(os.path.abspath(chosen))
+    runtime.starting.report_dir = chosen
+    runtime.starting.report_dirs_used.append(os.path.abspath(chosen))
     log = logging.getLogger("loadkit")
     if given and chosen != given.rstrip("/\\"):
         log.warning(
@@ -86,7 +111,7 @@ def begin(runtime: Any, options: Any, host: str | None, shard: tuple[int, int],
           given: Given | None = None) -> RunConfig:  # fmt: skip
     """Test start: prepare, then use the configuration up (the next start makes its own)."""
     config = prepare(runtime, options, host, shard, given)
-    runtime.prepared_for = None
+    runtime.starting.prepared_for = None
     runtime.arm()
     return config
 
@@ -99,7 +124,7 @@ def send_to_workers(environment: Any, runtime: Any) -> None:
     runner = environment.runner
     workers = sorted(runner.clients.keys(), key=runner.get_worker_index)
     shards = {client_id: (i, len(workers)) for i, client_id in enumerate(workers)}
-    runtime.start_plan = runtime.start_plan.with_(shards=shards, report_dir=runtime.report_dir)
+    runtime.start_plan = runtime.start_plan.with_(shards=shards, report_dir=runtime.starting.report_dir)
     for client_id, shard in shards.items():
         runner.send_message(CONFIG_MESSAGE, runtime.config.to_wire(runtime.start_plan, shard), client_id)
 
@@ -144,7 +169,7 @@ def install_master(environment: Any, runtime: Any) -> None:
 
 def install_worker(environment: Any, runtime: Any) -> None:
     def on_config(msg: Any, **_: Any) -> None:
-        runtime.from_master = msg.data
+        runtime.starting.from_master = msg.data
 
     environment.runner.register_message(CONFIG_MESSAGE, on_config)
 
@@ -153,17 +178,17 @@ def ask_for_config(environment: Any, runtime: Any, finish: Any) -> bool:
     """Worker, at test start without the master's config (it came before the handler existed):
     ask for it once and finish the start in a greenlet when it comes (``finish(environment)``);
     True when asked. The worker message loop is where the answer arrives, so nothing here waits."""
-    if runtime.from_master is not None or runtime.asked_config:
-        runtime.asked_config = False
+    if runtime.starting.from_master is not None or runtime.starting.asked_config:
+        runtime.starting.asked_config = False
         return False
     import gevent
 
-    runtime.asked_config = True
+    runtime.starting.asked_config = True
     environment.runner.send_message(CONFIG_REQUEST, None)
 
     def wait_then_finish() -> None:
         deadline = time.monotonic() + CONFIG_WAIT_S
-        while runtime.from_master is None and time.monotonic() < deadline:
+        while runtime.starting.from_master is None and time.monotonic() < deadline:
             gevent.sleep(0.05)
         finish(environment)  # refuses, naming why, when the answer never came
 
@@ -174,14 +199,14 @@ def ask_for_config(environment: Any, runtime: Any, finish: Any) -> bool:
 def worker_config(runtime: Any) -> Given:
     """Worker, at test start: the master's configuration; ConfigError when there is none, when
     it is of another version, or when this worker's plugins differ from the master's."""
-    if runtime.from_master is None:
+    if runtime.starting.from_master is None:
         raise ConfigError("no run configuration came from the master before its spawn message: "
                           "run the same loadkit on every node")  # fmt: skip
-    if isinstance(runtime.from_master, dict) and "refused" in runtime.from_master:
-        reason = runtime.from_master["refused"]
-        runtime.from_master = None  # the next start's configuration comes before its spawn
+    if isinstance(runtime.starting.from_master, dict) and "refused" in runtime.starting.from_master:
+        reason = runtime.starting.from_master["refused"]
+        runtime.starting.from_master = None  # the next start's configuration comes before its spawn
         raise StartRefused(reason)
-    config, plan = RunConfig.from_wire(runtime.from_master)
+    config, plan = RunConfig.from_wire(runtime.starting.from_master)
     mine = runtime.fingerprint()
     if config.plugins != mine:
         raise ConfigError(
@@ -201,7 +226,7 @@ def spawn_open_loop_at_once(environment: Any, runtime: Any) -> None:
     start = runner.start
 
     def start_senders(user_count: int, spawn_rate: float, *args: Any, **kwargs: Any) -> None:
-        rate = open_loop_spawn_rate(spawn_rate, user_count, runtime.sends_open_loop) or spawn_rate
+        rate = open_loop_spawn_rate(spawn_rate, user_count, runtime.schedules.sends_open_loop) or spawn_rate
         start(user_count, rate, *args, **kwargs)
 
     runner.start = start_senders
@@ -213,10 +238,10 @@ def bound_by_scenario(environment: Any, runtime: Any) -> None:
 
     from loadkit.locust.ending import end_run
 
-    if runtime.run_timer is not None:
-        runtime.run_timer.kill(block=False)
-        runtime.run_timer = None
+    if runtime.starting.run_timer is not None:
+        runtime.starting.run_timer.kill(block=False)
+        runtime.starting.run_timer = None
     config = runtime.config
     if config.run_time_source == SCENARIO and config.run_time_s and environment.shape_class is None:
-        runtime.run_timer = gevent.spawn_later(config.run_time_s, end_run, environment,
+        runtime.starting.run_timer = gevent.spawn_later(config.run_time_s, end_run, environment,
                                                "the scenario's duration_s is over")  # fmt: skip

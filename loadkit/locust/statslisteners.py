@@ -33,6 +33,7 @@ from locust.rpc import Message
 from locust.runners import STATE_MISSING, STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
 from loadkit.locust.cooperative import install_gevent_yield
+from loadkit.locust.handover import handed_options
 from loadkit.locust.rawshipping import RawLogShipping
 from loadkit.report.console import console_table, final_summary, invalid_lines, task_error_lines
 from loadkit.run.settings import stats_options
@@ -88,7 +89,7 @@ class LocustStats:
                      else "worker" if isinstance(self.runner, WorkerRunner) else "local")  # fmt: skip
         self.wired = wired  # loadkit's listeners call begin/stop (else this listens itself)
         self.runtime: Any = None  # loadkit's Runtime, when wired (set by locust/listeners.py)
-        self.options = options if options is not None else options_of(environment.parsed_options)
+        self.options = options if options is not None else options_of(handed_options(environment))
         self.collector = StatsCollector(self.options.slos)
         self.collector.max_failed_share = self.options.max_failed_share
         self.stopped = False
@@ -144,7 +145,7 @@ class LocustStats:
     @_guarded
     def _on_test_start(self, environment: Any, **_: Any) -> None:
         # Workers get the master's options just before test_start: read them again here.
-        self.begin(options_of(environment.parsed_options))
+        self.begin(options_of(handed_options(environment)))
 
     def stop(self) -> None:
         """This node's test stop (loadkit's test_stop listener calls it once its part is done)."""
@@ -199,7 +200,7 @@ class LocustStats:
     def _run_dir(self, runtime: Any) -> str | None:
         """This run's directory: the one loadkit's glue claimed (local, master) or was sent
         (worker); without the glue, claimed here (one per run all the same)."""
-        chosen = getattr(runtime, "report_dir", None)
+        chosen = runtime.starting.report_dir if runtime is not None else None
         if isinstance(chosen, str) and chosen:
             return chosen
         if self.role == "worker":

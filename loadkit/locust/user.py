@@ -97,8 +97,8 @@ class LLMUser(LLMCalls, FastHttpUser):
             self.runtime.workload_exhausted()
             raise StopUser()
         if request.stage is None:
-            request.stage = self.runtime.stage_now()
-        self.runtime.count_sent(request)
+            request.stage = self.runtime.schedules.stage_now()
+        self.runtime.schedules.count_sent(request)
         headers = {}
         if self.session_header and request.session_id:
             headers[self.session_header] = request.session_id

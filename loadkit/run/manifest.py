@@ -107,7 +107,7 @@ def user_class_fields(runtime: Any) -> dict[str, Any]:
     """The run's user classes (kind, weight, fixed_count, target, scenario) and, when it sends
     several, each scenario with the classes sending it."""
     out: dict[str, Any] = {}
-    workloads = list(getattr(runtime, "workloads", {}).values())
+    workloads = list(runtime.schedules.workloads.values())
     sends = {cls: w.label for w in workloads for cls in w.classes}
     classes = {}
     for cls in runtime.user_classes() or []:
@@ -123,14 +123,18 @@ def user_class_fields(runtime: Any) -> dict[str, Any]:
     if len(workloads) > 1:
         out["scenarios"] = [{**scenario_fields(w.scenario)["scenario"], "label": w.label,
                              "user_classes": [c.__name__ for c in w.classes]} for w in workloads]  # fmt: skip
-    steps = getattr(runtime, "shape_steps", None)
+    steps = runtime.schedules.shape_steps
     if steps is not None:
         out["shape"] = steps.manifest()
     return out
 
 
-def run_manifest(runtime: Any, options: Any, workers: int, probe_servers: bool = True) -> dict[str, Any]:
+def run_manifest(runtime: Any, workers: int, probe_servers: bool = True) -> dict[str, Any]:
+    """The manifest of the run ``runtime`` configured (its RunConfig, targets and schedules)."""
     from loadkit import __version__
+
+    config = runtime.config
+    launch = config.launch
 
     return {
         **scenario_fields(runtime.scenario),
@@ -146,16 +150,16 @@ def run_manifest(runtime: Any, options: Any, workers: int, probe_servers: bool =
         ],
         "client": client_host(),
         "workers": workers,
-        "users": getattr(options, "num_users", None),
-        "spawn_rate": getattr(options, "spawn_rate", None),
-        "run_time": runtime.config.run_time_s,
-        "run_time_from": runtime.config.run_time_source,
-        "slos_from": runtime.config.slo_source,
+        "users": launch.num_users,
+        "spawn_rate": launch.spawn_rate,
+        "run_time": config.run_time_s,
+        "run_time_from": config.run_time_source,
+        "slos_from": config.slo_source,
         # What fixes the prompt texts (issue 32): `loadkit compare` warns when two runs share it.
         "prompts": {
-            "salt": runtime.config.salt,
-            "salt_from": runtime.config.salt_source,
-            "repeat_with": f"--seed {runtime.config.salt}",
+            "salt": config.salt,
+            "salt_from": config.salt_source,
+            "repeat_with": f"--seed {config.salt}",
         },
         "timeouts": {
             "first_token_s": runtime.timeouts.first_token_s,
@@ -164,12 +168,12 @@ def run_manifest(runtime: Any, options: Any, workers: int, probe_servers: bool =
             "tls_handshake_s": runtime.timeouts.handshake_s,
         },
         "tls": runtime.tls.manifest(),
-        "open_loop": runtime.open_loop,
+        "open_loop": runtime.schedules.open_loop,
         "loadkit_version": __version__,
         "plugins": runtime.fingerprint(),
-        "model_config": getattr(options, "model_config", "") or None,
+        "model_config": launch.model_config,
         # Extra report formats asked for (--report-format); their writers read this at the end.
-        "report_formats": sorted(set(getattr(options, "report_format", None) or [])),
+        "report_formats": list(launch.report_formats),
         "metric_definitions": "docs/metrics.md: t_send = request written, after any TCP connect and TLS handshake; "
         "TTFT=t_first-t_send; TTFT with connect=t_first-t_start; TPOT=(t_last-t_first)/(n_out-1); "
         "ITL per chunk and per token; E2E=t_end-t_send; connect_ms, tls_ms per new connection; "

@@ -3,9 +3,11 @@
 The options are read once per start per process, here: :func:`build_run_config` makes the
 whole typed, frozen :class:`RunConfig` (the decisions, and the sub-configurations of
 run/settings.py: timeouts, TLS, request shape, failure and retry rules, the stats' options
-with the SLOs parsed once, the users' settings), and every consumer takes its part of it.
+with the SLOs parsed once, the users' settings, the targets, the scenario path, the seed, the
+plugins' options and the launch facts), and every consumer takes its part of it.
 What the start finds afterwards (detections, pre-flight, shards, the run's directory) is its
-:class:`StartPlan`, so a built RunConfig is never replaced.
+:class:`StartPlan`, so a built RunConfig is never replaced, but for the launch facts (-u and
+--spawn-rate) Locust sets after a configuration made ahead of the start (``with_launch``).
 
 Precedence, for every setting that several sources give (docs/configuration.md):
 web UI form > command line (and LOADKIT_* environment / config file) > scenario > defaults.
@@ -31,11 +33,15 @@ from loadkit.run.errors import ConfigError
 from loadkit.run.requestshape import RequestShape
 from loadkit.run.settings import (
     FailureRules,
+    LaunchFacts,
     ScheduleRules,
     Settings,
     StartChecks,
+    TargetSettings,
     UserSettings,
+    parse_seed,
     parse_settings,
+    scenario_path,
 )
 from loadkit.stats.metrics import Slo
 from loadkit.stats.options import StatsOptions, parse_slo_item
@@ -98,6 +104,25 @@ class RunConfig:
     @property
     def checks(self) -> StartChecks:
         return self.settings.checks
+
+    @property
+    def targets(self) -> TargetSettings:
+        return self.settings.targets
+
+    @property
+    def launch(self) -> LaunchFacts:
+        return self.settings.launch
+
+    def with_launch(self, launch: LaunchFacts) -> RunConfig:
+        """The same configuration launched with ``launch``: Locust fills -u and --spawn-rate of
+        a headless run in after ``init``, where the early check built the configuration, and
+        the web form sets them at each start without making the configuration stale
+        (locust/starts.py LOCUST_FILLED); nothing else changes."""
+        return (
+            self
+            if launch == self.settings.launch
+            else replace(self, settings=replace(self.settings, launch=launch))
+        )
 
     def slo_limits(self) -> dict[str, float]:
         """{metric: limit ms}; the last value given for a key wins."""
@@ -172,12 +197,16 @@ class ScenarioFacts:
     staged: bool = False  # stages (or a locustfile's load shape) end the run themselves
 
 
-def build_run_config(options: Any, command_line: dict[str, Any], scenario: ScenarioFacts,
+def build_run_config(options: Any, command_line: dict[str, Any],
+                     scenario: ScenarioFacts | Callable[[str], ScenarioFacts],
                      given: RunConfig | None = None, plugins: dict[str, str] | None = None) -> RunConfig:  # fmt: skip
-    """The one build of a test start's configuration. ``given``: a worker's decisions from the
-    master (its SLOs, run time, salt), else they are decided here: web form > command line >
-    scenario > defaults. Either way the sub-configurations come from this node's options.
-    ConfigError naming the option for any bad value."""
+    """The one build of a test start's configuration. ``scenario``: the scenarios' facts, or
+    what loads them from --scenario (called first, with the path the options give). ``given``:
+    a worker's decisions from the master (its SLOs, run time, salt), else they are decided
+    here: web form > command line > scenario > defaults. Either way the sub-configurations
+    come from this node's options. ConfigError naming the option for any bad value."""
+    if not isinstance(scenario, ScenarioFacts):
+        scenario = scenario(scenario_path(options))
     if given is not None:
         return given.with_(settings=parse_settings(options, parse_slos(given.slos)))
     slos, slo_source = resolve_slos(options, command_line, scenario.slos)
@@ -251,22 +280,6 @@ def resolve_run_time(options: Any, command_line: dict[str, Any], scenario_durati
 
 SALT_RANDOM = "random"
 SALT_BITS = 32  # short enough to type back as --seed
-
-
-def parse_seed(value: Any) -> int | None:
-    """--seed as given (an int from the command line, text from the web form; "" or None: not
-    given); ConfigError naming the option when it is not a whole number >= 0."""
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    try:
-        seed = int(str(value).strip())
-    except ValueError:
-        raise ConfigError(
-            f"--seed: {value!r} is not a whole number (the prompt salt of a run to repeat)"
-        ) from None
-    if not 0 <= seed < 2**63:
-        raise ConfigError(f"--seed: {seed} is out of range (0 to 2**63-1)")
-    return seed
 
 
 def resolve_salt(options: Any, command_line: dict[str, Any]) -> tuple[int, str]:

@@ -12,7 +12,9 @@ header, one per test start in the stats used to happen).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from loadkit.client.timer import Timeouts
@@ -22,6 +24,7 @@ from loadkit.run.backoff import Backoff, BackoffRules
 from loadkit.run.breakerrules import BreakerRules
 from loadkit.run.errors import ConfigError
 from loadkit.run.requestshape import RequestOptionError, RequestShape
+from loadkit.run.runoptions import run_options
 from loadkit.stats.metrics import Slo
 from loadkit.stats.options import (
     DEFAULT_FINAL_WAIT_S,
@@ -86,6 +89,36 @@ class StartChecks:
 
 
 @dataclass(frozen=True, slots=True)
+class TargetSettings:
+    """What the options say of the targets (run/setup.py target_specs turns it into specs):
+    --target/--targets texts, --engine, --api, --api-key and --model."""
+
+    given: tuple[str, ...] = ()  # --target items and the web form's --targets, in that order
+    engine: str = "auto"
+    api: str | None = None
+    api_key: str | None = None  # never in a report (run/manifest.py lists targets without it)
+    model: str | None = None
+
+    def __repr__(self) -> str:
+        key = "'***'" if self.api_key else "None"
+        return (f"TargetSettings(given={self.given!r}, engine={self.engine!r}, api={self.api!r}, "
+                f"api_key={key}, model={self.model!r})")  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchFacts:
+    """What the run was launched with that loadkit only reports or hands on: -u and
+    --spawn-rate (Locust fills a headless run's defaults in after ``init``: run/runconfig.py
+    ``RunConfig.with_launch``), --model-config, --report-format, --web-host."""
+
+    num_users: int | None = None
+    spawn_rate: float | None = None
+    model_config: str | None = None
+    report_formats: tuple[str, ...] = ()  # sorted, each once
+    web_host: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     """Every sub-configuration parsed from one set of options."""
 
@@ -98,6 +131,12 @@ class Settings:
     schedule: ScheduleRules = field(default_factory=ScheduleRules)
     checks: StartChecks = field(default_factory=StartChecks)
     scrape_interval_s: float = 0.0  # 0: server metrics are not scraped during the run
+    targets: TargetSettings = field(default_factory=TargetSettings)
+    scenario: str = ""  # --scenario ("": the default scenario, run/workloads.py DEFAULT_SCENARIO)
+    seed: int | None = None  # --seed as given (None: not given; run/runconfig.py resolve_salt)
+    # The options as plugins see them: read-only, by dest (run/runoptions.py run_options).
+    plugin_options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), repr=False)
+    launch: LaunchFacts = field(default_factory=LaunchFacts)
 
 
 def parse_settings(options: Any, slos: tuple[Slo, ...]) -> Settings:
@@ -132,7 +171,57 @@ def parse_settings(options: Any, slos: tuple[Slo, ...]) -> Settings:
             bool(getattr(options, "skip_reachability_check", False)),
         ),
         scrape_interval_s=float(getattr(options, "scrape_interval", 0) or 0),
+        targets=target_settings(options),
+        scenario=scenario_path(options),
+        seed=parse_seed(getattr(options, "seed", None)),
+        plugin_options=run_options(options),
+        launch=launch_facts(options),
     )
+
+
+def scenario_path(options: Any) -> str:
+    """--scenario as given ("": the default scenario)."""
+    return str(getattr(options, "scenario", "") or "")
+
+
+def target_settings(options: Any) -> TargetSettings:
+    given = [str(t) for t in getattr(options, "target", None) or []]
+    # The web UI form's --targets: one string, targets separated by spaces.
+    given += (getattr(options, "targets", "") or "").split()
+    return TargetSettings(
+        tuple(given),
+        str(getattr(options, "engine", "auto") or "auto"),
+        getattr(options, "api", None) or None,
+        getattr(options, "api_key", None) or None,
+        getattr(options, "model", None) or None,
+    )
+
+
+def launch_facts(options: Any) -> LaunchFacts:
+    """-u, --spawn-rate, --model-config, --report-format and --web-host as the options hold them now."""
+    return LaunchFacts(
+        getattr(options, "num_users", None),
+        getattr(options, "spawn_rate", None),
+        getattr(options, "model_config", "") or None,
+        tuple(sorted(set(getattr(options, "report_format", None) or []))),
+        str(getattr(options, "web_host", "") or ""),
+    )
+
+
+def parse_seed(value: Any) -> int | None:
+    """--seed as given (an int from the command line, text from the web form; "" or None: not
+    given); ConfigError naming the option when it is not a whole number >= 0."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        seed = int(str(value).strip())
+    except ValueError:
+        raise ConfigError(
+            f"--seed: {value!r} is not a whole number (the prompt salt of a run to repeat)"
+        ) from None
+    if not 0 <= seed < 2**63:
+        raise ConfigError(f"--seed: {seed} is out of range (0 to 2**63-1)")
+    return seed
 
 
 def retry_policy(options: Any) -> RetryPolicy:
@@ -190,11 +279,15 @@ def stats_options(options: Any, slos: tuple[Slo, ...] | None = None, strict: boo
 __all__ = [
     "DEFAULT_MAX_FAILED_SHARE",
     "FailureRules",
+    "LaunchFacts",
     "RetryPolicy",
     "ScheduleRules",
     "Settings",
     "StartChecks",
+    "TargetSettings",
     "UserSettings",
+    "launch_facts",
+    "parse_seed",
     "parse_settings",
     "retry_policy",
     "stats_options",

@@ -1,4 +1,4 @@
-"""Run set-up helpers: the targets the options name, TLS, the request options, and checks of
+"""Run set-up helpers: the targets the configuration names, TLS, the request options, and checks of
 values typed into the web UI's form (which skip argparse). Read-only on the options."""
 
 from __future__ import annotations
@@ -11,19 +11,17 @@ from loadkit.client.tls import use as use_tls
 from loadkit.run.detection import AUTO_NAME
 from loadkit.run.errors import ConfigError
 from loadkit.run.requestshape import RequestShape
+from loadkit.run.settings import TargetSettings
 from loadkit.servers.targets import TargetSpec, check_unique_names, parse_target
 
 log = logging.getLogger("loadkit")
 
 
 def target_specs(
-    options: Any, host: str | None, from_scenario: list[dict[str, Any]] | None = None
+    targets: TargetSettings, host: str | None, from_scenario: list[dict[str, Any]] | None = None
 ) -> list[TargetSpec]:
     """Targets from --target/--targets; else --host; else the scenario's [[targets]]."""
-    given = list(options.target or [])
-    # The web UI form's --targets: one string, targets separated by spaces.
-    given += (getattr(options, "targets", "") or "").split()
-    specs = [parse_target(text, options.engine) for text in given]
+    specs = [parse_target(text, targets.engine) for text in targets.given]
     if not specs and not host and from_scenario:
         specs = [
             TargetSpec(
@@ -40,8 +38,8 @@ def target_specs(
         if not host:
             raise ConfigError("no target: give --host URL, --target NAME=URL, or [[targets]] in the scenario")
         # With --engine auto the target is named after what detection finds (run/detection.py).
-        name = options.engine if options.engine != "auto" else AUTO_NAME
-        specs = [TargetSpec(name, host, options.engine, options.api or None, options.model or None)]
+        name = targets.engine if targets.engine != "auto" else AUTO_NAME
+        specs = [TargetSpec(name, host, targets.engine, targets.api, targets.model)]
     check_unique_names(specs)
     return specs
 

@@ -1,8 +1,9 @@
 """Can a run start with these options? The checks a start from the web UI's form gets before
 Locust starts anything, so a mistake shows in the form instead of only in the log.
 
-Cheap and side-effect free: the scenario file parses, the targets parse and name engines that
-exist, SLOs and --max-failed-share are well formed, and every target accepts a TCP connection
+Cheap and side-effect free: the scenario file parses, the options parse as the run's
+configuration would (SLOs, --max-failed-share, --seed, timeouts, the request shape...), the
+targets parse and name engines that exist, and every target accepts a TCP connection
 (unless --skip-reachability-check). Engine detection and part of the set-up happen at test
 start as before; an error there is shown in the web UI too (Runtime.start_error).
 """
@@ -15,8 +16,9 @@ from typing import Any
 from loadkit.client.httpstream import Endpoint
 from loadkit.plugins import get_engine
 from loadkit.run.errors import ConfigError
-from loadkit.run.runconfig import parse_seed
-from loadkit.run.setup import target_specs, validate_failed_share, validate_slos
+from loadkit.run.runconfig import given_slos, parse_slos
+from loadkit.run.settings import parse_settings, scenario_path
+from loadkit.run.setup import target_specs
 from loadkit.run.workloads import DEFAULT_SCENARIO, load_scenario_file
 from loadkit.servers.targets import TargetError, TargetSpec
 
@@ -47,12 +49,11 @@ def check_specs(specs: list[TargetSpec]) -> None:
 def check_start(options: Any, host: str | None) -> None:
     """Raise the error (ConfigError, TargetError, PluginError) a start with ``options`` would
     meet first; return quietly when it can start."""
-    scenario = load_scenario_file(options.scenario or str(DEFAULT_SCENARIO))
-    specs = target_specs(options, host, getattr(scenario, "targets", None) or [])
+    scenario = load_scenario_file(scenario_path(options) or str(DEFAULT_SCENARIO))
+    # The same parse as the run's configuration (run/settings.py): every bad value, named.
+    settings = parse_settings(options, parse_slos(given_slos(options)))
+    specs = target_specs(settings.targets, host, getattr(scenario, "targets", None) or [])
     check_specs(specs)
-    validate_slos(options)
-    validate_failed_share(options)
-    parse_seed(getattr(options, "seed", None))
-    if not getattr(options, "skip_reachability_check", False):
+    if not settings.checks.skip_reachability_check:
         for spec in specs:
             check_reachable(spec.name, spec.url)

@@ -1,7 +1,8 @@
 """The asked context of one target: which arrival process its sending user classes follow.
 
-Built from the runtime (duck-typed: stats/ does not import loadkit/locust/) when the delivered section
-is reported. A ScenarioUser class follows its own scenario's [arrival] (two classes on two
+Built from the run's asked facts (stats/runcontext.py ``AskedFacts``, a snapshot the run set-up
+hands over at configure) when the delivered section is reported; how long the schedule ran is
+passed in. A ScenarioUser class follows its own scenario's [arrival] (two classes on two
 targets are each judged by their own, issue 31); a class whose tasks are the user's own
 (an LLMUser subclass) paces itself, which loadkit cannot know: "not asked". Classes with
 different processes on one target superpose: "not asked" either, naming them. A trace's
@@ -11,31 +12,34 @@ cut to the time the run's schedule covered (stats/asked.py).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loadkit.stats.asked import SCHEDULED
 from loadkit.workload.servegen import read_windows
 from loadkit.workload.warmcache import WARMUP_STAGE
 
+if TYPE_CHECKING:  # runcontext.py calls this module: the types only, no import cycle
+    from loadkit.stats.runcontext import AskedFacts, AskedWorkload
 
-def asked_context(runtime: Any, target: str, classes: list[str]) -> dict[str, Any]:
-    """What ``classes`` asked of ``target`` (see stats/asked.py for the context's keys)."""
-    if runtime is None:
+
+def asked_context(asked: AskedFacts | None, target: str, classes: list[str],
+                  covered_s: float | None = None) -> dict[str, Any]:  # fmt: skip
+    """What ``classes`` asked of ``target`` (see stats/asked.py for the context's keys);
+    ``covered_s``: how long the run's schedule ran (None: not cut)."""
+    if asked is None:
         return {"arrival": {"model": "closed"}}
-    workloads = list((getattr(runtime, "workloads", None) or {}).values())
+    workloads = list(asked.workloads)
     classless = next(
         (w for w in workloads if not w.classes), None
-    )  # the runtime without a locustfile's classes
+    )  # the workload of a run without a locustfile's classes
     if not classes:
-        return _workload_context(runtime, classless or (workloads[0] if workloads else None), target)
-    known = (
-        {c.__name__: c for c in (runtime.user_classes() or [])} if hasattr(runtime, "user_classes") else {}
-    )
-    found: dict[int, Any] = {}
+        return _workload_context(asked, classless or (workloads[0] if workloads else None), target, covered_s)
+    known = asked.class_sends_scenario
+    found: dict[int, AskedWorkload] = {}
     own: list[str] = []
     for name in classes:
-        workload = next((w for w in workloads if any(c.__name__ == name for c in w.classes)), None)
-        if workload is None and classless is not None and (name not in known or _sends_scenario(known[name])):
+        workload = next((w for w in workloads if name in w.classes), None)
+        if workload is None and classless is not None and (name not in known or known[name]):
             workload = classless
         if workload is None:
             own.append(name)
@@ -46,22 +50,17 @@ def asked_context(runtime: Any, target: str, classes: list[str]) -> dict[str, An
     if own or len(found) > 1:
         return {"not_asked": f"user classes {', '.join(classes)} with different arrival processes share "
                              "this target (their arrivals superpose)"}  # fmt: skip
-    return _workload_context(runtime, next(iter(found.values())), target)
+    return _workload_context(asked, next(iter(found.values())), target, covered_s)
 
 
-def _sends_scenario(cls: type) -> bool:
-    return bool(getattr(cls, "loadkit_sends_scenario", False))  # run/workloads.py SCENARIO_CLASS_FLAG
-
-
-def _workload_context(runtime: Any, workload: Any, target: str) -> dict[str, Any]:
-    scenario = (
-        getattr(workload, "scenario", None) if workload is not None else getattr(runtime, "scenario", None)
-    )
-    arrival = dict(getattr(scenario, "arrival", None) or {"model": "closed"})
+def _workload_context(asked: AskedFacts, workload: AskedWorkload | None, target: str,
+                      covered_s: float | None) -> dict[str, Any]:  # fmt: skip
+    facts = workload if workload is not None else asked.main
+    arrival = dict((facts.arrival if facts is not None else None) or {"model": "closed"})
     context: dict[str, Any] = {"arrival": arrival}
     if arrival.get("model") not in SCHEDULED:
         return context
-    sources = getattr(workload, "sources", None) or {}
+    sources = workload.sources if workload is not None else {}
     source = sources.get(target) or next(iter(sources.values()), None)
     if source is None:
         return context
@@ -70,10 +69,9 @@ def _workload_context(runtime: Any, workload: Any, target: str) -> dict[str, Any
     if stages:
         times = [t for t, s in zip(times, stages, strict=True) if s != WARMUP_STAGE]
     context["offsets"] = times
-    covered = getattr(runtime, "schedule_span_s", lambda: None)()
-    if covered is not None:
-        context["covered_s"] = covered
-    spec = getattr(scenario, "trace", None)
+    if covered_s is not None:
+        context["covered_s"] = covered_s
+    spec = facts.trace if facts is not None else None
     if getattr(spec, "format", None) == "servegen":
         context["servegen"] = servegen_context(spec)
     return context

@@ -67,7 +67,8 @@ class EnvironmentRuntime:
 
     @property
     def command_line(self) -> dict[str, Any]:
-        return dict(vars(self._env.parsed_options)) if getattr(self._env, "parsed_options", None) else {}
+        # The runtime's: the command line's values, taken at init (locust/runtime.py).
+        return dict(getattr(self._runtime, "command_line", None) or {})
 
     def __getattr__(self, name: str) -> Any:
         # server_metrics, check_start, starts_begun, starts_done: the runtime's, when it has them

@@ -15,8 +15,11 @@ from tests.engines.test_detect import SERVERS
 
 
 def options(**kw):
+    """The targets' part of the run configuration for these options (run/settings.py)."""
+    from loadkit.run.settings import target_settings
+
     base = {"target": [], "targets": "", "engine": "auto", "api": "", "model": ""}
-    return SimpleNamespace(**{**base, **kw})
+    return target_settings(SimpleNamespace(**{**base, **kw}))
 
 
 def host_spec(url: str) -> TargetSpec:

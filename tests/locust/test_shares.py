@@ -39,7 +39,9 @@ def test_a_worker_takes_its_shares_and_refuses_an_unknown_payload_loudly():
     from loadkit.locust.shares import take_shares
 
     got, invalid = [], []
-    runtime = SimpleNamespace(reshare=got.append, stats=SimpleNamespace(mark_invalid=invalid.append))
+    runtime = SimpleNamespace(
+        schedules=SimpleNamespace(reshare=got.append), stats=SimpleNamespace(mark_invalid=invalid.append)
+    )
     take_shares(runtime, {"v": 1, "shares": {"chat": [1, 2]}})
     assert got == [{"chat": [1, 2]}] and not invalid
     take_shares(runtime, {"v": 2, "shares": {}})

@@ -78,10 +78,14 @@ class Plain(FastHttpUser):
 def test_each_class_gets_its_scenario_its_targets_and_its_schedules():
     rt = runtime_for(ClosedOnFast, OpenEverywhere, Chat, Plain, shard=(1, 2))
     closed, opened = rt.workload_for(ClosedOnFast), rt.workload_for(OpenEverywhere)
-    assert (closed.label, opened.label) == ("closed-small", "open-poisson") and len(rt.workloads) == 2
+    assert (closed.label, opened.label) == ("closed-small", "open-poisson") and len(
+        rt.schedules.workloads
+    ) == 2
     assert set(closed.sources) == {"fast"} and not closed.dispatchers  # its class names one target
     assert set(opened.sources) == set(opened.dispatchers) == {"fast", "big"}
-    assert set(rt.dispatchers) == {"open-poisson/fast", "open-poisson/big"} and rt.open_loop
+    assert (
+        set(rt.schedules.dispatchers) == {"open-poisson/fast", "open-poisson/big"} and rt.schedules.open_loop
+    )
     assert opened.sources["big"].worker_index == 1 and opened.sources["big"].worker_count == 2
     assert [rt.target_for(ClosedOnFast).name for _ in range(3)] == ["fast"] * 3
     assert [rt.target_for(OpenEverywhere).name for _ in range(4)] == ["fast", "big", "fast", "big"]
@@ -97,15 +101,15 @@ def test_one_file_named_two_ways_is_one_workload_and_the_default_is_one_like_any
         scenario = str(SHIPPED_DIR / "agent-multiturn.toml")
 
     rt = runtime_for(ByName, ByPath, DefaultScenario, scenario=CLOSED)
-    assert len(rt.workloads) == 2
+    assert len(rt.schedules.workloads) == 2
     assert rt.workload_for(ByName) is rt.workload_for(ByPath)
     assert rt.workload_for(DefaultScenario).label == "closed-small"
     assert rt.scenario is rt.workload_for(DefaultScenario).scenario  # --scenario's workload is the main one
     # No locustfile classes at all (the runtime on its own): the one --scenario workload.
     alone = Runtime(None)
     alone.configure(options(scenario=CLOSED, max_requests=0), None, (0, 1))
-    assert [w.label for w in alone.workloads.values()] == ["closed-small"]
-    assert set(alone.dispatchers) == set() and set(alone.sources) == {"fast", "big"}
+    assert [w.label for w in alone.schedules.workloads.values()] == ["closed-small"]
+    assert set(alone.schedules.dispatchers) == set() and set(alone.schedules.sources) == {"fast", "big"}
 
 
 def test_budgets_per_scenario_and_for_the_run(tmp_path):
@@ -119,11 +123,11 @@ def test_budgets_per_scenario_and_for_the_run(tmp_path):
 
     rt = runtime_for(Capped, OpenEverywhere, shard=(0, 2))
     work = rt.workload_for(Capped)
-    assert work.budget == 4 and rt.workload_for(OpenEverywhere).budget is None and rt.budget is None
+    assert work.budget == 4 and rt.workload_for(OpenEverywhere).budget is None and rt.requests.limit is None
     assert [work.take_budget() for _ in range(5)] == [True] * 4 + [False]
     # --max-requests is the run's budget, and then the scenario's own count is not one (the command line wins).
     rt = runtime_for(Capped, max_requests=9, shard=(1, 2))
-    assert rt.budget == 4 and rt.workload_for(Capped).budget is None
+    assert rt.requests.limit == 4 and rt.workload_for(Capped).budget is None
 
 
 @pytest.mark.parametrize(
@@ -232,10 +236,14 @@ def test_a_shape_s_steps_become_the_stages_and_label_every_request():
         seen.append(steps.current)
     assert seen == ["step1", "step1", "step1", "step2", "step2", "step3", "step3"]
     runtime = Runtime(env)
-    runtime.shape_steps = steps
+    runtime.schedules.shape_steps = steps
     runtime.configure(parsed, None, (0, 1))
-    assert runtime.plan is steps.plan and runtime.staged and runtime.stage_now() == "step3"
-    assert runtime.slot_stage("main") is None  # open-loop slots take the shape's step at send
+    assert (
+        runtime.schedules.plan is steps.plan
+        and runtime.schedules.staged
+        and runtime.schedules.stage_now() == "step3"
+    )
+    assert runtime.schedules.slot_stage("main") is None  # open-loop slots take the shape's step at send
     shape.now = 26.0
     assert shape.tick() is None
     steps.finish()

@@ -102,11 +102,11 @@ def test_a_warm_up_with_no_stages_is_followed_by_the_measured_rest_of_the_run_ti
     parsed = options(scenario=str(SCENARIOS / "closed_small.toml"), warmup=3.0, run_time=15)
     runtime = runtime_on(parsed)
     configure(runtime, parsed)
-    assert [(s["name"], s["duration_s"]) for s in runtime.plan] == [("warmup", 3.0), ("main", 12.0)]
+    assert [(s["name"], s["duration_s"]) for s in runtime.schedules.plan] == [("warmup", 3.0), ("main", 12.0)]
     parsed = options(scenario=str(SCENARIOS / "closed_small.toml"), warmup=3.0)  # no -t: duration_s
     runtime = runtime_on(parsed)
     configure(runtime, parsed)
-    assert [(s["name"], s["duration_s"]) for s in runtime.plan] == [("warmup", 3.0), ("main", 60.0)]
+    assert [(s["name"], s["duration_s"]) for s in runtime.schedules.plan] == [("warmup", 3.0), ("main", 60.0)]
     assert runtime.config.run_time_s is None  # the stage plan ends the run
     parsed = options(scenario=str(SCENARIOS / "closed_small.toml"), warmup=3.0, run_time=3)
     with pytest.raises(ConfigError, match=r"--warmup 3 leaves nothing to measure in -t 3s"):
@@ -141,7 +141,7 @@ def test_each_start_salts_its_prompts_unless_seed_is_given_and_a_worker_takes_th
     runtime = runtime_on(parsed)
     salts = {configure(runtime, parsed).salt for _ in range(3)}
     assert len(salts) == 3 and 0 not in salts and runtime.config.salt_source == "random"
-    source = next(iter(runtime.workloads.values())).sources["fast"]
+    source = next(iter(runtime.schedules.workloads.values())).sources["fast"]
     assert source.salt == runtime.config.salt  # what the sources draw prompt words with
     given = options(scenario=str(SCENARIOS / "closed_small.toml"), seed=41)
     config = configure(runtime_on(given), given)
@@ -159,7 +159,55 @@ def test_each_start_salts_its_prompts_unless_seed_is_given_and_a_worker_takes_th
         (RunConfig(salt=1234, salt_source="random", plugins=worker.fingerprint()), StartPlan()),
     )
     assert worker.config.salt == 1234
-    assert {s.salt for w in worker.workloads.values() for s in w.sources.values()} == {1234}
+    assert {s.salt for w in worker.schedules.workloads.values() for s in w.sources.values()} == {1234}
     assert parse_seed(" 7 ") == 7 and parse_seed(None) is None and parse_seed("") is None
     with pytest.raises(ConfigError, match=r"--seed: 'x' is not a whole number"):
         parse_seed("x")
+
+
+def test_the_config_holds_targets_scenario_seed_plugin_options_and_launch_facts():
+    from loadkit.run.settings import LaunchFacts, TargetSettings, parse_settings
+
+    parsed = options(api_key="sk-1", model="m", targets="b=http://127.0.0.1:8", seed="7", num_users=3,
+                     spawn_rate=2.0, model_config="Qwen/Qwen2-0.5B", report_format=["llmd-br", "llmd-br"],
+                     web_host="127.0.0.1", scenario="x.toml")  # fmt: skip
+    settings = parse_settings(parsed, ())
+    assert settings.targets == TargetSettings(("fast=http://127.0.0.1:9", "b=http://127.0.0.1:8"), "openai",
+                                              None, "sk-1", "m")  # fmt: skip
+    assert "sk-1" not in repr(settings)  # the API key never shows in a repr
+    assert (settings.scenario, settings.seed, settings.plugin_options["model"]) == ("x.toml", 7, "m")
+    assert settings.launch == LaunchFacts(3, 2.0, "Qwen/Qwen2-0.5B", ("llmd-br",), "127.0.0.1")
+    with pytest.raises(TypeError):
+        settings.plugin_options["model"] = "other"  # type: ignore[index]
+
+
+@pytest.mark.in_process_locust
+def test_launch_facts_locust_sets_after_the_configuration_was_made_are_taken_at_the_start():
+    from loadkit.locust.starts import prepare
+    from loadkit.run.settings import LaunchFacts
+
+    parsed = options(num_users=None, spawn_rate=None)
+    runtime = runtime_on(parsed)
+    config = prepare(runtime, parsed, None, (0, 1))
+    assert runtime.configured == 1 and config.launch.num_users is None
+    assert config.with_launch(config.launch) is config
+    parsed.num_users, parsed.spawn_rate = 1, 1.0  # what Locust fills in for a headless run
+    again = prepare(runtime, parsed, None, (0, 1))
+    assert runtime.configured == 1 and again.launch == LaunchFacts(1, 1.0)
+    assert dataclasses.replace(again, settings=config.settings) == config  # nothing else changed
+
+
+@pytest.mark.in_process_locust
+def test_the_stage_shape_takes_users_and_run_time_from_the_configuration():
+    from loadkit.locust.shape import StageShape
+    from loadkit.run.settings import LaunchFacts
+
+    config = RunConfig(run_time_s=5.0).with_launch(LaunchFacts(num_users=7))
+    started = []
+    shape = StageShape([{"name": "s", "level": None, "duration_s": 10.0}], closed=True, config=lambda: config,
+                       on_start=lambda: started.append(True))  # fmt: skip
+    shape.runner = SimpleNamespace()
+    shape.reset_time()
+    assert started == [True] and shape.users_for({"level": None}) == 7 and shape.tick() == (7, 70.0)
+    shape.start_time -= 6.0  # past -t
+    assert shape.tick() is None
