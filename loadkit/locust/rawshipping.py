@@ -9,8 +9,20 @@ earlier run is dropped):
   writing into the master's directory ships nothing);
 - worker → master ``loadkit_rawlog`` (worker index, byte offset, bytes of whole lines), sent at
   the raw log's flush cadence and, at the worker's stop, before its final snapshot; the master
-  answers ``loadkit_rawlog_ack`` (bytes held, whether the chunk left a gap);
+  answers ``loadkit_rawlog_ack`` (bytes held, whether the chunk left a gap). Never more than
+  the window unacknowledged, at the stop too; nothing acknowledged for RESEND_AFTER_S: sent
+  again from the acknowledged offset;
+- worker → master ``loadkit_rawlog_resume`` (worker index of the log, host name, the log's
+  size on its disk): a process that finds a log of this run on its disk asks what the master
+  holds of it; the master answers ``loadkit_rawlog_resumed`` (offset held and the SHA-256 of
+  those bytes, or nothing: not that worker's host, or not its log), and the process ships
+  from that offset once its file's prefix has that digest;
 - worker → master ``loadkit_clock`` (t1), master → worker ``loadkit_clock_reply`` (t1, t2, t3).
+
+At the worker's stop, Locust's message loop is the greenlet running the stop, so no answer
+would reach the handlers: ``ship_rest`` reads the link itself for its bounded time, handles the
+answers addressed to this module and hands every other message back to Locust, in order, once
+it is done.
 """
 
 from __future__ import annotations
@@ -18,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import socket
 import time
 from typing import Any
 
@@ -27,10 +40,12 @@ from loadkit.stats import wallclock
 from loadkit.stats.rawlog import raw_log_name
 from loadkit.stats.rawship import (
     CLOCK_APPLY_MS,
+    RESEND_AFTER_S,
     ClockEstimate,
     ShippedLog,
     ShipReader,
     clock_warnings,
+    prefix_matches,
     token_name,
 )
 
@@ -40,7 +55,11 @@ HELLO, MODE, CHUNK, ACK = (
     "loadkit_rawlog",
     "loadkit_rawlog_ack",
 )
+RESUME, RESUMED = "loadkit_rawlog_resume", "loadkit_rawlog_resumed"
 CLOCK, CLOCK_REPLY = "loadkit_clock", "loadkit_clock_reply"
+# At the stop: the share of --final-report-wait the worker spends shipping (its final snapshot
+# must still reach the master within that wait), and its resend timeout there.
+STOP_SHARE, STOP_RESEND_S = 0.5, 1.0
 CLOCK_FIRST_SAMPLES, CLOCK_FIRST_GAP_S, CLOCK_GAP_S = 8, 0.25, 5.0
 
 
@@ -57,6 +76,9 @@ class RawLogShipping:
         self.token_path: str | None = None
         self.clock = ClockEstimate()
         self.applied_ns: int | None = None  # the correction this run's wall-clock times carry
+        self.resume_refused: str | None = None  # why the master or the log refused a resume
+        self._deferred: list[Any] = []  # Locust's messages read while shipping at the stop
+        self._resume_path = ""
         # master
         self.logs: dict[int, ShippedLog] = {}
         self.shared: dict[int, dict[str, Any]] = {}
@@ -65,8 +87,10 @@ class RawLogShipping:
             self.runner.register_message(MODE, self._on_mode)
             self.runner.register_message(ACK, self._on_ack)
             self.runner.register_message(CLOCK_REPLY, self._on_clock_reply)
+            self.runner.register_message(RESUMED, self._on_resumed)
         elif self.role == "master":
             self.runner.register_message(HELLO, self._on_hello)
+            self.runner.register_message(RESUME, self._on_resume)
             self.runner.register_message(CHUNK, self._on_chunk)
             self.runner.register_message(CLOCK, self._on_clock)
 
@@ -79,7 +103,36 @@ class RawLogShipping:
         token = secrets.token_hex(16)
         with open(self.token_path, "w") as f:
             f.write(token)
-        self.runner.send_message(HELLO, {"v": 1, "run": report_dir, "worker": index, "token": token})
+        self.runner.send_message(HELLO, {"v": 1, "run": report_dir, "worker": index, "token": token,
+                                         "node": socket.gethostname()})  # fmt: skip
+
+    def resume_worker(self, report_dir: str, path: str, index: int) -> None:
+        """This process found worker ``index``'s raw log of the run ``report_dir`` at ``path``
+        (a restarted container whose volume survived): ask the master what it holds of it and
+        ship the rest from there (``_on_resumed``); nothing is sent until it answers."""
+        self.reader, self.ship, self.run, self.index = None, None, report_dir, index
+        self.resume_refused = None
+        try:
+            size = os.path.getsize(path)
+        except OSError as exc:
+            self.ship, self.resume_refused = False, f"the log is gone: {exc}"
+            return
+        self._resume_path = path
+        self.runner.send_message(RESUME, {"v": 1, "run": report_dir, "worker": index,
+                                          "node": socket.gethostname(), "bytes": size})  # fmt: skip
+
+    def _on_resumed(self, environment: Any, msg: Any, **_: Any) -> None:
+        d = msg.data
+        if d.get("run") != self.run or int(d.get("worker", -1)) != self.index or self.reader is not None:
+            return
+        held, digest = d.get("held"), d.get("digest")
+        if held is None:
+            self.ship, self.resume_refused = False, str(d.get("why") or "refused by the master")
+        elif not prefix_matches(self._resume_path, int(held), str(digest)):
+            self.ship = False
+            self.resume_refused = f"the log here does not begin with the {held} bytes the master holds"
+        else:
+            self.reader, self.ship = ShipReader(self._resume_path, start=int(held)), True
 
     def _on_mode(self, environment: Any, msg: Any, **_: Any) -> None:
         if msg.data.get("run") != self.run:
@@ -93,18 +146,79 @@ class RawLogShipping:
         if self.reader is not None and msg.data.get("run") == self.run:
             self.reader.ack(int(msg.data["held"]), bool(msg.data.get("gap")))
 
-    def tick(self) -> None:
-        """At the flush cadence: send chunks while the window allows."""
+    def tick(self, resend_after: float = RESEND_AFTER_S) -> None:
+        """At the flush cadence: send again from the acknowledged offset when nothing was
+        acknowledged for ``resend_after`` s, then send chunks while the window allows."""
+        if not self.ship or self.reader is None:
+            return
+        self.reader.resend_due(resend_after)
         while self.ship and self.reader is not None and not self.reader.window_full():
             if not self._send_next():
                 break
             gevent.sleep(0)
 
-    def ship_rest(self) -> None:
-        """At the worker's stop, before its final snapshot: every whole line not yet sent (no
-        acknowledgement can arrive while Locust's message loop runs this stop)."""
-        while self.ship and self.reader is not None and self._send_next():
-            pass
+    def ship_rest(self, timeout: float | None = None) -> bool:
+        """At the worker's stop, before its final snapshot: every whole line, in the same
+        window, each acknowledged, for at most ``timeout`` s (default: STOP_SHARE of
+        --final-report-wait, so the final snapshot still reaches the master within its wait).
+        True when the master acknowledged every line; on a timeout the master's copy is a
+        prefix, which its report says."""
+        if not self.ship or self.reader is None:
+            return not self.ship
+        reader = self.reader
+        if timeout is None:
+            timeout = STOP_SHARE * float(
+                getattr(getattr(self.stats, "options", None), "final_report_wait", 5.0)
+            )
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                reader.resend_due(STOP_RESEND_S)
+                more = True
+                while not reader.window_full():
+                    if not self._send_next():
+                        more = False
+                        break
+                if not more and reader.all_acked():
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._pump(min(left, 0.1))
+        finally:
+            self._hand_back()
+
+    def _pump(self, seconds: float) -> None:
+        """Wait up to ``seconds`` for one message on the worker's link to the master (Locust's
+        message loop is running this stop): this module's answers are handled here, any other
+        is kept for Locust (``_hand_back``). Without a link (one process): a sleep."""
+        client = getattr(self.runner, "client", None)
+        if client is None or not hasattr(client, "recv"):
+            gevent.sleep(seconds)
+            return
+        msg = None
+        with gevent.Timeout(seconds, False):  # only while waiting: a message is taken whole
+            msg = client.recv()
+        if msg is None:
+            return
+        own = {ACK: self._on_ack, CLOCK_REPLY: self._on_clock_reply, MODE: self._on_mode}
+        handler = own.get(msg.type)
+        if handler is not None:
+            handler(environment=getattr(self.runner, "environment", None), msg=msg)
+        else:
+            self._deferred.append(msg)
+
+    def _hand_back(self) -> None:
+        """Locust's messages read while shipping, handled by Locust in their order after the stop."""
+        deferred, self._deferred = self._deferred, []
+        handle = getattr(self.runner, "handle_message", None)
+        if deferred and handle is not None:
+
+            def replay() -> None:
+                for msg in deferred:
+                    handle(msg)
+
+            gevent.spawn(replay)
 
     def _send_next(self) -> bool:
         assert self.reader is not None
@@ -177,8 +291,29 @@ class RawLogShipping:
         if shared:
             self.shared[index] = {"mode": "shared directory (written by the worker itself)"}
         else:
-            self.logs.setdefault(index, ShippedLog(os.path.join(run, raw_log_name(index))))
+            log = self.logs.setdefault(index, ShippedLog(os.path.join(run, raw_log_name(index))))
+            log.node = msg.data.get("node")
         self.runner.send_message(MODE, {"run": run, "ship": not shared}, client_id=msg.node_id)
+
+    def _on_resume(self, environment: Any, msg: Any, **_: Any) -> None:
+        """A process found worker N's log on its disk: what is held of it, if it is that
+        worker's host and log (ShippedLog.resume)."""
+        d = msg.data
+        run, index = d.get("run"), int(d["worker"])
+        if run is None or run != self.stats.report_dir:
+            return
+        log = self.logs.get(index)
+        answer: dict[str, Any] = {"run": run, "worker": index, "held": None}
+        if log is None:
+            answer["why"] = f"the master ships no raw log of worker {index} in this run"
+        else:
+            held = log.resume(d.get("node"), int(d.get("bytes") or 0))
+            if held is None:
+                answer["why"] = (f"worker {index}'s log came from host {log.node!r}, holds {log.held_bytes} bytes: "
+                                 "not this host's, or not this log")  # fmt: skip
+            else:
+                answer["held"], answer["digest"] = held
+        self.runner.send_message(RESUMED, answer, client_id=msg.node_id)
 
     def _on_chunk(self, environment: Any, msg: Any, **_: Any) -> None:
         d = msg.data
@@ -207,9 +342,11 @@ class RawLogShipping:
                 self.shared[index].update(worker_bytes=own.get("bytes"), worker_lines=own.get("lines"))
 
     def pending(self) -> bool:
-        """A worker not lost whose copy does not yet hold what its snapshot counted."""
+        """A worker not lost whose copy does not yet hold what its snapshot counted, or a
+        resumed log not yet whole."""
         lost = {w.index for w in self.stats.collector.remote.lost()}
-        return any(i not in lost and not log.complete() for i, log in self.logs.items())
+        return any((i not in lost or log.resumed_at is not None) and not log.complete()
+                   for i, log in self.logs.items())  # fmt: skip
 
     def note_in_report(self, final: bool) -> None:
         """The manifest says what each worker's raw log and clock came to; the final write
@@ -228,9 +365,15 @@ class RawLogShipping:
         for index, log in sorted(self.logs.items()):
             held = f"{log.held_lines} lines ({log.held_bytes} bytes)"
             counted = f"{log.worker_lines} lines ({log.worker_bytes} bytes)"
-            if log.worker_lost:
-                collector.warn(f"worker {index} was lost: the master holds the first {held} of its raw log; "
+            name = os.path.basename(log.path)
+            if log.worker_lost and log.resumed_at is not None and log.complete():
+                collector.warn(f"worker {index} was lost; a process restarted on {log.node} shipped the rest "
+                               f"of its raw log from byte {log.resumed_at}: {name} is whole, {held}; "
                                f"its last snapshot, which report.json counts, had {counted}")  # fmt: skip
+            elif log.worker_lost:
+                collector.warn(f"worker {index} was lost: the master holds the first {held} of its raw log; "
+                               f"its last snapshot, which report.json counts, had {counted}; "
+                               f"{name} in the report directory is that prefix")  # fmt: skip
             elif not log.complete():
                 collector.warn(f"worker {index}'s raw log reached the master incomplete: {held} of the "
                                f"{counted} its final snapshot counted; the master's copy is that prefix")  # fmt: skip
