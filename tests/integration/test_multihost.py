@@ -3,7 +3,11 @@ of their own: tests/integration/netns.py), run with deploy/kubernetes/'s pod com
 (tests/helpers/kube.py). No report directory is shared: each worker writes its raw log on its
 own host, where the master has its directory, and ships it to the master (docs/distributed.md,
 "Workers on other hosts"). The master's directory then holds what a one-host run of the same
-seeds holds, `loadkit verify` agrees with it, and a worker killed mid-run leaves its prefix."""
+seeds holds (raw logs, and report.json's counts: outcomes, tokens, requests per engine, label and
+class, conservation), `loadkit verify` agrees with it, and a worker killed mid-run leaves its
+prefix while every request the report counts is counted once.
+
+Skipped without root or iproute2 unless LOADKIT_REQUIRE_NETNS=1 (scripts/test.sh), then failed."""
 
 from __future__ import annotations
 
@@ -169,6 +173,35 @@ def lengths(rows: list[dict]) -> list[int]:
     return sorted(r["n_in_target"] for r in rows)
 
 
+# report.json's counts that the seeds fix, whatever the hosts and timing: outcomes, tokens, and
+# requests per engine, label and user class (not times, rates, windows or the drop count).
+COUNTS = ("requests", "ok", "failures", "cancelled", "outcomes", "output_tokens", "output_tokens_all_outcomes",
+          "input_tokens", "cached_tokens", "stream_ends", "n_out_sources")  # fmt: skip
+LENGTHS = ("input_target", "input_server", "output_asked", "output_server")
+
+
+def deterministic(report: dict) -> dict:
+    """The parts of report.json two runs of the same seeds must agree on exactly."""
+
+    def counts(section: dict) -> dict:
+        return {k: section[k] for k in COUNTS if k in section}
+
+    cons = report["conservation"]
+    return {
+        "conservation": {
+            k: cons[k] for k in ("sent", "outcomes_total", "in_flight", "lost_in_flight", "holds")
+        },
+        "engines": {
+            name: {**counts(e), "labels": {label: counts(g) for label, g in e["labels"].items()}}
+            for name, e in report["engines"].items()
+        },
+        "user_classes": {name: counts(c) for name, c in report["user_classes"].items()},
+        "lengths": {
+            target: {k: t.get(k) for k in LENGTHS} for target, t in report["lengths"]["by_target"].items()
+        },
+    }
+
+
 def test_three_worker_hosts_ship_what_one_host_writes(tmp_path):
     single = one_host_run(tmp_path / "one")
     with cluster(tmp_path / "many") as (report_dir, own, master):
@@ -181,6 +214,9 @@ def test_three_worker_hosts_ship_what_one_host_writes(tmp_path):
         for cons in (ours, theirs):
             assert cons["holds"] and cons["sent"] == cons["outcomes_total"] == 90, cons
             assert cons["scheduled"] == cons["sent"] + cons["dropped"] and cons["in_flight"] == 0, cons
+        mine, one = deterministic(report), deterministic(expected)
+        assert mine == one, json.dumps({"three hosts": mine, "one host": one}, indent=1)[-4000:]
+        assert mine["engines"]["vllm"]["outcomes"] == {"ok": 90}, mine  # the counts are not vacuous
         rows, rows_one = raw_records(report_dir), raw_records(single)
         assert len(rows) == len(rows_one) == 90
         assert lengths(rows) == lengths(rows_one)  # the same seeded requests
@@ -231,6 +267,35 @@ def test_a_worker_killed_mid_run_leaves_its_shipped_prefix(tmp_path):
         assert any(w.startswith(warning) for w in report["warnings"]), report["warnings"]
         counted = next(n for n in report["workers"]["nodes"] if n["index"] == int(index))
         assert counted["status"] == "lost", counted
+        assert any(r.startswith(f"worker {index} lost") for r in report["invalid_reasons"]), report[
+            "invalid_reasons"
+        ]
+        # Conservation: every scheduled request is sent, dropped or in flight at the end, and
+        # the only ones in flight are those the dead worker had at its last snapshot (lost).
+        cons = report["conservation"]
+        assert cons["holds"], cons
+        assert cons["scheduled"] == cons["sent"] + cons["dropped"] + cons["in_flight"], cons
+        assert cons["in_flight"] == cons["lost_in_flight"] >= 0, cons
+        engines = report["engines"]
+        assert cons["sent"] == cons["outcomes_total"] == sum(e["requests"] for e in engines.values()), cons
+        # ... and each sent request counted once: the live workers' logs and the first lines of
+        # the dead one's, as many as its last snapshot counted, are report.json's requests.
+        rows = [json.loads(line) for line in shipped.splitlines()[: entry["worker_lines"]]]
+        for mine in own[1:]:
+            (written,) = (mine / "run").glob("requests.worker*.jsonl")
+            rows += [json.loads(line) for line in (report_dir / written.name).read_text().splitlines()]
+        assert len(rows) == cons["sent"], (len(rows), cons)
+        every = raw_records(report_dir)  # the dead worker's later lines too: still no id twice
+        assert len({r["request_id"] for r in every}) == len(every) >= len(rows)
+        for name, section in engines.items():
+            outcomes = Counter(r["outcome"] for r in rows if r["engine"] == name)
+            assert outcomes == {k: v for k, v in section["outcomes"].items() if v}, (name, outcomes)
+            assert (
+                sum(r["n_out"] or 0 for r in rows if r["engine"] == name)
+                == section["output_tokens_all_outcomes"]
+            )
+        # The lines it shipped after that snapshot are the requests report.json does not count.
+        assert entry["lines_received"] - entry["worker_lines"] == len(every) - len(rows)
         # The others shipped everything.
         for mine in own[1:]:
             (written,) = (mine / "run").glob("requests.worker*.jsonl")
