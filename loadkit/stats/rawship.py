@@ -144,6 +144,13 @@ class ShippedLog:
     _file: IO[bytes] | None = field(default=None, repr=False)
     _sha: Any = field(default_factory=hashlib.sha256, repr=False)
 
+    def open(self) -> None:
+        """The copy's file, created empty at the worker's hello (a worker that sends no request
+        has an empty log on the master too, as on one host)."""
+        if self._file is None:
+            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+            self._file = open(self.path, "wb" if self.held_bytes == 0 else "ab")  # noqa: SIM115
+
     def receive(self, offset: int, data: bytes) -> str:
         """Append what continues the held bytes: "appended", "duplicate" or "gap"."""
         if offset > self.held_bytes:
@@ -153,9 +160,8 @@ class ShippedLog:
         if not tail:
             self.duplicates += 1
             return "duplicate"
-        if self._file is None:
-            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-            self._file = open(self.path, "wb" if self.held_bytes == 0 else "ab")  # noqa: SIM115
+        self.open()
+        assert self._file is not None
         self._file.write(tail)
         self._file.flush()  # what arrived is on the master's disk, whatever happens next
         self._sha.update(tail)

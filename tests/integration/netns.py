@@ -58,6 +58,25 @@ class Hosts:
     def ns(self, host: str) -> str:
         return f"{self.tag}-{host}"
 
+    def block(self, host: str, other: str, blocked: bool) -> None:
+        """Drop what ``host`` sends to ``other`` (a blackhole route), or stop dropping it."""
+        _must(
+            "-n",
+            self.ns(host),
+            "route",
+            "add" if blocked else "del",
+            "blackhole",
+            f"{self.addresses[other]}/32",
+        )
+
+    def reset(self, host: str, other: str) -> None:
+        """Reset ``host``'s TCP connections to ``other`` (``ss -K``): what their kernel buffers
+        hold is dropped, as when a machine goes down, instead of sent once the way is clear."""
+        done = subprocess.run(["ip", "netns", "exec", self.ns(host), "ss", "-K", "dst", self.addresses[other]],
+                              capture_output=True, text=True, check=False)  # fmt: skip
+        if done.returncode != 0:
+            raise RuntimeError(f"ss -K: {done.stderr.strip()}")
+
     def prefix(self, host: str, binds: tuple[tuple[str, str], ...] = ()) -> list[str]:
         """Argv prefix running a command on ``host``: its network namespace, a mount namespace
         of its own with ``binds`` (source, target) bound, and its own hostname."""

@@ -127,9 +127,11 @@ def one_host_run(tmp_path: Path) -> Path:
 
 
 @contextmanager
-def cluster(tmp_path: Path, kill_worker_after_s: float | None = None):
+def cluster(tmp_path: Path, kill_worker_after_s: float | None = None, restart_killed: bool = False,
+            run_time: str = JOB_ENV["RUN_TIME"]):  # fmt: skip
     """Master, simulator and workers each on a host of their own; yields (master's report
-    directory, the workers' own report volumes, the master's process)."""
+    directory, the workers' own report volumes, the master's process). ``restart_killed``: the
+    killed worker's container starts again on its host, its volume kept (a pod's restart)."""
     with (
         hosts("master", "sim", *(f"worker-{i}" for i in range(N_WORKERS))) as net,
         started(tmp_path) as start,
@@ -142,7 +144,7 @@ def cluster(tmp_path: Path, kill_worker_after_s: float | None = None):
         configure(pods)
         master_volume = pods.mounts["pvc-loadkit-reports"]
         own: list[Path] = []
-        workers = []
+        workers, commands = [], []
         for i in range(N_WORKERS):
             argv, env = pods.command(
                 f"worker-{i}", WORKERS, MASTER_HOST=net.addresses["master"], MASTER_PORT=str(PORT)
@@ -151,19 +153,22 @@ def cluster(tmp_path: Path, kill_worker_after_s: float | None = None):
             own.append(mine)
             # The worker sees its own volume where the master has its: the path the master
             # names is there, on another filesystem.
-            workers.append(
-                start(
-                    f"worker-{i}",
-                    [*net.prefix(f"worker-{i}", ((str(mine), str(master_volume)),)), *argv],
-                    env,
-                )
-            )
-        argv, env = pods.command("master", JOB, MASTER_PORT=str(PORT), **JOB_ENV)
+            commands.append(([*net.prefix(f"worker-{i}", ((str(mine), str(master_volume)),)), *argv], env))
+            workers.append(start(f"worker-{i}", *commands[-1]))
+        argv, env = pods.command("master", JOB, MASTER_PORT=str(PORT), **{**JOB_ENV, "RUN_TIME": run_time})
         master = start("master", [*net.prefix("master"), *argv], env)
         if kill_worker_after_s is not None:
             wait_for_text(tmp_path, "master", ("All users spawned", "Spawning is complete"), 60)
             time.sleep(kill_worker_after_s)
+            if restart_killed:  # cut off the master first: what it writes meanwhile does not arrive
+                net.block("worker-0", "master", blocked=True)
+                time.sleep(2.5)
             os.killpg(workers[0].pid, signal.SIGKILL)  # `loadkit run` and its Locust worker
+            if restart_killed:
+                workers[0].wait(10)
+                net.reset("worker-0", "master")  # its unsent chunks die with it
+                net.block("worker-0", "master", blocked=False)
+                start("worker-0-again", *commands[0])
         finish(master, tmp_path, "master", 180)
         assert sim.poll() is None, log_of(tmp_path, "sim")[-2000:]
         yield master_volume / "run", own, master
@@ -303,3 +308,32 @@ def test_a_worker_killed_mid_run_leaves_its_shipped_prefix(tmp_path):
             assert report["manifest"]["raw_log_shipping"][written.name[len("requests.") : -len(".jsonl")]][
                 "complete"
             ]
+
+
+def test_a_killed_worker_restarted_on_its_host_ships_the_rest_of_its_log(tmp_path):
+    """A worker cut off from the others, then killed, its pod's container restarted with its
+    volume kept: the new process asks the master which lost workers said hello from its host,
+    finds that log on its disk and ships the rest from the offset the master holds (the lines
+    written while cut off), so the master's copy is the dead worker's whole file."""
+    # The master marks the worker lost when its heartbeats stop (seconds), and only then offers
+    # its log: the run lasts long enough for that.
+    with cluster(tmp_path, kill_worker_after_s=2.5, restart_killed=True, run_time="25s") as (
+        report_dir,
+        own,
+        master,
+    ):
+        report = json.loads((report_dir / "report.json").read_text())
+        assert report["workers"]["lost"] == 1, report["workers"]
+        (index,) = [n["index"] for n in report["workers"]["nodes"] if n["status"] == "lost"]
+        killed = own[0] / "run" / f"requests.worker{index}.jsonl"
+        assert (report_dir / killed.name).read_bytes() == killed.read_bytes(), "no line twice, none missing"
+        entry = report["manifest"]["raw_log_shipping"][f"worker{index}"]
+        assert entry["worker_lost"] and entry["complete"] and entry["resumed_at"] is not None, entry
+        assert entry["duplicates_skipped"] == 0 and entry["resumed_bytes"] == len(killed.read_bytes()), entry
+        assert entry["resumed_at"] < entry["resumed_bytes"], entry  # the restart shipped lines
+        assert any(w.startswith(f"worker {index} was lost; a process restarted on worker-0 shipped the rest")
+                   for w in report["warnings"]), report["warnings"]  # fmt: skip
+        assert "resuming the shipping of" in log_of(tmp_path, "worker-0-again")
+        for mine in own:  # the others, and the restarted process's own log, as ever
+            for written in (mine / "run").glob("requests.worker*.jsonl"):
+                assert written.read_bytes() == (report_dir / written.name).read_bytes(), written.name

@@ -221,29 +221,62 @@ def test_a_restarted_process_resumes_the_log_where_the_master_holds_it(tmp_path,
     first.tick()  # three chunks arrive, then the process dies: the master holds a prefix
     held = master.logs[1].held_bytes
     assert 0 < held < log.stat().st_size
-    # The restarted process (same host, same volume) on a new link to the same master.
+    # The restarted process (same host, same volume) on a new link to the same master asks
+    # which lost workers said hello from its host, finds that log on its disk, resumes it.
+    master.stats.collector = SimpleNamespace(remote=SimpleNamespace(lost=lambda: [SimpleNamespace(index=1)]))
     again, _, again_stats = pair(run)
     again_stats.runner.peer = master.runner
     master.runner.peer = again_stats.runner
-    again.resume_worker(run, str(log), 1)
-    assert again.ship is True and again.reader is not None and again.reader.sent == held
+    again.local_path = lambda run, index: str(log.parent / raw_log_name(index))  # type: ignore[method-assign]
+    monkeypatch.setattr(rawshipping, "RESUME_ASK_FOR_S", 0.01)
+    monkeypatch.setattr(rawshipping, "RESUME_ASK_S", 0.01)
+    again.resume_loop()
+    entry = again.resumed[1]
+    assert entry.ship is True and entry.reader is not None and entry.reader.sent == held
+    assert master.pending()  # the master waits for the rest before its report
     assert again.ship_rest(timeout=10) is True
+    assert not master.pending()
     master.close()
     shipped = master.logs[1]
     assert (tmp_path / "run" / raw_log_name(1)).read_bytes() == log.read_bytes()
     assert shipped.duplicates == 0 and shipped.held_lines == 30000 and shipped.complete()
     assert master.manifest_fields()["raw_log_shipping"]["worker1"]["resumed_at"] == held
+    asked = []
+    again_stats.runner.handlers["loadkit_rawlog_lost_reply"] = lambda **kw: asked.append(kw)
+    again.resume_loop()
+    assert asked == []  # resumed once: not offered again
 
-    # Another host, a log that is not that one, a log gone: refused, said why, nothing sent.
+
+def test_a_resume_is_refused_for_another_host_another_log_or_a_log_gone(tmp_path, monkeypatch):
+    run = str(tmp_path / "run")
+    os.makedirs(run)
+    first, master, stats = pair(run)
+    log = another_host_log(tmp_path, run, stats.runner, 100)
+    first.start_worker(run, str(log), 1)
+    first.tick()
     monkeypatch.setattr(rawshipping.socket, "gethostname", lambda: "elsewhere")
     other, _, other_stats = pair(run)
     other_stats.runner.peer, master.runner.peer = master.runner, other_stats.runner
-    other.resume_worker(run, str(log), 1)
-    assert other.ship is False and "not this host's" in (other.resume_refused or "")
+    entry = other.resume_worker(run, str(log), 1)
+    assert entry.ship is False and "not this host's" in (entry.refused or "")
     monkeypatch.undo()
     changed = tmp_path / "changed.jsonl"
     changed.write_bytes(b"X" + log.read_bytes()[1:])
-    other.resume_worker(run, str(changed), 1)
-    assert other.ship is False and "does not begin with" in (other.resume_refused or "")
-    other.resume_worker(run, str(tmp_path / "gone.jsonl"), 1)
-    assert other.ship is False and "gone" in (other.resume_refused or "")
+    entry = other.resume_worker(run, str(changed), 1)
+    assert entry.ship is False and "does not begin with" in (entry.refused or "")
+    entry = other.resume_worker(run, str(tmp_path / "gone.jsonl"), 1)
+    assert entry.ship is False and "gone" in (entry.refused or "")
+    entry = other.resume_worker(run, str(log), 7)
+    assert entry.ship is False and "ships no raw log of worker 7" in (entry.refused or "")
+    assert other.ship_rest(timeout=0.1) is True  # nothing to ship
+
+
+def test_a_worker_that_logs_nothing_has_an_empty_log_on_the_master_too(tmp_path):
+    run = str(tmp_path / "run")
+    os.makedirs(run)
+    worker, master, stats = pair(run)
+    log = another_host_log(tmp_path, run, stats.runner, 0)
+    worker.start_worker(run, str(log), 1)
+    assert worker.ship_rest(timeout=1) is True
+    master.close()
+    assert (tmp_path / "run" / raw_log_name(1)).read_bytes() == b""
