@@ -12,9 +12,12 @@ earlier run is dropped):
   answers ``loadkit_rawlog_ack`` (bytes held, whether the chunk left a gap). Never more than
   the window unacknowledged, at the stop too; nothing acknowledged for RESEND_AFTER_S: sent
   again from the acknowledged offset;
+- worker → master ``loadkit_rawlog_lost`` (host name), from a worker process's start, every
+  RESUME_ASK_S for RESUME_ASK_FOR_S: the master answers ``loadkit_rawlog_lost_reply`` (the run,
+  the indexes of its lost workers that said hello from that host and are not resumed yet);
 - worker → master ``loadkit_rawlog_resume`` (worker index of the log, host name, the log's
-  size on its disk): a process that finds a log of this run on its disk asks what the master
-  holds of it; the master answers ``loadkit_rawlog_resumed`` (offset held and the SHA-256 of
+  size on its disk): a process that finds such a log on its disk asks what the master holds
+  of it; the master answers ``loadkit_rawlog_resumed`` (offset held and the SHA-256 of
   those bytes, or nothing: not that worker's host, or not its log), and the process ships
   from that offset once its file's prefix has that digest;
 - worker → master ``loadkit_clock`` (t1), master → worker ``loadkit_clock_reply`` (t1, t2, t3).
