@@ -123,8 +123,8 @@ class RawLogShipping:
     def _resume_loop_logged(self) -> None:
         try:
             self.resume_loop()
-        except Exception:  # the shipping of this process's own log goes on
-            logger.exception("loadkit: asking the master for this host's lost raw logs failed")
+        except Exception as exc:  # the link closed (the worker quit): the shipping of its own log is done
+            logger.debug("loadkit: stopped asking the master for this host's lost raw logs: %s", exc)
 
     def start_worker(self, report_dir: str, path: str, index: int) -> None:
         """This run's raw log at ``path``: say hello with a fresh token, ship once answered."""
