@@ -2,7 +2,7 @@
 # Quick start, part 2: set up everything the tests need and run them all (slow ones included):
 # a fast unit lane first, then the rest, each lane's duration printed.
 # Installs: the package with its test extras and the example plugin into .venv; Debian's
-# chromium for the browser tests; llama.cpp's server (built once from the pinned sdist, cached
+# chromium for the browser tests; iproute2 for the multi-host test; llama.cpp's server (built once from the pinned sdist, cached
 # outside the repo) and a tiny locally made model for the real-engine tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +19,14 @@ if ! command -v chromium >/dev/null 2>&1; then
     echo "scripts/test.sh: chromium missing; install Debian's chromium (browser tests will fail)" >&2
   fi
 fi
+# iproute2's `ip` for the multi-host test's network namespaces (tests/integration/netns.py).
+if ! command -v ip >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null
+  else
+    echo "scripts/test.sh: ip missing; install Debian's iproute2 (the multi-host test will fail)" >&2
+  fi
+fi
 if [ -f scripts/build_llama_server.sh ]; then
   if ! command -v cmake >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake build-essential >/dev/null
@@ -27,6 +35,7 @@ if [ -f scripts/build_llama_server.sh ]; then
 fi
 export LOADKIT_REQUIRE_LLAMA=${LOADKIT_REQUIRE_LLAMA:-1}
 export LOADKIT_REQUIRE_BROWSER=${LOADKIT_REQUIRE_BROWSER:-1}
+export LOADKIT_REQUIRE_NETNS=${LOADKIT_REQUIRE_NETNS:-1}
 # Two lanes, each in two pytest processes. The unit lane (in-process tests, a few minutes) runs
 # first, so a broken unit shows before the long one starts; then the rest (integration, slow,
 # browser: the complement of the unit lane, so nothing runs twice). The two processes of a lane

@@ -9,16 +9,34 @@ earlier run is dropped):
   writing into the master's directory ships nothing);
 - worker → master ``loadkit_rawlog`` (worker index, byte offset, bytes of whole lines), sent at
   the raw log's flush cadence and, at the worker's stop, before its final snapshot; the master
-  answers ``loadkit_rawlog_ack`` (bytes held, whether the chunk left a gap);
+  answers ``loadkit_rawlog_ack`` (bytes held, whether the chunk left a gap). Never more than
+  the window unacknowledged, at the stop too; nothing acknowledged for RESEND_AFTER_S: sent
+  again from the acknowledged offset;
+- worker → master ``loadkit_rawlog_lost`` (host name), from a worker process's start, every
+  RESUME_ASK_S for RESUME_ASK_FOR_S: the master answers ``loadkit_rawlog_lost_reply`` (the run,
+  the indexes of its lost workers that said hello from that host and are not resumed yet);
+- worker → master ``loadkit_rawlog_resume`` (worker index of the log, host name, the log's
+  size on its disk): a process that finds such a log on its disk asks what the master holds
+  of it; the master answers ``loadkit_rawlog_resumed`` (offset held and the SHA-256 of
+  those bytes, or nothing: not that worker's host, or not its log), and the process ships
+  from that offset once its file's prefix has that digest;
 - worker → master ``loadkit_clock`` (t1), master → worker ``loadkit_clock_reply`` (t1, t2, t3).
+
+At the worker's stop, Locust's message loop is the greenlet running the stop, so no answer
+would reach the handlers: ``ship_rest`` reads the link itself for its bounded time, handles the
+answers addressed to this module and hands every other message back to Locust, in order, once
+it is done.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import secrets
+import socket
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import gevent
@@ -27,10 +45,12 @@ from loadkit.stats import wallclock
 from loadkit.stats.rawlog import raw_log_name
 from loadkit.stats.rawship import (
     CLOCK_APPLY_MS,
+    RESEND_AFTER_S,
     ClockEstimate,
     ShippedLog,
     ShipReader,
     clock_warnings,
+    prefix_matches,
     token_name,
 )
 
@@ -40,8 +60,28 @@ HELLO, MODE, CHUNK, ACK = (
     "loadkit_rawlog",
     "loadkit_rawlog_ack",
 )
+RESUME, RESUMED = "loadkit_rawlog_resume", "loadkit_rawlog_resumed"
+LOST_LOGS, LOST_LOGS_REPLY = "loadkit_rawlog_lost", "loadkit_rawlog_lost_reply"
+RESUME_ASK_S, RESUME_ASK_FOR_S = 2.0, 60.0
 CLOCK, CLOCK_REPLY = "loadkit_clock", "loadkit_clock_reply"
+# At the stop: the share of --final-report-wait the worker spends shipping (its final snapshot
+# must still reach the master within that wait), and its resend timeout there.
+STOP_SHARE, STOP_RESEND_S = 0.5, 1.0
 CLOCK_FIRST_SAMPLES, CLOCK_FIRST_GAP_S, CLOCK_GAP_S = 8, 0.25, 5.0
+
+logger = logging.getLogger("loadkit.stats")
+
+
+@dataclass
+class Resumed:
+    """A log an earlier process of this host left, which this process ships the rest of."""
+
+    run: str
+    index: int
+    path: str
+    reader: ShipReader | None = None
+    ship: bool | None = None  # None: asked, not answered yet
+    refused: str | None = None  # why the master, or the file, refused
 
 
 class RawLogShipping:
@@ -57,6 +97,8 @@ class RawLogShipping:
         self.token_path: str | None = None
         self.clock = ClockEstimate()
         self.applied_ns: int | None = None  # the correction this run's wall-clock times carry
+        self.resumed: dict[int, Resumed] = {}  # earlier processes' logs this one ships the rest of
+        self._deferred: list[Any] = []  # Locust's messages read while shipping at the stop
         # master
         self.logs: dict[int, ShippedLog] = {}
         self.shared: dict[int, dict[str, Any]] = {}
@@ -65,12 +107,24 @@ class RawLogShipping:
             self.runner.register_message(MODE, self._on_mode)
             self.runner.register_message(ACK, self._on_ack)
             self.runner.register_message(CLOCK_REPLY, self._on_clock_reply)
+            self.runner.register_message(RESUMED, self._on_resumed)
+            self.runner.register_message(LOST_LOGS_REPLY, self._on_lost_logs)
+            if hasattr(self.runner, "connection_event"):  # a Locust worker (not a test's stand-in)
+                gevent.spawn(self._resume_loop_logged)
         elif self.role == "master":
             self.runner.register_message(HELLO, self._on_hello)
+            self.runner.register_message(RESUME, self._on_resume)
+            self.runner.register_message(LOST_LOGS, self._on_lost_logs_asked)
             self.runner.register_message(CHUNK, self._on_chunk)
             self.runner.register_message(CLOCK, self._on_clock)
 
     # -- worker -----------------------------------------------------------------------------
+
+    def _resume_loop_logged(self) -> None:
+        try:
+            self.resume_loop()
+        except Exception as exc:  # the link closed (the worker quit): the shipping of its own log is done
+            logger.debug("loadkit: stopped asking the master for this host's lost raw logs: %s", exc)
 
     def start_worker(self, report_dir: str, path: str, index: int) -> None:
         """This run's raw log at ``path``: say hello with a fresh token, ship once answered."""
@@ -79,7 +133,75 @@ class RawLogShipping:
         token = secrets.token_hex(16)
         with open(self.token_path, "w") as f:
             f.write(token)
-        self.runner.send_message(HELLO, {"v": 1, "run": report_dir, "worker": index, "token": token})
+        self.runner.send_message(HELLO, {"v": 1, "run": report_dir, "worker": index, "token": token,
+                                         "node": socket.gethostname()})  # fmt: skip
+
+    def resume_loop(self) -> None:
+        """A worker process, from its start: ask the master, every RESUME_ASK_S for
+        RESUME_ASK_FOR_S, which lost workers of the running run said hello from this host, and
+        resume each of their logs found on this disk (a restarted container whose volume
+        survived; ``_on_lost_logs``)."""
+        connected = getattr(self.runner, "connection_event", None)
+        if connected is not None:
+            connected.wait()
+        deadline = time.monotonic() + RESUME_ASK_FOR_S
+        while time.monotonic() < deadline:
+            self.runner.send_message(LOST_LOGS, {"v": 1, "node": socket.gethostname()})
+            gevent.sleep(RESUME_ASK_S)
+
+    def _on_lost_logs(self, environment: Any, msg: Any, **_: Any) -> None:
+        run = msg.data.get("run")
+        for index in msg.data.get("workers") or []:
+            path = self.local_path(run, int(index))
+            if int(index) not in self.resumed and os.path.exists(path):
+                logger.info(
+                    "loadkit: resuming the shipping of %s, left by an earlier process on this host", path
+                )
+                self.resume_worker(run, path, int(index))
+
+    def local_path(self, run: str, index: int) -> str:
+        """Where worker ``index``'s log of ``run`` is on this process's disk: the path the master
+        names (a worker sees its own volume where the master has its)."""
+        return os.path.join(run, raw_log_name(index))
+
+    def resume_worker(self, report_dir: str, path: str, index: int) -> Resumed:
+        """This process found worker ``index``'s raw log of the run ``report_dir`` at ``path``
+        (a restarted container whose volume survived): ask the master what it holds of it and
+        ship the rest from there (``_on_resumed``); nothing is sent until it answers."""
+        entry = Resumed(report_dir, index, path)
+        self.resumed[index] = entry
+        try:
+            size = os.path.getsize(path)
+        except OSError as exc:
+            entry.ship, entry.refused = False, f"the log is gone: {exc}"
+            return entry
+        self.runner.send_message(RESUME, {"v": 1, "run": report_dir, "worker": index,
+                                          "node": socket.gethostname(), "bytes": size})  # fmt: skip
+        return entry
+
+    def _on_resumed(self, environment: Any, msg: Any, **_: Any) -> None:
+        d = msg.data
+        entry = self.resumed.get(int(d.get("worker", -1)))
+        if entry is None or d.get("run") != entry.run or entry.ship is not None:
+            return
+        held, digest = d.get("held"), d.get("digest")
+        if held is None:
+            entry.ship, entry.refused = False, str(d.get("why") or "refused by the master")
+        elif not prefix_matches(entry.path, int(held), str(digest)):
+            entry.ship = False
+            entry.refused = f"the log here does not begin with the {held} bytes the master holds"
+        else:
+            entry.reader, entry.ship = ShipReader(entry.path, start=int(held)), True
+        if entry.refused:
+            logger.warning("loadkit: not resuming %s: %s", entry.path, entry.refused)
+
+    def _streams(self) -> list[tuple[str | None, int | None, ShipReader]]:
+        """What this process ships: its own log, and the logs it resumed."""
+        out: list[tuple[str | None, int | None, ShipReader]] = []
+        if self.ship and self.reader is not None:
+            out.append((self.run, self.index, self.reader))
+        out += [(r.run, r.index, r.reader) for r in self.resumed.values() if r.ship and r.reader is not None]
+        return out
 
     def _on_mode(self, environment: Any, msg: Any, **_: Any) -> None:
         if msg.data.get("run") != self.run:
@@ -90,29 +212,99 @@ class RawLogShipping:
                 os.remove(self.token_path)
 
     def _on_ack(self, environment: Any, msg: Any, **_: Any) -> None:
-        if self.reader is not None and msg.data.get("run") == self.run:
-            self.reader.ack(int(msg.data["held"]), bool(msg.data.get("gap")))
+        d = msg.data
+        index = d.get("worker")
+        reader = None
+        if (index is None or index == self.index) and d.get("run") == self.run:
+            reader = self.reader
+        elif index is not None and index in self.resumed and self.resumed[index].run == d.get("run"):
+            reader = self.resumed[index].reader
+        if reader is not None:
+            reader.ack(int(d["held"]), bool(d.get("gap")))
 
-    def tick(self) -> None:
-        """At the flush cadence: send chunks while the window allows."""
-        while self.ship and self.reader is not None and not self.reader.window_full():
-            if not self._send_next():
-                break
-            gevent.sleep(0)
+    def tick(self, resend_after: float = RESEND_AFTER_S) -> None:
+        """At the flush cadence, for each log shipped: send again from the acknowledged offset
+        when nothing was acknowledged for ``resend_after`` s, then send chunks while the window
+        allows."""
+        for run, index, reader in self._streams():
+            reader.resend_due(resend_after)
+            while not reader.window_full():
+                if not self._send_next(run, index, reader):
+                    break
+                gevent.sleep(0)
 
-    def ship_rest(self) -> None:
-        """At the worker's stop, before its final snapshot: every whole line not yet sent (no
-        acknowledgement can arrive while Locust's message loop runs this stop)."""
-        while self.ship and self.reader is not None and self._send_next():
-            pass
+    def ship_rest(self, timeout: float | None = None) -> bool:
+        """At the worker's stop, before its final snapshot: every whole line, in the same
+        window, each acknowledged, for at most ``timeout`` s (default: STOP_SHARE of
+        --final-report-wait, so the final snapshot still reaches the master within its wait).
+        True when the master acknowledged every line; on a timeout the master's copy is a
+        prefix, which its report says."""
+        if not self._streams():
+            return not self.ship
+        if timeout is None:
+            timeout = STOP_SHARE * float(
+                getattr(getattr(self.stats, "options", None), "final_report_wait", 5.0)
+            )
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                done = True
+                for run, index, reader in self._streams():
+                    reader.resend_due(STOP_RESEND_S)
+                    more = True
+                    while not reader.window_full():
+                        if not self._send_next(run, index, reader):
+                            more = False
+                            break
+                    done = done and not more and reader.all_acked()
+                if done:
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._pump(min(left, 0.1))
+        finally:
+            self._hand_back()
 
-    def _send_next(self) -> bool:
-        assert self.reader is not None
-        chunk = self.reader.next_chunk()
+    def _pump(self, seconds: float) -> None:
+        """Wait up to ``seconds`` for one message on the worker's link to the master (Locust's
+        message loop is running this stop): this module's answers are handled here, any other
+        is kept for Locust (``_hand_back``). Without a link (one process): a sleep."""
+        client = getattr(self.runner, "client", None)
+        if client is None or not hasattr(client, "recv"):
+            gevent.sleep(seconds)
+            return
+        msg = None
+        with gevent.Timeout(seconds, False):  # only while waiting: a message is taken whole
+            msg = client.recv()
+        if msg is None:
+            return
+        own = {ACK: self._on_ack, CLOCK_REPLY: self._on_clock_reply, MODE: self._on_mode,
+               RESUMED: self._on_resumed}  # fmt: skip
+        handler = own.get(msg.type)
+        if handler is not None:
+            handler(environment=getattr(self.runner, "environment", None), msg=msg)
+        else:
+            self._deferred.append(msg)
+
+    def _hand_back(self) -> None:
+        """Locust's messages read while shipping, handled by Locust in their order after the stop."""
+        deferred, self._deferred = self._deferred, []
+        handle = getattr(self.runner, "handle_message", None)
+        if deferred and handle is not None:
+
+            def replay() -> None:
+                for msg in deferred:
+                    handle(msg)
+
+            gevent.spawn(replay)
+
+    def _send_next(self, run: str | None, index: int | None, reader: ShipReader) -> bool:
+        chunk = reader.next_chunk()
         if chunk is None:
             return False
         offset, data = chunk
-        self.runner.send_message(CHUNK, {"v": 1, "run": self.run, "worker": self.index,
+        self.runner.send_message(CHUNK, {"v": 1, "run": run, "worker": index,
                                          "offset": offset, "data": data})  # fmt: skip
         return True
 
@@ -177,8 +369,41 @@ class RawLogShipping:
         if shared:
             self.shared[index] = {"mode": "shared directory (written by the worker itself)"}
         else:
-            self.logs.setdefault(index, ShippedLog(os.path.join(run, raw_log_name(index))))
+            log = self.logs.setdefault(index, ShippedLog(os.path.join(run, raw_log_name(index))))
+            log.node = msg.data.get("node")
+            log.open()
         self.runner.send_message(MODE, {"run": run, "ship": not shared}, client_id=msg.node_id)
+
+    def _on_lost_logs_asked(self, environment: Any, msg: Any, **_: Any) -> None:
+        """A worker process asks which lost workers of this run said hello from its host."""
+        run, node = self.stats.report_dir, msg.data.get("node")
+        if run is None or node is None:
+            return
+        lost = {w.index for w in self.stats.collector.remote.lost()}
+        mine = [i for i, shipped in sorted(self.logs.items())
+                if i in lost and shipped.node == node and shipped.resumed_at is None]  # fmt: skip
+        if mine:
+            self.runner.send_message(LOST_LOGS_REPLY, {"run": run, "workers": mine}, client_id=msg.node_id)
+
+    def _on_resume(self, environment: Any, msg: Any, **_: Any) -> None:
+        """A process found worker N's log on its disk: what is held of it, if it is that
+        worker's host and log (ShippedLog.resume)."""
+        d = msg.data
+        run, index = d.get("run"), int(d["worker"])
+        if run is None or run != self.stats.report_dir:
+            return
+        log = self.logs.get(index)
+        answer: dict[str, Any] = {"run": run, "worker": index, "held": None}
+        if log is None:
+            answer["why"] = f"the master ships no raw log of worker {index} in this run"
+        else:
+            held = log.resume(d.get("node"), int(d.get("bytes") or 0))
+            if held is None:
+                answer["why"] = (f"worker {index}'s log came from host {log.node!r}, holds {log.held_bytes} bytes: "
+                                 "not this host's, or not this log")  # fmt: skip
+            else:
+                answer["held"], answer["digest"] = held
+        self.runner.send_message(RESUMED, answer, client_id=msg.node_id)
 
     def _on_chunk(self, environment: Any, msg: Any, **_: Any) -> None:
         d = msg.data
@@ -188,8 +413,8 @@ class RawLogShipping:
         if log is None:
             return
         result = log.receive(int(d["offset"]), bytes(d["data"]))
-        self.runner.send_message(ACK, {"run": d["run"], "held": log.held_bytes, "gap": result == "gap"},
-                                 client_id=msg.node_id)  # fmt: skip
+        self.runner.send_message(ACK, {"run": d["run"], "worker": int(d["worker"]), "held": log.held_bytes,
+                                       "gap": result == "gap"}, client_id=msg.node_id)  # fmt: skip
 
     def note_payload(self, payload: Any) -> None:
         """A worker's snapshot: its own raw-log count and clock estimate, by its index."""
@@ -207,9 +432,11 @@ class RawLogShipping:
                 self.shared[index].update(worker_bytes=own.get("bytes"), worker_lines=own.get("lines"))
 
     def pending(self) -> bool:
-        """A worker not lost whose copy does not yet hold what its snapshot counted."""
+        """A worker not lost whose copy does not yet hold what its snapshot counted, or a
+        resumed log not yet whole."""
         lost = {w.index for w in self.stats.collector.remote.lost()}
-        return any(i not in lost and not log.complete() for i, log in self.logs.items())
+        return any((i not in lost or log.resumed_at is not None) and not log.complete()
+                   for i, log in self.logs.items())  # fmt: skip
 
     def note_in_report(self, final: bool) -> None:
         """The manifest says what each worker's raw log and clock came to; the final write
@@ -228,9 +455,15 @@ class RawLogShipping:
         for index, log in sorted(self.logs.items()):
             held = f"{log.held_lines} lines ({log.held_bytes} bytes)"
             counted = f"{log.worker_lines} lines ({log.worker_bytes} bytes)"
-            if log.worker_lost:
-                collector.warn(f"worker {index} was lost: the master holds the first {held} of its raw log; "
+            name = os.path.basename(log.path)
+            if log.worker_lost and log.resumed_at is not None and log.complete():
+                collector.warn(f"worker {index} was lost; a process restarted on {log.node} shipped the rest "
+                               f"of its raw log from byte {log.resumed_at}: {name} is whole, {held}; "
                                f"its last snapshot, which report.json counts, had {counted}")  # fmt: skip
+            elif log.worker_lost:
+                collector.warn(f"worker {index} was lost: the master holds the first {held} of its raw log; "
+                               f"its last snapshot, which report.json counts, had {counted}; "
+                               f"{name} in the report directory is that prefix")  # fmt: skip
             elif not log.complete():
                 collector.warn(f"worker {index}'s raw log reached the master incomplete: {held} of the "
                                f"{counted} its final snapshot counted; the master's copy is that prefix")  # fmt: skip

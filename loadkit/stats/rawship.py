@@ -8,9 +8,13 @@ what it holds, so a resent chunk costs nothing and a worker that dies leaves a c
 
 Memory: a worker holds one chunk (``CHUNK_BYTES``, or one line if a line is longer) and sends no
 further than ``WINDOW_BYTES`` past what the master acknowledged, so at most that much waits in
-the link's queues; at the end of its run it sends the rest unwindowed (what came after the last
-second's tick, plus the window). The master writes each chunk to its file as it arrives and
-holds nothing.
+the link's queues, during the run and at its end alike (the end waits for acknowledgements).
+When nothing is acknowledged for a while (every chunk in the window lost), the worker sends
+again from what the master last acknowledged (``ShipReader.resend_due``).
+
+Resuming: the master keeps a running SHA-256 of the bytes it holds of each log; a process that
+finds that log on its disk again asks for it (``held``, ``digest``), checks its file begins with
+exactly those bytes (``prefix_matches``) and ships from there (``ShipReader(path, start)``).
 
 Shared directory (the worker on the master's host and path): the worker leaves a token file in
 its directory; the master finds it in its own, and the worker ships nothing (``token_name``).
@@ -23,13 +27,17 @@ clock minus the worker's, within half that round trip.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 CHUNK_BYTES = 256 * 1024
 WINDOW_BYTES = 1024 * 1024
+# Nothing acknowledged for this long with bytes in flight: send again from the acknowledged offset.
+RESEND_AFTER_S = 5.0
 
 
 def token_name(worker_index: int) -> str:
@@ -40,11 +48,12 @@ def token_name(worker_index: int) -> str:
 class ShipReader:
     """The worker's side: the next chunk of whole lines of its raw log after ``sent``."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, start: int = 0) -> None:
         self.path = str(path)
-        self.sent = 0  # bytes handed to the link (offset of the next chunk)
-        self.acked = 0  # bytes the master said it holds
+        self.sent = start  # bytes handed to the link (offset of the next chunk)
+        self.acked = start  # bytes the master said it holds
         self.resends = 0
+        self.waiting_since = time.monotonic()  # the last acknowledgement, or the first send after one
 
     def next_chunk(self, limit: int = CHUNK_BYTES) -> tuple[int, bytes] | None:
         """(offset, bytes) of whole lines from ``sent``; None when no whole line is there yet."""
@@ -65,19 +74,55 @@ class ShipReader:
         if end < 0:
             return None
         offset = self.sent
+        if offset == self.acked:  # nothing was in flight: the wait for an answer starts now
+            self.waiting_since = time.monotonic()
         self.sent += end + 1
         return offset, data[: end + 1]
 
     def window_full(self) -> bool:
         return self.sent - self.acked >= WINDOW_BYTES
 
+    def all_acked(self) -> bool:
+        return self.acked >= self.sent
+
     def ack(self, held: int, gap: bool) -> None:
         """The master holds ``held`` bytes; ``gap``: it refused a chunk that did not continue
         them (one was lost on the way), so send again from there."""
-        self.acked = max(self.acked, held)
+        if held > self.acked:
+            self.acked = held
+            self.waiting_since = time.monotonic()
+        self.sent = max(self.sent, self.acked)  # a late answer to a chunk sent before a resend
         if gap and held < self.sent:
             self.sent = held
             self.resends += 1
+
+    def resend_due(self, after: float = RESEND_AFTER_S, now: float | None = None) -> bool:
+        """Bytes in flight and no acknowledgement for ``after`` seconds (the chunks or their
+        answers were lost): send again from what the master acknowledged. True when it does."""
+        now = time.monotonic() if now is None else now
+        if self.sent <= self.acked or now - self.waiting_since < after:
+            return False
+        self.sent, self.waiting_since = self.acked, now
+        self.resends += 1
+        return True
+
+
+def prefix_matches(path: str | Path, size: int, digest: str) -> bool:
+    """The file at ``path`` begins with ``size`` bytes whose SHA-256 is ``digest`` (read in
+    chunks: memory stays at one chunk)."""
+    h = hashlib.sha256()
+    left = size
+    try:
+        with open(path, "rb") as f:
+            while left > 0:
+                data = f.read(min(left, CHUNK_BYTES))
+                if not data:
+                    return False
+                h.update(data)
+                left -= len(data)
+    except OSError:
+        return False
+    return h.hexdigest() == digest
 
 
 @dataclass
@@ -93,7 +138,18 @@ class ShippedLog:
     worker_bytes: int | None = None  # the worker's own count, from its newest snapshot
     worker_lines: int | None = None
     worker_lost: bool = False  # the master lost the worker: the copy is the prefix that arrived
+    node: str | None = None  # the host name the worker said hello from
+    resumed_at: int | None = None  # a restarted process resumed shipping at this offset
+    resumed_bytes: int | None = None  # ... and found the log this long on its disk
     _file: IO[bytes] | None = field(default=None, repr=False)
+    _sha: Any = field(default_factory=hashlib.sha256, repr=False)
+
+    def open(self) -> None:
+        """The copy's file, created empty at the worker's hello (a worker that sends no request
+        has an empty log on the master too, as on one host)."""
+        if self._file is None:
+            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+            self._file = open(self.path, "wb" if self.held_bytes == 0 else "ab")  # noqa: SIM115
 
     def receive(self, offset: int, data: bytes) -> str:
         """Append what continues the held bytes: "appended", "duplicate" or "gap"."""
@@ -104,11 +160,11 @@ class ShippedLog:
         if not tail:
             self.duplicates += 1
             return "duplicate"
-        if self._file is None:
-            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-            self._file = open(self.path, "wb" if self.held_bytes == 0 else "ab")  # noqa: SIM115
+        self.open()
+        assert self._file is not None
         self._file.write(tail)
         self._file.flush()  # what arrived is on the master's disk, whatever happens next
+        self._sha.update(tail)
         self.held_bytes += len(tail)
         self.held_lines += tail.count(b"\n")
         self.chunks += 1
@@ -116,9 +172,27 @@ class ShippedLog:
             self.duplicates += 1
         return "appended"
 
+    def digest(self) -> str:
+        """SHA-256 of the bytes held (what a resuming process checks its file against)."""
+        return self._sha.copy().hexdigest()
+
+    def resume(self, node: str | None, log_bytes: int) -> tuple[int, str] | None:
+        """A process on ``node`` found this log ``log_bytes`` long on its disk and asks what is
+        held: (offset, digest) to continue from, or None when it is not the worker's host (or
+        its log is shorter than what is held: not the same log)."""
+        if self.node is not None and node != self.node:
+            return None
+        if log_bytes < self.held_bytes:
+            return None
+        self.resumed_at, self.resumed_bytes = self.held_bytes, log_bytes
+        return self.held_bytes, self.digest()
+
     def complete(self) -> bool:
         """The copy holds exactly what the worker's newest snapshot counted (a lost worker's
-        copy may hold more: lines it shipped after its last snapshot)."""
+        copy may hold more: lines it shipped after its last snapshot), or, resumed, the whole
+        log the resuming process found."""
+        if self.resumed_bytes is not None:
+            return self.held_bytes == self.resumed_bytes
         return self.worker_bytes is not None and self.held_bytes == self.worker_bytes
 
     def close(self) -> None:
@@ -130,7 +204,8 @@ class ShippedLog:
         return {"mode": "shipped", "bytes_received": self.held_bytes, "lines_received": self.held_lines,
                 "worker_bytes": self.worker_bytes, "worker_lines": self.worker_lines,
                 "complete": self.complete(), "worker_lost": self.worker_lost, "chunks": self.chunks, "duplicates_skipped": self.duplicates,
-                "gaps_asked_again": self.gaps, "path": os.path.basename(self.path)}  # fmt: skip
+                "gaps_asked_again": self.gaps, "path": os.path.basename(self.path), "node": self.node,
+                "resumed_at": self.resumed_at, "resumed_bytes": self.resumed_bytes}  # fmt: skip
 
 
 @dataclass

@@ -3,7 +3,11 @@ of their own: tests/integration/netns.py), run with deploy/kubernetes/'s pod com
 (tests/helpers/kube.py). No report directory is shared: each worker writes its raw log on its
 own host, where the master has its directory, and ships it to the master (docs/distributed.md,
 "Workers on other hosts"). The master's directory then holds what a one-host run of the same
-seeds holds, `loadkit verify` agrees with it, and a worker killed mid-run leaves its prefix."""
+seeds holds (raw logs, and report.json's counts: outcomes, tokens, requests per engine, label and
+class, conservation), `loadkit verify` agrees with it, and a worker killed mid-run leaves its
+prefix while every request the report counts is counted once.
+
+Skipped without root or iproute2 unless LOADKIT_REQUIRE_NETNS=1 (scripts/test.sh), then failed."""
 
 from __future__ import annotations
 
@@ -123,9 +127,11 @@ def one_host_run(tmp_path: Path) -> Path:
 
 
 @contextmanager
-def cluster(tmp_path: Path, kill_worker_after_s: float | None = None):
+def cluster(tmp_path: Path, kill_worker_after_s: float | None = None, restart_killed: bool = False,
+            run_time: str = JOB_ENV["RUN_TIME"]):  # fmt: skip
     """Master, simulator and workers each on a host of their own; yields (master's report
-    directory, the workers' own report volumes, the master's process)."""
+    directory, the workers' own report volumes, the master's process). ``restart_killed``: the
+    killed worker's container starts again on its host, its volume kept (a pod's restart)."""
     with (
         hosts("master", "sim", *(f"worker-{i}" for i in range(N_WORKERS))) as net,
         started(tmp_path) as start,
@@ -138,7 +144,7 @@ def cluster(tmp_path: Path, kill_worker_after_s: float | None = None):
         configure(pods)
         master_volume = pods.mounts["pvc-loadkit-reports"]
         own: list[Path] = []
-        workers = []
+        workers, commands = [], []
         for i in range(N_WORKERS):
             argv, env = pods.command(
                 f"worker-{i}", WORKERS, MASTER_HOST=net.addresses["master"], MASTER_PORT=str(PORT)
@@ -147,19 +153,22 @@ def cluster(tmp_path: Path, kill_worker_after_s: float | None = None):
             own.append(mine)
             # The worker sees its own volume where the master has its: the path the master
             # names is there, on another filesystem.
-            workers.append(
-                start(
-                    f"worker-{i}",
-                    [*net.prefix(f"worker-{i}", ((str(mine), str(master_volume)),)), *argv],
-                    env,
-                )
-            )
-        argv, env = pods.command("master", JOB, MASTER_PORT=str(PORT), **JOB_ENV)
+            commands.append(([*net.prefix(f"worker-{i}", ((str(mine), str(master_volume)),)), *argv], env))
+            workers.append(start(f"worker-{i}", *commands[-1]))
+        argv, env = pods.command("master", JOB, MASTER_PORT=str(PORT), **{**JOB_ENV, "RUN_TIME": run_time})
         master = start("master", [*net.prefix("master"), *argv], env)
         if kill_worker_after_s is not None:
             wait_for_text(tmp_path, "master", ("All users spawned", "Spawning is complete"), 60)
             time.sleep(kill_worker_after_s)
+            if restart_killed:  # cut off the master first: what it writes meanwhile does not arrive
+                net.block("worker-0", "master", blocked=True)
+                time.sleep(2.5)
             os.killpg(workers[0].pid, signal.SIGKILL)  # `loadkit run` and its Locust worker
+            if restart_killed:
+                workers[0].wait(10)
+                net.reset("worker-0", "master")  # its unsent chunks die with it
+                net.block("worker-0", "master", blocked=False)
+                start("worker-0-again", *commands[0])
         finish(master, tmp_path, "master", 180)
         assert sim.poll() is None, log_of(tmp_path, "sim")[-2000:]
         yield master_volume / "run", own, master
@@ -167,6 +176,35 @@ def cluster(tmp_path: Path, kill_worker_after_s: float | None = None):
 
 def lengths(rows: list[dict]) -> list[int]:
     return sorted(r["n_in_target"] for r in rows)
+
+
+# report.json's counts that the seeds fix, whatever the hosts and timing: outcomes, tokens, and
+# requests per engine, label and user class (not times, rates, windows or the drop count).
+COUNTS = ("requests", "ok", "failures", "cancelled", "outcomes", "output_tokens", "output_tokens_all_outcomes",
+          "input_tokens", "cached_tokens", "stream_ends", "n_out_sources")  # fmt: skip
+LENGTHS = ("input_target", "input_server", "output_asked", "output_server")
+
+
+def deterministic(report: dict) -> dict:
+    """The parts of report.json two runs of the same seeds must agree on exactly."""
+
+    def counts(section: dict) -> dict:
+        return {k: section[k] for k in COUNTS if k in section}
+
+    cons = report["conservation"]
+    return {
+        "conservation": {
+            k: cons[k] for k in ("sent", "outcomes_total", "in_flight", "lost_in_flight", "holds")
+        },
+        "engines": {
+            name: {**counts(e), "labels": {label: counts(g) for label, g in e["labels"].items()}}
+            for name, e in report["engines"].items()
+        },
+        "user_classes": {name: counts(c) for name, c in report["user_classes"].items()},
+        "lengths": {
+            target: {k: t.get(k) for k in LENGTHS} for target, t in report["lengths"]["by_target"].items()
+        },
+    }
 
 
 def test_three_worker_hosts_ship_what_one_host_writes(tmp_path):
@@ -181,6 +219,9 @@ def test_three_worker_hosts_ship_what_one_host_writes(tmp_path):
         for cons in (ours, theirs):
             assert cons["holds"] and cons["sent"] == cons["outcomes_total"] == 90, cons
             assert cons["scheduled"] == cons["sent"] + cons["dropped"] and cons["in_flight"] == 0, cons
+        mine, one = deterministic(report), deterministic(expected)
+        assert mine == one, json.dumps({"three hosts": mine, "one host": one}, indent=1)[-4000:]
+        assert mine["engines"]["vllm"]["outcomes"] == {"ok": 90}, mine  # the counts are not vacuous
         rows, rows_one = raw_records(report_dir), raw_records(single)
         assert len(rows) == len(rows_one) == 90
         assert lengths(rows) == lengths(rows_one)  # the same seeded requests
@@ -231,6 +272,35 @@ def test_a_worker_killed_mid_run_leaves_its_shipped_prefix(tmp_path):
         assert any(w.startswith(warning) for w in report["warnings"]), report["warnings"]
         counted = next(n for n in report["workers"]["nodes"] if n["index"] == int(index))
         assert counted["status"] == "lost", counted
+        assert any(r.startswith(f"worker {index} lost") for r in report["invalid_reasons"]), report[
+            "invalid_reasons"
+        ]
+        # Conservation: every scheduled request is sent, dropped or in flight at the end, and
+        # the only ones in flight are those the dead worker had at its last snapshot (lost).
+        cons = report["conservation"]
+        assert cons["holds"], cons
+        assert cons["scheduled"] == cons["sent"] + cons["dropped"] + cons["in_flight"], cons
+        assert cons["in_flight"] == cons["lost_in_flight"] >= 0, cons
+        engines = report["engines"]
+        assert cons["sent"] == cons["outcomes_total"] == sum(e["requests"] for e in engines.values()), cons
+        # ... and each sent request counted once: the live workers' logs and the first lines of
+        # the dead one's, as many as its last snapshot counted, are report.json's requests.
+        rows = [json.loads(line) for line in shipped.splitlines()[: entry["worker_lines"]]]
+        for mine in own[1:]:
+            (written,) = (mine / "run").glob("requests.worker*.jsonl")
+            rows += [json.loads(line) for line in (report_dir / written.name).read_text().splitlines()]
+        assert len(rows) == cons["sent"], (len(rows), cons)
+        every = raw_records(report_dir)  # the dead worker's later lines too: still no id twice
+        assert len({r["request_id"] for r in every}) == len(every) >= len(rows)
+        for name, section in engines.items():
+            outcomes = Counter(r["outcome"] for r in rows if r["engine"] == name)
+            assert outcomes == {k: v for k, v in section["outcomes"].items() if v}, (name, outcomes)
+            assert (
+                sum(r["n_out"] or 0 for r in rows if r["engine"] == name)
+                == section["output_tokens_all_outcomes"]
+            )
+        # The lines it shipped after that snapshot are the requests report.json does not count.
+        assert entry["lines_received"] - entry["worker_lines"] == len(every) - len(rows)
         # The others shipped everything.
         for mine in own[1:]:
             (written,) = (mine / "run").glob("requests.worker*.jsonl")
@@ -238,3 +308,32 @@ def test_a_worker_killed_mid_run_leaves_its_shipped_prefix(tmp_path):
             assert report["manifest"]["raw_log_shipping"][written.name[len("requests.") : -len(".jsonl")]][
                 "complete"
             ]
+
+
+def test_a_killed_worker_restarted_on_its_host_ships_the_rest_of_its_log(tmp_path):
+    """A worker cut off from the others, then killed, its pod's container restarted with its
+    volume kept: the new process asks the master which lost workers said hello from its host,
+    finds that log on its disk and ships the rest from the offset the master holds (the lines
+    written while cut off), so the master's copy is the dead worker's whole file."""
+    # The master marks the worker lost when its heartbeats stop (seconds), and only then offers
+    # its log: the run lasts long enough for that.
+    with cluster(tmp_path, kill_worker_after_s=2.5, restart_killed=True, run_time="25s") as (
+        report_dir,
+        own,
+        master,
+    ):
+        report = json.loads((report_dir / "report.json").read_text())
+        assert report["workers"]["lost"] == 1, report["workers"]
+        (index,) = [n["index"] for n in report["workers"]["nodes"] if n["status"] == "lost"]
+        killed = own[0] / "run" / f"requests.worker{index}.jsonl"
+        assert (report_dir / killed.name).read_bytes() == killed.read_bytes(), "no line twice, none missing"
+        entry = report["manifest"]["raw_log_shipping"][f"worker{index}"]
+        assert entry["worker_lost"] and entry["complete"] and entry["resumed_at"] is not None, entry
+        assert entry["duplicates_skipped"] == 0 and entry["resumed_bytes"] == len(killed.read_bytes()), entry
+        assert entry["resumed_at"] < entry["resumed_bytes"], entry  # the restart shipped lines
+        assert any(w.startswith(f"worker {index} was lost; a process restarted on worker-0 shipped the rest")
+                   for w in report["warnings"]), report["warnings"]  # fmt: skip
+        assert "resuming the shipping of" in log_of(tmp_path, "worker-0-again")
+        for mine in own:  # the others, and the restarted process's own log, as ever
+            for written in (mine / "run").glob("requests.worker*.jsonl"):
+                assert written.read_bytes() == (report_dir / written.name).read_bytes(), written.name

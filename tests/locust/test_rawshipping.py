@@ -4,11 +4,15 @@
 from __future__ import annotations
 
 import os
+import time
 from types import SimpleNamespace
 from typing import Any
 
+import gevent
+
+from loadkit.locust import rawshipping
 from loadkit.locust.rawshipping import RawLogShipping
-from loadkit.stats import wallclock
+from loadkit.stats import rawship, wallclock
 from loadkit.stats.rawlog import raw_log_name
 
 
@@ -84,3 +88,195 @@ def test_the_measured_offset_is_applied_at_the_start_only_beyond_its_uncertainty
         assert wallclock.correction_ns() == 0
     finally:
         wallclock.set_correction(0)
+
+
+class Link:
+    """Locust's worker link as the stop sees it: the master's answers queue up and reach the
+    worker only through ``client.recv`` (its message loop is the greenlet running the stop)."""
+
+    def __init__(self) -> None:
+        self.queue: list[Any] = []
+        self.handled: list[str] = []
+
+    def recv(self) -> Any:
+        while not self.queue:
+            gevent.sleep(0.01)
+        return self.queue.pop(0)
+
+
+def queued_pair(run: str) -> tuple[RawLogShipping, RawLogShipping, Runner, Link]:
+    worker, master, stats = pair(run)
+    wr, link = stats.runner, Link()
+    wr.client = link
+    wr.handle_message = lambda msg: link.handled.append(msg.type)
+    mr = wr.peer
+
+    def to_worker(name: str, data: Any = None, client_id: str | None = None) -> None:
+        if name in ("loadkit_rawlog_ack",):
+            link.queue.append(SimpleNamespace(type=name, data=data, node_id="master"))
+        else:
+            wr.handlers[name](environment=None, msg=SimpleNamespace(type=name, data=data, node_id="master"))
+
+    mr.send_message = to_worker
+    return worker, master, wr, link
+
+
+def another_host_log(tmp_path: Any, run: str, stats_runner: Runner, lines: int) -> Any:
+    log = tmp_path / "worker-disk" / raw_log_name(1)
+    log.parent.mkdir()
+    log.write_bytes(b"".join(b'{"i": %d, "pad": "%s"}\n' % (i, b"x" * 60) for i in range(lines)))
+    send = stats_runner.send_message
+
+    def from_another_host(name: str, data: Any = None, client_id: str | None = None) -> None:
+        if name == "loadkit_rawlog_hello":
+            os.replace(os.path.join(run, ".loadkit-share-worker1"), log.parent / "token")
+        send(name, data, client_id)
+
+    stats_runner.send_message = from_another_host
+    return log
+
+
+def test_the_stop_ships_the_rest_in_the_window_waiting_for_acknowledgements(tmp_path):
+    run = str(tmp_path / "run")
+    os.makedirs(run)
+    worker, master, wr, link = queued_pair(run)
+    log = another_host_log(tmp_path, run, wr, 60000)  # ~5 MB: several windows
+    in_flight: list[int] = []
+    send = wr.send_message
+
+    def counting(name: str, data: Any = None, client_id: str | None = None) -> None:
+        if name == "loadkit_rawlog":
+            assert worker.reader is not None  # sent and not yet acknowledged, this chunk included
+            in_flight.append(data["offset"] + len(data["data"]) - worker.reader.acked)
+        send(name, data, client_id)
+
+    wr.send_message = counting
+    worker.start_worker(run, str(log), 1)
+    link.queue.append(SimpleNamespace(type="heartbeat", data={}, node_id="master"))  # Locust's own
+    done = worker.ship_rest()  # within half of --final-report-wait (5 s)
+    master.close()
+    assert (tmp_path / "run" / raw_log_name(1)).read_bytes() == log.read_bytes()
+    assert max(in_flight) <= rawship.WINDOW_BYTES + rawship.CHUNK_BYTES, max(in_flight)
+    assert done is True
+    assert worker.reader is not None and worker.reader.all_acked()
+    gevent.sleep(0.05)
+    assert link.handled == ["heartbeat"]  # handed back to Locust after the stop
+
+
+def test_the_stop_gives_up_after_its_timeout_when_nothing_is_acknowledged(tmp_path):
+    run = str(tmp_path / "run")
+    os.makedirs(run)
+    worker, master, wr, link = queued_pair(run)
+    log = another_host_log(tmp_path, run, wr, 100)
+    worker.start_worker(run, str(log), 1)
+    send = wr.send_message
+    wr.send_message = lambda name, data=None, client_id=None: (
+        None if name == "loadkit_rawlog" else send(name, data)
+    )
+    started = time.monotonic()
+    assert worker.ship_rest(timeout=0.5) is False
+    assert 0.5 <= time.monotonic() - started < 3
+
+
+def test_a_window_lost_whole_is_sent_again_after_the_timeout(tmp_path):
+    run = str(tmp_path / "run")
+    os.makedirs(run)
+    worker, master, stats = pair(run)
+    log = another_host_log(tmp_path, run, stats.runner, 30000)
+    worker.start_worker(run, str(log), 1)
+    send = stats.runner.send_message
+    lose = [True]
+
+    def lossy(name: str, data: Any = None, client_id: str | None = None) -> None:
+        if not (name == "loadkit_rawlog" and lose[0]):
+            send(name, data, client_id)
+
+    stats.runner.send_message = lossy
+    worker.tick()
+    lose[0] = False
+    worker.tick()  # the window is full and nothing came back: nothing to send yet
+    assert 1 not in master.logs or master.logs[1].held_bytes == 0
+    worker.tick(resend_after=0.0)  # the timeout: from what the master holds
+    while worker.reader is not None and worker.reader.sent < log.stat().st_size:
+        worker.tick()
+    master.close()
+    assert (tmp_path / "run" / raw_log_name(1)).read_bytes() == log.read_bytes()
+    assert worker.reader is not None and worker.reader.resends == 1
+
+
+def test_a_restarted_process_resumes_the_log_where_the_master_holds_it(tmp_path, monkeypatch):
+    run = str(tmp_path / "run")
+    os.makedirs(run)
+    first, master, stats = pair(run)
+    log = another_host_log(tmp_path, run, stats.runner, 30000)  # ~2.5 MB
+    first.start_worker(run, str(log), 1)
+    send, chunks = stats.runner.send_message, []
+
+    def dies_after_three(name: str, data: Any = None, client_id: str | None = None) -> None:
+        chunks.append(name)
+        if chunks.count("loadkit_rawlog") <= 3:
+            send(name, data, client_id)
+
+    stats.runner.send_message = dies_after_three
+    first.tick()  # three chunks arrive, then the process dies: the master holds a prefix
+    held = master.logs[1].held_bytes
+    assert 0 < held < log.stat().st_size
+    # The restarted process (same host, same volume) on a new link to the same master asks
+    # which lost workers said hello from its host, finds that log on its disk, resumes it.
+    master.stats.collector = SimpleNamespace(remote=SimpleNamespace(lost=lambda: [SimpleNamespace(index=1)]))
+    again, _, again_stats = pair(run)
+    again_stats.runner.peer = master.runner
+    master.runner.peer = again_stats.runner
+    again.local_path = lambda run, index: str(log.parent / raw_log_name(index))  # type: ignore[method-assign]
+    monkeypatch.setattr(rawshipping, "RESUME_ASK_FOR_S", 0.01)
+    monkeypatch.setattr(rawshipping, "RESUME_ASK_S", 0.01)
+    again.resume_loop()
+    entry = again.resumed[1]
+    assert entry.ship is True and entry.reader is not None and entry.reader.sent == held
+    assert master.pending()  # the master waits for the rest before its report
+    assert again.ship_rest(timeout=10) is True
+    assert not master.pending()
+    master.close()
+    shipped = master.logs[1]
+    assert (tmp_path / "run" / raw_log_name(1)).read_bytes() == log.read_bytes()
+    assert shipped.duplicates == 0 and shipped.held_lines == 30000 and shipped.complete()
+    assert master.manifest_fields()["raw_log_shipping"]["worker1"]["resumed_at"] == held
+    asked = []
+    again_stats.runner.handlers["loadkit_rawlog_lost_reply"] = lambda **kw: asked.append(kw)
+    again.resume_loop()
+    assert asked == []  # resumed once: not offered again
+
+
+def test_a_resume_is_refused_for_another_host_another_log_or_a_log_gone(tmp_path, monkeypatch):
+    run = str(tmp_path / "run")
+    os.makedirs(run)
+    first, master, stats = pair(run)
+    log = another_host_log(tmp_path, run, stats.runner, 100)
+    first.start_worker(run, str(log), 1)
+    first.tick()
+    monkeypatch.setattr(rawshipping.socket, "gethostname", lambda: "elsewhere")
+    other, _, other_stats = pair(run)
+    other_stats.runner.peer, master.runner.peer = master.runner, other_stats.runner
+    entry = other.resume_worker(run, str(log), 1)
+    assert entry.ship is False and "not this host's" in (entry.refused or "")
+    monkeypatch.undo()
+    changed = tmp_path / "changed.jsonl"
+    changed.write_bytes(b"X" + log.read_bytes()[1:])
+    entry = other.resume_worker(run, str(changed), 1)
+    assert entry.ship is False and "does not begin with" in (entry.refused or "")
+    entry = other.resume_worker(run, str(tmp_path / "gone.jsonl"), 1)
+    assert entry.ship is False and "gone" in (entry.refused or "")
+    entry = other.resume_worker(run, str(log), 7)
+    assert entry.ship is False and "ships no raw log of worker 7" in (entry.refused or "")
+    assert other.ship_rest(timeout=0.1) is True  # nothing to ship
+
+
+def test_a_worker_that_logs_nothing_has_an_empty_log_on_the_master_too(tmp_path):
+    run = str(tmp_path / "run")
+    os.makedirs(run)
+    worker, master, stats = pair(run)
+    log = another_host_log(tmp_path, run, stats.runner, 0)
+    worker.start_worker(run, str(log), 1)
+    assert worker.ship_rest(timeout=1) is True
+    master.close()
+    assert (tmp_path / "run" / raw_log_name(1)).read_bytes() == b""

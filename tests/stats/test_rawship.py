@@ -109,3 +109,63 @@ def test_an_offset_beyond_its_uncertainty_is_warned_of_naming_the_figures_it_mov
 
     corrected = {**clocks["worker1"], "applied_ms": -39.0}  # corrected at its start: 1 ms left
     assert rawship.clock_warnings({"worker1": corrected}) == []
+
+
+def test_a_window_lost_whole_is_sent_again_from_the_acknowledged_offset_after_a_timeout(tmp_path):
+    src = tmp_path / "r.jsonl"
+    src.write_bytes(b"".join(b"line %d\n" % i for i in range(100)))
+    reader, log = ShipReader(src), ShippedLog(str(tmp_path / "copy.jsonl"))
+    first = reader.next_chunk(limit=64)
+    assert first is not None and log.receive(*first) == "appended"
+    reader.ack(log.held_bytes, gap=False)
+    held = reader.acked
+    reader.next_chunk(limit=64)  # the wait for an answer starts with this send
+    since = reader.waiting_since
+    while reader.next_chunk(limit=64) is not None:  # all lost: no answer comes back
+        pass
+    assert reader.sent == src.stat().st_size
+    assert not reader.resend_due(after=5.0, now=since + 4.9)
+    assert reader.resend_due(after=5.0, now=since + 5.0)
+    assert (reader.sent, reader.resends) == (held, 1)
+    assert not reader.resend_due(after=5.0, now=since + 5.1)  # the wait starts again
+    ship_all(reader, log, limit=64)
+    log.close()
+    assert (tmp_path / "copy.jsonl").read_bytes() == src.read_bytes() and log.duplicates == 0
+
+
+def test_a_late_answer_after_a_resend_moves_the_send_offset_past_what_is_held(tmp_path):
+    src = tmp_path / "r.jsonl"
+    src.write_bytes(b"a\nb\nc\n")
+    reader = ShipReader(src)
+    reader.next_chunk(limit=4)  # "a\nb\n"
+    assert reader.resend_due(after=0.0)
+    assert reader.sent == 0
+    reader.ack(4, gap=False)  # the first send did arrive
+    assert (reader.sent, reader.acked) == (4, 4)
+    assert reader.next_chunk() == (4, b"c\n")
+
+
+def test_a_resume_continues_only_the_same_host_s_same_log(tmp_path):
+    src = tmp_path / "r.jsonl"
+    src.write_bytes(b"".join(b"line %d\n" % i for i in range(50)))
+    log = ShippedLog(str(tmp_path / "copy.jsonl"), node="pod-1")
+    reader = ShipReader(src)
+    chunk = reader.next_chunk(limit=100)
+    assert chunk is not None
+    log.receive(*chunk)
+    size = src.stat().st_size
+    assert log.resume("pod-2", size) is None  # another host: its file is another log
+    assert log.resume("pod-1", log.held_bytes - 1) is None  # shorter than what is held
+    answer = log.resume("pod-1", size)
+    assert answer is not None
+    held, digest = answer
+    assert held == log.held_bytes and rawship.prefix_matches(src, held, digest)
+    other = tmp_path / "other.jsonl"
+    other.write_bytes(b"LINE 0\n" + src.read_bytes()[7:])
+    assert not rawship.prefix_matches(other, held, digest)
+    assert not rawship.prefix_matches(tmp_path / "gone.jsonl", held, digest)
+    resumed = ShipReader(src, start=held)
+    ship_all(resumed, log, limit=100)
+    log.close()
+    assert (tmp_path / "copy.jsonl").read_bytes() == src.read_bytes() and log.duplicates == 0
+    assert log.complete() and log.describe()["resumed_at"] == held
