@@ -15,6 +15,7 @@ import pytest
 
 from loadkit.sim.testing import sim_process
 from tests.helpers.ports import free_port
+from tests.helpers.processes import wait_for
 from tests.integration.proxy import CuttableProxy
 from tests.integration.runs import REPO, SCENARIOS, check_conservation, locust_cmd, raw_records
 
@@ -106,13 +107,21 @@ def test_link_cut_for_seconds_loses_nothing(tmp_path):
     assert len(rows) == sum(e["requests"] for e in report["engines"].values()) > 20, err[-2000:]
 
 
+def both_logged(report_dir, least: int) -> bool:
+    logs = list(report_dir.glob("requests.worker*.jsonl")) if report_dir.is_dir() else []
+    return len(logs) >= 2 and all(sum(1 for _ in log.open()) >= least for log in logs)
+
+
 def test_worker_stopped_cleanly_keeps_its_data(tmp_path):
     report_dir, port = tmp_path / "r", free_port()
     with sim_process("--profile", "fast") as sim, processes() as start:
         master = start(*master_args(sim.url, report_dir, port, 2, 12))
         start(*worker_args(port))
         leaving = start(*worker_args(port))
-        time.sleep(6)
+        # Stopped once both workers have logged requests, not after a fixed time: on a loaded
+        # machine a worker still importing at 6 s was stopped before it joined, and the master
+        # then waited for a second worker that never came.
+        wait_for("both workers' raw logs to hold 6 requests each", lambda: both_logged(report_dir, 6), 60)
         leaving.send_signal(signal.SIGTERM)
         leaving.wait(30)
         _, err = master.communicate(timeout=90)
