@@ -10,8 +10,8 @@ import pytest
 
 from loadkit.run.detection import AUTO_NAME, Detections
 from loadkit.servers.targets import TargetSpec, parse_target
-from tests.engines.stubserver import stub_server
 from tests.engines.test_detect import SERVERS
+from tests.helpers.stubserver import stub_server
 
 
 def options(**kw):

@@ -12,7 +12,7 @@ from loadkit.engines.channels import ThinkTags
 from loadkit.engines.llamacpp import LlamaCppAdapter
 from loadkit.engines.ollama import OllamaAdapter
 from loadkit.engines.vllm import VLLMAdapter
-from tests.engines.stubserver import Answer, stub_server
+from tests.helpers.stubserver import Answer, stub_server
 from tests.helpers.wire import body_bytes
 
 SSE = {"Content-Type": "text/event-stream"}

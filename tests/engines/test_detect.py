@@ -5,7 +5,7 @@ from loadkit.errors import UserError
 from loadkit.plugins import new_plugin_manager
 from loadkit.servers.detect import detect_engine, probe_server
 from loadkit.servers.detectors import match_rules
-from tests.engines.stubserver import Answer, stub_server
+from tests.helpers.stubserver import Answer, stub_server
 
 
 def js(obj) -> Answer:

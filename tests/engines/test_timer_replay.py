@@ -14,7 +14,7 @@ from loadkit.engines.sglang import SGLangAdapter
 from loadkit.engines.tensorrt import TensorRTLLMAdapter
 from loadkit.engines.tgi import TGIAdapter
 from loadkit.engines.vllm import VLLMAdapter
-from tests.engines.stubserver import Answer, stub_server
+from tests.helpers.stubserver import Answer, stub_server
 from tests.helpers.wire import body_bytes
 
 SSE = {"Content-Type": "text/event-stream"}

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from loadkit.sim.testing import sim_process
-from tests.integration.runs import SCENARIOS, check_conservation, raw_records, run_locust
+from tests.helpers.runs import SCENARIOS, check_conservation, raw_records, run_locust
 from tests.plugins.flaky import PLUGIN, install
 
 pytestmark = pytest.mark.integration

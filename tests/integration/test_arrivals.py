@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from loadkit.sim.testing import sim_process
-from tests.integration.runs import SCENARIOS, check_conservation, load_report, raw_records, run_locust
+from tests.helpers.runs import SCENARIOS, check_conservation, load_report, raw_records, run_locust
 
 pytestmark = pytest.mark.integration
 

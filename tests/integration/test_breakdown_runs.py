@@ -10,7 +10,7 @@ import pytest
 
 from loadkit.report import write_html
 from loadkit.sim.testing import sim_process
-from tests.integration.runs import (
+from tests.helpers.runs import (
     SCENARIOS,
     check_conservation,
     load_report,

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from loadkit.sim.testing import sim_process
-from tests.integration.runs import REPO, SCENARIOS, check_conservation, locust_cmd, raw_records
+from tests.helpers.runs import REPO, SCENARIOS, check_conservation, locust_cmd, raw_records
 from tests.integration.test_strict_servers import breaker_lines, two_processes
 
 pytestmark = pytest.mark.integration

@@ -13,7 +13,7 @@ import pytest
 
 from loadkit.report.console import delivered_lines
 from loadkit.sim.testing import sim_process
-from tests.integration.runs import check_conservation, raw_records, run_locust
+from tests.helpers.runs import check_conservation, raw_records, run_locust
 from tests.integration.test_locustfiles import run_file
 
 pytestmark = pytest.mark.integration

@@ -16,8 +16,8 @@ import pytest
 from loadkit.sim.testing import sim_process
 from tests.helpers.ports import free_port
 from tests.helpers.processes import wait_for
+from tests.helpers.runs import REPO, SCENARIOS, check_conservation, locust_cmd, raw_records
 from tests.integration.proxy import CuttableProxy
-from tests.integration.runs import REPO, SCENARIOS, check_conservation, locust_cmd, raw_records
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from loadkit.sim.testing import sim_process
-from tests.integration.runs import SCENARIOS, check_conservation, raw_records, run_locust, truth_for
+from tests.helpers.runs import SCENARIOS, check_conservation, raw_records, run_locust, truth_for
 
 pytestmark = pytest.mark.integration
 

@@ -17,8 +17,8 @@ import time
 import pytest
 
 from tests.helpers import variants
+from tests.helpers.runs import SCENARIOS, check_conservation, raw_records, run_locust
 from tests.helpers.scripted_server import END_CHUNK, Script, ScriptedServerProcess
-from tests.integration.runs import SCENARIOS, check_conservation, raw_records, run_locust
 
 pytestmark = pytest.mark.integration
 

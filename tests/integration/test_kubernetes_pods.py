@@ -19,7 +19,7 @@ import pytest
 from loadkit.sim.testing import sim_process
 from tests.helpers.kube import Pods, container, resource
 from tests.helpers.ports import free_port
-from tests.integration.runs import check_conservation
+from tests.helpers.runs import check_conservation
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

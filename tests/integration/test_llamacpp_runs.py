@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from loadkit.testing import llamacpp
-from tests.integration.runs import SCENARIOS, check_conservation, raw_records, run_locust
+from tests.helpers.runs import SCENARIOS, check_conservation, raw_records, run_locust
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -8,7 +8,7 @@ import pytest
 
 from loadkit.report.llmd import schema_errors
 from loadkit.sim.testing import sim_process
-from tests.integration.runs import SCENARIOS, check_conservation, nearest_rank, raw_records, run_locust
+from tests.helpers.runs import SCENARIOS, check_conservation, nearest_rank, raw_records, run_locust
 
 pytestmark = pytest.mark.integration
 yaml = pytest.importorskip("yaml")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from loadkit.sim.testing import sim_process
-from tests.integration.runs import (
+from tests.helpers.runs import (
     SCENARIOS,
     check_conservation,
     check_percentiles_match_raw,

@@ -19,7 +19,7 @@ import pytest
 from loadkit.sim.testing import sim_process
 from loadkit.workload.arrival import arrival_offsets, stages_from_spec
 from tests.helpers.ports import free_port
-from tests.integration.runs import REPO, SCENARIOS, check_conservation, raw_records
+from tests.helpers.runs import REPO, SCENARIOS, check_conservation, raw_records
 
 pytestmark = pytest.mark.integration
 

@@ -26,8 +26,8 @@ import pytest
 from loadkit.sim.testing import sim_process
 from tests.helpers.kube import Pods, resource
 from tests.helpers.ports import free_port
+from tests.helpers.runs import check_conservation, load_report, raw_records
 from tests.integration.netns import hosts
-from tests.integration.runs import check_conservation, load_report, raw_records
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

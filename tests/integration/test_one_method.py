@@ -11,8 +11,8 @@ import re
 import pytest
 
 from loadkit.report.htmlutil import num
+from tests.helpers.runs import check_conservation, load_report
 from tests.helpers.simruns import STAGED_SESSIONS, loadkit, sim_run
-from tests.integration.runs import check_conservation, load_report
 
 pytestmark = pytest.mark.integration
 

@@ -22,7 +22,7 @@ import pytest
 from loadkit.sim.testing import sim_process
 from tests.helpers.ports import free_port
 from tests.helpers.processes import get_json, stop_process, wait_for, web_ready
-from tests.integration.runs import REPO, SCENARIOS, check_conservation, locust_cmd, run_locust
+from tests.helpers.runs import REPO, SCENARIOS, check_conservation, locust_cmd, run_locust
 from tests.integration.test_arrivals import _mooncake_window
 from tests.integration.test_distributed import master_args, processes, worker_args
 from tests.integration.test_locustfiles import run_file

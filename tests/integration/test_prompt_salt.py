@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from loadkit.sim.testing import sim_process
-from tests.integration.runs import REPO, SCENARIOS, check_conservation, load_report, raw_records, run_locust
+from tests.helpers.runs import REPO, SCENARIOS, check_conservation, load_report, raw_records, run_locust
 
 pytestmark = pytest.mark.integration
 

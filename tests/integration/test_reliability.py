@@ -12,7 +12,7 @@ import time
 import pytest
 
 from loadkit.sim.testing import sim_process
-from tests.integration.runs import (
+from tests.helpers.runs import (
     REPO,
     SCENARIOS,
     check_conservation,

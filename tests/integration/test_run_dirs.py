@@ -17,9 +17,9 @@ import pytest
 from loadkit.sim.testing import sim_process
 from tests.helpers.ports import free_port
 from tests.helpers.processes import get_json, stop_process, wait_for, web_ready
+from tests.helpers.runs import REPO, SCENARIOS, check_conservation, locust_cmd, raw_records, run_locust
 from tests.helpers.scripted_server import ScriptedServer
 from tests.helpers.strict_server import CHAT_FIELDS, StrictOpenAI
-from tests.integration.runs import REPO, SCENARIOS, check_conservation, locust_cmd, raw_records, run_locust
 
 pytestmark = pytest.mark.integration
 

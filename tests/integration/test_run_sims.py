@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers.ports import free_port
+from tests.helpers.runs import check_conservation, load_report
 from tests.helpers.simruns import loadkit
-from tests.integration.runs import check_conservation, load_report
 
 pytestmark = pytest.mark.integration
 

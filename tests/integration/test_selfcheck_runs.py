@@ -12,7 +12,7 @@ import pytest
 
 from loadkit.selfcheck.verdict import COALESCED_LIMIT_PCT
 from loadkit.sim.testing import sim_process
-from tests.integration.runs import REPO, SCENARIOS, check_conservation, locust_cmd, raw_records, truth_for
+from tests.helpers.runs import REPO, SCENARIOS, check_conservation, locust_cmd, raw_records, truth_for
 
 pytestmark = pytest.mark.integration
 # As root, the Locust process runs SCHED_FIFO: on this shared machine other jobs otherwise

@@ -14,9 +14,9 @@ import pytest
 
 from loadkit.sim.testing import sim_process
 from loadkit.workload.paths import PACKAGE_DATA
+from tests.helpers.runs import check_conservation, raw_records, run_locust, truth_for
 from tests.helpers.scripted_server import ScriptedServer
 from tests.helpers.strict_server import CHAT_FIELDS, StrictOpenAI
-from tests.integration.runs import check_conservation, raw_records, run_locust, truth_for
 
 pytestmark = pytest.mark.integration
 

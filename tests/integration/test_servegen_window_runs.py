@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from loadkit.sim.testing import sim_process
-from tests.integration.runs import run_locust
+from tests.helpers.runs import run_locust
 from tests.integration.test_oracle_matrix import checked, tampered, verify
 
 pytestmark = pytest.mark.integration

@@ -11,8 +11,8 @@ import threading
 import pytest
 
 from tests.helpers import variants
+from tests.helpers.runs import SCENARIOS, check_conservation, raw_records, run_locust
 from tests.helpers.scripted_server import ScriptedServer, ScriptedServerProcess
-from tests.integration.runs import SCENARIOS, check_conservation, raw_records, run_locust
 
 pytestmark = pytest.mark.integration
 
@@ -152,7 +152,7 @@ def test_distributed_auto_detected_target_and_exact_message_counts(tmp_path):
     import subprocess
 
     from tests.helpers.ports import free_port
-    from tests.integration.runs import REPO, locust_cmd
+    from tests.helpers.runs import REPO, locust_cmd
     from tests.integration.test_distributed import worker_args
 
     report_dir, port = tmp_path / "r", free_port()

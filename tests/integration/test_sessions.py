@@ -8,7 +8,7 @@ from collections import defaultdict
 import pytest
 
 from loadkit.sim.testing import sim_process
-from tests.integration.runs import SCENARIOS, check_conservation, raw_records, run_locust
+from tests.helpers.runs import SCENARIOS, check_conservation, raw_records, run_locust
 
 pytestmark = pytest.mark.integration
 

@@ -8,8 +8,8 @@ import pytest
 
 from loadkit.workload import load_scenario
 from loadkit.workload.shipped import shipped_scenarios
+from tests.helpers.runs import check_conservation, load_report, raw_records
 from tests.helpers.simruns import loadkit
-from tests.integration.runs import check_conservation, load_report, raw_records
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

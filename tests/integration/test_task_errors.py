@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from loadkit.sim.testing import sim_process
-from tests.integration.runs import check_conservation, raw_records
+from tests.helpers.runs import check_conservation, raw_records
 from tests.integration.test_locustfiles import HERE, run_file
 
 pytestmark = pytest.mark.integration

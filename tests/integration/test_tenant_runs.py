@@ -9,7 +9,7 @@ import pytest
 
 from loadkit.sim.testing import sim_process
 from loadkit.workload import load_scenario
-from tests.integration.runs import check_conservation, raw_records, run_locust
+from tests.helpers.runs import check_conservation, raw_records, run_locust
 
 pytestmark = pytest.mark.integration
 

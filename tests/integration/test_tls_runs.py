@@ -13,7 +13,7 @@ import pytest
 
 from loadkit.sim.testing import sim_process
 from tests.helpers.certs import TlsFiles, make_tls_files
-from tests.integration.runs import (
+from tests.helpers.runs import (
     REPO,
     SCENARIOS,
     check_conservation,

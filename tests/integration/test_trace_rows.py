@@ -7,7 +7,7 @@ import json
 import pytest
 
 from loadkit.sim.testing import sim_process
-from tests.integration.runs import check_conservation, raw_records, run_locust, truth_for
+from tests.helpers.runs import check_conservation, raw_records, run_locust, truth_for
 
 pytestmark = pytest.mark.integration
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from loadkit.sim.testing import sim_process
+from tests.helpers.runs import check_conservation, load_report, raw_records
 from tests.helpers.scripted_server import ScriptedServer
 from tests.helpers.strict_server import StrictOpenAI
-from tests.integration.runs import check_conservation, load_report, raw_records
 from tests.integration.test_locustfiles import run_file
 
 pytestmark = pytest.mark.integration

@@ -24,7 +24,7 @@ from loadkit.locust.runtime import Runtime
 from loadkit.locust.shapesteps import ShapeSteps
 from loadkit.run.errors import ConfigError
 from loadkit.workload.shipped import SHIPPED_DIR
-from tests.integration.runs import SCENARIOS
+from tests.helpers.runs import SCENARIOS
 
 CLOSED = str(SCENARIOS / "closed_small.toml")
 OPEN = str(SCENARIOS / "open_poisson.toml")

@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from loadkit.sim.testing import sim_process
-from tests.integration.runs import SCENARIOS, check_conservation, run_locust
+from tests.helpers.runs import SCENARIOS, check_conservation, run_locust
 
 DIST, VERSION, EP, MODULE = "loadkit-broken", "0.3", "broken", "loadkit_broken_plugin"
 ERROR = "ModuleNotFoundError: No module named 'loadkit_missing_dependency'"

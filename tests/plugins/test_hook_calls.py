@@ -14,7 +14,7 @@ import pytest
 
 from loadkit.sim.testing import sim_process
 from tests.helpers.ports import free_port
-from tests.integration.runs import REPO, SCENARIOS, check_conservation, locust_cmd, raw_records
+from tests.helpers.runs import REPO, SCENARIOS, check_conservation, locust_cmd, raw_records
 from tests.integration.test_distributed import master_args, processes, worker_args
 from tests.plugins.hookrec import install
 

@@ -13,7 +13,7 @@ import pytest
 
 from loadkit.run.errors import ConfigError
 from loadkit.run.runconfig import COMMAND_LINE, FORM, SCENARIO, RunConfig, StartPlan
-from tests.integration.runs import SCENARIOS
+from tests.helpers.runs import SCENARIOS
 
 
 def options(**overrides):

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from loadkit.sim.testing import sim_process
-from tests.integration.runs import REPO, SCENARIOS, check_conservation, load_report, run_locust
+from tests.helpers.runs import REPO, SCENARIOS, check_conservation, load_report, run_locust
 
 pytestmark = pytest.mark.integration
 

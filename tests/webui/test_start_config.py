@@ -9,7 +9,7 @@ import time
 import pytest
 
 from loadkit.sim.testing import sim_process
-from tests.integration.runs import SCENARIOS
+from tests.helpers.runs import SCENARIOS
 
 pytestmark = pytest.mark.in_process_locust
 

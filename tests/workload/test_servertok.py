@@ -10,7 +10,7 @@ from loadkit.core.adapter import AdapterOptions
 from loadkit.servers.info import TokenizeError, count_tokens
 from loadkit.sim.testing import sim_thread
 from loadkit.workload.servertok import ADAPTERS, FORMATS, server_builder
-from tests.engines.stubserver import Answer, stub_server
+from tests.helpers.stubserver import Answer, stub_server
 
 ANSWERS = {
     "llamacpp": b'{"tokens": [1, 2, 3]}',

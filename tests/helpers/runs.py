@@ -14,7 +14,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 LOCUSTFILE = REPO / "locustfiles" / "llm.py"
-SCENARIOS = Path(__file__).resolve().parent / "scenarios"
+SCENARIOS = REPO / "tests" / "integration" / "scenarios"
 
 
 def locust_cmd(*args: str) -> list[str]:
