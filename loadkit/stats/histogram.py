@@ -80,7 +80,9 @@ class Histogram:
         # counts), until something records into it or reads it: a master holds one decoded
         # snapshot per worker and only ever merges them into a fresh histogram, so the dense
         # array over whole octaves (often 10-80 KB for a few dozen buckets) is never built.
-        self._sparse: tuple[int, int, np.ndarray, np.ndarray] | None = None
+        # The two lists stay the wire's Python lists until then too: most snapshots a master
+        # decodes are replaced by the worker's next one before any report reads them.
+        self._sparse: tuple[int, int, list[int], list[int]] | None = None
 
     @property
     def min(self) -> int | None:
@@ -104,7 +106,7 @@ class Histogram:
             self._sparse = None
             low, high, indices, counts = sparse
             self._ensure(low, high)
-            self._counts[indices - self._offset] = counts
+            self._counts[np.asarray(indices, dtype=np.int64) - self._offset] = counts
 
     def _ensure(self, low: int, high: int) -> None:
         """Grow the dense array to cover bucket indices low..high."""
@@ -166,7 +168,7 @@ class Histogram:
             if other._sparse is not None:  # a decoded one: its buckets as sent, no dense copy
                 low, high, indices, counts = other._sparse
                 self._ensure(low, high)
-                self._counts[indices - self._offset] += counts
+                self._counts[np.asarray(indices, dtype=np.int64) - self._offset] += counts
             else:
                 self._ensure(other._offset, other._offset + len(other._counts) - 1)
                 start = other._offset - self._offset
@@ -224,12 +226,12 @@ class Histogram:
         if len(wire_indices) != len(wire_counts):
             raise ValueError(f"histogram wire has {len(wire_indices)} indices for {len(wire_counts)} counts")
         if wire_indices:
-            # Kept as sent (see __init__); min/max on the list: numpy's cost more for a few dozen.
-            indices = np.asarray(wire_indices, dtype=np.int64)
+            # Kept as sent, lists included (see __init__); min/max on the list: numpy's cost
+            # more for a few dozen.
             low, high = min(wire_indices), max(wire_indices)
             if low < 0:
                 raise ValueError(f"histogram wire has a negative bucket index {low}")
-            hist._sparse = (int(low), int(high), indices, np.asarray(wire_counts, dtype=np.int64))
+            hist._sparse = (int(low), int(high), wire_indices, wire_counts)
         hist.count, hist.total = data["n"], data["s"]
         hist._min, hist._max, hist.clamped = data["lo"], data["hi"], data.get("neg", 0)
         return hist
