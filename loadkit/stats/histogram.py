@@ -24,6 +24,10 @@ _LINEAR_LIMIT = 1 << (SUB_BITS + 1)  # below this every integer has its own buck
 MAX_RELATIVE_ERROR = 1.0 / (1 << (SUB_BITS + 1))
 
 WIRE_VERSION = 1
+# The counts of a histogram with no buckets yet: one shared, read-only array (growing one always
+# allocates a new array), so the hundreds a decoded snapshot's groups create cost no allocation.
+_NO_COUNTS = np.zeros(0, dtype=np.int64)
+_NO_COUNTS.flags.writeable = False
 
 
 def bucket_index(value: int) -> int:
@@ -68,7 +72,7 @@ class Histogram:
     __slots__ = ("_counts", "_offset", "count", "total", "_min", "_max", "clamped", "_sparse")
 
     def __init__(self) -> None:
-        self._counts = np.zeros(0, dtype=np.int64)
+        self._counts = _NO_COUNTS
         self._offset = 0  # bucket index of _counts[0]
         self.count = 0
         self.total = 0  # exact sum of recorded values (times their weights)
