@@ -84,9 +84,10 @@ class Histogram:
         # counts), until something records into it or reads it: a master holds one decoded
         # snapshot per worker and only ever merges them into a fresh histogram, so the dense
         # array over whole octaves (often 10-80 KB for a few dozen buckets) is never built.
-        # The two lists stay the wire's Python lists until then too: most snapshots a master
-        # decodes are replaced by the worker's next one before any report reads them.
-        self._sparse: tuple[int, int, list[int], list[int]] | None = None
+        # The two lists stay the wire's Python lists until then too (numpy arrays from the
+        # first merge on): most snapshots a master decodes are replaced by the worker's next
+        # one before any report reads them.
+        self._sparse: tuple[int, int, Any, Any] | None = None  # lists, then int64 arrays
 
     @property
     def min(self) -> int | None:
@@ -171,8 +172,11 @@ class Histogram:
         if other.count:
             if other._sparse is not None:  # a decoded one: its buckets as sent, no dense copy
                 low, high, indices, counts = other._sparse
+                if isinstance(indices, list):  # the first merge: in numpy, kept for the next
+                    indices, counts = np.asarray(indices, dtype=np.int64), np.asarray(counts, dtype=np.int64)
+                    other._sparse = (low, high, indices, counts)
                 self._ensure(low, high)
-                self._counts[np.asarray(indices, dtype=np.int64) - self._offset] += counts
+                self._counts[indices - self._offset] += counts
             else:
                 self._ensure(other._offset, other._offset + len(other._counts) - 1)
                 start = other._offset - self._offset
