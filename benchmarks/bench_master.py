@@ -1,7 +1,7 @@
 """What a distributed run's master pays for its workers' stats: N synthetic workers replaying
 recorded snapshots at Locust's report interval into the real master-side code.
 
-    python benchmarks/bench_master.py             # N = 10, 50, 100, 250, 500 (~2 min)
+    python benchmarks/bench_master.py             # N = 10, 50, 100, 200, 500 (~2 min)
     python benchmarks/bench_master.py --quick     # N = 10, 100, two measured rounds (< 30 s)
     python benchmarks/bench_master.py --workers 500 --rounds 5
     python benchmarks/bench_master.py --quick --delivered-cap 20000   # a long run's snapshots
@@ -17,9 +17,12 @@ greenlet sleeps 10 ms at a time and records how late it wakes (the loop's lag).
 The payloads are real (benchmarks/data/README.md): what a 2-worker ``locust --processes 2``
 run's master received, 40 s into a run of two user classes (chat labels and agent-multiturn
 sessions), with ``--warmup`` (two stages). Synthetic worker w replays, in turn, the last six
-periodic reports of recorded worker w mod 2 (22-40 s into the run, each cumulative, so what
-differs between them is what changes in a run), its sequence number and node id patched in the
-serialised bytes (fixed-width fields), so the sending side costs a copy, not a serialisation.
+periodic reports of recorded worker w mod 2 (22-40 s into the run, each cumulative but for the
+delivered-load section, a delta: so what differs between them is what changes in a run), its
+sequence number, node id and delta starts patched in the serialised bytes (fixed-width fields),
+so the sending side costs a copy, not a serialisation. Its delivered-load section is whole in
+its first report and then in every ``FULL_EVERY``-th (20th), each worker at its own phase, as a
+worker sends it; ``--delivered-cap`` grows those whole sections to the cap.
 
 Figures: CPU per snapshot (process CPU time around the master's handling of one message),
 the merged report's CPU time (built atomically after the run, best-of and p99 over repeats),
@@ -45,6 +48,7 @@ FIXTURE = os.path.join(HERE, "data", "master_payloads.msgpack.gz")
 REPORT_INTERVAL_S = 3.0  # locust.runners.WORKER_REPORT_INTERVAL, which loadkit keeps
 SEQ_SENTINEL = 0xDEADBEEF  # a uint32 on the wire (0xce + 4 bytes): patched per send
 SEQ_BASE = 0x10000000  # every patched seq stays a uint32, so the width never changes
+FROM_SENTINEL = 0xDEADBE00  # a delivered-load delta entry's starts: patched per send too
 NODE_ID_LEN = 35  # Locust's ids are hostname_<32 hex>; fixed here so it can be patched
 LAG_PROBE_S = 0.01
 REPLAYED = 6  # successive recorded reports each synthetic worker cycles through
@@ -69,12 +73,23 @@ def steady_reports(records: list[dict[str, Any]], last: int = REPLAYED) -> list[
     return [periodic[k][-last:] for k in sorted(periodic)]
 
 
-def fill_delivered(data: dict[str, Any], cap: int) -> dict[str, Any]:
-    """``data`` with its busiest delivered-load entry grown to ``cap`` requests, its recorded
-    sends repeated one recorded span later each time: what a worker sends once it has sent
-    ``cap`` requests to one target in one stage (the section keeps the first 20,000)."""
+def as_full(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with its delivered-load section sent whole: a worker's every ``FULL_EVERY``-th
+    periodic snapshot. The recorded delta's requests stand in for the whole section's (a
+    40-second run's is a few hundred requests; ``fill_delivered`` grows it to the cap)."""
     sections = dict(data["loadkit"]["sections"])
-    entries = [dict(e) for e in sections["delivered"]]
+    entries = [dict(e, **{"from": 0, "lag_from": 0}) for e in sections["delivered"]["entries"]]
+    sections["delivered"] = {"full": True, "entries": entries}
+    return dict(data, loadkit=dict(data["loadkit"], sections=sections))
+
+
+def fill_delivered(data: dict[str, Any], cap: int) -> dict[str, Any]:
+    """``data`` (a whole section) with its busiest delivered-load entry grown to ``cap``
+    requests, its recorded sends repeated one recorded span later each time: what a worker
+    sends whole once it has sent ``cap`` requests to one target in one stage (the section keeps
+    the first 20,000)."""
+    sections = dict(data["loadkit"]["sections"])
+    entries = [dict(e) for e in sections["delivered"]["entries"]]
     if not entries:
         return data
     entry = max(entries, key=lambda e: len(e["send_us"]))
@@ -87,26 +102,51 @@ def fill_delivered(data: dict[str, Any], cap: int) -> dict[str, Any]:
         shift = key in ("send_us", "end_us")
         size = cap * len(values) // n
         entry[key] = [values[i % len(values)] + (i // len(values)) * span * shift for i in range(size)]
-    sections["delivered"] = entries
+    sections["delivered"] = dict(sections["delivered"], entries=entries)
     return dict(data, loadkit=dict(data["loadkit"], sections=sections))
 
 
 class WireTemplate:
-    """One report serialised as Locust sends it, with the seq and node id patched per send."""
+    """One report serialised as Locust sends it, with the seq and node id patched per send,
+    and, in a delivered-load delta, each entry's start: what the master holds of that worker,
+    so that every replayed delta is appended (as a real worker's new requests are)."""
 
     def __init__(self, data: dict[str, Any]) -> None:
         from locust.rpc.protocol import Message
 
-        data = dict(data, loadkit=dict(data["loadkit"], seq=SEQ_SENTINEL))
+        section = data["loadkit"]["sections"]["delivered"]
+        self.full = bool(section["full"])
+        entries = [dict(e) for e in section["entries"]]
+        self.grows = [((e["engine"], e["stage"]), len(e["send_us"]), len(e["lag_us"])) for e in entries]
+        sentinels = [SEQ_SENTINEL]
+        if not self.full:
+            for j, entry in enumerate(entries):
+                entry["from"], entry["lag_from"] = FROM_SENTINEL + 2 * j, FROM_SENTINEL + 2 * j + 1
+                sentinels += [entry["from"], entry["lag_from"]]
+        sections = dict(data["loadkit"]["sections"], delivered=dict(section, entries=entries))
+        data = dict(data, loadkit=dict(data["loadkit"], seq=SEQ_SENTINEL, sections=sections))
         blob = Message("stats", data, "N" * NODE_ID_LEN).serialize()
-        sentinel = b"\xce" + struct.pack(">I", SEQ_SENTINEL)
-        assert blob.count(sentinel) == 1 and blob.endswith(b"N" * NODE_ID_LEN)
+        assert blob.endswith(b"N" * NODE_ID_LEN)
         self.blob = blob
-        self.seq_at = blob.index(sentinel) + 1
+        self.at = []
+        for value in sentinels:
+            sentinel = b"\xce" + struct.pack(">I", value)
+            assert blob.count(sentinel) == 1
+            self.at.append(blob.index(sentinel) + 1)
 
-    def make(self, seq: int, node_id: bytes) -> bytes:
+    def make(self, seq: int, node_id: bytes, held: dict[tuple[str, str], list[int]]) -> bytes:
+        """The message; ``held``: what the master holds of this worker's entries (updated)."""
         buf = bytearray(self.blob)
-        struct.pack_into(">I", buf, self.seq_at, SEQ_BASE + seq)
+        struct.pack_into(">I", buf, self.at[0], SEQ_BASE + seq)
+        if self.full:
+            held.clear()
+        for j, (key, sends, lags) in enumerate(self.grows):
+            have = held.setdefault(key, [0, 0])
+            if not self.full:
+                struct.pack_into(">I", buf, self.at[1 + 2 * j], have[0])
+                struct.pack_into(">I", buf, self.at[2 + 2 * j], have[1])
+            have[0] += sends
+            have[1] += lags
         buf[-NODE_ID_LEN:] = node_id
         return bytes(buf)
 
@@ -160,14 +200,22 @@ def run_one(
 
     install_gevent_yield()  # as loadkit's init does: live reports give the loop turns
     freeze_heap(collect=True)  # as at test start
+    from loadkit.stats.delivered import FULL_EVERY
+
     replayed = steady_reports(load_fixture())
+    whole = [[as_full(d) for d in reports] for reports in replayed]
     if delivered_cap:
-        replayed = [[fill_delivered(d, delivered_cap) for d in reports] for reports in replayed]
+        whole = [[fill_delivered(d, delivered_cap) for d in reports] for reports in whole]
     recorded = [[WireTemplate(d) for d in reports] for reports in replayed]
+    recorded_whole = [[WireTemplate(d) for d in reports] for reports in whole]
+    held: list[dict[tuple[str, str], list[int]]] = [{} for _ in range(n)]
 
     def message(k: int, w: int) -> bytes:  # worker w's k-th report: its recorded worker's next
-        reports = recorded[w % len(recorded)]
-        return reports[k % len(reports)].make(k, ids[w])
+        # Its delivered-load section whole first and then every FULL_EVERY-th report (each
+        # worker at its own phase), as a delta (as recorded) otherwise.
+        templates = recorded_whole if k == 0 or (k + w) % FULL_EVERY == 0 else recorded
+        reports = templates[w % len(templates)]
+        return reports[k % len(reports)].make(k, ids[w], held[w])
 
     rss_before = rss_mb()
     collector = master_collector()
@@ -299,6 +347,8 @@ def run_one(
         "rss_mb": round(rss_mb(), 1),
         "rss_mb_growth": round(rss_mb() - rss_before, 1),
         "report_requests": requests,
+        # Delivered-load deltas the master could not append (0: every replayed delta fitted).
+        "delivered_gaps": sum(len(s.sections["delivered"].missing) for s in collector.remote.snapshots()),
     }
 
 
@@ -322,7 +372,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="N = 10, 100 and two measured rounds")
-    parser.add_argument("--workers", default=None, help="comma-separated N (default 10,50,100,250,500)")
+    parser.add_argument("--workers", default=None, help="comma-separated N (default 10,50,100,200,500)")
     parser.add_argument(
         "--rounds", type=int, default=None, help="measured report intervals per N (default 4)"
     )
@@ -344,7 +394,7 @@ def main() -> None:
             )
         )
         return
-    sweep = args.workers or ("10,100" if args.quick else "10,50,100,250,500")
+    sweep = args.workers or ("10,100" if args.quick else "10,50,100,200,500")
     rows = []
     for n in (int(x) for x in sweep.split(",")):
         cmd = [sys.executable, os.path.abspath(__file__), "--one", str(n), "--rounds", str(rounds),

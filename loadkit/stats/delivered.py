@@ -11,6 +11,17 @@ time-averaged in-flight requests). Lengths asked vs realised per target come fro
 
 Per key at most ``CAP`` requests are kept (the first ones), so a long run's snapshots stay
 small; the section says when it is a prefix of the run.
+
+On the wire the lists only grow, so a worker's periodic snapshot carries them as a delta
+(``delta_to_wire``): per key, the requests from the count its snapshot before the previous one
+had (sent twice, like the time series' rows, so one snapshot the master never got costs
+nothing), with that start (``from``, ``lag_from``). The master keeps one running state per
+worker and appends each delta's new part to it once (``continued``): a request is appended
+only beyond what the master holds, so an overlap never counts twice. A delta that starts
+beyond it (two snapshots in a row lost: a reconnection) is not applied; that key waits, marked
+``missing_deltas``, for the next full section: every ``FULL_EVERY``-th periodic snapshot and
+the final one carry everything, and replace what the master held. A worker lost in between
+keeps what the master held of it (its last contiguous snapshot).
 """
 
 from __future__ import annotations
@@ -30,6 +41,7 @@ from loadkit.workload.warmcache import WARMUP_STAGE
 __all__ = ["ALPHA", "CAP", "SCHEDULED", "DeliveredLoad", "console_lines", "one_context"]
 CAP = 20_000
 NS = 1_000_000_000
+FULL_EVERY = 20  # a worker's periodic snapshots: one full section per 20 (a minute at 3 s)
 # The asked context of one target given the classes that sent to it (stats/asked.py).
 Contexts = Callable[[str, list[str]], dict[str, Any]]
 
@@ -58,6 +70,14 @@ class DeliveredLoad:
         self.truncated: dict[tuple[str, str], int] = {}
         self.lags: dict[tuple[str, str], list[int]] = {}  # t_send − t_sched (ns) of scheduled sends
         self.classes: dict[tuple[str, str], set[str]] = {}  # the user classes that sent them
+        # Master side, a worker's running state: keys whose deltas stopped fitting (a gap).
+        self.missing: set[tuple[str, str]] = set()
+        # Decoded from the wire: whether it was a full section, and where each delta key starts.
+        self.full = True
+        self.starts: dict[tuple[str, str], tuple[int, int]] = {}
+        # Worker side: (sends, lags) per key when the previous two snapshots were taken.
+        self._marks: tuple[dict[tuple[str, str], tuple[int, int]], ...] = ({}, {})
+        self._deltas = 0
 
     def add(self, record: Any) -> None:
         key = (record.engine, record.stage or "run")
@@ -84,25 +104,74 @@ class DeliveredLoad:
             self.classes.setdefault(key, set()).update(other.classes.get(key, set()))
         for key, n in other.truncated.items():
             self.truncated[key] = self.truncated.get(key, 0) + n
+        self.missing |= other.missing
 
-    def to_wire(self) -> list[dict[str, Any]]:
+    def to_wire(self) -> dict[str, Any]:
+        """The whole section (a final snapshot's)."""
+        return {"full": True, "entries": self._entries({})}
+
+    def delta_to_wire(self) -> dict[str, Any]:
+        """A periodic snapshot's section: every ``FULL_EVERY``-th (the first included) is the
+        whole section, the others the requests since the snapshot before the previous one."""
+        full = self._deltas % FULL_EVERY == 0
+        self._deltas += 1
+        entries = self._entries({} if full else self._marks[0])
+        now = {key: (len(sends), len(self.lags.get(key, ()))) for key, sends in self.sends.items()}
+        self._marks = (self._marks[1], now)
+        return {"full": full, "entries": entries}
+
+    def _entries(self, marks: dict[tuple[str, str], tuple[int, int]]) -> list[dict[str, Any]]:
         out = []
-        for (engine, stage), sends in self.sends.items():
-            base = sends[0] if sends else 0
-            out.append({"engine": engine, "stage": stage, "base": base,
+        for key, all_sends in self.sends.items():
+            start, lag_start = marks.get(key, (0, 0))
+            sends = all_sends[start:]
+            # The key's first send, in a delta too: every request's µs are then the same as in
+            # the whole section (the master's figures do not depend on which carried it).
+            base = all_sends[0] if all_sends else 0
+            out.append({"engine": key[0], "stage": key[1], "base": base, "from": start, "lag_from": lag_start,
                         "send_us": [(s - base) // 1000 for s in sends],
-                        "end_us": [(e - base) // 1000 for e in self.ends[(engine, stage)]],
-                        "scheduled": [int(b) for b in self.scheduled[(engine, stage)]],
-                        "lag_us": [lag // 1000 for lag in self.lags.get((engine, stage), [])],
-                        "classes": sorted(self.classes.get((engine, stage), ())),
-                        "truncated": self.truncated.get((engine, stage), 0)})  # fmt: skip
+                        "end_us": [(e - base) // 1000 for e in self.ends[key][start:]],
+                        "scheduled": [int(b) for b in self.scheduled[key][start:]],
+                        "lag_us": [lag // 1000 for lag in self.lags.get(key, [])[lag_start:]],
+                        "classes": sorted(self.classes.get(key, ())),
+                        "truncated": self.truncated.get(key, 0)})  # fmt: skip
         return out
 
+    def continued(self, previous: DeliveredLoad | None) -> DeliveredLoad:
+        """Master side: the worker's running state once this decoded section is applied to
+        ``previous`` (its state before, same epoch; None: none). A full section replaces it; a
+        delta's requests beyond what ``previous`` holds are appended to it (in place)."""
+        if self.full:
+            return self
+        state = DeliveredLoad() if previous is None else previous
+        for key, sends in self.sends.items():
+            start, lag_start = self.starts[key]
+            have, lags_held = len(state.sends.get(key, ())), len(state.lags.get(key, ()))
+            if key in state.missing or start > have or lag_start > lags_held:
+                state.missing.add(key)  # snapshots this master never got: wait for a full one
+                continue
+            skip, lag_skip = have - start, lags_held - lag_start
+            state.sends.setdefault(key, []).extend(sends[skip:])
+            state.ends.setdefault(key, []).extend(self.ends[key][skip:])
+            state.scheduled.setdefault(key, []).extend(self.scheduled[key][skip:])
+            state.lags.setdefault(key, []).extend(self.lags[key][lag_skip:])
+            state.classes[key] = self.classes[key]
+            if key in self.truncated:
+                state.truncated[key] = self.truncated[key]
+        return state
+
     @classmethod
-    def from_wire(cls, data: list[dict[str, Any]]) -> DeliveredLoad:
+    def from_wire(cls, data: dict[str, Any]) -> DeliveredLoad:
+        if not isinstance(data, dict):
+            raise ValueError(f"delivered-load section is a {type(data).__name__}, not a dict")
         out = cls()
-        for item in data:
+        out.full = bool(data["full"])
+        for item in data["entries"]:
             key, base = (str(item["engine"]), str(item["stage"])), int(item["base"])
+            start, lag_start = int(item.get("from", 0)), int(item.get("lag_from", 0))
+            if start < 0 or lag_start < 0 or (out.full and (start or lag_start)):
+                raise ValueError(f"delivered-load entry {key} starts at {start}/{lag_start}")
+            out.starts[key] = (start, lag_start)
             # In numpy, then back to Python ints: a master decodes up to CAP of each per worker
             # snapshot (every 3 s); 8 ms instead of 12 for a full entry (loaded 2-core VM).
             out.sends[key] = _us_to_ns(item["send_us"], base)
@@ -145,6 +214,8 @@ class DeliveredLoad:
                 )
                 row["servegen"]["note"] = "; ".join(filter(None, (row["servegen"].get("note"), kept)))
             row["user_classes"] = sorted(self.classes.get((engine, stage), ()))
+            if (engine, stage) in self.missing:  # only then: the reports of complete runs unchanged
+                row["missing_deltas"] = True
             models.add(row["asked"]["model"])
             by_target.setdefault(engine, {"stages": {}})["stages"][stage] = row
         for engine, section in by_target.items():

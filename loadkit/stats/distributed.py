@@ -6,6 +6,10 @@ The master keeps only the newest snapshot per worker and merges the set on deman
 interval Locust cleared, a duplicate, or a report overtaken by a newer one costs nothing: the
 next snapshot carries everything. A worker that disappears keeps the data of its last
 snapshot and is marked lost with the time and its last sequence number.
+
+Two parts that only grow are the exception, sent as deltas in periodic snapshots and whole in
+the final one: the time series' changed rows, and the delivered-load section's new requests
+(each delta covers two intervals, so one lost snapshot costs nothing; stats/delivered.py).
 """
 
 from __future__ import annotations
@@ -15,9 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loadkit.stats.aggregate import GroupStats
-from loadkit.stats.sections import Section, decode_sections, encode_sections
+from loadkit.stats.sections import Section, continue_sections, decode_sections, encode_sections
 
-PAYLOAD_VERSION = 2  # 2: the report sections (stages, sessions, ...) ride in "sections"
+# 2: the report sections (stages, sessions, ...) ride in "sections"; 3: periodic snapshots
+# carry the delivered-load section as a delta (stats/delivered.py)
+PAYLOAD_VERSION = 3
 PAYLOAD_KEY = "loadkit"  # key of our payload inside Locust's report_to_master data dict
 
 
@@ -60,7 +66,8 @@ def encode_snapshot(node: NodeSnapshot, *, seq: int, epoch: int, worker: int | N
         "groups": [
             [engine, label, g.to_wire(series_delta=not final)] for (engine, label), g in node.groups.items()
         ],
-        "sections": encode_sections(node.sections),
+        # ... and the sections that only grow (delivered load) their new part, mostly.
+        "sections": encode_sections(node.sections, delta=not final),
     }
 
 
@@ -139,6 +146,9 @@ class RemoteSnapshots:
         if payload.get("series_delta") and same_epoch:
             assert state.snapshot is not None
             _apply_series_deltas(state.snapshot, snapshot)
+        # Sections sent as deltas are appended to the worker's running state (a new epoch, or
+        # the first snapshot: onto nothing).
+        continue_sections(snapshot.sections, state.snapshot.sections if same_epoch and state.snapshot else {})
         state.seq, state.epoch = payload["seq"], payload["epoch"]
         state.index = payload.get("worker", state.index)
         state.final = bool(payload.get("final"))

@@ -24,6 +24,10 @@ _LINEAR_LIMIT = 1 << (SUB_BITS + 1)  # below this every integer has its own buck
 MAX_RELATIVE_ERROR = 1.0 / (1 << (SUB_BITS + 1))
 
 WIRE_VERSION = 1
+# The counts of a histogram with no buckets yet: one shared, read-only array (growing one always
+# allocates a new array), so the hundreds a decoded snapshot's groups create cost no allocation.
+_NO_COUNTS = np.zeros(0, dtype=np.int64)
+_NO_COUNTS.flags.writeable = False
 
 
 def bucket_index(value: int) -> int:
@@ -68,7 +72,7 @@ class Histogram:
     __slots__ = ("_counts", "_offset", "count", "total", "_min", "_max", "clamped", "_sparse")
 
     def __init__(self) -> None:
-        self._counts = np.zeros(0, dtype=np.int64)
+        self._counts = _NO_COUNTS
         self._offset = 0  # bucket index of _counts[0]
         self.count = 0
         self.total = 0  # exact sum of recorded values (times their weights)
@@ -80,7 +84,10 @@ class Histogram:
         # counts), until something records into it or reads it: a master holds one decoded
         # snapshot per worker and only ever merges them into a fresh histogram, so the dense
         # array over whole octaves (often 10-80 KB for a few dozen buckets) is never built.
-        self._sparse: tuple[int, int, np.ndarray, np.ndarray] | None = None
+        # The two lists stay the wire's Python lists until then too (numpy arrays from the
+        # first merge on): most snapshots a master decodes are replaced by the worker's next
+        # one before any report reads them.
+        self._sparse: tuple[int, int, Any, Any] | None = None  # lists, then int64 arrays
 
     @property
     def min(self) -> int | None:
@@ -104,7 +111,7 @@ class Histogram:
             self._sparse = None
             low, high, indices, counts = sparse
             self._ensure(low, high)
-            self._counts[indices - self._offset] = counts
+            self._counts[np.asarray(indices, dtype=np.int64) - self._offset] = counts
 
     def _ensure(self, low: int, high: int) -> None:
         """Grow the dense array to cover bucket indices low..high."""
@@ -165,6 +172,9 @@ class Histogram:
         if other.count:
             if other._sparse is not None:  # a decoded one: its buckets as sent, no dense copy
                 low, high, indices, counts = other._sparse
+                if isinstance(indices, list):  # the first merge: in numpy, kept for the next
+                    indices, counts = np.asarray(indices, dtype=np.int64), np.asarray(counts, dtype=np.int64)
+                    other._sparse = (low, high, indices, counts)
                 self._ensure(low, high)
                 self._counts[indices - self._offset] += counts
             else:
@@ -224,12 +234,12 @@ class Histogram:
         if len(wire_indices) != len(wire_counts):
             raise ValueError(f"histogram wire has {len(wire_indices)} indices for {len(wire_counts)} counts")
         if wire_indices:
-            # Kept as sent (see __init__); min/max on the list: numpy's cost more for a few dozen.
-            indices = np.asarray(wire_indices, dtype=np.int64)
+            # Kept as sent, lists included (see __init__); min/max on the list: numpy's cost
+            # more for a few dozen.
             low, high = min(wire_indices), max(wire_indices)
             if low < 0:
                 raise ValueError(f"histogram wire has a negative bucket index {low}")
-            hist._sparse = (int(low), int(high), indices, np.asarray(wire_counts, dtype=np.int64))
+            hist._sparse = (int(low), int(high), wire_indices, wire_counts)
         hist.count, hist.total = data["n"], data["s"]
         hist._min, hist._max, hist.clamped = data["lo"], data["hi"], data.get("neg", 0)
         return hist

@@ -8,7 +8,9 @@ final-snapshot handshake and lost-worker accounting apply to it unchanged: a los
 last snapshot keeps counting) and merges every node's state when the report is built.
 
 A section's state is any object with ``merge(other)`` and ``to_wire()``; ``decode`` turns the
-wire form back into one.
+wire form back into one. A state whose wire form only grows may also have ``delta_to_wire()``
+(a worker's periodic snapshots send that) and, decoded, ``continued(previous)``: the worker's
+running state once it is applied to the one before (delivered.py).
 """
 
 from __future__ import annotations
@@ -42,8 +44,21 @@ class Section:
     report: Callable[[Any], Any] | None = None
 
 
-def encode_sections(states: dict[str, Any]) -> dict[str, Any]:
-    return {name: state.to_wire() for name, state in states.items()}
+def encode_sections(states: dict[str, Any], delta: bool = False) -> dict[str, Any]:
+    """Every state's wire form; ``delta`` (a periodic snapshot): ``delta_to_wire`` where a
+    state has one."""
+    return {
+        name: state.delta_to_wire() if delta and hasattr(state, "delta_to_wire") else state.to_wire()
+        for name, state in states.items()
+    }
+
+
+def continue_sections(new: dict[str, Any], previous: dict[str, Any]) -> None:
+    """Master side: each decoded state with ``continued`` applied to the worker's state before."""
+    for name, state in new.items():
+        continued = getattr(state, "continued", None)
+        if continued is not None:
+            new[name] = continued(previous.get(name))
 
 
 def decode_sections(wire: dict[str, Any], sections: dict[str, Section]) -> dict[str, Any]:

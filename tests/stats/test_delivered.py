@@ -10,7 +10,7 @@ import scipy.stats as st
 
 from loadkit.report.console import delivered_lines
 from loadkit.report.delivered import delivered_section
-from loadkit.stats.delivered import CAP, DeliveredLoad, concurrency, one_context
+from loadkit.stats.delivered import CAP, FULL_EVERY, DeliveredLoad, concurrency, one_context
 from loadkit.stats.goodness import gamma_cdf, ks_one_sample, ks_two_sample, regularized_gamma_p
 
 
@@ -213,7 +213,7 @@ def test_decoding_a_full_entry_gives_the_values_sent():
     item = {"engine": "e", "stage": "s", "base": base, "send_us": sends, "end_us": [u + 5_000 for u in sends],
             "scheduled": [i % 3 for i in range(CAP)], "lag_us": [(i % 7) - 3 for i in range(CAP // 2)],
             "classes": ["A"], "truncated": 4}  # fmt: skip
-    load = DeliveredLoad.from_wire([item])
+    load = DeliveredLoad.from_wire({"full": True, "entries": [item]})
     key = ("e", "s")
     assert load.sends[key] == [base + u * 1000 for u in sends]
     assert load.ends[key] == [base + (u + 5_000) * 1000 for u in sends]
@@ -222,3 +222,77 @@ def test_decoding_a_full_entry_gives_the_values_sent():
     assert all(type(v) is int for v in load.sends[key][:3] + load.lags[key][:3])
     assert all(type(v) is bool for v in load.scheduled[key][:3])
     assert load.truncated[key] == 4 and load.classes[key] == {"A"}
+
+
+def _state(load: DeliveredLoad) -> tuple:
+    return (load.sends, load.ends, load.scheduled, load.lags, load.classes, load.truncated)
+
+
+def _wire(data):
+    import msgpack
+
+    return msgpack.unpackb(msgpack.packb(data), raw=False, strict_map_key=False)
+
+
+def _feed(worker: DeliveredLoad, interval: int, rng) -> None:
+    for i in range(int(rng.integers(0, 40))):
+        ns = (interval * 3 + i * 0.07) * 1e9
+        stage = "warmup" if interval < 2 else "main"
+        scheduled = bool(rng.integers(0, 2))
+        worker.add(Rec(f"e{i % 2}", stage, int(ns), int(ns + 5e7), int(ns - 1e6) if scheduled else None))
+
+
+@pytest.mark.parametrize(
+    "lost",
+    [set(), {3}, {1, 5, 9, 13, 30}, {4, 5}, {1, 2}, {4, 5, 19, 20}, {38, 39}],
+    ids=["none", "one", "several-single", "two-in-a-row", "first-two", "two-pairs", "last-two"],
+)
+def test_delivered_deltas_merge_exactly_to_the_cumulative_section(lost, monkeypatch):
+    """A worker's periodic sections are deltas; the master's running state equals the worker's
+    whole section whenever it got the snapshot (a request never counted twice); after two lost
+    in a row the keys wait, marked missing, for the next full section; the final one is whole."""
+    import loadkit.stats.delivered as delivered
+
+    monkeypatch.setattr(delivered, "CAP", 150)  # the cap is reached mid-run: truncated counts
+    rng = np.random.default_rng(7)
+    worker, state, sizes = DeliveredLoad(), None, []
+    for k in range(40):
+        _feed(worker, k, rng)
+        wire = _wire(worker.delta_to_wire())
+        sizes.append(sum(len(e["send_us"]) for e in wire["entries"]))
+        if k in lost:
+            continue
+        state = DeliveredLoad.from_wire(wire).continued(state)
+        whole = DeliveredLoad.from_wire(_wire(worker.to_wire()))
+        if state.missing:  # only after two lost in a row, until a full section
+            pairs = [j for j in range(max(1, k - FULL_EVERY), k) if {j - 1, j} <= lost]
+            assert pairs, f"snapshot {k}: keys missing with no two snapshots lost in a row before it"
+            assert all(state.sends[key] == whole.sends[key][: len(state.sends[key])] for key in state.sends)
+        else:
+            assert _state(state) == _state(whole)
+    state = DeliveredLoad.from_wire(_wire(worker.to_wire())).continued(state)  # the final one
+    assert _state(state) == _state(DeliveredLoad.from_wire(_wire(worker.to_wire())))
+    assert not state.missing and sum(state.truncated.values()) > 0
+    assert max(sizes[1:FULL_EVERY]) < max(sizes) / 2  # deltas carry two intervals, not the run
+
+
+def test_a_gap_is_reported_until_a_full_section_and_lists_stay_a_prefix():
+    worker = load_from([0.1, 0.2])
+    state = DeliveredLoad.from_wire(worker.delta_to_wire()).continued(None)  # full (the first)
+    for t in (0.3, 0.4, 0.5):  # three snapshots, the first two lost
+        worker.add(Rec("sim", "main", int(t * 1e9), int(t * 1e9) + 1000, int(t * 1e9)))
+        wire = worker.delta_to_wire()
+    state = DeliveredLoad.from_wire(wire).continued(state)
+    assert state.missing == {("sim", "main")} and len(state.sends[("sim", "main")]) == 2
+    row = state.report(one_context({"model": "poisson", "rate": 10.0}))["by_target"]["sim"]["stages"]["main"]
+    assert row["missing_deltas"] is True
+    state = DeliveredLoad.from_wire(worker.to_wire()).continued(state)
+    assert not state.missing and len(state.sends[("sim", "main")]) == 5
+
+
+def test_a_malformed_delivered_section_is_refused():
+    with pytest.raises(ValueError):
+        DeliveredLoad.from_wire([])  # a payload version 2 list
+    entry = load_from([0.1]).to_wire()["entries"][0]
+    with pytest.raises(ValueError, match="starts"):
+        DeliveredLoad.from_wire({"full": True, "entries": [dict(entry, **{"from": 3})]})

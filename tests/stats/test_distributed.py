@@ -148,7 +148,13 @@ def test_payload_is_versioned_and_numbered(final):
     worker = StatsCollector()
     worker.worker_index = 3
     first, second = worker.snapshot_payload(), worker.snapshot_payload(final=final)
-    assert (first["v"], first["seq"], second["seq"], second["worker"], second["final"]) == (2, 1, 2, 3, final)
+    assert (first["v"], first["seq"], second["seq"], second["worker"], second["final"]) == (
+        PAYLOAD_VERSION,
+        1,
+        2,
+        3,
+        final,
+    )
 
 
 def test_periodic_snapshots_carry_only_changed_series_rows_and_merge_to_the_same_series():
@@ -199,3 +205,43 @@ def test_any_split_over_workers_merges_to_the_single_process_report(specs):
         w.snapshot_payload()  # an earlier periodic snapshot, superseded below
         master.accept_snapshot(f"w{i}", _wire(w.snapshot_payload(final=i == 0)))
     assert master.report()["engines"] == everything.report()["engines"]
+
+
+def test_delivered_load_travels_as_deltas_and_the_master_holds_the_whole():
+    """Periodic snapshots carry the delivered-load section's new requests only (of the last two
+    intervals); the master's state of the worker equals the worker's whole section."""
+    from loadkit.stats.builtin import BuiltinSections
+    from loadkit.stats.delivered import DeliveredLoad
+
+    worker, master = StatsCollector(), StatsCollector()
+    for c in (worker, master):
+        BuiltinSections(c).install()
+    sizes = []
+    for batch in range(5):
+        for i in range(30):
+            worker.add(record(send_ms=batch * 3_000 + i * 90))
+        payload = _wire(worker.snapshot_payload())
+        sizes.append(sum(len(e["send_us"]) for e in payload["sections"]["delivered"]["entries"]))
+        assert master.accept_snapshot("w", payload) == "accepted"
+        held = master.remote.workers["w"].snapshot.sections["delivered"]
+        whole = DeliveredLoad.from_wire(_wire(worker.section("delivered").to_wire()))
+        assert (held.sends, held.ends, held.scheduled, held.lags) == (
+            whole.sends,
+            whole.ends,
+            whole.scheduled,
+            whole.lags,
+        )
+    assert sizes == [30, 60, 60, 60, 60]  # the first one whole, then two intervals each
+    final = _wire(worker.snapshot_payload(final=True))
+    assert final["sections"]["delivered"]["full"] and master.accept_snapshot("w", final) == "accepted"
+    assert len(master.merged_section("delivered").sends[("e", "run")]) == 150
+
+
+def test_a_version_2_snapshot_is_refused_by_a_version_3_master():
+    """Version 2 sent the delivered-load section whole as a list; a master of version 3 reads
+    a periodic section as a delta, so mixing the two would miscount: refused by its version."""
+    worker, master = StatsCollector(), StatsCollector()
+    worker.add(record())
+    payload = dict(_wire(worker.snapshot_payload()), v=2)
+    assert PAYLOAD_VERSION == 3 and master.accept_snapshot("w", payload) == "rejected"
+    assert "version 2" in master.report()["errors"][0]

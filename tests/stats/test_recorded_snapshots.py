@@ -4,7 +4,8 @@ reports are exactly the golden file tests/stats/data/recorded_reports.json.gz, a
 snapshot is held sparse. The golden file was first written (``python -m
 tests.stats.test_recorded_snapshots``) before the master's decoding was made cheaper, which
 changed nothing in it; when a section's wire version changes, the payloads are recorded again
-(benchmarks/data/README.md) and the golden file written again, from the same commit."""
+(benchmarks/data/README.md) and the golden file written again, from the same commit (last:
+payload version 3, the delivered-load deltas)."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def master() -> StatsCollector:
     collector = StatsCollector((Slo("ttft_ms", 1000.0), Slo("tpot_ms", 60.0)))
     BuiltinSections(collector).install()
     collector.reset()
-    collector.started_wall_ns = 1_796_223_684_000_000_000  # the recorded run's start (time series' t)
+    collector.started_wall_ns = 1_796_406_204_012_156_000  # the recorded run's start (time series' t)
     return collector
 
 
@@ -47,10 +48,10 @@ def _stable(report: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(out, sort_keys=True, default=str))
 
 
-def merged_reports() -> list[dict[str, Any]]:
+def merged_reports(messages: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Every recorded message accepted in arrival order, the merged report read at REPORT_AFTER."""
     collector, reports = master(), []
-    for i, message in enumerate(recorded(), start=1):
+    for i, message in enumerate(recorded() if messages is None else messages, start=1):
         assert collector.accept_snapshot(message["client_id"], message["data"]["loadkit"]) == "accepted"
         if i in REPORT_AFTER:
             reports.append(_stable(collector.report()))
@@ -65,6 +66,39 @@ def test_merged_reports_on_recorded_snapshots_are_unchanged():
     assert reports[-1]["engines"], "the recorded run's requests are in the report"
     for got, expected in zip(reports, golden, strict=True):
         assert got == expected
+
+
+def cumulative(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The recorded messages with every delivered-load section whole: what each worker would
+    have sent if periodic snapshots carried the section whole (payload version 2 did)."""
+    held: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
+    for message in messages:
+        section = message["data"]["loadkit"]["sections"]["delivered"]
+        entries = held.setdefault(message["client_id"], {})
+        if section["full"]:
+            entries.clear()
+        for entry in section["entries"]:
+            whole = entries.setdefault((entry["engine"], entry["stage"]), {**entry, "send_us": [], "end_us": [],
+                                                                              "scheduled": [], "lag_us": []})  # fmt: skip
+            skip, lag_skip = len(whole["send_us"]) - entry["from"], len(whole["lag_us"]) - entry["lag_from"]
+            assert skip >= 0 and lag_skip >= 0 and whole["base"] == entry["base"]
+            for name in ("send_us", "end_us", "scheduled"):
+                whole[name] = whole[name] + entry[name][skip:]
+            whole["lag_us"] = whole["lag_us"] + entry["lag_us"][lag_skip:]
+            whole.update(classes=entry["classes"], truncated=entry["truncated"])
+        section.update(full=True, entries=[{**e, "from": 0, "lag_from": 0} for e in entries.values()])
+    return messages
+
+
+def test_the_recording_made_cumulative_merges_to_the_same_reports():
+    """Periodic snapshots carry the delivered-load section as deltas: the master's reports are
+    the same, figure for figure, as from whole sections (checked also against the code before
+    the deltas, on the recording made cumulative as version 2 payloads: identical)."""
+    with gzip.open(GOLDEN, "rt") as f:
+        golden = json.load(f)
+    messages = cumulative(recorded())
+    assert any(not m["data"]["loadkit"]["final"] for m in messages)
+    assert merged_reports(messages) == golden
 
 
 def test_a_decoded_snapshot_holds_its_histograms_sparse():
