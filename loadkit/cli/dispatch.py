@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from loadkit.errors import UserError
+from loadkit.errors import run_command
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run": ("loadkit.cli.runcmd", "run a load test (wraps locust with loadkit's locustfile)"),
@@ -62,10 +62,4 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     modname, _, func = SUBCOMMANDS[name][0].partition(":")
     entry = getattr(importlib.import_module(modname), func or "main")
-    try:
-        return int(entry(rest) or 0)
-    except UserError as exc:
-        print(f"loadkit {name}: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+    return run_command(name, entry, rest)

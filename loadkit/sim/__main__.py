@@ -4,18 +4,7 @@ dispatcher's endings (a user's error as one line and exit 2, Ctrl-C as 130), wit
 
 import sys
 
-from loadkit.errors import UserError
+from loadkit.errors import run_command
 from loadkit.sim.cli import main
 
-
-def _run(argv: list[str]) -> int:
-    try:
-        return int(main(argv) or 0)
-    except UserError as exc:
-        print(f"loadkit sim: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
-
-
-sys.exit(_run(sys.argv[1:]))
+sys.exit(run_command("sim", main, sys.argv[1:]))
