@@ -408,10 +408,15 @@ def _account_stop(environment: Any, runtime: Runtime) -> None:
         runtime.server_metrics.stop()
         if runtime.stats is not None:
             runtime.stats.set_manifest_fields({"server_metrics": runtime.server_metrics.section()})
-    summary = schedules.schedule_summary()
-    if summary is None or runtime.stats is None:
+    tally = schedules.schedule_tally()
+    if tally is None or runtime.stats is None:
         return
-    runtime.stats.set_manifest_fields({"schedule": summary})
+    summary = tally.summary()
+    if runtime.sections is not None:
+        # The manifest's schedule, from every process's counts (a master sums its workers').
+        runtime.sections.schedule = tally
+    else:
+        runtime.stats.set_manifest_fields({"schedule": summary})
     saturated = bool(getattr(runtime.stats, "manifest", {}).get("client_saturation"))
     for target, s in summary.items():
         warning = behind_warning(target, s, runtime.config.schedule.late_threshold_ms, saturated)

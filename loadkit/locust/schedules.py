@@ -15,6 +15,7 @@ from loadkit.run.openloop import Dispatcher
 from loadkit.run.stageplan import stage_at
 from loadkit.run.workloads import SCENARIO_CLASS_FLAG, WARMUP, Workload
 from loadkit.stats.runcontext import AskedFacts, AskedWorkload
+from loadkit.stats.scheduletally import ScheduleTally
 
 
 def _asked(scenario: Any, classes: list[type], sources: dict[str, Any]) -> AskedWorkload:
@@ -135,6 +136,14 @@ class Schedules:
         if not dispatchers:
             return None
         return {name: d.summary() for name, d in dispatchers.items()}
+
+    def schedule_tally(self) -> ScheduleTally | None:
+        """This process's counts of every schedule it holds (None: it holds none), for the
+        report's manifest: a distributed master sums its workers' (stats/scheduletally.py)."""
+        dispatchers = self.dispatchers
+        if not dispatchers:
+            return None
+        return ScheduleTally({name: d.tally() for name, d in dispatchers.items()}, nodes=1)
 
     def count_sent(self, request: Any = None) -> None:
         """A request about to be written: scheduled and sent (its record follows, any outcome).

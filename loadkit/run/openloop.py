@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from loadkit.stats.histogram import Histogram
+from loadkit.stats.scheduletally import TargetTally
 from loadkit.workload.warmcache import WARMUP_STAGE
 
 NS = 1_000_000_000
@@ -151,21 +152,13 @@ class Dispatcher:
             self.no_free_user += 1
             n += 1
 
+    def tally(self) -> TargetTally:
+        """This process's counts of its share, and its sends' lags (a copy), for the report."""
+        return TargetTally(self.taken, self.dropped, self.late, self.no_free_user, dict(self.warmup),
+                           self.lag.copy())  # fmt: skip
+
     def summary(self) -> dict[str, Any]:
-        q = self.lag.percentiles([0.5, 0.9, 0.99]) if self.lag.count else [None, None, None]
-        to_ms = [None if v is None else v / 1e6 for v in q]
-        return {
-            "scheduled": self.taken,
-            "sent": self.lag.count,
-            "dropped": self.dropped,
-            "late": self.late,
-            "no_free_user": self.no_free_user,
-            "lag_p50_ms": to_ms[0],
-            "lag_p90_ms": to_ms[1],
-            "lag_p99_ms": to_ms[2],
-            "lag_max_ms": None if self.lag.max is None else self.lag.max / 1e6,
-            **({"warmup": dict(self.warmup)} if self.warmup["scheduled"] else {}),
-        }
+        return self.tally().summary()
 
 
 # Fewer late sends than this (and none dropped) are not called a fallen-behind schedule: in a

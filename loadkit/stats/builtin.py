@@ -1,5 +1,6 @@
 """The built-in sections (stages, sessions, lengths, user classes, delivered load, tenants, task
-errors, adapter errors) and the one place they subscribe to the records: ``BuiltinSections.install``.
+errors, adapter errors, the open-loop schedules' counts) and the one place they subscribe to the
+records: ``BuiltinSections.install``.
 
 Each is a section of the node's StatsCollector (stats/sections.py), so it travels to the master
 in the main snapshot protocol (cumulative, versioned, epochs, final handshake, lost workers
@@ -22,6 +23,7 @@ from loadkit.stats.imagestats import ImageStats
 from loadkit.stats.lengthstats import LengthStats
 from loadkit.stats.rawlog import session_line
 from loadkit.stats.runcontext import RunContext
+from loadkit.stats.scheduletally import ScheduleTally
 from loadkit.stats.sections import Section
 from loadkit.stats.sessionstats import SessionStats
 from loadkit.stats.stagestats import StageStats
@@ -73,8 +75,11 @@ class BuiltinSections:
             Section("adapter_errors", AdapterErrors, AdapterErrors.from_wire, AdapterErrors.add,
                     report=AdapterErrors.report),
             Section("images", ImageStats, ImageStats.from_wire, ImageStats.add, report=ImageStats.report),
+            # Set at test stop by each process holding schedules; the manifest's "schedule".
+            Section("schedule", ScheduleTally, ScheduleTally.from_wire),
         ):  # fmt: skip
             c.register_section(section)
+        c.manifest_providers["schedule"] = self._schedule_manifest
 
     # -- what the runtime tells the sections ----------------------------------------------
 
@@ -93,6 +98,26 @@ class BuiltinSections:
     def realised(self, summaries: dict[str, Any]) -> None:
         """This node's workload sources' own summaries (set at test stop, before the final snapshot)."""
         self.collector.section_states["realised"] = NodeNotes([summaries])
+
+    @property
+    def schedule(self) -> ScheduleTally:
+        return self.collector.section("schedule")
+
+    @schedule.setter
+    def schedule(self, tally: ScheduleTally) -> None:
+        """This node's open-loop schedules' counts (set at test stop, before the final snapshot)."""
+        self.collector.section_states["schedule"] = tally
+
+    def _schedule_manifest(self) -> dict[str, Any] | None:
+        """The schedules' counts summed over every node that holds one; None until they are
+        known, or when a worker's final counts are missing (one lost before its stop): a
+        partial sum would read as a schedule that reached less than it did."""
+        c = self.collector
+        remote = [node.sections.get("schedule") for node in c.remote.snapshots()]
+        if c.remote.lost() or any(t is None or not t.nodes for t in remote):
+            return None
+        merged = c.merged_section("schedule")
+        return merged.summary() if merged.nodes else None
 
     def add_session(self, engine: str, session: Any) -> None:
         """A session (scenario or Conversation) ended on this node. A Conversation says at

@@ -52,6 +52,8 @@ class StatsCollector:
         self.reset_listeners: list[Callable[[], None]] = []
         # Extra top-level report sections computed on demand (e.g. session stats from the glue).
         self.sections: dict[str, Callable[[], Any]] = {}
+        # Manifest fields computed at report time (over every node's snapshot); None: left out.
+        self.manifest_providers: dict[str, Callable[[], Any]] = {}
         # Reasons the run is invalid that live outside the stats (e.g. the glue's start error),
         # asked at every report; they survive resets, their owners clear them.
         self.invalid_sources: list[Callable[[], list[str]]] = []
@@ -261,6 +263,10 @@ class StatsCollector:
         manifest = {"started_unix": self.started_wall_ns / 1e9,
                     "stopped_unix": None if self.stopped_wall_ns is None else self.stopped_wall_ns / 1e9,
                     "slos": {s.key: s.limit_ms for s in self.slos}, **self.manifest}  # fmt: skip
+        for name, provider in self.manifest_providers.items():
+            value = provider()
+            if value is not None:
+                manifest[name] = value
         return build_report(nodes, manifest=manifest, slos=self.slos, workers=self.remote.describe(),
                             extra_errors=self.remote.rejected, start_wall_ns=self.started_wall_ns,
                             stopped=self.stopped_wall_ns is not None,

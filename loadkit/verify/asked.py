@@ -156,7 +156,7 @@ def _trace(run: Run, v: Verdict, key: str, engine: str, scenario: Scenario, aske
         return str(exc)
     schedule = _schedule(run, engine)
     if schedule is None:
-        why = f"the manifest has no schedule counts for {engine} (a distributed master holds no schedule)"
+        why = f"the manifest has no schedule counts for {engine} (a distributed master has them only once every worker sent its final counts)"
         v.notes.append(f"delivered {key} asked (a trace's part) because {why}")
         return why
     reached = min(int(schedule.get("scheduled", 0)), len(offsets))

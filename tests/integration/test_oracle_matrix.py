@@ -318,6 +318,44 @@ def test_two_processes(tmp_path):
         assert f"DISAGREES delivered / {engine} / {stage} / {figure}: report" in proc.stdout, proc.stdout
 
 
+def test_a_trace_replay_in_two_processes_cut_by_run_time(tmp_path):
+    """The master's manifest sums its workers' schedule counts, so the asked side of a
+    distributed trace replay is checked as for one process (it was "not checked" before)."""
+    report_dir = tmp_path / "r"
+    port = str(free_port())
+    with sim_process("--profile", "fast") as sim:
+        proc = run_locust("--headless", "--processes", "2", "--master-bind-port", port, "--master-port", port,
+                          "-u", "12", "-r", "12", "-t", "5s", "--stop-timeout", "5", "--host", sim.url,
+                          "--scenario", "azure_conversation_replay", "--report-dir", str(report_dir),
+                          "--raw-log", "--raw-log-events")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(list(report_dir.glob("requests.worker*.jsonl"))) == 2
+    out = holds(report_dir, 300, delivered=12)
+    assert "no schedule counts" not in out, out
+    assert "trace asked" not in out, out  # the trace's part was read and recomputed
+    doc = json.loads((report_dir / "report.json").read_text())
+    (schedule,) = doc["manifest"]["schedule"].values()
+    assert schedule["scheduled"] == schedule["sent"] + schedule["dropped"] == doc["conservation"]["scheduled"]
+
+    def faster_asked(doc: dict[str, Any]) -> None:
+        (target,) = doc["delivered"]["by_target"].values()
+        target["stages"]["trace"]["asked"]["rate"] *= 1.01
+
+    proc = tampered(report_dir, tmp_path / "t", faster_asked)
+    assert proc.returncode == 1, proc.stdout
+    assert "/ trace / asked.rate (the reached part of the trace): report" in proc.stdout, proc.stdout
+
+    # The workers' summed counts are what the oracle reads: fewer slots reached than the
+    # trace's arrivals up to covered_s (beyond one held per user) is named.
+    def fewer_reached(doc: dict[str, Any]) -> None:
+        (counts,) = doc["manifest"]["schedule"].values()
+        counts["scheduled"] -= doc["manifest"]["users"] + 1
+
+    proc = tampered(report_dir, tmp_path / "t2", fewer_reached)
+    assert proc.returncode == 1, proc.stdout
+    assert "/ trace / the trace's arrivals up to asked.covered_s" in proc.stdout, proc.stdout
+
+
 def test_a_master_and_two_workers(tmp_path):
     report_dir = tmp_path / "r"
     port = free_port()
