@@ -124,7 +124,9 @@ class Histogram:
             low, indices, counts, dtype = packed
             relative = np.frombuffer(indices, dtype=_INDEX_DTYPE)
             indices_at = relative.astype(np.int64) + low
-            self._sparse = (low, low + int(relative.max()), indices_at, np.frombuffer(counts, dtype=dtype))
+            # int64 counts: every later merge adds them without a cast (a third of its cost)
+            counts_at = np.frombuffer(counts, dtype=dtype).astype(np.int64)
+            self._sparse = (low, low + int(relative.max()), indices_at, counts_at)
 
     def _densify(self) -> None:
         """Turn the buckets a decoded histogram kept as sent into the dense array."""
@@ -193,7 +195,8 @@ class Histogram:
         """Add every value of ``other`` into this histogram (exact)."""
         self._densify()
         if other.count:
-            other._unpack()  # the first merge of a decoded one: its arrays, kept for the next
+            if other._packed is not None:  # the first merge of a decoded one: its arrays, kept
+                other._unpack()
             if other._sparse is not None:  # a decoded one: its buckets as sent, no dense copy
                 low, high, indices, counts = other._sparse
                 self._ensure(low, high)
