@@ -12,9 +12,12 @@ earlier run is dropped):
   answers ``loadkit_rawlog_ack`` (bytes held, whether the chunk left a gap). Never more than
   the window unacknowledged, at the stop too; nothing acknowledged for RESEND_AFTER_S: sent
   again from the acknowledged offset;
-- worker → master ``loadkit_rawlog_lost`` (host name), from a worker process's start, every
-  RESUME_ASK_S for RESUME_ASK_FOR_S: the master answers ``loadkit_rawlog_lost_reply`` (the run,
-  the indexes of its lost workers that said hello from that host and are not resumed yet);
+- worker → master ``loadkit_rawlog_lost`` (host name, the worker indexes of the raw logs on its
+  disk that it did not write), only from a worker process that ships its log and found such
+  logs beside it (a restarted container whose volume survived), once the master answered its
+  hello, every RESUME_ASK_S for RESUME_ASK_FOR_S or until each is resumed: the master answers
+  ``loadkit_rawlog_lost_reply`` (the run, those of the indexes that are lost workers that said
+  hello from that host and are not resumed yet). A fresh worker never asks;
 - worker → master ``loadkit_rawlog_resume`` (worker index of the log, host name, the log's
   size on its disk): a process that finds such a log on its disk asks what the master holds
   of it; the master answers ``loadkit_rawlog_resumed`` (offset held and the SHA-256 of
@@ -33,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import secrets
 import socket
 import time
@@ -64,6 +68,7 @@ RESUME, RESUMED = "loadkit_rawlog_resume", "loadkit_rawlog_resumed"
 LOST_LOGS, LOST_LOGS_REPLY = "loadkit_rawlog_lost", "loadkit_rawlog_lost_reply"
 RESUME_ASK_S, RESUME_ASK_FOR_S = 2.0, 60.0
 CLOCK, CLOCK_REPLY = "loadkit_clock", "loadkit_clock_reply"
+_RAW_LOG_NAME = re.compile(r"requests\.worker(\d+)\.jsonl")  # raw_log_name(N)
 # At the stop: the share of --final-report-wait the worker spends shipping (its final snapshot
 # must still reach the master within that wait), and its resend timeout there.
 STOP_SHARE, STOP_RESEND_S = 0.5, 1.0
@@ -89,6 +94,7 @@ class RawLogShipping:
 
     def __init__(self, stats: Any) -> None:
         self.stats, self.runner, self.role = stats, stats.runner, stats.role
+        self.started_ns = time.time_ns()  # this process's start, near enough (others_logs)
         # worker
         self.reader: ShipReader | None = None
         self.ship: bool | None = None  # None: the master has not answered the hello yet
@@ -109,8 +115,6 @@ class RawLogShipping:
             self.runner.register_message(CLOCK_REPLY, self._on_clock_reply)
             self.runner.register_message(RESUMED, self._on_resumed)
             self.runner.register_message(LOST_LOGS_REPLY, self._on_lost_logs)
-            if hasattr(self.runner, "connection_event"):  # a Locust worker (not a test's stand-in)
-                gevent.spawn(self._resume_loop_logged)
         elif self.role == "master":
             self.runner.register_message(HELLO, self._on_hello)
             self.runner.register_message(RESUME, self._on_resume)
@@ -120,9 +124,9 @@ class RawLogShipping:
 
     # -- worker -----------------------------------------------------------------------------
 
-    def _resume_loop_logged(self) -> None:
+    def _resume_loop_logged(self, folder: str) -> None:
         try:
-            self.resume_loop()
+            self.resume_loop(folder)
         except Exception as exc:  # the link closed (the worker quit): the shipping of its own log is done
             logger.debug("loadkit: stopped asking the master for this host's lost raw logs: %s", exc)
 
@@ -136,18 +140,37 @@ class RawLogShipping:
         self.runner.send_message(HELLO, {"v": 1, "run": report_dir, "worker": index, "token": token,
                                          "node": socket.gethostname()})  # fmt: skip
 
-    def resume_loop(self) -> None:
-        """A worker process, from its start: ask the master, every RESUME_ASK_S for
-        RESUME_ASK_FOR_S, which lost workers of the running run said hello from this host, and
-        resume each of their logs found on this disk (a restarted container whose volume
-        survived; ``_on_lost_logs``)."""
-        connected = getattr(self.runner, "connection_event", None)
-        if connected is not None:
-            connected.wait()
+    def others_logs(self, folder: str) -> list[int]:
+        """The worker indexes of the raw logs in ``folder`` (this process's view of the run's
+        directory) that this process did not write nor resume and that nothing wrote since it
+        started: an earlier process's on this host (a restarted container whose volume
+        survived), not a live sibling's (worker processes of one host sharing a volume)."""
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            return []
+        found = []
+        for name in names:
+            m = _RAW_LOG_NAME.fullmatch(name)
+            if m is None or int(m.group(1)) == self.index or int(m.group(1)) in self.resumed:
+                continue
+            with contextlib.suppress(OSError):
+                if os.stat(os.path.join(folder, name)).st_mtime_ns < self.started_ns:
+                    found.append(int(m.group(1)))
+        return sorted(found)
+
+    def resume_loop(self, folder: str) -> None:
+        """Only when ``folder`` holds raw logs this process did not write (``others_logs``):
+        ask the master, every RESUME_ASK_S for RESUME_ASK_FOR_S or until each is resumed, which
+        of them are of lost workers of the running run that said hello from this host (it marks
+        a worker lost after its heartbeat timeout), and resume those (``_on_lost_logs``). A
+        worker with no such log asks nothing."""
+        found = self.others_logs(folder)
         deadline = time.monotonic() + RESUME_ASK_FOR_S
-        while time.monotonic() < deadline:
-            self.runner.send_message(LOST_LOGS, {"v": 1, "node": socket.gethostname()})
+        while found and time.monotonic() < deadline:
+            self.runner.send_message(LOST_LOGS, {"v": 1, "node": socket.gethostname(), "workers": found})
             gevent.sleep(RESUME_ASK_S)
+            found = [i for i in found if i not in self.resumed]
 
     def _on_lost_logs(self, environment: Any, msg: Any, **_: Any) -> None:
         run = msg.data.get("run")
@@ -206,10 +229,16 @@ class RawLogShipping:
     def _on_mode(self, environment: Any, msg: Any, **_: Any) -> None:
         if msg.data.get("run") != self.run:
             return
-        self.ship = bool(msg.data.get("ship"))
+        asked, self.ship = self.ship is not None, bool(msg.data.get("ship"))
         if self.token_path:
             with contextlib.suppress(OSError):
                 os.remove(self.token_path)
+        if self.ship and not asked and self.reader is not None:
+            # Its own directory (not the master's): logs there it did not write may be a lost
+            # worker's of this host, to resume. Most workers find none and ask nothing.
+            folder = os.path.dirname(self.reader.path)
+            if self.others_logs(folder):
+                gevent.spawn(self._resume_loop_logged, folder)
 
     def _on_ack(self, environment: Any, msg: Any, **_: Any) -> None:
         d = msg.data
@@ -375,11 +404,14 @@ class RawLogShipping:
         self.runner.send_message(MODE, {"run": run, "ship": not shared}, client_id=msg.node_id)
 
     def _on_lost_logs_asked(self, environment: Any, msg: Any, **_: Any) -> None:
-        """A worker process asks which lost workers of this run said hello from its host."""
+        """A worker process asks which lost workers of this run said hello from its host
+        (among ``workers``, the logs it found on its disk, when it names them)."""
         run, node = self.stats.report_dir, msg.data.get("node")
         if run is None or node is None:
             return
         lost = {w.index for w in self.stats.collector.remote.lost()}
+        if isinstance(msg.data.get("workers"), list):
+            lost &= {int(i) for i in msg.data["workers"]}
         mine = [i for i, shipped in sorted(self.logs.items())
                 if i in lost and shipped.node == node and shipped.resumed_at is None]  # fmt: skip
         if mine:

@@ -22,8 +22,9 @@ from loadkit.stats.aggregate import GroupStats
 from loadkit.stats.sections import Section, continue_sections, decode_sections, encode_sections
 
 # 2: the report sections (stages, sessions, ...) ride in "sections"; 3: periodic snapshots
-# carry the delivered-load section as a delta (stats/delivered.py)
-PAYLOAD_VERSION = 3
+# carry the delivered-load section as a delta (stats/delivered.py); 4: histograms' buckets
+# packed as bytes (stats/histogram.py)
+PAYLOAD_VERSION = 4
 PAYLOAD_KEY = "loadkit"  # key of our payload inside Locust's report_to_master data dict
 
 
@@ -48,7 +49,7 @@ class NodeSnapshot:
 
 def encode_snapshot(node: NodeSnapshot, *, seq: int, epoch: int, worker: int | None,
                     final: bool, wall_ns: int | None = None) -> dict[str, Any]:  # fmt: skip
-    """The versioned, msgpack/JSON-able dict a worker sends."""
+    """The versioned, msgpack-able dict a worker sends (histograms' buckets are bytes)."""
     return {
         "v": PAYLOAD_VERSION,
         "seq": seq,

@@ -23,7 +23,18 @@ _SUB = 1 << SUB_BITS  # buckets per octave
 _LINEAR_LIMIT = 1 << (SUB_BITS + 1)  # below this every integer has its own bucket
 MAX_RELATIVE_ERROR = 1.0 / (1 << (SUB_BITS + 1))
 
-WIRE_VERSION = 1
+WIRE_VERSION = 2
+# On the wire a histogram's buckets are two packed little-endian arrays (msgpack bin): the
+# indices less the lowest ("o") as uint16 (every bucket index of an int64 is below 2^15), and
+# the counts in the narrowest of these that holds the largest ("w": its width in bytes). A
+# master then unpacks no Python int per bucket, and reads them with ``np.frombuffer``.
+_COUNT_DTYPES: dict[int, np.dtype[Any]] = {
+    1: np.dtype("<u1"),
+    2: np.dtype("<u2"),
+    4: np.dtype("<u4"),
+    8: np.dtype("<i8"),
+}
+_INDEX_DTYPE: np.dtype[Any] = np.dtype("<u2")
 # The counts of a histogram with no buckets yet: one shared, read-only array (growing one always
 # allocates a new array), so the hundreds a decoded snapshot's groups create cost no allocation.
 _NO_COUNTS = np.zeros(0, dtype=np.int64)
@@ -69,7 +80,7 @@ class Histogram:
     and percentiles a cumulative sum, with no per-bucket Python work.
     """
 
-    __slots__ = ("_counts", "_offset", "count", "total", "_min", "_max", "clamped", "_sparse")
+    __slots__ = ("_counts", "_offset", "count", "total", "_min", "_max", "clamped", "_sparse", "_packed")
 
     def __init__(self) -> None:
         self._counts = _NO_COUNTS
@@ -84,10 +95,11 @@ class Histogram:
         # counts), until something records into it or reads it: a master holds one decoded
         # snapshot per worker and only ever merges them into a fresh histogram, so the dense
         # array over whole octaves (often 10-80 KB for a few dozen buckets) is never built.
-        # The two lists stay the wire's Python lists until then too (numpy arrays from the
-        # first merge on): most snapshots a master decodes are replaced by the worker's next
-        # one before any report reads them.
-        self._sparse: tuple[int, int, Any, Any] | None = None  # lists, then int64 arrays
+        # Until then too the buckets stay the wire's bytes (``_packed``: lowest index, indices,
+        # counts, count dtype), read as arrays on the first merge: most snapshots a master
+        # decodes are replaced by the worker's next one before any report reads them.
+        self._sparse: tuple[int, int, np.ndarray, np.ndarray] | None = None
+        self._packed: tuple[int, bytes, bytes, np.dtype[Any]] | None = None
 
     @property
     def min(self) -> int | None:
@@ -104,14 +116,27 @@ class Histogram:
         nonzero = np.flatnonzero(self._counts)
         return dict(zip((nonzero + self._offset).tolist(), self._counts[nonzero].tolist(), strict=True))
 
+    def _unpack(self) -> None:
+        """Read the wire's packed buckets (kept by ``from_wire``) as arrays, into ``_sparse``."""
+        packed = self._packed
+        if packed is not None:
+            self._packed = None
+            low, indices, counts, dtype = packed
+            relative = np.frombuffer(indices, dtype=_INDEX_DTYPE)
+            indices_at = relative.astype(np.int64) + low
+            # int64 counts: every later merge adds them without a cast (a third of its cost)
+            counts_at = np.frombuffer(counts, dtype=dtype).astype(np.int64)
+            self._sparse = (low, low + int(relative.max()), indices_at, counts_at)
+
     def _densify(self) -> None:
         """Turn the buckets a decoded histogram kept as sent into the dense array."""
+        self._unpack()
         sparse = self._sparse
         if sparse is not None:
             self._sparse = None
             low, high, indices, counts = sparse
             self._ensure(low, high)
-            self._counts[np.asarray(indices, dtype=np.int64) - self._offset] = counts
+            self._counts[indices - self._offset] = counts
 
     def _ensure(self, low: int, high: int) -> None:
         """Grow the dense array to cover bucket indices low..high."""
@@ -170,11 +195,10 @@ class Histogram:
         """Add every value of ``other`` into this histogram (exact)."""
         self._densify()
         if other.count:
+            if other._packed is not None:  # the first merge of a decoded one: its arrays, kept
+                other._unpack()
             if other._sparse is not None:  # a decoded one: its buckets as sent, no dense copy
                 low, high, indices, counts = other._sparse
-                if isinstance(indices, list):  # the first merge: in numpy, kept for the next
-                    indices, counts = np.asarray(indices, dtype=np.int64), np.asarray(counts, dtype=np.int64)
-                    other._sparse = (low, high, indices, counts)
                 self._ensure(low, high)
                 self._counts[indices - self._offset] += counts
             else:
@@ -211,13 +235,19 @@ class Histogram:
         return self.total / self.count if self.count else None
 
     def to_wire(self) -> dict[str, Any]:
-        """A compact JSON/msgpack-able dict: sparse buckets as two parallel lists."""
+        """A compact msgpack-able dict: the non-empty buckets as two packed arrays (bytes)."""
         self._densify()
         nonzero = np.flatnonzero(self._counts)
+        counts = self._counts[nonzero]
+        low = int(nonzero[0]) + self._offset if nonzero.size else 0
+        top = int(counts.max()) if counts.size else 0
+        width = 1 if top < 1 << 8 else 2 if top < 1 << 16 else 4 if top < 1 << 32 else 8
         return {
             "v": WIRE_VERSION,
-            "i": (nonzero + self._offset).tolist(),
-            "c": self._counts[nonzero].tolist(),
+            "o": low,
+            "i": (nonzero - (low - self._offset)).astype(_INDEX_DTYPE).tobytes(),
+            "w": width,
+            "c": counts.astype(_COUNT_DTYPES[width]).tobytes(),
             "n": self.count,
             "s": self.total,
             "lo": self._min,
@@ -230,16 +260,18 @@ class Histogram:
         if data.get("v") != WIRE_VERSION:
             raise ValueError(f"histogram wire version {data.get('v')!r}, expected {WIRE_VERSION}")
         hist = cls()
-        wire_indices, wire_counts = data["i"], data["c"]
-        if len(wire_indices) != len(wire_counts):
-            raise ValueError(f"histogram wire has {len(wire_indices)} indices for {len(wire_counts)} counts")
-        if wire_indices:
-            # Kept as sent, lists included (see __init__); min/max on the list: numpy's cost
-            # more for a few dozen.
-            low, high = min(wire_indices), max(wire_indices)
-            if low < 0:
-                raise ValueError(f"histogram wire has a negative bucket index {low}")
-            hist._sparse = (int(low), int(high), wire_indices, wire_counts)
+        low, indices, counts, dtype = data["o"], data["i"], data["c"], _COUNT_DTYPES.get(data["w"])
+        if dtype is None or not isinstance(indices, bytes) or not isinstance(counts, bytes):
+            raise ValueError(f"histogram wire has buckets of width {data['w']!r} or not packed")
+        size = len(indices) // _INDEX_DTYPE.itemsize
+        if len(indices) % _INDEX_DTYPE.itemsize or len(counts) != size * dtype.itemsize:
+            raise ValueError(
+                f"histogram wire has {len(indices)} bytes of indices for {len(counts)} of counts"
+            )
+        if not isinstance(low, int) or low < 0:
+            raise ValueError(f"histogram wire has a negative bucket index {low}")
+        if size:
+            hist._packed = (low, indices, counts, dtype)  # kept as sent (see __init__)
         hist.count, hist.total = data["n"], data["s"]
         hist._min, hist._max, hist.clamped = data["lo"], data["hi"], data.get("neg", 0)
         return hist

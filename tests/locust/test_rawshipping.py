@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import gevent
+import gevent.event
 
 from loadkit.locust import rawshipping
 from loadkit.locust.rawshipping import RawLogShipping
@@ -29,8 +30,12 @@ class Runner:
         self.peer.handlers[name](environment=None, msg=SimpleNamespace(type=name, data=data, node_id="w1"))
 
 
-def pair(master_dir: str) -> tuple[RawLogShipping, RawLogShipping, Any]:
+def pair(master_dir: str, connected: bool = False) -> tuple[RawLogShipping, RawLogShipping, Any]:
+    """``connected``: the worker's runner has a connection event, set, as a Locust worker's."""
     wr, mr = Runner(), Runner()
+    if connected:
+        wr.connection_event = gevent.event.Event()  # type: ignore[attr-defined]
+        wr.connection_event.set()  # type: ignore[attr-defined]
     wr.peer, mr.peer = mr, wr
     worker_stats = SimpleNamespace(runner=wr, role="worker", collector=SimpleNamespace(raw_log=None))
     master_stats = SimpleNamespace(runner=mr, role="master", report_dir=master_dir)
@@ -221,8 +226,8 @@ def test_a_restarted_process_resumes_the_log_where_the_master_holds_it(tmp_path,
     first.tick()  # three chunks arrive, then the process dies: the master holds a prefix
     held = master.logs[1].held_bytes
     assert 0 < held < log.stat().st_size
-    # The restarted process (same host, same volume) on a new link to the same master asks
-    # which lost workers said hello from its host, finds that log on its disk, resumes it.
+    # The restarted process (same host, same volume) on a new link to the same master finds a
+    # log on its disk it did not write, asks which lost workers said hello from its host, resumes it.
     master.stats.collector = SimpleNamespace(remote=SimpleNamespace(lost=lambda: [SimpleNamespace(index=1)]))
     again, _, again_stats = pair(run)
     again_stats.runner.peer = master.runner
@@ -230,7 +235,7 @@ def test_a_restarted_process_resumes_the_log_where_the_master_holds_it(tmp_path,
     again.local_path = lambda run, index: str(log.parent / raw_log_name(index))  # type: ignore[method-assign]
     monkeypatch.setattr(rawshipping, "RESUME_ASK_FOR_S", 0.01)
     monkeypatch.setattr(rawshipping, "RESUME_ASK_S", 0.01)
-    again.resume_loop()
+    again.resume_loop(str(log.parent))
     entry = again.resumed[1]
     assert entry.ship is True and entry.reader is not None and entry.reader.sent == held
     assert master.pending()  # the master waits for the rest before its report
@@ -243,8 +248,61 @@ def test_a_restarted_process_resumes_the_log_where_the_master_holds_it(tmp_path,
     assert master.manifest_fields()["raw_log_shipping"]["worker1"]["resumed_at"] == held
     asked = []
     again_stats.runner.handlers["loadkit_rawlog_lost_reply"] = lambda **kw: asked.append(kw)
-    again.resume_loop()
+    again.resume_loop(str(log.parent))
     assert asked == []  # resumed once: not offered again
+
+
+def test_a_fresh_worker_asks_nothing_about_lost_logs_and_a_restarted_one_asks(tmp_path, monkeypatch):
+    """Only a process that finds on its disk a raw log it did not write, and that nothing wrote
+    since it started, asks the master about lost workers: a fresh worker (its own log alone, or
+    beside a live sibling's) sends no such question; a restarted one does, naming that log."""
+    monkeypatch.setattr(rawshipping, "RESUME_ASK_FOR_S", 0.05)
+    monkeypatch.setattr(rawshipping, "RESUME_ASK_S", 0.01)
+    run = str(tmp_path / "run")
+    os.makedirs(run)
+    worker, master, stats = pair(run, connected=True)
+    master.stats.collector = SimpleNamespace(remote=SimpleNamespace(lost=lambda: []))
+    time.sleep(0.02)  # files' times have a coarser clock
+    log = another_host_log(tmp_path, run, stats.runner, 10)
+    (log.parent / raw_log_name(2)).write_bytes(b'{"i": 0}\n')  # a sibling's, written since the start
+    (log.parent / "requests.jsonl").write_bytes(b"")  # not a worker's
+    sent: list[str] = []
+    send = stats.runner.send_message
+
+    def counting(name: str, data: Any = None, client_id: str | None = None) -> None:
+        sent.append(name)
+        send(name, data, client_id)
+
+    stats.runner.send_message = counting
+    worker.start_worker(run, str(log), 1)
+    gevent.sleep(0.1)
+    assert worker.ship is True and "loadkit_rawlog_hello" in sent
+    assert "loadkit_rawlog_lost" not in sent and worker.others_logs(str(log.parent)) == []
+
+    dead = log.parent / raw_log_name(5)  # an earlier process's, on this volume
+    dead.write_bytes(b'{"i": 0}\n')
+    time.sleep(0.02)
+    restarted, _, restarted_stats = pair(run, connected=True)
+    restarted_stats.runner.peer, master.runner.peer = master.runner, restarted_stats.runner
+    time.sleep(0.02)
+    for live in (log, log.parent / raw_log_name(2)):  # the siblings go on writing
+        with open(live, "ab") as f:
+            f.write(b'{"i": 1}\n')
+    to_master = restarted_stats.runner.send_message
+
+    def from_its_host(name: str, data: Any = None, client_id: str | None = None) -> None:
+        if name == "loadkit_rawlog_hello":  # its token is on its own disk, not the master's
+            os.replace(os.path.join(run, ".loadkit-share-worker6"), log.parent / "token6")
+        to_master(name, data, client_id)
+
+    restarted_stats.runner.send_message = from_its_host
+    questions: list[Any] = []
+    master.runner.handlers["loadkit_rawlog_lost"] = lambda environment, msg: questions.append(msg.data)
+    restarted.start_worker(run, str(log.parent / raw_log_name(6)), 6)
+    gevent.sleep(0.2)
+    assert restarted.ship is True
+    assert questions and all(q["workers"] == [5] for q in questions)  # the log it found, not the sibling's
+    assert len(questions) <= 0.05 / 0.01 + 1
 
 
 def test_a_resume_is_refused_for_another_host_another_log_or_a_log_gone(tmp_path, monkeypatch):

@@ -237,11 +237,21 @@ def test_delivered_load_travels_as_deltas_and_the_master_holds_the_whole():
     assert len(master.merged_section("delivered").sends[("e", "run")]) == 150
 
 
-def test_a_version_2_snapshot_is_refused_by_a_version_3_master():
-    """Version 2 sent the delivered-load section whole as a list; a master of version 3 reads
+def test_a_version_3_snapshot_is_refused_by_a_version_4_master():
+    """Version 3 sent a histogram's buckets as lists; version 4 packs them as bytes: a master
+    refuses the older snapshot by its version (not by failing on its histograms)."""
+    worker, master = StatsCollector(), StatsCollector()
+    worker.add(record())
+    payload = dict(_wire(worker.snapshot_payload()), v=3)
+    assert PAYLOAD_VERSION == 4 and master.accept_snapshot("w", payload) == "rejected"
+    assert "version 3" in master.report()["errors"][0]
+
+
+def test_a_version_2_snapshot_is_refused_by_a_newer_master():
+    """Version 2 sent the delivered-load section whole as a list; a master of version 3 (and on) reads
     a periodic section as a delta, so mixing the two would miscount: refused by its version."""
     worker, master = StatsCollector(), StatsCollector()
     worker.add(record())
     payload = dict(_wire(worker.snapshot_payload()), v=2)
-    assert PAYLOAD_VERSION == 3 and master.accept_snapshot("w", payload) == "rejected"
+    assert PAYLOAD_VERSION == 4 and master.accept_snapshot("w", payload) == "rejected"
     assert "version 2" in master.report()["errors"][0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import msgpack
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -180,5 +181,30 @@ def test_a_malformed_wire_histogram_is_refused_when_decoded():
     wire = _recorded([5, 900, 70_000]).to_wire()
     with pytest.raises(ValueError, match="indices"):
         Histogram.from_wire({**wire, "c": wire["c"][:-1]})
+    with pytest.raises(ValueError, match="indices"):
+        Histogram.from_wire({**wire, "i": wire["i"][:-1]})
     with pytest.raises(ValueError, match="negative"):
-        Histogram.from_wire({**wire, "i": [-1, *wire["i"][1:]]})
+        Histogram.from_wire({**wire, "o": -1})
+    with pytest.raises(ValueError, match="width"):
+        Histogram.from_wire({**wire, "w": 3})
+    with pytest.raises(ValueError, match="packed"):
+        Histogram.from_wire({**wire, "i": list(wire["i"])})
+
+
+@pytest.mark.parametrize("weight", [1, 255, 256, 65_535, 65_536, 2**32 - 1, 2**32, 2**40])
+def test_packed_buckets_carry_any_count_and_the_widest_span(weight):
+    """The wire packs the buckets (indices as uint16 from the lowest, counts as narrow as their
+    largest allows): the counts of every width and the span from 0 to 2^62 come back exact."""
+    sent = Histogram()
+    for value in (0, 3, 1_000_003):
+        sent.record(value, weight)
+    sent.record(2**62)  # the highest octave's bucket: the widest span there is
+    wire = sent.to_wire()
+    assert isinstance(wire["i"], bytes) and isinstance(wire["c"], bytes)
+    decoded = Histogram.from_wire(msgpack.unpackb(msgpack.packb(wire), raw=False))
+    assert decoded.counts == sent.counts and decoded == sent
+    merged = Histogram()
+    merged.merge(decoded)
+    merged.merge(Histogram.from_wire(wire))
+    sent.merge(sent.copy())
+    assert merged.counts == sent.counts and merged.percentiles(QUANTILES) == sent.percentiles(QUANTILES)

@@ -5,7 +5,8 @@ snapshot is held sparse. The golden file was first written (``python -m
 tests.stats.test_recorded_snapshots``) before the master's decoding was made cheaper, which
 changed nothing in it; when a section's wire version changes, the payloads are recorded again
 (benchmarks/data/README.md) and the golden file written again, from the same commit (last:
-payload version 3, the delivered-load deltas)."""
+payload version 4, histograms' buckets packed as bytes; the recording before it, its
+histograms packed, merged to its golden reports exactly)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def master() -> StatsCollector:
     collector = StatsCollector((Slo("ttft_ms", 1000.0), Slo("tpot_ms", 60.0)))
     BuiltinSections(collector).install()
     collector.reset()
-    collector.started_wall_ns = 1_796_406_204_012_156_000  # the recorded run's start (time series' t)
+    collector.started_wall_ns = 1_796_408_722_914_293_800  # the recorded run's start (time series' t)
     return collector
 
 
