@@ -271,7 +271,7 @@ def run_one(
             gevent.sleep(stats_interval)
             t = time.perf_counter()
             with cooperative():
-                collector.report()
+                collector.report(live=True)
             if measuring["on"]:
                 live_reports_ms.append((time.perf_counter() - t) * 1000)
 

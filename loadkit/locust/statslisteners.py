@@ -439,7 +439,7 @@ class LocustStats:
             gevent.sleep(self.options.stats_interval)
             if self.runner is not None and self.runner.state in (STATE_RUNNING, STATE_SPAWNING):
                 with cooperative():  # streams are open: the table must not hold their reads
-                    table = console_table(self.collector.report())
+                    table = console_table(self.collector.report(live=True))
                 sys.stdout.write(table + "\n")
                 sys.stdout.flush()
 

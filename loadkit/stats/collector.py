@@ -30,6 +30,16 @@ log = logging.getLogger("loadkit.stats")
 MAX_ERRORS_KEPT = 20
 
 
+# Sections whose figures a live view (the console table every few seconds, the web UI's polls)
+# may take from an earlier live report: the delivered-load section reads every request's send
+# and end (seconds of CPU per report on a master of hundreds of workers in a long run). A live
+# report recomputes it once LIVE_SHARE of the time since it was last computed would pay for it,
+# so it costs a live view at most that share of the master's loop; while it is cheap, that is
+# every time. The final report always computes everything.
+LIVE_THROTTLED = frozenset({"delivered"})
+LIVE_SHARE = 0.05
+
+
 class StatsCollector:
     """Aggregates RequestRecords per (engine, label); see the module docstring."""
 
@@ -45,6 +55,9 @@ class StatsCollector:
         self._feeds: list[Section] = []  # sections fed per measured record
         self._warmup_feeds: list[Section] = []  # ... and per warm-up record
         self.remote = RemoteSnapshots(self.section_defs)
+        # A live report's throttled sections: when computed (live_clock), in how long, the figures.
+        self._live_sections: dict[str, tuple[float, float, Any]] = {}
+        self.live_clock: Callable[[], float] = time.monotonic
         self.manifest: dict[str, Any] = {}
         self.worker_index: int | None = None
         self.seq = 0  # per process, never reset: the master drops anything not newer
@@ -175,6 +188,7 @@ class StatsCollector:
         run too: on the master they tell every worker to reset."""
         self.epoch += 1
         self._clear()
+        self._live_sections.clear()
         self.remote.reset()
         if propagate:
             for listener in self.reset_listeners:
@@ -230,8 +244,10 @@ class StatsCollector:
         """Add a top-level report section ``name``, computed by ``provider()`` at report time."""
         self.sections[name] = provider
 
-    def report(self) -> dict[str, Any]:
-        """The merged ``loadkit.report/1`` document for everything seen so far."""
+    def report(self, live: bool = False) -> dict[str, Any]:
+        """The merged ``loadkit.report/1`` document for everything seen so far. ``live``: for
+        a view refreshed every few seconds, whose costly sections may come from an earlier live
+        report (LIVE_THROTTLED)."""
         doc = self._report()
         providers: dict[str, Callable[[], Any]] = {
             n: functools.partial(self._section_report, s) for n, s in self.section_defs.items() if s.report
@@ -239,12 +255,27 @@ class StatsCollector:
         for name, provider in {**providers, **self.sections}.items():
             turns.give_way()
             try:
+                if live and name in LIVE_THROTTLED:
+                    doc[name] = self._live_section(name, provider)
+                    continue
                 doc[name] = provider()
             except Exception as exc:  # a broken section must not lose the rest of the report
                 self.fail(f"report section {name!r} failed", exc)
                 doc["valid"] = False
                 doc["invalid_reasons"].append(f"report section {name!r} failed: {exc!r}")
         return doc
+
+    def _live_section(self, name: str, provider: Callable[[], Any]) -> Any:
+        """Section ``name`` of a live report: the last live computation's figures while
+        recomputing would take over LIVE_SHARE of the time since then."""
+        now = self.live_clock()
+        held = self._live_sections.get(name)
+        if held is not None and (now - held[0]) * LIVE_SHARE < held[1]:
+            return held[2]
+        value = provider()
+        done = self.live_clock()
+        self._live_sections[name] = (done, done - now, value)
+        return value
 
     def _section_report(self, section: Section) -> Any:
         return section.report(self.merged_section(section.name))  # type: ignore[misc]

@@ -104,7 +104,7 @@ class LiveView:
         if cached is not None and now - cached[0] < REPORT_CACHE_S and cached[1] == key:
             return cached[2]
         with cooperative():  # a local run's streams share this loop: give them their turns
-            report = collector.report()
+            report = collector.report(live=True)
         self._cached = (now, key, report)
         return report
 

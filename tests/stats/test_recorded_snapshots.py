@@ -20,6 +20,7 @@ import msgpack
 
 from loadkit.stats import Slo, StatsCollector
 from loadkit.stats.builtin import BuiltinSections
+from loadkit.stats.collector import LIVE_SHARE
 from loadkit.stats.distributed import decode_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,6 +101,35 @@ def test_the_recording_made_cumulative_merges_to_the_same_reports():
     messages = cumulative(recorded())
     assert any(not m["data"]["loadkit"]["final"] for m in messages)
     assert merged_reports(messages) == golden
+
+
+def test_a_live_report_recomputes_the_delivered_load_section_only_when_it_is_cheap_enough():
+    """The console table and the web UI build a report every few seconds. On a master of
+    hundreds of workers late in a long run the delivered-load section takes seconds: a live
+    report then takes it from the last live computation until LIVE_SHARE of the time since
+    would pay for it again. The final report, and every live one while it is cheap, is whole."""
+    collector, now = master(), [100.0]
+    collector.live_clock = lambda: now[0]
+    for message in recorded()[:12]:
+        collector.accept_snapshot(message["client_id"], message["data"]["loadkit"])
+    first = _stable(collector.report(live=True))
+    assert first == _stable(collector.report()) and first["delivered"]
+    held = collector._live_sections["delivered"]
+    collector._live_sections["delivered"] = (held[0], 2.0, held[2])  # as if it had taken 2 s
+    for message in recorded()[12:]:
+        collector.accept_snapshot(message["client_id"], message["data"]["loadkit"])
+    whole = _stable(collector.report())
+    assert whole["delivered"] != first["delivered"], "the later snapshots changed the section"
+    now[0] += 2.0 / LIVE_SHARE - 1  # not yet 20 times its cost later: the held figures
+    live = _stable(collector.report(live=True))
+    assert live["delivered"] == first["delivered"]
+    assert {k: v for k, v in live.items() if k != "delivered"} == {
+        k: v for k, v in whole.items() if k != "delivered"
+    }
+    now[0] += 2  # past it: computed again
+    assert _stable(collector.report(live=True)) == whole
+    collector.reset(propagate=False)
+    assert collector._live_sections == {}
 
 
 def test_a_decoded_snapshot_holds_its_histograms_sparse():
