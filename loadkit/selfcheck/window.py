@@ -71,6 +71,7 @@ class Window:
     first_client_coalesced_pct: float | None = None
     late_share: float = 0.0
     firsts_over_run: bool = False
+    firsts: int = 0  # first tokens the first_* shares are of (the run's so far when firsts_over_run)
     wait_pct: float | None = None
     pressure_pct: float | None = None
     full_gcs: int | None = None
@@ -144,7 +145,7 @@ def measure(first: Sample, last: Sample, lags_ns: list[int], run: Sample | None 
                   first_coalesced=first_coalesced, late_pct=_pct(late, kernel, MIN_READS),
                   coalesced_pct=_pct(coalesced, reads, MIN_READS), first_coalesced_pct=first_coalesced_pct,
                   events=events, late_coalesced=d("late_coalesced"),
-                  first_late_coalesced=first_late, firsts_over_run=over_run,
+                  first_late_coalesced=first_late, firsts_over_run=over_run, firsts=firsts,
                   coalesced_event_pct=coalesced_event_pct, late_coalesced_event_pct=late_event_pct,
                   first_late_coalesced_pct=first_late_pct,
                   client_coalesced_event_pct=client_share(late_event_pct, coalesced_event_pct, share),
