@@ -209,8 +209,11 @@ def test_a_windowed_mooncake_replay_with_warm_cache(tmp_path):
     assert schedule["warmup"]["sent"] > 0, schedule
 
     def looser_fit(doc: dict[str, Any]) -> None:
+        # Far beyond the check's tolerance, which is the share of gaps that may floor either way
+        # (run to run it has exceeded 0.02 on this replay's many sub-ms gaps, so +0.02 passed).
         (target,) = doc["delivered"]["by_target"].values()
-        target["stages"]["trace"]["fit"]["statistic"] += 0.02
+        fit = target["stages"]["trace"]["fit"]
+        fit["statistic"] += 0.3 if fit["statistic"] < 0.7 else -0.3
 
     proc = tampered(report_dir, tmp_path / "t", looser_fit)
     assert proc.returncode == 1, proc.stdout

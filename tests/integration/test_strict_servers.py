@@ -346,11 +346,19 @@ def test_web_ui_start_refused_at_preflight_answers_success_false(tmp_path, proce
             refused_start(0)
             accepted = swarm(base, {**form, "model": "served-a"})
             assert accepted["success"] is True, accepted
+            # Its end is its report written: Locust's state reads "stopped" as soon as the workers
+            # stop, while the master may still be ending the run, and a form posted then is
+            # Locust's edit of a running test (no start, nothing to refuse).
             wait_for(
                 "the accepted run's end",
-                lambda: len(server.posts()) == 1 + 1 + 4 and state() == "stopped",
+                lambda: (
+                    len(server.posts()) == 1 + 1 + 4
+                    and state() == "stopped"
+                    and (tmp_path / "r-2" / "report.json").exists()
+                ),
                 60,
             )
+            wait_for("the accepted run to stay stopped", lambda: state() == "stopped", 30)
             refused_start(1 + 1 + 4)  # after a run: no worker sends under that run's configuration
         finally:
             stop_process(proc)
