@@ -49,14 +49,7 @@ def test_a_worker_on_another_filesystem_ships_its_log_and_leaves_no_token(tmp_pa
     log = tmp_path / "worker-disk" / raw_log_name(1)  # the worker's own disk
     log.parent.mkdir()
     log.write_bytes(b"".join(b'{"i": %d}\n' % i for i in range(30000)))  # ~0.4 MB: chunks, a window
-    send = stats.runner.send_message
-
-    def from_another_host(name: str, data: Any = None, client_id: str | None = None) -> None:
-        if name == "loadkit_rawlog_hello":  # its token is on its own disk, not the master's
-            os.replace(os.path.join(run, ".loadkit-share-worker1"), log.parent / "token")
-        send(name, data, client_id)
-
-    stats.runner.send_message = from_another_host
+    token_on_own_disk(stats.runner, run, 1, log.parent / "token")
     worker.start_worker(run, str(log), 1)
     assert worker.ship is True
     worker.tick()
@@ -126,18 +119,24 @@ def queued_pair(run: str) -> tuple[RawLogShipping, RawLogShipping, Runner, Link]
     return worker, master, wr, link
 
 
+def token_on_own_disk(runner: Any, run: str, index: int, dest: Any) -> None:
+    """Worker ``index`` on another host: at its hello, its share token moves from the master's
+    directory ``run`` to ``dest`` on its own disk (the master cannot see it there)."""
+    send = runner.send_message
+
+    def from_another_host(name: str, data: Any = None, client_id: str | None = None) -> None:
+        if name == "loadkit_rawlog_hello":
+            os.replace(os.path.join(run, f".loadkit-share-worker{index}"), dest)
+        send(name, data, client_id)
+
+    runner.send_message = from_another_host
+
+
 def another_host_log(tmp_path: Any, run: str, stats_runner: Runner, lines: int) -> Any:
     log = tmp_path / "worker-disk" / raw_log_name(1)
     log.parent.mkdir()
     log.write_bytes(b"".join(b'{"i": %d, "pad": "%s"}\n' % (i, b"x" * 60) for i in range(lines)))
-    send = stats_runner.send_message
-
-    def from_another_host(name: str, data: Any = None, client_id: str | None = None) -> None:
-        if name == "loadkit_rawlog_hello":
-            os.replace(os.path.join(run, ".loadkit-share-worker1"), log.parent / "token")
-        send(name, data, client_id)
-
-    stats_runner.send_message = from_another_host
+    token_on_own_disk(stats_runner, run, 1, log.parent / "token")
     return log
 
 
@@ -288,14 +287,7 @@ def test_a_fresh_worker_asks_nothing_about_lost_logs_and_a_restarted_one_asks(tm
     for live in (log, log.parent / raw_log_name(2)):  # the siblings go on writing
         with open(live, "ab") as f:
             f.write(b'{"i": 1}\n')
-    to_master = restarted_stats.runner.send_message
-
-    def from_its_host(name: str, data: Any = None, client_id: str | None = None) -> None:
-        if name == "loadkit_rawlog_hello":  # its token is on its own disk, not the master's
-            os.replace(os.path.join(run, ".loadkit-share-worker6"), log.parent / "token6")
-        to_master(name, data, client_id)
-
-    restarted_stats.runner.send_message = from_its_host
+    token_on_own_disk(restarted_stats.runner, run, 6, log.parent / "token6")
     questions: list[Any] = []
     master.runner.handlers["loadkit_rawlog_lost"] = lambda environment, msg: questions.append(msg.data)
     restarted.start_worker(run, str(log.parent / raw_log_name(6)), 6)
