@@ -150,6 +150,15 @@ def itl_token_weighted(gaps: list[int], tokens: list[int]) -> tuple[list[int], l
     return values, weights
 
 
+def latency_per_item_ns(r: Record, e2e: int | None) -> int | None:
+    """Latency per item = E2E / n_items, rounded to the ns: a batched kind's cost of one input
+    or document; None without a latency or for a request of fewer than two items."""
+    items = getattr(r, "n_items", None)  # duck-typed records may not carry it
+    if e2e is None or items is None or items < 2:
+        return None
+    return div_round(e2e, items)
+
+
 class RequestMetrics(NamedTuple):
     """Every metric of one finished request, in integer ns (None: not measured), computed once
     by ``of``. ``slo_values`` are the SLO keys' values in ``loadkit.stats.metrics.SLO_KEYS``
@@ -168,6 +177,8 @@ class RequestMetrics(NamedTuple):
     reasoning_ns: int | None
     answer_tpot_ns: int | None
     send_ns: int | None
+    # A batched kind's latency per item (E2E / n_items, embeddings and rerank); None for one item or none.
+    latency_per_item_ns: int | None
     # ITL per chunk (t_i − t_{i−1}); empty below two events. itl_max_ns: the largest of them,
     # what an ``itl_ms`` SLO is judged on.
     itl_gaps_ns: list[int]
@@ -185,5 +196,5 @@ class RequestMetrics(NamedTuple):
         # tuple.__new__ with the fields in order: the generated keyword __new__ costs twice as much,
         # and this runs once per request on the load-generating process.
         return tuple.__new__(cls, (ttft, sched, ttft_with_connect_ns(r), tpot, e2e, connect_ns(r), tls_ns(r),
-                                   ttfrt_ns(r), ttfat, ttftc_ns(r), reasoning_ns(r), answer_tpot, send_ns(r), gaps, worst,
+                                   ttfrt_ns(r), ttfat, ttftc_ns(r), reasoning_ns(r), answer_tpot, send_ns(r), latency_per_item_ns(r, e2e), gaps, worst,
                                    (ttft, sched, tpot, e2e, worst, ttfat, answer_tpot)))  # fmt: skip

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     import argparse
 
     from loadkit.core.adapter import EngineAdapter
+    from loadkit.core.kinds import RequestKind
     from loadkit.records import RequestRecord
     from loadkit.sim.protocols import SimProtocol
 
@@ -49,6 +50,22 @@ def loadkit_register_sim_protocols(register: Callable[[SimProtocol], None]) -> N
         frames requests and answers; the simulator supplies batching, the prefix cache,
         faults and the truth log. A name a built-in family or another plugin already uses
         is an error that names the plugin.
+    :return: nothing; results are ignored.
+    """
+
+
+@hookspec
+def loadkit_register_kinds(register: Callable[[RequestKind], None]) -> None:
+    """Register request kinds beyond loadkit's own (chat, embeddings, rerank), e.g. audio transcription.
+
+    Called once per process, when loadkit first needs the kind registry, on every node (local,
+    master, worker). A scenario's ``[[parts]]`` entry with ``kind = NAME`` then builds its
+    requests with the kind's ``build`` from the entry's ``keys``; the targets' adapters say
+    which kinds they serve (``EngineAdapter.kind_paths``) and parse the answers
+    (``new_body_parser`` for a kind that is not streamed). docs/writing-a-plugin.md shows one.
+
+    :param register: call it once per ``loadkit.core.kinds.RequestKind`` with a unique
+        ``name``; a name loadkit or another plugin already uses is an error naming both.
     :return: nothing; results are ignored.
     """
 

@@ -95,6 +95,11 @@ class RequestRecord:
     image_pixels: int = 0
     image_tokens_expected: int | None = None
     image_tokens: int | None = None
+    # The request's kind (loadkit.core.kinds) and, for batched kinds, its items as sent (inputs
+    # embedded, documents ranked) and as answered (None: not answered or not counted).
+    kind: str = "chat"
+    n_items: int | None = None
+    n_items_returned: int | None = None
     # This request's metrics, set once it is finished (``measure``); None before.
     metrics: RequestMetrics | None = field(default=None, repr=False, compare=False)
 
@@ -167,7 +172,21 @@ class RequestRecord:
             "server_breakdown": server_breakdown(self, m),
             **channel_fields(self, m),
             **image_fields(self, m),
+            **kind_fields(self, m),
         }
+
+
+def kind_fields(r: RequestRecord, m: RequestMetrics | None = None) -> dict[str, Any]:
+    """The raw-log fields of the request's kind: its items, and its latency (= E2E, every kind)
+    with the latency per item where the request carried several."""
+    m = m or metrics_of(r)
+    return {
+        "kind": getattr(r, "kind", "chat"),
+        "n_items": getattr(r, "n_items", None),
+        "n_items_returned": getattr(r, "n_items_returned", None),
+        "latency_ms": _to_ms(m.e2e_ns),
+        "latency_per_item_ms": _to_ms(m.latency_per_item_ns),
+    }
 
 
 def image_fields(r: RequestRecord, m: RequestMetrics | None = None) -> dict[str, Any]:

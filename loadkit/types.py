@@ -92,6 +92,19 @@ class GenerationRequest:
     image_count: int = 0
     image_pixels: int = 0
     image_tokens_expected: int | None = None
+    # The request's kind (loadkit.core.kinds): "chat" (streamed generation), "embeddings",
+    # "rerank", or a plugin's. Non-chat kinds leave prompt/messages None.
+    kind: str = "chat"
+    # embeddings: the inputs one request embeds (its batch is len(inputs)).
+    inputs: list[str] | None = None
+    # rerank: the query and the documents scored against it; top_n as asked (None: all).
+    query: str | None = None
+    documents: list[str] | None = None
+    top_n: int | None = None
+    # A plugin kind's own neutral fields (its RequestKind.build fills them).
+    kind_fields: dict[str, Any] = field(default_factory=dict)
+    # Items in the request (inputs, documents, a plugin kind's units): the report's per-item figures.
+    n_items: int | None = None
 
     def as_prompt(self) -> str:
         """The request as one prompt string, for completion endpoints given chat messages."""

@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Literal
 import orjson
 
 from loadkit.core.channels import ChannelMarks
+from loadkit.core.kinds import CHAT, BodyParser
 from loadkit.types import GenerationRequest, HttpRequest, TokenEvent
 
 Framing = Literal["sse", "ndjson"]
@@ -102,6 +103,10 @@ class EngineAdapter:
     # The apis on which this adapter sends images (OpenAI content parts with image_url); a run
     # whose scenario has [images] refuses a target whose api is not one (docs/engines.md).
     image_apis: ClassVar[tuple[str, ...]] = ()
+    # The request kinds (loadkit.core.kinds) this adapter serves beyond chat, each with the path
+    # it goes to on this engine (e.g. {"embeddings": "/v1/embeddings", "rerank": "/v1/rerank"}).
+    # A run whose workload sends a kind the target's adapter does not list is refused at start.
+    kind_paths: ClassVar[dict[str, str]] = {}
 
     def __init__(self, options: AdapterOptions | None = None) -> None:
         self.options = options or AdapterOptions()
@@ -115,6 +120,15 @@ class EngineAdapter:
 
     def new_parser(self) -> StreamParser:
         raise NotImplementedError
+
+    def serves(self, kind: str) -> bool:
+        """True if this adapter can send requests of ``kind`` (chat: always)."""
+        return kind == CHAT or kind in self.kind_paths
+
+    def new_body_parser(self, request: GenerationRequest) -> BodyParser:
+        """The parser of a non-streamed kind's whole answer (``request.kind`` is in kind_paths);
+        ``build_request`` builds such a request from the same GenerationRequest."""
+        raise NotImplementedError(f"engine {self.name!r} has no body parser for kind {request.kind!r}")
 
     def base_headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": self.accept}

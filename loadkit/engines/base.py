@@ -6,5 +6,14 @@ plugins and engines all point down to it); this module re-exports them without a
 """
 
 from loadkit.core.adapter import AdapterOptions, EngineAdapter, Framing, StreamParser
+from loadkit.core.kinds import BodyParser, BodyResult, RequestKind
 
-__all__ = ["AdapterOptions", "EngineAdapter", "Framing", "StreamParser"]
+__all__ = [
+    "AdapterOptions",
+    "BodyParser",
+    "BodyResult",
+    "EngineAdapter",
+    "Framing",
+    "RequestKind",
+    "StreamParser",
+]

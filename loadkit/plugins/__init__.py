@@ -16,6 +16,7 @@ import pluggy
 
 from loadkit import hookspecs
 from loadkit.core.adapter import EngineAdapter
+from loadkit.core.kinds import BUILTIN_KINDS, RequestKind
 from loadkit.errors import UserError
 from loadkit.plugins import loading
 from loadkit.plugins.guard import GuardedPluginManager
@@ -134,6 +135,52 @@ def _build_registry(pm: pluggy.PluginManager) -> dict[str, EngineInfo]:
                 )
             registry[info.name] = info
     return registry
+
+
+@dataclass(frozen=True, slots=True)
+class KindInfo:
+    kind: RequestKind
+    plugin: str
+
+
+def kind_registry(pm: pluggy.PluginManager | None = None) -> dict[str, KindInfo]:
+    """Every request kind by name: loadkit's (chat, embeddings, rerank), then the plugins' from
+    ``loadkit_register_kinds``. Built once per plugin manager, like the engine registry."""
+    pm = pm or get_plugin_manager()
+    cache = pm.cache if isinstance(pm, GuardedPluginManager) else {}
+    if "kinds" not in cache:
+        cache["kinds"] = _build_kinds(pm)
+    registry: dict[str, KindInfo] = cache["kinds"]
+    return registry
+
+
+def _build_kinds(pm: pluggy.PluginManager) -> dict[str, KindInfo]:
+    registry = {k.name: KindInfo(k, "loadkit") for k in BUILTIN_KINDS}
+
+    def register(kind: RequestKind) -> None:
+        who = _plugin_version(pm, getattr(pm, "calling", None))[0]
+        if not isinstance(kind, RequestKind) or not kind.name:
+            raise PluginError(f"plugin {who!r} registered {kind!r}, not a named RequestKind")
+        if kind.name in registry:
+            raise PluginError(
+                f"request kind {kind.name!r} registered twice: by {registry[kind.name].plugin!r} and by {who!r}"
+            )
+        if kind.build is None:
+            raise PluginError(
+                f"plugin {who!r} registered request kind {kind.name!r} without a build function"
+            )
+        registry[kind.name] = KindInfo(kind, who)
+
+    pm.hook.loadkit_register_kinds(register=register)
+    return registry
+
+
+def get_kind(name: str, pm: pluggy.PluginManager | None = None) -> RequestKind:
+    """The registered kind ``name``; an error listing the known kinds otherwise."""
+    registry = kind_registry(pm)
+    if name not in registry:
+        raise PluginError(f"unknown request kind {name!r}; registered kinds: {', '.join(registry)}")
+    return registry[name].kind
 
 
 def plugin_fingerprint(pm: pluggy.PluginManager | None = None) -> dict[str, str]:

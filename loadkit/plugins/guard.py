@@ -28,7 +28,9 @@ from loadkit.plugins.loading import LoadFailure
 CONTAINED = frozenset({"loadkit_request_finished", "loadkit_write_report", "loadkit_report_written"})
 # Registration hooks hand every implementation the same ``register`` callback; it reads
 # ``pm.calling`` to know which plugin is registering (for its error messages and the registry).
-NAMES_CALLER = frozenset({"loadkit_register_engines", "loadkit_register_sim_protocols"})
+NAMES_CALLER = frozenset(
+    {"loadkit_register_engines", "loadkit_register_sim_protocols", "loadkit_register_kinds"}
+)
 _TAG = "_loadkit_failure"
 
 
