@@ -177,6 +177,7 @@ class SimEngine:
         if spec.image_ids:  # after the text: charged for prefill, cached by content (sim/images.py)
             ids = ids + spec.image_ids
         truth["image_tokens"] = len(spec.image_ids or ())
+        truth["image_count"] = spec.image_count
         if self.scheduler.fits(len(ids), spec.max_tokens) is not None:
             status, body = context_error(
                 self.family, self.gen_routes, len(ids), spec.max_tokens, self.profile.max_model_len

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from loadkit.imagetokens import image_tokens
+from loadkit.imagetokens import image_tokens, size_for_tokens
 from loadkit.types import GenerationRequest
 from loadkit.workload.distributions import Distribution, PathResolver, parse_distribution
 from loadkit.workload.errors import Ctx, check_keys, get_int, get_number, get_str, get_table
@@ -181,6 +181,12 @@ class ImageMaker:
         if self.pool is not None:
             return [self.pool[int(k)] for k in rng.integers(len(self.pool), size=n)]
         return [self._one(rng) for _ in range(n)]
+
+    def for_tokens(self, tokens: tuple[int, ...]) -> list[Image]:
+        """Images that the model family charges ``tokens`` for, one per entry (a trace that gives
+        image tokens, not pixels: ServeGen's mm-image; imagetokens.py size_for_tokens)."""
+        fmt = "jpeg" if self.spec.format == "jpeg" else "png"
+        return [self._get((fmt, *size_for_tokens(n))) for n in tokens]
 
     def _one(self, rng: np.random.Generator) -> Image:
         spec = self.spec
