@@ -97,6 +97,34 @@ def parse_images(ctx: Ctx, raw: Any, resolve: PathResolver, base: Path) -> Image
     return spec
 
 
+TRACE_KEYS = ("format", "quality", "transport", "url_host", "url_port")
+
+
+def parse_trace_images(ctx: Ctx, raw: Any) -> ImageSpec:
+    """[images] beside a ServeGen multimodal trace: how its images are encoded and sent; their
+    count and size come from the trace (servegenmm.py), so those keys are refused by name."""
+    table = get_table(ctx, raw)
+    for key in table:
+        if key not in TRACE_KEYS:
+            raise ctx.at(key).error(
+                f"expected only {', '.join(TRACE_KEYS)} with a servegen trace (its dataset windows "
+                "give each request's image count and each image's tokens)"
+            )
+    spec = ImageSpec()
+    spec.format = get_str(ctx.at("format"), table.get("format", "png"), ("png", "jpeg"))
+    if "quality" in table:
+        spec.quality = get_int(ctx.at("quality"), table["quality"], low=1, high=95)
+    spec.transport = get_str(ctx.at("transport"), table.get("transport", "data_url"), TRANSPORTS)
+    for key in ("url_host", "url_port"):
+        if key in table and spec.transport != "url":
+            raise ctx.at(key).error(f'expected {key} only with transport = "url"')
+    if "url_host" in table:
+        spec.url_host = get_str(ctx.at("url_host"), table["url_host"])
+    if "url_port" in table:
+        spec.url_port = get_int(ctx.at("url_port"), table["url_port"], low=0, high=65535)
+    return spec
+
+
 def _parse_sizes(ctx: Ctx, table: dict[str, Any], resolve: PathResolver, spec: ImageSpec) -> None:
     if "pixels" in table:
         if "width" in table or "height" in table:

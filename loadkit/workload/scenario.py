@@ -29,7 +29,7 @@ from loadkit.workload.errors import (
     get_table,
     require,
 )
-from loadkit.workload.images import ImageSpec, parse_images
+from loadkit.workload.images import ImageSpec, parse_images, parse_trace_images
 from loadkit.workload.servertok import FORMATS as TOKENIZE_FORMATS
 from loadkit.workload.session_spec import parse_sessions
 from loadkit.workload.shipped import find_scenario
@@ -346,7 +346,10 @@ def _parse_workload(ctx: Ctx, raw: dict[str, Any], sc: Scenario) -> None:
 
 
 def _parse_images(ctx: Ctx, raw: dict[str, Any], sc: Scenario) -> ImageSpec:
-    """Images go with [[parts]] requests sent as chat messages (content parts)."""
+    """Images go with [[parts]] requests sent as chat messages (content parts), or say how a
+    ServeGen multimodal trace's images are sent (images.py parse_trace_images)."""
+    if sc.kind == "trace" and sc.trace is not None and sc.trace.format == "servegen":
+        return parse_trace_images(ctx.at("images"), raw["images"])
     if sc.kind != "parts":
         raise ctx.at("images").error(f"expected [images] with [[parts]] (not yet with [{sc.kind}])")
     if sc.prompt.shape != "messages":

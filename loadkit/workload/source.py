@@ -304,6 +304,11 @@ class RequestSource:
         assert spec is not None
         ratio = trace.reason_ratio  # ServeGen's reasoning share per row (reasoning.py)
         images = trace.image_tokens  # ServeGen's multimodal rows: each image's tokens (servegenmm.py)
+        if images is None and self.images is not None:
+            raise ScenarioError(
+                f"{self.scenario.path}: images: expected a multimodal ServeGen dataset (image_count, "
+                f"image_tokens) beside {trace.path.name}; its windows give no images"
+            )
         maker = self._trace_image_maker() if images is not None else None
         for row, loop, _ in mine:
             n_in, n_out = self._clip_lengths(trace, row)
@@ -313,13 +318,14 @@ class RequestSource:
             yield req if ratio is None else apply_split(req, float(ratio[row]), spec.reasoning_hint)
 
     def _trace_image_maker(self) -> ImageMaker:
-        """The maker of a multimodal trace's images: PNGs sized by their tokens (images.py)."""
+        """The maker of a multimodal trace's images, sized by their tokens (images.py); encoded
+        and sent as the scenario's [images] says, if it has one (PNG data URLs if not)."""
         if self.scenario.prompt.shape != "messages":
             raise ScenarioError(
                 f"{self.scenario.path}: trace: its rows carry images (ServeGen multimodal), which "
                 'travel as chat content parts: expected prompt.shape = "messages"'
             )
-        return ImageMaker(ImageSpec(), self.seed)
+        return self.images if self.images is not None else ImageMaker(ImageSpec(), self.seed)
 
     def _mooncake_requests(
         self, trace: Trace, mine: Iterator[tuple[int, int, float | None]], blocks: BlockPrompts | None = None

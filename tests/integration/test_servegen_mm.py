@@ -33,23 +33,28 @@ def window_tables(start_s: float):
     return pmfs
 
 
-def test_multimodal_servegen_is_replayed_with_its_images(tmp_path):
+def run(tmp_path, requests: int, images: str = ""):
     scenario = tmp_path / "mm.toml"
     scenario.write_text(
         'schema = "loadkit.scenario/1"\nname = "sgmm"\nseed = 5\n[arrival]\nmodel = "trace"\n'
         f'[trace]\nformat = "servegen"\npath = "{TRACE}"\nstart_s = {START_S}\nend_s = {START_S + 600}\n'
-        "speed = 20.0\nmax_output_tokens = 8\n"
+        f"speed = 20.0\nmax_output_tokens = 8\n{images}"
     )
     report_dir = tmp_path / "r"
     with sim_process("--engine", "openai", "--profile", "fast", "--seed", "5",
                      truth_log=str(tmp_path / "truth.jsonl")) as sim:  # fmt: skip
         proc = run_locust(
             "--headless", "-u", "8", "-r", "8", "-t", "40s", "--stop-timeout", "10",
-            "--host", sim.url, "--engine", "vllm", "--model", "sim-fast", "--max-requests", str(REQUESTS),
+            "--host", sim.url, "--engine", "vllm", "--model", "sim-fast", "--max-requests", str(requests),
             "--scenario", str(scenario), "--report-dir", str(report_dir), "--raw-log",
         )  # fmt: skip
         truth = truth_for(sim, report_dir) if (report_dir / "report.json").is_file() else {}
     assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc, report_dir, truth
+
+
+def test_multimodal_servegen_is_replayed_with_its_images(tmp_path):
+    _, report_dir, truth = run(tmp_path, REQUESTS)
     report = check_conservation(report_dir)
     rows = raw_records(report_dir)
     ok = [r for r in rows if r["outcome"] == "ok"]
@@ -80,3 +85,19 @@ def test_multimodal_servegen_is_replayed_with_its_images(tmp_path):
     assert images["image_tokens_source"] == {"usage": len(ok)}
     assert images["image_tokens"]["mean"] == pytest.approx(all_tokens / len(ok), rel=0.02)
     assert any("image_count, image_tokens" in w for w in report["warnings"])
+
+
+def test_multimodal_servegen_images_by_url_as_jpeg(tmp_path):
+    """[images] beside the trace says how its images travel: JPEG, by URL from loadkit's server."""
+    _, report_dir, truth = run(tmp_path, 40, '[images]\nformat = "jpeg"\ntransport = "url"\n')
+    report = check_conservation(report_dir)
+    ok = [r for r in raw_records(report_dir) if r["outcome"] == "ok"]
+    assert len(ok) == 40
+    for r in ok:
+        t = truth[r["request_id"]]
+        assert t["image_tokens"] == r["image_tokens"] == r["image_tokens_expected"] > 0
+        assert t["image_fetches"] >= 1 and r["request_bytes"] < 20_000
+    served = report["images"]["served"]
+    assert report["images"]["transport"] == "url"
+    assert served["fetches"] == sum(truth[r["request_id"]]["image_fetches"] for r in ok)
+    assert served["image_parts_sent"] == sum(r["image_count"] for r in ok) and served["never_fetched"] == 0

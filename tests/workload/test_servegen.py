@@ -184,3 +184,38 @@ def test_the_size_for_image_tokens_is_charged_those_tokens(tokens):
     want = min(max(tokens, 4), 1280)
     assert w % 28 == 0 and h % 28 == 0 and h <= w <= 8192
     assert abs(image_tokens(w, h) - want) <= (0 if want <= 292 else 2)
+
+
+MM11 = PACKAGE_DATA / "traces" / "servegen" / "mm-image" / "chunk-11-trace.csv"
+
+
+def test_shipped_servegen_mm_scenario_sends_its_images_as_content_parts():
+    src = load_scenario("servegen_mm").request_source()
+    first = src.next_item()
+    assert first is not None and first.image_count and first.image_tokens_expected
+    parts = first.messages[-1]["content"]
+    assert parts[0]["type"] == "text" and len(parts) == 1 + first.image_count
+    assert all(p["image_url"]["url"].startswith("data:image/png;base64,") for p in parts[1:])
+
+
+@pytest.mark.parametrize(
+    ("images", "message"),
+    [
+        ("count = 2\n", r"images\.count: expected only format, quality, transport, url_host, url_port"),
+        ('format = "mix"\n', r"images\.format"),
+        ("url_port = 9000\n", r'images\.url_port: expected url_port only with transport = "url"'),
+    ],
+)
+def test_images_beside_a_servegen_trace_take_only_how_they_are_sent(write_scenario, images, message):
+    text = (
+        f'[trace]\nformat = "servegen"\npath = "{MM11}"\nstart_s = 55800\nend_s = 55900\n[images]\n{images}'
+    )
+    with pytest.raises(ScenarioError, match=message):
+        load_scenario(write_scenario(text))
+
+
+def test_images_beside_a_text_servegen_trace_are_refused(write_scenario):
+    text = f'[trace]\nformat = "servegen"\npath = "{CHUNK0}"\nstart_s = 206400\nend_s = 206500\n[images]\n'
+    src = load_scenario(write_scenario(text)).request_source()
+    with pytest.raises(ScenarioError, match=r"images: expected a multimodal ServeGen dataset"):
+        src.next_item()
