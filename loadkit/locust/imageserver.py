@@ -70,6 +70,12 @@ class ImageServer:
         self.server.stop(timeout=1)
 
 
+def url_transport(workloads: Iterable[Any]) -> list[Any]:
+    """The [images] specs of the workloads that send images by URL."""
+    specs = [getattr(w.scenario, "images", None) for w in workloads]
+    return [s for s in specs if s is not None and s.transport == "url"]
+
+
 def start_for(
     workloads: Iterable[Any], targets: list[Any], running: ImageServer | None
 ) -> ImageServer | None:
@@ -77,8 +83,7 @@ def start_for(
     scenario sends images by URL. The store's counts start over; its images stay."""
     if running is not None:
         running.stop()
-    specs = [w.scenario.images for w in workloads if getattr(w.scenario, "images", None) is not None]
-    specs = [s for s in specs if s.transport == "url"]
+    specs = url_transport(workloads)
     STORE.reset_account()
     if not specs or not targets:
         return None

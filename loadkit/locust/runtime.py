@@ -282,13 +282,16 @@ class Runtime:
     def _start_image_server(self) -> None:
         """[images] transport = "url": the server the engines fetch from, on every process that
         sends (not a master: its workers serve their own)."""
+        from loadkit.locust.imageserver import start_for, url_transport
+
+        workloads = list(self.schedules.workloads.values())
+        if self.image_server is None and not url_transport(workloads):
+            return  # (the common case imports nothing more)
         from locust.runners import MasterRunner
 
-        from loadkit.locust.imageserver import start_for
-
-        if isinstance(self.environment.runner, MasterRunner):
+        if isinstance(getattr(self.environment, "runner", None), MasterRunner):
             return
-        self.image_server = start_for(self.schedules.workloads.values(), self.targets, self.image_server)
+        self.image_server = start_for(workloads, self.targets, self.image_server)
 
     def stop_image_server(self) -> dict[str, int] | None:
         """At test stop: the server stops; what it served (None without one)."""
