@@ -14,21 +14,25 @@ from tests.helpers.runs import SCENARIOS, check_conservation, raw_records, run_l
 pytestmark = pytest.mark.integration
 
 
-def run(tmp_path, scenario):
+def run(tmp_path, scenario, *extra: str):
     report_dir = tmp_path / "r"
     with sim_process("--engine", "openai", "--profile", "fast", "--seed", "7",
                      truth_log=str(tmp_path / "truth.jsonl")) as sim:  # fmt: skip
         proc = run_locust(
             "--headless", "-u", "3", "-r", "3", "-t", "4s", "--stop-timeout", "5",
             "--host", sim.url, "--engine", "vllm", "--model", "sim-fast",
-            "--scenario", str(scenario), "--report-dir", str(report_dir), "--raw-log",
+            "--scenario", str(scenario), "--report-dir", str(report_dir), "--raw-log", *extra,
         )  # fmt: skip
         truth = truth_for(sim, report_dir) if (report_dir / "report.json").is_file() else {}
     return proc, report_dir, truth
 
 
-def test_images_by_url_are_fetched_charged_and_counted(tmp_path):
-    proc, report_dir, truth = run(tmp_path, SCENARIOS / "images_url.toml")
+@pytest.mark.parametrize("processes", [None, "2"])
+def test_images_by_url_are_fetched_charged_and_counted(tmp_path, processes):
+    """With --processes 2, each worker serves its own images (its own port) and the report
+    sums both servers' counts."""
+    extra = ("--processes", processes) if processes else ()
+    proc, report_dir, truth = run(tmp_path, SCENARIOS / "images_url.toml", *extra)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = check_conservation(report_dir)
     rows = raw_records(report_dir)
@@ -48,6 +52,8 @@ def test_images_by_url_are_fetched_charged_and_counted(tmp_path):
     assert served["image_parts_sent"] == sum(r["image_count"] for r in rows)
     assert served["fetches"] == fetches and served["misses"] == 0 and served["never_fetched"] == 0
     assert served["bytes_served"] > 1000 * served["fetches"]
+    if processes:
+        assert len(list(report_dir.glob("requests*.jsonl"))) == 2  # both workers sent
     assert "fetched, 0 never fetched" in proc.stdout
     assert "Transport: URLs served by loadkit" in (report_dir / "report.html").read_text()
 
