@@ -1,4 +1,5 @@
-"""Peers' result files read as loadkit reports: GuideLLM's benchmarks.json, AIPerf's profile export.
+"""Peers' result files read as loadkit reports: GuideLLM's benchmarks.json, AIPerf's profile export,
+SGLang's bench_serving JSONL, genai-bench's run files.
 
 ``read_peer(path)`` detects the format from the content (not the file name), runs the matching
 importer and returns a loadkit-shaped report dict (see ``common.py`` for the extra keys
@@ -16,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from loadkit.report.peers import aiperf, guidellm
+from loadkit.report.peers import aiperf, genai_bench, guidellm, sglang
 from loadkit.report.peers.common import PeerFormatError
 
 
@@ -31,20 +32,50 @@ class Importer:
 IMPORTERS = (
     Importer("guidellm", guidellm.EXPECTS, guidellm.detect, guidellm.convert),
     Importer("aiperf", aiperf.EXPECTS, aiperf.detect, aiperf.convert),
+    Importer("sglang", sglang.EXPECTS, sglang.detect, sglang.convert),
+    Importer("genai-bench", genai_bench.EXPECTS, genai_bench.detect, genai_bench.convert),
 )
 
 
 def read_json(path: Path) -> Any:
-    """The file's JSON (gzip-compressed or not); PeerFormatError naming the file otherwise."""
+    """The file's JSON (gzip-compressed or not), or a list of its lines' JSON objects when it is
+    JSON Lines (SGLang's bench_serving appends one object a line); PeerFormatError naming the file
+    (and the line) otherwise."""
     try:
         raw = path.read_bytes()
         if raw[:2] == b"\x1f\x8b":
             raw = gzip.decompress(raw)
-        return orjson.loads(raw)
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         raise PeerFormatError(f"{path}: cannot read it: {exc}") from None
+    try:
+        return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise PeerFormatError(f"{path}: not JSON ({exc}); {expected()}") from None
+        lines = _json_lines(path, raw)
+        if lines is None:
+            raise PeerFormatError(f"{path}: not JSON ({exc}); {expected()}") from None
+        return lines
+
+
+def _json_lines(path: Path, raw: bytes) -> list[Any] | None:
+    """JSON Lines, if the first line is a JSON object of its own (a pretty-printed JSON file's first
+    line never is); a later line that does not parse (a run cut short mid-write) is an error naming it."""
+    rows = raw.splitlines()
+    try:
+        first = orjson.loads(rows[0]) if rows else None
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(first, dict):
+        return None
+    out = [first]
+    for number, row in enumerate(rows[1:], start=2):
+        if not row.strip():
+            continue
+        try:
+            out.append(orjson.loads(row))
+        except orjson.JSONDecodeError as exc:
+            raise PeerFormatError(f"{path}: line {number}: not JSON ({exc}); the file is JSON Lines, one "
+                                  "object a line") from None  # fmt: skip
+    return out
 
 
 def expected() -> str:

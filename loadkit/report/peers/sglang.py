@@ -1,0 +1,122 @@
+"""SGLang's ``python -m sglang.bench_serving --output-file`` JSONL, read as a loadkit report.
+
+bench_serving appends one JSON line per run to its output file, so a file can hold several runs
+(a sweep of request rates or concurrencies): each line becomes one engine. The figures are the
+file's own (numpy over the completed requests), copied, not recomputed; with ``--output-details``
+the per-request lists (``errors``, ``itls``, ``output_lens``) give the exact counts. Checked
+against SGLang 0.5.23; the definitions below are from its ``sglang/benchmark/serving.py``
+(``calculate_metrics`` and the ``async_request_*`` functions).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from loadkit.report.peers.common import (
+    distribution,
+    engine_section,
+    flat_distribution,
+    peer_report,
+    unmapped,
+)
+
+TOOL = "sglang"
+EXPECTS = "SGLang bench_serving --output-file JSONL: lines with 'total_output_tokens_retokenized' and 'median_ttft_ms'"
+
+# loadkit metric <- the SGLang metric in {mean,median,std,p90,p95,p99}_<name>_ms
+LATENCIES = {"ttft_ms": "ttft", "tpot_ms": "tpot", "itl_ms": "itl", "e2e_ms": "e2e_latency"}
+SCALARS = ("completed", "duration", "request_throughput", "output_throughput", "total_input_tokens",
+           "total_output_tokens", "backend", "max_concurrency", "request_rate", "dataset_name")  # fmt: skip
+DETAILS = ("errors", "itls", "output_lens", "input_lens", "ttfts")
+
+DEFINITIONS = {
+    "ttft_ms": "request start (perf_counter before aiohttp's post: pool wait and connect included) to the first "
+    "chunk with text; loadkit's ttft_ms starts after the connect (its ttft_with_connect_ms is nearer)",
+    "tpot_ms": "(latency - TTFT) / (output tokens - 1) per request, requests of one token left out: loadkit's "
+    "formula, but SGLang's latency ends at the last chunk read (the stream's end), loadkit's at the last token",
+    "itl_ms": "per gap between chunks with new tokens, the first token's excluded; the native /generate backend "
+    "splits a chunk's gap evenly over the tokens it brought, the OpenAI backends give one value per chunk",
+    "e2e_ms": "request start to the last chunk read",
+    "n_in / n_out": "only means (total / completed): the file has totals and, with --output-details, per-request "
+    "lists, not distributions; output tokens are the server's completion_tokens (the retokenized total is unmapped)",
+    "percentiles": "numpy's default, linear interpolation between order statistics, which can give a value no "
+    "request had; loadkit: nearest rank on a log-linear histogram. No min, max or p99.9 in the file (not measured)",
+    "requests_per_s": "SGLang's request_throughput: completed requests / the whole benchmark's duration",
+    "output_tokens_per_s": "SGLang's output_throughput: the completed requests' output tokens / duration",
+    "outcomes": "a request with a non-empty 'errors' entry -> errored; without --output-details the file holds "
+    "only 'completed', and failed requests are not counted",
+    "version": "the file does not record bench_serving's version (server_info is the server's)",
+    "goodput_per_s": "not measured: SGLang's goodput needs its own SLO options, not loadkit's",
+}
+
+
+def _lines(data: Any) -> list[dict[str, Any]] | None:
+    lines = data if isinstance(data, list) else [data]
+    return lines if lines and all(isinstance(x, dict) for x in lines) else None
+
+
+def detect(data: Any) -> bool:
+    lines = _lines(data)
+    return bool(lines) and all(
+        "total_output_tokens_retokenized" in x and "median_ttft_ms" in x for x in lines or []
+    )
+
+
+def _section(run: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    completed = int(run["completed"])
+    errors = run.get("errors")
+    failed = sum(1 for e in errors if e) if isinstance(errors, list) else 0
+    output_lens, itls = run.get("output_lens"), run.get("itls")
+    counts: dict[str, int | None] = {
+        "ttft_ms": completed,
+        "e2e_ms": completed,
+        "tpot_ms": None,
+        "itl_ms": None,
+    }
+    if isinstance(errors, list) and isinstance(output_lens, list) and isinstance(itls, list):
+        ok = [i for i, e in enumerate(errors) if not e]
+        counts["tpot_ms"] = sum(1 for i in ok if output_lens[i] > 1)
+        counts["itl_ms"] = sum(len(itls[i]) for i in ok)
+    latencies: dict[str, dict[str, Any]] = {}
+    used: list[str] = [*SCALARS, *(k for k in DETAILS if k in run)]
+    for name, metric in LATENCIES.items():
+        latencies[name], keys = flat_distribution(run, metric, counts[name])
+        used += keys
+    total_in, total_out = int(run["total_input_tokens"]), int(run["total_output_tokens"])
+    if completed:
+        latencies["n_in"] = distribution(completed, mean=total_in / completed)
+        latencies["n_out"] = distribution(completed, mean=total_out / completed)
+    section = engine_section(
+        requests=completed + failed, ok=completed, failures=failed, cancelled=0,
+        outcomes={k: v for k, v in (("ok", completed), ("errored", failed)) if v},
+        window_s=float(run["duration"]), output_tokens=total_out, input_tokens=total_in,
+        requests_per_s=float(run["request_throughput"]), output_tokens_per_s=float(run["output_throughput"]),
+        latencies=latencies,
+    )  # fmt: skip
+    return section, used
+
+
+def _engine_name(run: dict[str, Any], index: int, count: int) -> str:
+    if count == 1:
+        return TOOL
+    return f"{TOOL}[{index}] rate={run.get('request_rate')} concurrency={run.get('max_concurrency')}"
+
+
+def convert(data: Any, path: Path) -> dict[str, Any]:
+    runs = _lines(data) or []
+    engines: dict[str, dict[str, Any]] = {}
+    mapped: list[str] = []
+    for i, run in enumerate(runs):
+        engines[_engine_name(run, i, len(runs))], used = _section(run)
+        prefix = f"[{i}]." if isinstance(data, list) else ""
+        mapped += [prefix + key for key in used]
+    first = runs[0]
+    server = first.get("server_info") or {}
+    return peer_report(
+        tool=TOOL, version=None, file=path, engines=engines,
+        unmapped_paths=unmapped(data, mapped), definitions=DEFINITIONS,
+        model=server.get("model_path") if isinstance(server, dict) else None,
+        load=f"backend {first.get('backend')}, max_concurrency {first.get('max_concurrency')}, "
+        f"request_rate {first.get('request_rate')}, dataset {first.get('dataset_name')}",
+    )  # fmt: skip
