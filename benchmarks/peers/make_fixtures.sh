@@ -116,7 +116,7 @@ for tool in "${TOOLS[@]}"; do
     cmd=(genai-bench benchmark --api-backend openai --api-base "$URL" --api-key none
       --api-model-name sim-fast --model-tokenizer "$VENVS/tok" --task text-to-text
       --traffic-scenario "D(64,32)" --num-concurrency 2 --max-requests-per-run 20 --max-time-per-run 1
-      --server-engine vLLM --experiment-base-dir "$art" --experiment-folder-name run)
+      --server-engine vLLM --experiment-base-dir "$art" --experiment-folder-name run --log-dir "$art/logs")
     HF_HUB_OFFLINE=1 ENABLE_UI=false "$VENVS/genai-bench/bin/${cmd[0]}" "${cmd[@]:1}" \
       >"$VENVS/genai-bench-run.log" 2>&1
     cp "$art"/run/*.json "$dest/"

@@ -1,20 +1,24 @@
-"""`loadkit compare` of a REAL short loadkit run against the simulator with a real GuideLLM
-file side by side, and a `--fail-if` gate that trips on the imported figures."""
+"""`loadkit compare` of a REAL short loadkit run against the simulator with real peers' files
+(GuideLLM, AIPerf, vLLM, SGLang, genai-bench) side by side, and `--fail-if` gates that trip on
+the imported figures."""
 
 from __future__ import annotations
 
 import orjson
 import pytest
 
+from tests.helpers.runs import check_conservation
 from tests.helpers.simruns import loadkit, sim_run
-from tests.report.test_peers import AIPERF, GUIDELLM
+from tests.report.test_peers import AIPERF, GENAI_RUN, GUIDELLM
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
 def loadkit_run(tmp_path_factory):
-    return str(sim_run(tmp_path_factory.mktemp("peers") / "run", "--sim", "a=fast", seconds=5, users=2))
+    run = sim_run(tmp_path_factory.mktemp("peers") / "run", "--sim", "a=fast", seconds=5, users=2)
+    check_conservation(run)  # every scheduled request of the loadkit side accounted for once
+    return str(run)
 
 
 def test_compare_shows_a_peer_file_beside_a_loadkit_run(loadkit_run):
@@ -49,3 +53,43 @@ def test_fail_if_trips_on_an_imported_figure(loadkit_run):
     # GuideLLM has no loadkit SLOs: a gate on goodput fires as not measured rather than passing
     missing = loadkit("compare", loadkit_run, str(GUIDELLM), "--fail-if", "goodput.rps<-10%")
     assert missing.returncode == 1 and "[not measured]" in missing.stdout
+
+
+# peer file, engine name, the file's ttft p50 in ms (read here independently of the importer)
+MORE_PEERS = {
+    "genai-bench": (
+        GENAI_RUN,
+        "genai-bench 0.0.5",
+        lambda raw: raw["aggregated_metrics"]["stats"]["ttft"]["p50"] * 1000,
+    ),
+}
+
+
+@pytest.mark.parametrize("tool", sorted(MORE_PEERS))
+def test_more_peers_beside_a_loadkit_run(loadkit_run, tool, tmp_path):
+    file, version, ttft_p50 = MORE_PEERS[tool]
+    proc = loadkit("compare", loadkit_run, str(file))
+    assert proc.returncode == 0, proc.stderr
+    assert f"[a]  vs  {file} [{tool}]" in proc.stdout
+    assert f"note (B): imported from {version}" in proc.stdout
+    assert "note (B): percentiles:" in proc.stdout and "linear interpolation" in proc.stdout
+    theirs = ttft_p50(orjson.loads(file.read_bytes()))
+    as_json = orjson.loads(loadkit("compare", loadkit_run, str(file), "--json").stdout)
+    (pair,) = as_json["comparisons"]
+    row = next(r for r in pair["metrics"] if r["metric"] == "ttft_ms.p50")
+    assert row["b"] == pytest.approx(theirs, rel=1e-12)
+    # report.html of the imported file, as `loadkit import` writes it: the peer's figure on the page
+    out = tmp_path / tool
+    imported = loadkit("import", str(file), "-o", str(out))
+    assert imported.returncode == 0, imported.stderr
+    page = (out / "report.html").read_text()
+    assert f"<td>{tool}</td>" in page and f"<td>{theirs:.1f}</td>" in page  # the summary table's TTFT p50
+    # a gate just under / over the real change between the two runs' ttft p50
+    ours = orjson.loads((__import__("pathlib").Path(loadkit_run) / "report.json").read_bytes())["engines"][
+        "a"
+    ]
+    change = (theirs - ours["ttft_ms"]["p50"]) / ours["ttft_ms"]["p50"] * 100
+    fired = loadkit("compare", loadkit_run, str(file), "--fail-if", f"ttft_ms.p50>{change - 1:+.1f}%")
+    assert fired.returncode == 1 and f"{file} engine a/{tool}" in fired.stdout, fired.stdout + fired.stderr
+    held = loadkit("compare", loadkit_run, str(file), "--fail-if", f"ttft_ms.p50>{change + 1:+.1f}%")
+    assert held.returncode == 0, held.stdout + held.stderr

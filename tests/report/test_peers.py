@@ -105,3 +105,80 @@ def test_import_writes_a_report_dir_compare_reads(tmp_path, capsys):
     assert any(line.startswith("imported from aiperf 0.13.0") for line in pair["peer_notes"]["b"])
     ttft = next(r for r in pair["metrics"] if r["metric"] == "ttft_ms.p50")
     assert ttft["a"] == written["engines"]["guidellm"]["ttft_ms"]["p50"]
+
+
+GENAI_DIR = DATA / "genai-bench-0.0.5"
+GENAI_RUN = GENAI_DIR / "D64_32_text-to-text_num_concurrency_2_time_2s.json"
+GENAI_META = GENAI_DIR / "experiment_metadata.json"
+
+
+def test_genai_bench_figures_are_the_files_own_in_ms():
+    raw = json.loads(GENAI_RUN.read_text())
+    agg, stats = raw["aggregated_metrics"], raw["aggregated_metrics"]["stats"]
+    assert raw["_time_unit"] == "s"  # the fixture holds seconds: the importer converts to ms
+    report = read_peer(GENAI_RUN)
+    assert report["source"] == {"tool": "genai-bench", "version": "0.0.5", "file": str(GENAI_RUN)}
+    e = report["engines"]["genai-bench"]
+    assert (e["requests"], e["ok"], e["failures"]) == (
+        agg["num_requests"],
+        agg["num_completed_requests"],
+        agg["num_error_requests"],
+    )
+    for ours, theirs in (("ttft_ms", "ttft"), ("tpot_ms", "tpot"), ("e2e_ms", "e2e_latency")):
+        for stat in ("mean", "min", "max", "p50", "p90", "p95", "p99"):
+            assert e[ours][stat] == pytest.approx(stats[theirs][stat] * 1000, rel=1e-12), (ours, stat)
+        assert e[ours]["p999"] is None  # genai-bench has no p99.9
+        assert e[ours]["count"] == len(raw["individual_request_metrics"])
+    assert (
+        e["n_out"]["p50"] == stats["num_output_tokens"]["p50"]
+        and e["output_tokens"] == stats["num_output_tokens"]["sum"]
+    )
+    assert e["window_s"] == agg["run_duration"] and e["requests_per_s"] == agg["requests_per_second"]
+    assert e["output_tokens_per_s"] == agg["mean_output_throughput_tokens_per_s"]
+    assert e["itl_ms"]["p50"] is None and e["goodput_per_s"] is None
+    # what has no place in loadkit's schema is listed, leaf by leaf where a stat is left out
+    for path in (
+        "aggregated_metrics.stats.output_inference_speed",
+        "aggregated_metrics.stats.ttft.p25",
+        "aggregated_metrics.stats.tpot.stddev",
+        "aggregated_metrics.error_codes_frequency",
+        "experiment_metadata.json:server_engine",
+    ):
+        assert path in report["unmapped"], path
+    assert not any(p.startswith(("aggregated_metrics.stats.ttft.p50", "aggregated_metrics.run_duration"))
+                   for p in report["unmapped"])  # fmt: skip
+    assert "output_tokens_per_s" in report["definitions"] and "tpot_ms" in report["definitions"]
+
+
+def test_genai_bench_experiment_metadata_reads_the_runs_beside_it(tmp_path):
+    report = read_peer(GENAI_META)
+    assert (
+        report["engines"]["genai-bench"]["ttft_ms"]
+        == read_peer(GENAI_RUN)["engines"]["genai-bench"]["ttft_ms"]
+    )
+    assert report["manifest"]["load"] == "traffic scenario D(64,32), num_concurrency 2"
+    lonely = tmp_path / "experiment_metadata.json"
+    lonely.write_bytes(GENAI_META.read_bytes())
+    with pytest.raises(
+        PeerFormatError, match=r"experiment_metadata.json: genai-bench's experiment metadata, but no run"
+    ):
+        read_peer(lonely)
+    # a run file alone: the figures still import, the version is not recorded
+    alone = tmp_path / "run" / GENAI_RUN.name
+    alone.parent.mkdir()
+    alone.write_bytes(GENAI_RUN.read_bytes())
+    assert read_peer(alone)["source"]["version"] is None
+
+
+def test_truncated_peer_files_name_the_file(tmp_path):
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(GENAI_RUN.read_bytes()[:5000])
+    with pytest.raises(PeerFormatError, match=r"cut.json: not JSON"):
+        read_peer(cut)
+    broken = tmp_path / "run.json"
+    data = json.loads(GENAI_RUN.read_text())
+    del data["aggregated_metrics"]["run_duration"]
+    broken.write_text(json.dumps(data))
+    with pytest.raises(PeerFormatError, match=r"run.json: looks like genai-bench's output but lacks what it needs: "
+                       r"KeyError: 'run_duration'"):  # fmt: skip
+        read_peer(broken)
