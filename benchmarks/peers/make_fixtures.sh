@@ -91,7 +91,7 @@ for tool in "${TOOLS[@]}"; do
       --model sim-fast --tokenizer "$VENVS/tok" --dataset-name random --random-input-len 64
       --random-output-len 32 --num-prompts 20 --max-concurrency 2 --seed 1 --ignore-eos
       --percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,90,99
-      --save-result --result-dir "$dest" --result-filename vllm-bench-serve.json)
+      --save-result --save-detailed --result-dir "$dest" --result-filename vllm-bench-serve.json)
     HF_HUB_OFFLINE=1 "$VENVS/vllm/bin/${cmd[0]}" "${cmd[@]:1}" >"$VENVS/vllm-run.log" 2>&1
     ;;
   sglang)

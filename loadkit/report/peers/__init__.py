@@ -1,5 +1,5 @@
 """Peers' result files read as loadkit reports: GuideLLM's benchmarks.json, AIPerf's profile export,
-SGLang's bench_serving JSONL, genai-bench's run files.
+vLLM's bench serve JSON, SGLang's bench_serving JSONL, genai-bench's run files.
 
 ``read_peer(path)`` detects the format from the content (not the file name), runs the matching
 importer and returns a loadkit-shaped report dict (see ``common.py`` for the extra keys
@@ -10,6 +10,7 @@ that is not a loadkit report; ``loadkit import FILE -o DIR`` writes the result a
 from __future__ import annotations
 
 import gzip
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from loadkit.report.peers import aiperf, genai_bench, guidellm, sglang
+from loadkit.report.peers import aiperf, genai_bench, guidellm, sglang, vllm
 from loadkit.report.peers.common import PeerFormatError
 
 
@@ -32,6 +33,7 @@ class Importer:
 IMPORTERS = (
     Importer("guidellm", guidellm.EXPECTS, guidellm.detect, guidellm.convert),
     Importer("aiperf", aiperf.EXPECTS, aiperf.detect, aiperf.convert),
+    Importer("vllm", vllm.EXPECTS, vllm.detect, vllm.convert),
     Importer("sglang", sglang.EXPECTS, sglang.detect, sglang.convert),
     Importer("genai-bench", genai_bench.EXPECTS, genai_bench.detect, genai_bench.convert),
 )
@@ -48,12 +50,23 @@ def read_json(path: Path) -> Any:
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         raise PeerFormatError(f"{path}: cannot read it: {exc}") from None
     try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
+        return _loads(raw)
+    except ValueError as exc:
         lines = _json_lines(path, raw)
         if lines is None:
             raise PeerFormatError(f"{path}: not JSON ({exc}); {expected()}") from None
         return lines
+
+
+def _loads(raw: bytes) -> Any:
+    """JSON, or Python's json.dumps dialect of it: vLLM and SGLang write ``"request_rate": Infinity``
+    (and NaN where a figure is empty), which orjson refuses and the standard library reads."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        if b"Infinity" not in raw and b"NaN" not in raw:
+            raise
+        return json.loads(raw)
 
 
 def _json_lines(path: Path, raw: bytes) -> list[Any] | None:
@@ -61,8 +74,8 @@ def _json_lines(path: Path, raw: bytes) -> list[Any] | None:
     line never is); a later line that does not parse (a run cut short mid-write) is an error naming it."""
     rows = raw.splitlines()
     try:
-        first = orjson.loads(rows[0]) if rows else None
-    except orjson.JSONDecodeError:
+        first = _loads(rows[0]) if rows else None
+    except ValueError:
         return None
     if not isinstance(first, dict):
         return None
@@ -71,8 +84,8 @@ def _json_lines(path: Path, raw: bytes) -> list[Any] | None:
         if not row.strip():
             continue
         try:
-            out.append(orjson.loads(row))
-        except orjson.JSONDecodeError as exc:
+            out.append(_loads(row))
+        except ValueError as exc:
             raise PeerFormatError(f"{path}: line {number}: not JSON ({exc}); the file is JSON Lines, one "
                                   "object a line") from None  # fmt: skip
     return out

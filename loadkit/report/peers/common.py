@@ -141,9 +141,9 @@ def flat_distribution(
     used: list[str] = []
     names = {**FLAT_STATS, **FLAT_PERCENTILES}
     for stat, prefix in names.items():
-        for key in (f"{prefix}_{metric}_ms", *([f"p50_{metric}_ms"] if stat == "p50" else [])):
-            if data.get(key) is not None:
-                stats[stat] = float(data[key])
-                used.append(key)
-                break
+        keys = [f"{prefix}_{metric}_ms", *([f"p50_{metric}_ms"] if stat == "p50" else [])]
+        value = next((data[k] for k in keys if data.get(k) is not None), None)
+        if value is not None:
+            stats[stat] = float(value)
+            used += [k for k in keys if k in data]  # median_ and p50_ are the same figure: both mapped
     return distribution(count, 1.0, **stats), used

@@ -13,22 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from loadkit.report.peers.common import (
-    distribution,
-    engine_section,
-    flat_distribution,
-    peer_report,
-    unmapped,
-)
+from loadkit.report.peers.benchserve import failed_from_errors, section
+from loadkit.report.peers.common import peer_report, unmapped
 
 TOOL = "sglang"
 EXPECTS = "SGLang bench_serving --output-file JSONL: lines with 'total_output_tokens_retokenized' and 'median_ttft_ms'"
 
-# loadkit metric <- the SGLang metric in {mean,median,std,p90,p95,p99}_<name>_ms
-LATENCIES = {"ttft_ms": "ttft", "tpot_ms": "tpot", "itl_ms": "itl", "e2e_ms": "e2e_latency"}
-SCALARS = ("completed", "duration", "request_throughput", "output_throughput", "total_input_tokens",
-           "total_output_tokens", "backend", "max_concurrency", "request_rate", "dataset_name")  # fmt: skip
-DETAILS = ("errors", "itls", "output_lens", "input_lens", "ttfts")
 
 DEFINITIONS = {
     "ttft_ms": "request start (perf_counter before aiohttp's post: pool wait and connect included) to the first "
@@ -63,40 +53,6 @@ def detect(data: Any) -> bool:
     )
 
 
-def _section(run: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    completed = int(run["completed"])
-    errors = run.get("errors")
-    failed = sum(1 for e in errors if e) if isinstance(errors, list) else 0
-    output_lens, itls = run.get("output_lens"), run.get("itls")
-    counts: dict[str, int | None] = {
-        "ttft_ms": completed,
-        "e2e_ms": completed,
-        "tpot_ms": None,
-        "itl_ms": None,
-    }
-    if isinstance(errors, list) and isinstance(output_lens, list) and isinstance(itls, list):
-        ok = [i for i, e in enumerate(errors) if not e]
-        counts["tpot_ms"] = sum(1 for i in ok if output_lens[i] > 1)
-        counts["itl_ms"] = sum(len(itls[i]) for i in ok)
-    latencies: dict[str, dict[str, Any]] = {}
-    used: list[str] = [*SCALARS, *(k for k in DETAILS if k in run)]
-    for name, metric in LATENCIES.items():
-        latencies[name], keys = flat_distribution(run, metric, counts[name])
-        used += keys
-    total_in, total_out = int(run["total_input_tokens"]), int(run["total_output_tokens"])
-    if completed:
-        latencies["n_in"] = distribution(completed, mean=total_in / completed)
-        latencies["n_out"] = distribution(completed, mean=total_out / completed)
-    section = engine_section(
-        requests=completed + failed, ok=completed, failures=failed, cancelled=0,
-        outcomes={k: v for k, v in (("ok", completed), ("errored", failed)) if v},
-        window_s=float(run["duration"]), output_tokens=total_out, input_tokens=total_in,
-        requests_per_s=float(run["request_throughput"]), output_tokens_per_s=float(run["output_throughput"]),
-        latencies=latencies,
-    )  # fmt: skip
-    return section, used
-
-
 def _engine_name(run: dict[str, Any], index: int, count: int) -> str:
     if count == 1:
         return TOOL
@@ -108,7 +64,8 @@ def convert(data: Any, path: Path) -> dict[str, Any]:
     engines: dict[str, dict[str, Any]] = {}
     mapped: list[str] = []
     for i, run in enumerate(runs):
-        engines[_engine_name(run, i, len(runs))], used = _section(run)
+        engine, used = section(run, e2e="e2e_latency", failed=failed_from_errors(run))
+        engines[_engine_name(run, i, len(runs))] = engine
         prefix = f"[{i}]." if isinstance(data, list) else ""
         mapped += [prefix + key for key in used]
     first = runs[0]
