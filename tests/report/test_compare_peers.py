@@ -4,12 +4,14 @@ the imported figures."""
 
 from __future__ import annotations
 
+import json
+
 import orjson
 import pytest
 
 from tests.helpers.runs import check_conservation
 from tests.helpers.simruns import loadkit, sim_run
-from tests.report.test_peers import AIPERF, GENAI_RUN, GUIDELLM
+from tests.report.test_peers import AIPERF, GENAI_RUN, GUIDELLM, SGLANG, VLLM
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -55,13 +57,15 @@ def test_fail_if_trips_on_an_imported_figure(loadkit_run):
     assert missing.returncode == 1 and "[not measured]" in missing.stdout
 
 
-# peer file, engine name, the file's ttft p50 in ms (read here independently of the importer)
+# peer file, "tool version" as the notes name it, the file's ttft p50 in ms (read here, not by the importer)
 MORE_PEERS = {
     "genai-bench": (
         GENAI_RUN,
         "genai-bench 0.0.5",
         lambda raw: raw["aggregated_metrics"]["stats"]["ttft"]["p50"] * 1000,
     ),
+    "vllm": (VLLM, "vllm (version not recorded)", lambda raw: raw["median_ttft_ms"]),
+    "sglang": (SGLANG, "sglang (version not recorded)", lambda raw: raw["median_ttft_ms"]),
 }
 
 
@@ -73,7 +77,7 @@ def test_more_peers_beside_a_loadkit_run(loadkit_run, tool, tmp_path):
     assert f"[a]  vs  {file} [{tool}]" in proc.stdout
     assert f"note (B): imported from {version}" in proc.stdout
     assert "note (B): percentiles:" in proc.stdout and "linear interpolation" in proc.stdout
-    theirs = ttft_p50(orjson.loads(file.read_bytes()))
+    theirs = ttft_p50(json.loads(file.read_text(), parse_constant=float))  # SGLang writes Infinity
     as_json = orjson.loads(loadkit("compare", loadkit_run, str(file), "--json").stdout)
     (pair,) = as_json["comparisons"]
     row = next(r for r in pair["metrics"] if r["metric"] == "ttft_ms.p50")

@@ -182,3 +182,113 @@ def test_truncated_peer_files_name_the_file(tmp_path):
     with pytest.raises(PeerFormatError, match=r"run.json: looks like genai-bench's output but lacks what it needs: "
                        r"KeyError: 'run_duration'"):  # fmt: skip
         read_peer(broken)
+
+
+VLLM = DATA / "vllm-0.33.0" / "vllm-bench-serve.json"
+SGLANG = DATA / "sglang-0.5.23" / "sglang-bench-serving.jsonl"
+FLAT = {"ttft_ms": "ttft", "tpot_ms": "tpot", "itl_ms": "itl"}  # vLLM and SGLang: {stat}_{name}_ms
+
+
+def _ok_counts(raw):
+    ok = [i for i, e in enumerate(raw["errors"]) if not e]
+    return sum(1 for i in ok if raw["output_lens"][i] > 1), sum(len(raw["itls"][i]) for i in ok)
+
+
+def test_vllm_figures_are_the_files_own():
+    raw = json.loads(VLLM.read_text())
+    report = read_peer(VLLM)
+    assert report["source"] == {"tool": "vllm", "version": None, "file": str(VLLM)}  # the file records none
+    e = report["engines"]["vllm"]
+    assert (e["requests"], e["ok"], e["failures"]) == (
+        raw["completed"] + raw["failed"],
+        raw["completed"],
+        raw["failed"],
+    )
+    for ours, theirs in {**FLAT, "e2e_ms": "e2el"}.items():
+        for stat, key in (("mean", "mean"), ("p50", "median"), ("p90", "p90"), ("p99", "p99")):
+            assert e[ours][stat] == raw[f"{key}_{theirs}_ms"], (ours, stat)
+        assert (
+            e[ours]["p95"] is None and e[ours]["p999"] is None
+        )  # not asked for with --metric-percentiles 50,90,99
+    tpot_count, itl_count = _ok_counts(raw)
+    assert (e["tpot_ms"]["count"], e["itl_ms"]["count"], e["ttft_ms"]["count"]) == (tpot_count, itl_count, 20)
+    assert itl_count == 20 * 31  # one ITL value per chunk after the first: 31 for each 32-token answer
+    assert e["window_s"] == raw["duration"] and e["requests_per_s"] == raw["request_throughput"]
+    assert (
+        e["output_tokens_per_s"] == raw["output_throughput"]
+        and e["output_tokens"] == raw["total_output_tokens"]
+    )
+    assert e["n_out"]["mean"] == raw["total_output_tokens"] / raw["completed"]
+    assert report["unmapped"] == [
+        "burstiness", "date", "endpoint_type", "generated_texts", "label", "latencies", "max_concurrent_requests",
+        "max_output_tokens_per_s", "num_prompts", "queue_times", "request_goodput", "rtfx", "start_times",
+        "std_e2el_ms", "std_itl_ms", "std_tpot_ms", "std_ttft_ms", "tokenizer_id", "total_token_throughput",
+    ]  # fmt: skip
+    assert "one value per streamed chunk" in report["definitions"]["itl_ms"]
+
+
+def test_sglang_figures_are_the_files_own():
+    raw = json.loads(SGLANG.read_text(), parse_constant=float)  # SGLang writes "request_rate": Infinity
+    report = read_peer(SGLANG)
+    assert report["source"] == {"tool": "sglang", "version": None, "file": str(SGLANG)}
+    e = report["engines"]["sglang"]
+    assert (e["requests"], e["ok"], e["failures"]) == (len(raw["errors"]), raw["completed"], 0)
+    for ours, theirs in {**FLAT, "e2e_ms": "e2e_latency"}.items():
+        for stat, key in (
+            ("mean", "mean"),
+            ("p50", "median"),
+            ("p90", "p90"),
+            ("p95", "p95"),
+            ("p99", "p99"),
+        ):
+            assert e[ours][stat] == raw[f"{key}_{theirs}_ms"], (ours, stat)
+        assert e[ours]["p999"] is None and e[ours]["max"] is None
+    assert (e["tpot_ms"]["count"], e["itl_ms"]["count"]) == _ok_counts(raw)
+    assert (
+        e["requests_per_s"] == raw["request_throughput"]
+        and e["output_tokens_per_s"] == raw["output_throughput"]
+    )
+    assert (
+        report["manifest"]["load"]
+        == "backend sglang, max_concurrency 2, request_rate inf, dataset random-ids"
+    )
+    assert report["unmapped"] == [
+        "accept_length", "concurrency", "generated_texts", "input_throughput", "max_concurrent_requests",
+        "max_output_tokens_per_s", "random_input_len", "random_output_len", "random_range_ratio", "server_info",
+        "sharegpt_output_len", "std_e2e_latency_ms", "std_itl_ms", "std_tpot_ms", "std_ttft_ms", "tag",
+        "total_input_text_tokens", "total_input_vision_tokens", "total_output_tokens_retokenized", "total_throughput",
+    ]  # fmt: skip
+
+
+def test_sglang_appended_runs_are_one_engine_each_and_a_cut_line_is_named(tmp_path):
+    line = SGLANG.read_bytes().strip()
+    two = tmp_path / "two.jsonl"  # bench_serving appends a line per run to the same --output-file
+    two.write_bytes(line + b"\n" + line.replace(b'"max_concurrency": 2', b'"max_concurrency": 4') + b"\n")
+    report = read_peer(two)
+    assert list(report["engines"]) == ["sglang[0] rate=inf concurrency=2", "sglang[1] rate=inf concurrency=4"]
+    assert "[1].std_ttft_ms" in report["unmapped"]
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(line + b"\n" + line[: len(line) // 2] + b"\n")
+    with pytest.raises(PeerFormatError, match=r"cut.jsonl: line 2: not JSON .*JSON Lines"):
+        read_peer(cut)
+    lacking = tmp_path / "lacking.jsonl"
+    lacking.write_bytes(line.replace(b'"completed"', b'"completed_x"'))
+    with pytest.raises(
+        PeerFormatError, match=r"lacking.jsonl: looks like sglang's output but lacks .*'completed'"
+    ):
+        read_peer(lacking)
+
+
+def test_vllm_truncated_or_lacking_names_the_file(tmp_path):
+    cut = tmp_path / "vllm.json"
+    cut.write_bytes(VLLM.read_bytes()[:1500])
+    with pytest.raises(PeerFormatError, match=r"vllm.json: not JSON"):
+        read_peer(cut)
+    data = json.loads(VLLM.read_text())
+    del data["failed"]
+    cut.write_text(json.dumps(data))
+    with pytest.raises(
+        PeerFormatError, match=r"vllm.json: looks like vllm's output but lacks what it needs: KeyError"
+    ):
+        read_peer(cut)
+    assert detect(json.loads(VLLM.read_text())).tool == "vllm"
