@@ -213,7 +213,8 @@ def _parser() -> argparse.ArgumentParser:
         nargs="+",
         metavar="RUN",
         help="report directories, report.json files or peers' result files (GuideLLM benchmarks.json, "
-        "AIPerf profile_export_aiperf.json); the first is the baseline",
+        "AIPerf profile_export_aiperf.json, vLLM bench serve JSON, SGLang bench_serving JSONL, "
+        "genai-bench run files or experiment_metadata.json); the first is the baseline",
     )
     p.add_argument("--engine", help="compare only this engine (default: every engine present in both)")
     p.add_argument(
