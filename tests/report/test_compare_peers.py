@@ -5,6 +5,7 @@ the imported figures."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import orjson
 import pytest
@@ -14,11 +15,15 @@ from tests.helpers.simruns import loadkit, sim_run
 from tests.report.test_peers import AIPERF, GENAI_RUN, GUIDELLM, SGLANG, VLLM
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
+SAME_WORKLOAD = Path(__file__).parents[2] / "benchmarks" / "peers" / "same_workload.toml"
 
 
 @pytest.fixture(scope="module")
 def loadkit_run(tmp_path_factory):
-    run = sim_run(tmp_path_factory.mktemp("peers") / "run", "--sim", "a=fast", seconds=5, users=2)
+    # the peers' fixture workload (2 users, 64-token prompts, 32-token answers, sim profile fast)
+    run = sim_run(
+        tmp_path_factory.mktemp("peers") / "run", "--scenario", str(SAME_WORKLOAD), seconds=5, users=2
+    )
     check_conservation(run)  # every scheduled request of the loadkit side accounted for once
     return str(run)
 
@@ -27,7 +32,7 @@ def test_compare_shows_a_peer_file_beside_a_loadkit_run(loadkit_run):
     proc = loadkit("compare", loadkit_run, str(GUIDELLM))
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    assert f"[a]  vs  {GUIDELLM} [guidellm]" in out
+    assert f"[sim]  vs  {GUIDELLM} [guidellm]" in out
     assert "note (B): imported from guidellm 0.8.1" in out
     assert "note (B): tpot_ms: from GuideLLM's inter_token_latency_ms" in out
     ttft = next(line for line in out.splitlines() if line.strip().startswith("ttft_ms.p99"))
@@ -42,14 +47,14 @@ def test_compare_shows_a_peer_file_beside_a_loadkit_run(loadkit_run):
 
 def test_fail_if_trips_on_an_imported_figure(loadkit_run):
     peer = orjson.loads(GUIDELLM.read_bytes())["benchmarks"][0]["metrics"]
-    base = orjson.loads((__import__("pathlib").Path(loadkit_run) / "report.json").read_bytes())
-    ours = base["engines"]["a"]["ttft_ms"]["p50"]
+    base = orjson.loads((Path(loadkit_run) / "report.json").read_bytes())
+    ours = base["engines"]["sim"]["ttft_ms"]["p50"]
     theirs = peer["time_to_first_token_ms"]["successful"]["percentiles"]["p50"]
     # a threshold just below / above the real change between the two files' figures
     change = (theirs - ours) / ours * 100
     fired = loadkit("compare", loadkit_run, str(GUIDELLM), "--fail-if", f"ttft_ms.p50>{change - 1:+.1f}%")
     assert fired.returncode == 1, fired.stdout + fired.stderr
-    assert f"{GUIDELLM} engine a/guidellm" in fired.stdout
+    assert f"{GUIDELLM} engine sim/guidellm" in fired.stdout
     held = loadkit("compare", loadkit_run, str(GUIDELLM), "--fail-if", f"ttft_ms.p50>{change + 1:+.1f}%")
     assert held.returncode == 0, held.stdout + held.stderr
     # GuideLLM has no loadkit SLOs: a gate on goodput fires as not measured rather than passing
@@ -74,7 +79,7 @@ def test_more_peers_beside_a_loadkit_run(loadkit_run, tool, tmp_path):
     file, version, ttft_p50 = MORE_PEERS[tool]
     proc = loadkit("compare", loadkit_run, str(file))
     assert proc.returncode == 0, proc.stderr
-    assert f"[a]  vs  {file} [{tool}]" in proc.stdout
+    assert f"[sim]  vs  {file} [{tool}]" in proc.stdout
     assert f"note (B): imported from {version}" in proc.stdout
     assert "note (B): percentiles:" in proc.stdout and "linear interpolation" in proc.stdout
     theirs = ttft_p50(json.loads(file.read_text(), parse_constant=float))  # SGLang writes Infinity
@@ -89,11 +94,9 @@ def test_more_peers_beside_a_loadkit_run(loadkit_run, tool, tmp_path):
     page = (out / "report.html").read_text()
     assert f"<td>{tool}</td>" in page and f"<td>{theirs:.1f}</td>" in page  # the summary table's TTFT p50
     # a gate just under / over the real change between the two runs' ttft p50
-    ours = orjson.loads((__import__("pathlib").Path(loadkit_run) / "report.json").read_bytes())["engines"][
-        "a"
-    ]
+    ours = orjson.loads((Path(loadkit_run) / "report.json").read_bytes())["engines"]["sim"]
     change = (theirs - ours["ttft_ms"]["p50"]) / ours["ttft_ms"]["p50"] * 100
     fired = loadkit("compare", loadkit_run, str(file), "--fail-if", f"ttft_ms.p50>{change - 1:+.1f}%")
-    assert fired.returncode == 1 and f"{file} engine a/{tool}" in fired.stdout, fired.stdout + fired.stderr
+    assert fired.returncode == 1 and f"{file} engine sim/{tool}" in fired.stdout, fired.stdout + fired.stderr
     held = loadkit("compare", loadkit_run, str(file), "--fail-if", f"ttft_ms.p50>{change + 1:+.1f}%")
     assert held.returncode == 0, held.stdout + held.stderr
