@@ -61,6 +61,8 @@ class Pair:
 def load_run(arg: str, with_raw: bool) -> Run:
     path = Path(arg)
     file = path / "report.json" if path.is_dir() else path
+    if path.is_dir() and not file.is_file():
+        file = peers.folder_entry(path) or file  # a peer's result folder (genai-bench's experiment)
     if not file.is_file():
         raise UserError(f"{arg}: no report.json there")
     if file.name != "report.json":  # a peer tool's result file (GuideLLM, AIPerf ...) or a renamed report

@@ -292,3 +292,24 @@ def test_vllm_truncated_or_lacking_names_the_file(tmp_path):
     ):
         read_peer(cut)
     assert detect(json.loads(VLLM.read_text())).tool == "vllm"
+
+
+def test_each_fixture_is_detected_as_its_own_tool_and_a_genai_folder_is_read(tmp_path):
+    tools = {
+        GUIDELLM: "guidellm",
+        AIPERF: "aiperf",
+        VLLM: "vllm",
+        SGLANG: "sglang",
+        GENAI_RUN: "genai-bench",
+        GENAI_META: "genai-bench",
+    }
+    for file, tool in tools.items():
+        assert read_peer(file)["source"]["tool"] == tool, file
+    # genai-bench's experiment folder stands for its metadata file, in compare and import alike
+    result = compare_runs([str(VLLM), str(GENAI_DIR)], with_raw=False)
+    (pair,) = result["comparisons"]
+    assert (pair["engine_a"], pair["engine_b"]) == ("vllm", "genai-bench")
+    assert import_main([str(GENAI_DIR), "-o", str(tmp_path / "gb"), "--no-html"]) == 0
+    assert json.loads((tmp_path / "gb" / "report.json").read_text())["source"]["file"] == str(GENAI_META)
+    with pytest.raises(PeerFormatError, match=r"a folder, and not one loadkit can import"):
+        read_peer(tmp_path)

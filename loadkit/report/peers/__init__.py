@@ -118,9 +118,22 @@ def convert(data: Any, path: Path) -> dict[str, Any]:
                               f"{type(exc).__name__}: {exc}") from None  # fmt: skip
 
 
+def folder_entry(folder: Path) -> Path | None:
+    """The file that stands for a peer's result folder: genai-bench's experiment folder is read
+    through its experiment_metadata.json (which reads every run file beside it)."""
+    entry = folder / genai_bench.METADATA
+    return entry if entry.is_file() else None
+
+
 def read_peer(path: str | Path) -> dict[str, Any]:
-    """Read one peer result file into a loadkit-shaped report dict."""
+    """Read one peer result file (or a folder ``folder_entry`` knows) into a loadkit-shaped report dict."""
     file = Path(path)
+    if file.is_dir():
+        entry = folder_entry(file)
+        if entry is None:
+            raise PeerFormatError(f"{file}: a folder, and not one loadkit can import (a genai-bench experiment "
+                                  f"folder holds {genai_bench.METADATA}); give a result file")  # fmt: skip
+        file = entry
     return convert(read_json(file), file)
 
 
@@ -137,4 +150,4 @@ def notes(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-__all__ = ["IMPORTERS", "PeerFormatError", "convert", "detect", "notes", "read_peer"]
+__all__ = ["IMPORTERS", "PeerFormatError", "convert", "detect", "folder_entry", "notes", "read_peer"]
