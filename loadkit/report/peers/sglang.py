@@ -29,7 +29,8 @@ DEFINITIONS = {
     "splits a chunk's gap evenly over the tokens it brought, the OpenAI backends give one value per chunk",
     "e2e_ms": "request start to the last chunk read",
     "n_in / n_out": "only means (total / completed): the file has totals and, with --output-details, per-request "
-    "lists, not distributions; output tokens are the server's completion_tokens (the retokenized total is unmapped)",
+    "lists, not distributions; output tokens are the server's completion_tokens (the retokenized total is "
+    "unmapped), input tokens the prompt lengths its dataset built, counted by its --tokenizer, not the server's",
     "percentiles": "numpy's default, linear interpolation between order statistics, which can give a value no "
     "request had; loadkit: nearest rank on a log-linear histogram. No min, max or p99.9 in the file (not measured)",
     "requests_per_s": "SGLang's request_throughput: completed requests / the whole benchmark's duration",

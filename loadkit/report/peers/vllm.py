@@ -27,7 +27,8 @@ DEFINITIONS = {
     "itl_ms": "one value per streamed chunk after the first (a chunk of several tokens is one gap, not split); "
     "loadkit's itl_ms is per token gap, so they agree only when each chunk carries one token",
     "e2e_ms": "vLLM's e2el: request start to the last chunk with a token (the usage chunk and [DONE] excluded)",
-    "n_in / n_out": "only means (total / completed): the file has totals and per-request lists, not distributions",
+    "n_in / n_out": "only means (total / completed): the file has totals and per-request lists, not distributions; "
+    "both from the server's usage (prompt_tokens, completion_tokens), its --tokenizer only where none is sent",
     "percentiles": "numpy's default, linear interpolation between order statistics (the --metric-percentiles "
     "asked for: 50, 90, 99 here), which can give a value no request had; loadkit: nearest rank on a log-linear "
     "histogram. No min or max, and no p95 / p99.9 unless asked for (not measured)",
