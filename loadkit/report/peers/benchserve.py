@@ -6,13 +6,37 @@ the exact counts (how many TPOT and ITL values the file's statistics are over)."
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from loadkit.report.peers.common import distribution, engine_section, flat_distribution
+from loadkit.report.peers.common import distribution, engine_section
 
 SCALARS = ("completed", "duration", "request_throughput", "output_throughput", "total_input_tokens",
            "total_output_tokens", "backend", "max_concurrency", "request_rate", "dataset_name")  # fmt: skip
 DETAILS = ("errors", "itls", "output_lens", "input_lens", "ttfts")
+
+
+# {stat}_{metric}_ms keys: loadkit stat <- the tools' prefix
+FLAT_STATS = {"mean": "mean", "p50": "median", "min": "min", "max": "max"}
+FLAT_PERCENTILES = {"p90": "p90", "p95": "p95", "p99": "p99", "p999": "p99.9"}
+
+
+def flat_distribution(
+    data: Mapping[str, Any], metric: str, count: int | None
+) -> tuple[dict[str, Any], list[str]]:
+    """The distribution of ``metric`` (``ttft``, ``tpot``, ``itl``, ``e2el`` ...) from a flat dict's
+    ``{stat}_{metric}_ms`` keys, and the keys it read. A percentile the file lacks is None; a
+    ``p50_*`` key (vLLM with ``--metric-percentiles 50``) stands in for a missing ``median_*``."""
+    stats: dict[str, float | None] = {}
+    used: list[str] = []
+    names = {**FLAT_STATS, **FLAT_PERCENTILES}
+    for stat, prefix in names.items():
+        keys = [f"{prefix}_{metric}_ms", *([f"p50_{metric}_ms"] if stat == "p50" else [])]
+        value = next((data[k] for k in keys if data.get(k) is not None), None)
+        if value is not None:
+            stats[stat] = float(value)
+            used += [k for k in keys if k in data]  # median_ and p50_ are the same figure: both mapped
+    return distribution(count, 1.0, **stats), used
 
 
 def section(run: dict[str, Any], *, e2e: str, failed: int) -> tuple[dict[str, Any], list[str]]:

@@ -123,27 +123,3 @@ def peer_report(*, tool: str, version: str | None, file: Path, engines: dict[str
         "unmapped": unmapped_paths,
         "definitions": definitions,
     }
-
-
-# vLLM's `bench serve` and SGLang's `bench_serving` (a fork of it) write one flat dict:
-# mean_ttft_ms, median_ttft_ms, std_ttft_ms, p90_ttft_ms ... for each metric.
-FLAT_STATS = {"mean": "mean", "p50": "median", "min": "min", "max": "max"}
-FLAT_PERCENTILES = {"p90": "p90", "p95": "p95", "p99": "p99", "p999": "p99.9"}
-
-
-def flat_distribution(
-    data: Mapping[str, Any], metric: str, count: int | None
-) -> tuple[dict[str, Any], list[str]]:
-    """The distribution of ``metric`` (``ttft``, ``tpot``, ``itl``, ``e2el`` ...) from a flat dict's
-    ``{stat}_{metric}_ms`` keys, and the keys it read. A percentile the file lacks is None; a
-    ``p50_*`` key (vLLM with ``--metric-percentiles 50``) stands in for a missing ``median_*``."""
-    stats: dict[str, float | None] = {}
-    used: list[str] = []
-    names = {**FLAT_STATS, **FLAT_PERCENTILES}
-    for stat, prefix in names.items():
-        keys = [f"{prefix}_{metric}_ms", *([f"p50_{metric}_ms"] if stat == "p50" else [])]
-        value = next((data[k] for k in keys if data.get(k) is not None), None)
-        if value is not None:
-            stats[stat] = float(value)
-            used += [k for k in keys if k in data]  # median_ and p50_ are the same figure: both mapped
-    return distribution(count, 1.0, **stats), used
