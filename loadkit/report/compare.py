@@ -61,6 +61,8 @@ class Pair:
 def load_run(arg: str, with_raw: bool) -> Run:
     path = Path(arg)
     file = path / "report.json" if path.is_dir() else path
+    if path.is_dir() and not file.is_file():
+        file = peers.folder_entry(path) or file  # a peer's result folder (genai-bench's experiment)
     if not file.is_file():
         raise UserError(f"{arg}: no report.json there")
     if file.name != "report.json":  # a peer tool's result file (GuideLLM, AIPerf ...) or a renamed report
@@ -213,7 +215,8 @@ def _parser() -> argparse.ArgumentParser:
         nargs="+",
         metavar="RUN",
         help="report directories, report.json files or peers' result files (GuideLLM benchmarks.json, "
-        "AIPerf profile_export_aiperf.json); the first is the baseline",
+        "AIPerf profile_export_aiperf.json, vLLM bench serve JSON, SGLang bench_serving JSONL, "
+        "genai-bench run files or experiment_metadata.json); the first is the baseline",
     )
     p.add_argument("--engine", help="compare only this engine (default: every engine present in both)")
     p.add_argument(
