@@ -29,6 +29,7 @@ from loadkit.stats.sessionstats import SessionStats
 from loadkit.stats.stagestats import StageStats
 from loadkit.stats.taskerrors import TaskErrors
 from loadkit.stats.tenantstats import TenantStats
+from loadkit.stats.tiersection import install_tier_sections
 
 
 class NodeNotes:
@@ -80,6 +81,7 @@ class BuiltinSections:
         ):  # fmt: skip
             c.register_section(section)
         c.manifest_providers["schedule"] = self._schedule_manifest
+        install_tier_sections(c, lambda: self.context)  # stats/tiersection.py: slo_tiers, cost
 
     # -- what the runtime tells the sections ----------------------------------------------
 
