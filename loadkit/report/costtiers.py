@@ -87,7 +87,7 @@ def html_section(report: dict[str, Any]) -> str:
                           "every SLO of the tier; the max load is the highest such stage."))  # fmt: skip
     parts.append(note("Cost = GPU-hour price × GPUs ÷ the throughput measured on this load: not a price quote "
                       "(docs/cost.md)."))  # fmt: skip
-    return str(section("cost", TITLE, *parts))
+    return section("cost", TITLE, *parts)
 
 
 def engine_metrics(report: dict[str, Any], engine: str) -> dict[str, Any]:
