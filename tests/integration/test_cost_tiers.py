@@ -32,26 +32,35 @@ def good(row: dict, slos: dict) -> bool | None:
     return all(values[k] is None or values[k] <= ms * 1e6 for k, ms in slos.items())
 
 
-def sweep(tmp_path, processes):
+def sweep(tmp_path, processes, tiers_from="command line"):
     report_dir = tmp_path / "r"
     extra = ["--processes", processes] if processes else []
     tiers = [
         f"--slo-tier={name}:" + ",".join(f"{k}={v}" for k, v in slos.items()) for name, slos in TIERS.items()
     ]
+    scenario = SCENARIOS / "sweep_closed.toml"
+    if tiers_from == "scenario":  # every worker reads them from the file, none from the command line
+        tables = "".join(
+            f'\n[[slo_tiers]]\nname = "{name}"\n' + "".join(f"{k} = {v}\n" for k, v in slos.items())
+            for name, slos in TIERS.items()
+        )
+        scenario = tmp_path / "sweep_tiers.toml"
+        scenario.write_text((SCENARIOS / "sweep_closed.toml").read_text() + tables)
+        tiers = []
     # max_num_seqs = 8: the cost model saturates at 8 concurrent sequences (test_arrivals.py).
     with sim_process("--profile", "default", "--max-num-seqs", "8") as sim:
         proc = run_locust(
             "--headless", "--host", sim.url, "--engine", "vllm", "--stop-timeout", "3", *extra,
-            "--scenario", str(SCENARIOS / "sweep_closed.toml"), "--report-dir", str(report_dir), "--raw-log",
+            "--scenario", str(scenario), "--report-dir", str(report_dir), "--raw-log",
             *tiers, "--gpu-hour-cost", str(PRICE), "--gpus", str(GPUS), timeout=240,
         )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     return report_dir, proc
 
 
-@pytest.mark.parametrize("processes", [None, "2"])
-def test_tier_sweep_matches_the_raw_log(tmp_path, processes):
-    report_dir, proc = sweep(tmp_path, processes)
+@pytest.mark.parametrize(("processes", "tiers_from"), [(None, "command line"), ("2", "scenario")])
+def test_tier_sweep_matches_the_raw_log(tmp_path, processes, tiers_from):
+    report_dir, proc = sweep(tmp_path, processes, tiers_from)
     report = check_conservation(report_dir)  # every request once; loadkit verify agrees (tiers, cost too)
     rows = [r for r in raw_records(report_dir) if r["engine"] == "vllm"]
     section = report["slo_tiers"]
