@@ -76,6 +76,12 @@ def cost_section(doc: Mapping[str, Any], rates: Mapping[str, CostRate], currency
             entry["max_load_meeting_slos"] = {"stage": best.get("stage"), "level": best.get("level"),
                                               **_at(hourly, stats.get("output_tokens_per_s"),
                                                     stats.get("requests_per_s"))}  # fmt: skip
+        # The cost curve of a sweep: each measured stage's throughput over its planned duration.
+        rows = [r for r in (stages.get(engine) or {}).get("stages") or [] if not r.get("warmup")]
+        if rows:
+            entry["stages"] = [{"stage": r.get("name"), "level": r.get("level"),
+                                **_at(hourly, (r.get("stats") or {}).get("output_tokens_per_s"),
+                                      (r.get("stats") or {}).get("requests_per_s"))} for r in rows]  # fmt: skip
         per_tier = {}
         for tier in (tiers.get(engine) or {}).get("tiers") or []:
             whole = tier["whole_run"]

@@ -12,7 +12,7 @@ from loadkit.stats.collector import StatsCollector
 from loadkit.stats.cost import cost_section
 from loadkit.stats.runcontext import RunContext
 from loadkit.stats.sections import Section
-from loadkit.stats.tiers import TierStats, tiers_report
+from loadkit.stats.tiers import RUN_TIER, TierStats, tiers_report
 
 SECTION = "slo_tier_counts"  # the counters' wire name; the report's sections are below
 
@@ -29,9 +29,12 @@ def install_tier_sections(collector: StatsCollector, context: Callable[[], RunCo
         if not ctx.tiers.compiled:
             return None
         windows = {e: s.get("window_s") for e, s in (doc.get("engines") or {}).items()}
-        return tiers_report(collector.merged_section(SECTION), ctx.tiers.tiers, ctx.tiers.run_slos
-                            if any(n == "run_slos" for n, _ in ctx.tiers.compiled) else (),
-                            list(ctx.plan), doc.get("stages") or {}, windows)  # fmt: skip
+        # The run's own SLOs are a tier only when they were judged as one (stats/tiercontext.py).
+        run_slos = ctx.tiers.run_slos if any(name == RUN_TIER for name, _ in ctx.tiers.compiled) else ()
+        stats = collector.merged_section(SECTION)
+        return tiers_report(
+            stats, ctx.tiers.tiers, run_slos, list(ctx.plan), doc.get("stages") or {}, windows
+        )
 
     def cost(doc: dict[str, Any]) -> dict[str, Any] | None:
         ctx = context()

@@ -109,6 +109,16 @@ def cost(run: Run, v: Verdict) -> None:
                _per_million(hourly, section.get("output_tokens_per_s")))  # fmt: skip
         _check(v, engine, "measured.cost_per_1m_requests", measured.get("cost_per_1m_requests"),
                _per_million(hourly, section.get("ok_per_s")))  # fmt: skip
+        stage_rows = {
+            r.get("name"): r for r in ((run.report.get("stages") or {}).get(engine) or {}).get("stages") or []
+        }
+        for row in entry.get("stages") or []:
+            stats = (stage_rows.get(row.get("stage")) or {}).get("stats") or {}
+            key = f"{engine} / stage {row.get('stage')}"
+            _check(v, key, "cost_per_1m_output_tokens", row.get("cost_per_1m_output_tokens"),
+                   _per_million(hourly, stats.get("output_tokens_per_s")))  # fmt: skip
+            _check(v, key, "cost_per_1m_requests", row.get("cost_per_1m_requests"),
+                   _per_million(hourly, stats.get("requests_per_s")))  # fmt: skip
         by_name = {t.get("name"): t for t in (tiers.get(engine) or {}).get("tiers") or []}
         for name, figures in sorted((entry.get("tiers") or {}).items()):
             tier = by_name.get(name) or {}

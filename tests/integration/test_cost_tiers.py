@@ -110,7 +110,12 @@ def test_verify_catches_a_tampered_tier_and_cost(tmp_path):
     from loadkit.verify import load_run, verify_run
 
     assert verify_run(load_run(report_dir)).ok
-    for tamper, section in ((_tier_max, "slo_tiers"), (_tier_good, "slo_tiers"), (_cost, "cost")):
+    for tamper, section in (
+        (_tier_max, "slo_tiers"),
+        (_tier_good, "slo_tiers"),
+        (_cost, "cost"),
+        (_stage_cost, "cost"),
+    ):
         copy = tmp_path / f"t-{tamper.__name__}"
         shutil.copytree(report_dir, copy)
         report = json.loads((copy / "report.json").read_text())
@@ -139,3 +144,7 @@ def _tier_good(report):
 
 def _cost(report):
     report["cost"]["vllm"]["measured"]["cost_per_1m_output_tokens"] *= 0.9
+
+
+def _stage_cost(report):
+    report["cost"]["vllm"]["stages"][-1]["cost_per_1m_requests"] *= 1.01

@@ -47,6 +47,9 @@ def test_cost_section_quotes_each_throughput_it_uses():
     best = c["max_load_meeting_slos"]
     assert (best["stage"], best["output_tokens_per_s"]) == ("a", 500.0)
     assert best["cost_per_1m_output_tokens"] == pytest.approx(6 * 1e6 / (500 * 3600))
+    # the cost curve: one row per measured stage, each over its own throughput
+    assert [(r["stage"], r["level"]) for r in c["stages"]] == [("a", 2), ("b", 4)]
+    assert c["stages"][1]["cost_per_1m_requests"] == pytest.approx(6 * 1e6 / (9 * 3600))
     t = c["tiers"]["t"]
     assert t["cost_per_1m_good_output_tokens"] == pytest.approx(6 * 1e6 / (360 * 3600))
     assert t["max_load"]["cost_per_1m_output_tokens"] == pytest.approx(6 * 1e6 / (900 * 3600))
