@@ -11,7 +11,8 @@ from typing import Any
 
 from loadkit.run.errors import ConfigError
 from loadkit.stats.cost import DEFAULT_CURRENCY, CostRate
-from loadkit.stats.tiers import SloTier, parse_tier, parse_tiers, validated_tier
+from loadkit.stats.options import percent
+from loadkit.stats.tiers import ATTAINMENT_TARGET, SloTier, parse_tier, parse_tiers, validated_tier
 
 
 def _price(text: str) -> float:
@@ -39,8 +40,12 @@ def add_cost_tier_arguments(group: Any) -> None:
     group.add_argument("--slo-tier", action="append", type=validated_tier, default=None,
                        metavar="NAME:KEY=MS[,KEY=MS]", env_var="LOADKIT_SLO_TIER", include_in_web_ui=False,
                        help="a named SLO set judged on every request beside --slo, repeatable; a staged run "
-                            "reports per tier the highest stage meeting it (attainment >= 90%%); "
+                            "reports per tier the highest stage meeting it (attainment >= --slo-attainment); "
                             "e.g. --slo-tier tight:ttft_ms=200,tpot_ms=30")  # fmt: skip
+    group.add_argument("--slo-attainment", type=percent, default=100 * ATTAINMENT_TARGET, metavar="PCT",
+                       env_var="LOADKIT_SLO_ATTAINMENT", include_in_web_ui=False,
+                       help="a sweep's stage meets the SLOs (the stage table's goodput search, and each "
+                            "--slo-tier) when at least PCT percent of its judged requests are good (default 90)")  # fmt: skip
     group.add_argument("--gpu-hour-cost", type=_price, default=None, metavar="PRICE",
                        env_var="LOADKIT_GPU_HOUR_COST", include_in_web_ui=False,
                        help="price of one GPU-hour: the report states each target's cost per 1M output "
@@ -60,6 +65,7 @@ class CostTierSettings:
     gpu_hour_cost: float | None = None
     gpus: int = 1
     currency: str = DEFAULT_CURRENCY
+    attainment: float = ATTAINMENT_TARGET  # --slo-attainment as a fraction
 
     @classmethod
     def from_options(cls, options: Any) -> CostTierSettings:
@@ -75,7 +81,12 @@ class CostTierSettings:
             gpus = _gpus(str(gpus))
         except argparse.ArgumentTypeError as exc:
             raise ConfigError(f"--gpu-hour-cost / --gpus: {exc}") from None
-        return cls(tiers, price, gpus, str(getattr(options, "currency", None) or DEFAULT_CURRENCY))
+        try:
+            attainment = percent(getattr(options, "slo_attainment", None) or 100 * ATTAINMENT_TARGET) / 100
+        except argparse.ArgumentTypeError as exc:
+            raise ConfigError(f"--slo-attainment: {exc}") from None
+        currency = str(getattr(options, "currency", None) or DEFAULT_CURRENCY)
+        return cls(tiers, price, gpus, currency, attainment)
 
 
 def run_tiers(settings: CostTierSettings, scenario_tiers: Iterable[dict[str, Any]]) -> tuple[SloTier, ...]:

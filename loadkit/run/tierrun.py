@@ -13,4 +13,4 @@ def tier_context(runtime: Any) -> TierContext:
     settings = runtime.config.settings.cost_tiers
     tiers = run_tiers(settings, getattr(runtime.scenario, "slo_tiers", None) or [])
     costs = run_costs(settings, [t.spec for t in runtime.targets])
-    return TierContext.of(tiers, runtime.config.slo_objects(), costs, settings.currency)
+    return TierContext.of(tiers, runtime.config.slo_objects(), costs, settings.currency, settings.attainment)

@@ -62,7 +62,7 @@ class BuiltinSections:
         for section in (
             Section("sessions", SessionStats, SessionStats.from_wire, _add_turn, report=SessionStats.report),
             Section("stages", lambda: StageStats(c.slo_limits), StageStats.from_wire, self._add_staged,
-                    warmup=True, report=lambda s: s.report(list(self.context.plan))),
+                    warmup=True, report=lambda s: s.report(list(self.context.plan), self.context.tiers.attainment_target)),
             Section("lengths", LengthStats, LengthStats.from_wire, LengthStats.add, report=self._lengths_report),
             Section("realised", NodeNotes, NodeNotes.from_wire),
             Section("user_classes", lambda: ClassStats(c.slos), ClassStats.from_wire, ClassStats.add,

@@ -33,7 +33,13 @@ def install_tier_sections(collector: StatsCollector, context: Callable[[], RunCo
         run_slos = ctx.tiers.run_slos if any(name == RUN_TIER for name, _ in ctx.tiers.compiled) else ()
         stats = collector.merged_section(SECTION)
         return tiers_report(
-            stats, ctx.tiers.tiers, run_slos, list(ctx.plan), doc.get("stages") or {}, windows
+            stats,
+            ctx.tiers.tiers,
+            run_slos,
+            list(ctx.plan),
+            doc.get("stages") or {},
+            windows,
+            ctx.tiers.attainment_target,
         )
 
     def cost(doc: dict[str, Any]) -> dict[str, Any] | None:

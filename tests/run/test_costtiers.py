@@ -69,3 +69,10 @@ def test_command_line_tiers_replace_the_scenarios():
     assert [t.name for t in run_tiers(CostTierSettings(), scenario)] == ["s"]
     given = CostTierSettings.from_options(SimpleNamespace(slo_tier=["c:e2e_ms=10"]))
     assert [t.name for t in run_tiers(given, scenario)] == ["c"]
+
+
+def test_slo_attainment_is_a_percentage_kept_as_a_fraction():
+    assert CostTierSettings.from_options(parse()).attainment == 0.9
+    assert CostTierSettings.from_options(parse("--slo-attainment", "75")).attainment == 0.75
+    with pytest.raises(argparse.ArgumentError, match="slo-attainment"):
+        parse("--slo-attainment", "150")

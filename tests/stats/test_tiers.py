@@ -131,3 +131,9 @@ def test_max_load_per_tier_is_the_highest_stage_at_or_over_90_percent():
     whole = by_name["loose"]["whole_run"]
     assert (whole["judged"], whole["good"]) == (30, 19)  # all 10 at s2 (even the 60 ms one), 9 at s4
     assert whole["good_output_tokens_per_s"] == pytest.approx(19 * 11 / 30.0)
+    # A stricter threshold (--slo-attainment 95): 9 of 10 no longer meets, so the tight tier holds
+    # nowhere and the loose one only at 2 users (10 of 10 there).
+    strict = tiers_report(stats, tiers, (), plan, rows, {"e": 30.0}, attainment_target=0.95)
+    top = {t["name"]: t["max_load"] for t in strict["by_target"]["e"]["tiers"]}
+    assert strict["attainment_target"] == 0.95
+    assert (top["tight"], top["loose"]["level"], top["none"]) == (None, 2, None)
