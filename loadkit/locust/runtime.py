@@ -40,6 +40,7 @@ from loadkit.run.setup import (
     warn_once,
 )
 from loadkit.run.stageplan import MEASURED
+from loadkit.run.tierrun import tier_context
 from loadkit.run.workloads import (
     DEFAULT_SCENARIO,
     WARMUP,
@@ -218,7 +219,7 @@ class Runtime:
         schedules = self.schedules
         return RunContext.of(schedules.plan, schedules.staged, schedules.shaped, self._lengths_asked(), tenants,
                              schedules.asked_facts(self.user_classes(), self.scenario),
-                             schedules.schedule_span_s())  # fmt: skip
+                             schedules.schedule_span_s()).with_(tiers=tier_context(self))  # fmt: skip
 
     def _tell_stats(self, **changes: Any) -> None:
         """The stats sections get a new snapshot of the run's context with ``changes``."""

@@ -20,6 +20,7 @@ import orjson
 from loadkit.errors import UserError
 from loadkit.report import peers
 from loadkit.report.bootstrap import diff_ci
+from loadkit.report.costtiers import engine_metrics, extra_metrics
 from loadkit.report.manifest import condition_rows
 from loadkit.report.rawdata import RawData, load_raw
 from loadkit.report.rules import Rule, RuleError, metric_value, parse_rule
@@ -43,7 +44,12 @@ class Run:
 
     def engines(self) -> dict[str, dict[str, Any]]:
         engines = self.report.get("engines")
-        return engines if isinstance(engines, dict) else {}
+        # Cost and tier figures sit beside each engine section (report/costtiers.py).
+        return (
+            {e: {**s, **engine_metrics(self.report, e)} for e, s in engines.items()}
+            if isinstance(engines, dict)
+            else {}
+        )
 
 
 @dataclass
@@ -105,7 +111,7 @@ def _change(a: float | None, b: float | None) -> tuple[float | None, float | Non
 def fill_rows(pair: Pair, resamples: int, seed: int) -> None:
     sa, sb = pair.base.engines()[pair.engine_a], pair.other.engines()[pair.engine_b]
     cis = _cis(pair, resamples, seed)
-    for metric in METRICS:
+    for metric in METRICS + extra_metrics(sa, sb):
         a, b = _table_value(sa, metric), _table_value(sb, metric)
         delta, pct = _change(a, b)
         ci = cis.get(metric)
@@ -119,6 +125,8 @@ def _table_value(section: dict[str, Any], metric: str) -> float | None:
     still name the unknown metric)."""
     if metric.split(".")[0] in LATER_METRICS and metric.split(".")[0] not in section:
         return None
+    if metric.startswith("slo_tiers.") and metric.split(".")[1] not in section["slo_tiers"]:
+        return None  # a tier only the other run has
     return metric_value(section, metric)
 
 
