@@ -7,7 +7,7 @@ concurrency): ``aggregated_metrics`` (with ``stats`` per metric) and
 metadata file becomes one engine per run file beside it. The version is read from the metadata
 file (a run file does not record it). Checked against genai-bench 0.0.5; the definitions below
 are from its source (``genai_bench/metrics/request_metrics_collector.py``,
-``aggregated_metrics_collector.py``, ``user/openai_user.py``).
+``genai_bench/metrics/aggregated_metrics_collector.py``, ``genai_bench/user/openai_user.py``).
 """
 
 from __future__ import annotations
