@@ -10,6 +10,7 @@ from typing import Any
 
 from loadkit.errors import UserError
 from loadkit.locust import breaker, reachability, starts
+from loadkit.locust import gpuhooks as gpu
 from loadkit.locust.breaker import on_user_error
 from loadkit.locust.cooperative import install_gevent_yield
 from loadkit.locust.ending import stop_a_refused_start, worker_done_handler
@@ -331,6 +332,7 @@ def _start_reporting(environment: Any, runtime: Runtime) -> None:
         runtime.server_metrics.stop()
     runtime.server_metrics = ServerMetrics(runtime.targets, runtime.config.settings.scrape_interval_s)
     runtime.server_metrics.start()
+    gpu.start_gpu(runtime)  # locust/gpuhooks.py
 
 
 def _prepare_master(environment: Any, runtime: Runtime, options: Any) -> None:
@@ -408,6 +410,7 @@ def _account_stop(environment: Any, runtime: Runtime) -> None:
         runtime.server_metrics.stop()
         if runtime.stats is not None:
             runtime.stats.set_manifest_fields({"server_metrics": runtime.server_metrics.section()})
+    gpu.stop_gpu(runtime)
     tally = schedules.schedule_tally()
     if tally is None or runtime.stats is None:
         return

@@ -12,7 +12,7 @@ from loadkit.core.priority import check_priority_as
 from loadkit.errors import UserError
 from loadkit.plugins import get_engine
 
-TARGET_KEYS = ("engine", "api", "model", "priority_as")
+TARGET_KEYS = ("engine", "api", "model", "priority_as", "gpu_metrics")
 
 
 class TargetError(ValueError, UserError):
@@ -29,6 +29,7 @@ class TargetSpec:
     priority_as: str | None = (
         None  # where tenants' priorities go (loadkit/core/priority.py); None: the engine's
     )
+    gpu_metrics: str | None = None  # a dcgm-exporter URL serving this target's GPUs (docs/gpu.md)
 
 
 @dataclass(slots=True)
