@@ -20,6 +20,7 @@ import orjson
 from loadkit.errors import UserError
 from loadkit.report import peers
 from loadkit.report.bootstrap import diff_ci
+from loadkit.report.gpu import compare_rows as gpu_compare_rows
 from loadkit.report.manifest import condition_rows
 from loadkit.report.rawdata import RawData, load_raw
 from loadkit.report.rules import Rule, RuleError, metric_value, parse_rule
@@ -110,6 +111,9 @@ def fill_rows(pair: Pair, resamples: int, seed: int) -> None:
         pair.rows.append({"metric": metric, "a": a, "b": b, "delta": delta, "delta_pct": pct,
                           "ci95": None if ci is None else list(ci),
                           "significant": None if ci is None else bool(ci[0] > 0 or ci[1] < 0)})  # fmt: skip
+    pair.rows += gpu_compare_rows(
+        pair.base.report, pair.engine_a, pair.other.report, pair.engine_b
+    )  # report/gpu.py
 
 
 def _table_value(section: dict[str, Any], metric: str) -> float | None:

@@ -132,3 +132,25 @@ def llmd_resources(report: dict[str, Any], target: str) -> dict[str, Any]:
         if values:
             out[field] = _stats(values, units)
     return out
+
+
+COMPARED = ("j_per_output_token", "output_tokens_per_j")
+
+
+def compare_rows(
+    report_a: dict[str, Any], engine_a: str, report_b: dict[str, Any], engine_b: str
+) -> list[dict[str, Any]]:
+    """`loadkit compare` rows ``gpu.j_per_output_token`` and ``gpu.output_tokens_per_j``, only
+    when either run measured GPU energy for the engine (no bootstrap interval: one value a run)."""
+    ga = ((report_a.get("gpu") or {}).get(engine_a)) or {}
+    gb = ((report_b.get("gpu") or {}).get(engine_b)) or {}
+    if ga.get("energy_j") is None and gb.get("energy_j") is None:
+        return []
+    rows = []
+    for key in COMPARED:
+        a, b = ga.get(key), gb.get(key)
+        delta = None if a is None or b is None else b - a
+        pct = None if delta is None or not a else delta / abs(a) * 100.0
+        rows.append({"metric": f"gpu.{key}", "a": a, "b": b, "delta": delta, "delta_pct": pct, "ci95": None,
+                     "significant": None})  # fmt: skip
+    return rows

@@ -73,6 +73,7 @@ def target_gpu(section: Mapping[str, Any], window_ns: tuple[int | None, int | No
         return {**out, "window": None, "available": [], "missing": missing}
     a, b = start_ns / NS_PER_S, end_ns / NS_PER_S
     out["window"] = {"start_unix": a, "end_unix": b, "seconds": b - a}
+    out["output_tokens"] = output_tokens
     if not good:
         why = f"every GPU sample failed ({errors[-1]})" if errors else "no GPU sample was taken"
         return {**out, "available": [], "missing": {"all": why}}
@@ -102,7 +103,6 @@ def target_gpu(section: Mapping[str, Any], window_ns: tuple[int | None, int | No
     energy, method, covered = _energy(good, gpus, a, b)
     out["energy_j"], out["energy_method"] = energy, method
     out["coverage"] = covered / (b - a)
-    out["output_tokens"] = output_tokens
     if energy is None:
         missing["energy"] = "neither an energy counter nor power on every GPU over the window"
     out["j_per_output_token"] = energy / output_tokens if energy is not None and output_tokens > 0 else None
@@ -153,3 +153,10 @@ def windows_of(merged: Mapping[tuple[str, str], Any]) -> dict[str, tuple[int | N
         end = last if end is None else end if last is None else max(end, last)
         out[target] = (start, end, tokens + group.output_tokens)
     return out
+
+
+def gpu_fields(manifest: Mapping[str, Any], merged: Mapping[tuple[str, str], Any]) -> dict[str, Any]:
+    """``{"gpu": ...}`` for the report when the run had a GPU source; nothing otherwise, so the
+    reports of runs without one are unchanged."""
+    samples = manifest.get("gpu_samples")
+    return {"gpu": gpu_section(samples, windows_of(merged))} if samples else {}

@@ -20,6 +20,7 @@ import pytest
 from loadkit.report.llmd import schema_errors
 from loadkit.sim.testing import sim_process
 from tests.helpers.runs import SCENARIOS, check_conservation, raw_records, run_locust
+from tests.helpers.simruns import loadkit
 
 pytestmark = pytest.mark.integration
 yaml = pytest.importorskip("yaml")
@@ -110,6 +111,31 @@ def test_energy_per_token_from_the_exporters_counter(tmp_path):
     assert "J/token" in stdout
     html = (report_dir / "report.html").read_text()
     assert 'id="gpu"' in html and "J/token" in html
+    # The oracle recomputes the section from gpu.jsonl and the raw log.
+    verified = loadkit("verify", str(report_dir))
+    assert verified.returncode == 0, verified.stdout[-3000:]
+    assert re.search(r"checked gpu: [1-9]\d* figures", verified.stdout)
+    # ... and catches a figure that is off by 1 %.
+    tampered = tmp_path / "tampered"
+    tampered.mkdir()
+    for f in report_dir.iterdir():
+        (tampered / f.name).write_bytes(f.read_bytes())
+    bad = orjson.loads((tampered / "report.json").read_bytes())
+    bad["gpu"]["vllm"]["j_per_output_token"] *= 1.01
+    (tampered / "report.json").write_bytes(orjson.dumps(bad))
+    caught = loadkit("verify", str(tampered))
+    assert caught.returncode == 1 and "gpu / vllm / j_per_output_token" in caught.stdout, caught.stdout[
+        -2000:
+    ]
+    compared = loadkit("compare", str(report_dir), str(report_dir), "--json")
+    assert compared.returncode == 0, compared.stderr[-2000:]
+    compare_rows = {r["metric"]: r for r in orjson.loads(compared.stdout)["comparisons"][0]["metrics"]}
+    assert (
+        compare_rows["gpu.j_per_output_token"]["a"]
+        == gpu["j_per_output_token"]
+        == compare_rows["gpu.j_per_output_token"]["b"]
+    )
+    assert compare_rows["gpu.output_tokens_per_j"]["delta"] == 0
     [path] = report_dir.glob("benchmark_report_v0.2,_*.yaml")
     document = yaml.safe_load(path.read_text())
     assert schema_errors(document) == []
