@@ -154,3 +154,29 @@ def compare_rows(
         rows.append({"metric": f"gpu.{key}", "a": a, "b": b, "delta": delta, "delta_pct": pct, "ci95": None,
                      "significant": None})  # fmt: skip
     return rows
+
+
+def now_lines(samples: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """The web UI's live status: per target its latest GPU sample (power summed over its GPUs,
+    utilisation their mean, memory used summed), or the latest read's error."""
+    lines = []
+    for target, rows in samples.items():
+        if not rows:
+            continue
+        last = rows[-1]
+        gpus = list((last.get("gpus") or {}).values())
+        if not gpus:
+            lines.append(f"{target}: no reading ({last.get('error')})")
+            continue
+        power = [float(g["power_w"]) for g in gpus if "power_w" in g]
+        util = [float(g["util_pct"]) for g in gpus if "util_pct" in g]
+        mem = [float(g["mem_used_mib"]) for g in gpus if "mem_used_mib" in g]
+        parts = [f"{len(gpus)} GPU(s)"]
+        if power:
+            parts.append(f"{math.fsum(power):.0f} W")
+        if util:
+            parts.append(f"util {math.fsum(util) / len(util):.0f} %")
+        if mem:
+            parts.append(f"memory used {math.fsum(mem):.0f} MiB")
+        lines.append(f"{target}: " + ", ".join(parts))
+    return lines
