@@ -37,6 +37,7 @@ class GpuMetrics:
         self.samples: dict[str, list[dict[str, Any]]] = {}
         self.samplers: dict[str, GpuSampler] = {}
         clock = _clock()
+        self.stopped = False
         by_name = {t.name: t for t in targets}
         for name, source in sources.items():
             try:
@@ -72,10 +73,10 @@ class GpuMetrics:
                 self.samples[name].append(sampler.sample())
 
     def stop(self) -> None:
+        self.stopped = True
         if self.greenlet is not None:
             self.greenlet.kill(block=False)
             self.greenlet = None
-            self.sample_once()  # one last sample, so the window's end is bracketed
 
     def section(self) -> dict[str, Any]:
         return {name: {"source": s.source, "interval_s": self.interval_s, "samples": self.samples[name],

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -38,13 +39,17 @@ def _answer(text: str, elapsed_s: float) -> str:
 
 
 @contextmanager
-def dcgm_exporter() -> Iterator[str]:
+def dcgm_exporter(served: list[float] | None = None) -> Iterator[str]:
+    """The exporter's URL; ``served`` gets the time of every answer it gave."""
     text = FIXTURE.read_text()
     t0 = time.time()
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-            body = _answer(text, time.time() - t0).encode()
+            now = time.time()
+            body = _answer(text, now - t0).encode()
+            if served is not None:
+                served.append(now)
             self.send_response(200)
             self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
             self.send_header("Content-Length", str(len(body)))
@@ -64,7 +69,7 @@ def dcgm_exporter() -> Iterator[str]:
         server.server_close()
 
 
-def _run(report_dir: Path, gpu_url: str, *extra: str) -> tuple[dict, str]:
+def _run(report_dir: Path, gpu_url: str, *extra: str) -> tuple[dict[str, Any], str]:
     with sim_process("--profile", "fast", "--seed", "4") as sim:
         proc = run_locust(
             "--headless", "-u", "4", "-r", "4", "-t", "3s", "--stop-timeout", "5",
@@ -155,3 +160,18 @@ def test_an_exporter_that_is_down_leaves_the_run_valid(tmp_path):
     assert "j_per_output_token" not in gpu
     assert report["engines"]["vllm"]["ok"] > 0
     assert "GPU vllm: not measured" in stdout
+
+
+def test_a_distributed_run_reads_the_gpus_on_the_master_only(tmp_path):
+    report_dir = tmp_path / "r"
+    served: list[float] = []
+    with dcgm_exporter(served) as url:
+        report, _ = _run(report_dir, url, "--processes", "2")
+    assert report["manifest"]["workers"] == 2
+    gpu = report["gpu"]["vllm"]
+    # Every answer the exporter gave is one of the report's samples: no worker read it too.
+    assert gpu["samples"] == len(served) >= 8 and gpu["failed_samples"] == 0
+    assert gpu["output_tokens"] == report["engines"]["vllm"]["output_tokens"] > 0
+    assert gpu["energy_method"] == "energy_counter"
+    assert gpu["energy_j"] == pytest.approx(sum(POWER_W.values()) * gpu["window"]["seconds"], rel=0.01)
+    assert len((report_dir / "gpu.jsonl").read_bytes().splitlines()) == len(served)
