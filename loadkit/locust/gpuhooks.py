@@ -13,7 +13,6 @@ import logging
 from typing import Any
 
 from loadkit.locust.gpuscraping import GpuMetrics
-from loadkit.run.errors import ConfigError
 from loadkit.run.gpuoptions import gpu_sources
 
 log = logging.getLogger("loadkit")
@@ -25,21 +24,20 @@ def _providers(runtime: Any) -> dict[str, Any]:
     return providers if isinstance(providers, dict) else {}
 
 
+def resolve_sources(runtime: Any) -> None:
+    """At test start on the reporting node (workers read no GPU): each target's GPU source.
+    ConfigError (a UserError: the start is refused, exit 2) for one asked for that cannot be
+    used: --gpu-nvml on without NVML, a --gpu-metrics NAME that is no target."""
+    runtime.gpu_sources = gpu_sources(runtime.config.settings.gpu, [t.spec for t in runtime.targets])
+
+
 def start_gpu(runtime: Any) -> None:
     old = getattr(runtime, "gpu_metrics", None)
     if old is not None:
         old.stop()
     runtime.gpu_metrics = None
     _providers(runtime).pop(PROVIDER, None)
-    try:
-        sources = gpu_sources(runtime.config.settings.gpu, [t.spec for t in runtime.targets])
-    except ConfigError as exc:
-        # Asked for and impossible (--gpu-nvml on without NVML, a NAME that is no target): the
-        # run's report says so, as an error, rather than figures silently absent.
-        log.error("loadkit: %s", exc)
-        if runtime.stats is not None:
-            runtime.stats.mark_invalid(str(exc))
-        return
+    sources = getattr(runtime, "gpu_sources", None) or {}
     if not sources:
         return
     interval = runtime.config.settings.scrape_interval_s

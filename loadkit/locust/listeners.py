@@ -276,6 +276,7 @@ def _start(environment: Any, runtime: Runtime, runner: Any, options: Any) -> boo
             starts.begin(runtime, options, environment.host, (0, 1))
         if not isinstance(runner, WorkerRunner):
             preflight.at_test_start(runtime)
+            gpu.resolve_sources(runtime)  # a GPU source that cannot be used refuses the start
         if isinstance(runner, MasterRunner):
             starts.send_to_workers(environment, runtime)  # before Locust's spawn messages
     except starts.StartRefused as exc:  # worker: a spawn of a start the master refused

@@ -20,7 +20,7 @@ import pytest
 
 from loadkit.report.llmd import schema_errors
 from loadkit.sim.testing import sim_process
-from tests.helpers.runs import SCENARIOS, check_conservation, raw_records, run_locust
+from tests.helpers.runs import SCENARIOS, check_conservation, load_report, raw_records, run_locust
 from tests.helpers.simruns import loadkit
 
 pytestmark = pytest.mark.integration
@@ -175,3 +175,41 @@ def test_a_distributed_run_reads_the_gpus_on_the_master_only(tmp_path):
     assert gpu["energy_method"] == "energy_counter"
     assert gpu["energy_j"] == pytest.approx(sum(POWER_W.values()) * gpu["window"]["seconds"], rel=0.01)
     assert len((report_dir / "gpu.jsonl").read_bytes().splitlines()) == len(served)
+
+
+def test_a_gpu_source_that_cannot_be_used_refuses_the_start(tmp_path):
+    with sim_process("--profile", "fast", "--seed", "4") as sim:
+        proc = run_locust(
+            "--headless", "-u", "2", "-r", "2", "-t", "2s", "--stop-timeout", "5",
+            "--host", sim.url, "--engine", "vllm", "--scenario", str(SCENARIOS / "tiny_fixed.toml"),
+            "--report-dir", str(tmp_path / "r"), "--gpu-metrics", "other=http://127.0.0.1:9/metrics",
+        )  # fmt: skip
+    assert proc.returncode == 2
+    assert (
+        "--gpu-metrics 'other=http://127.0.0.1:9/metrics': no target named 'other' (targets: vllm)"
+        in proc.stderr
+    )
+
+
+def test_nvml_asked_for_where_it_cannot_start_refuses_the_start(tmp_path):
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception as exc:  # not installed, or no driver: this host cannot read NVML
+        reason = str(exc)
+    else:
+        pytest.skip("NVML starts on this host: the refusal cannot happen here")
+    with sim_process("--profile", "fast", "--seed", "4") as sim:
+        proc = run_locust(
+            "--headless", "-u", "2", "-r", "2", "-t", "2s", "--stop-timeout", "5",
+            "--host", sim.url, "--engine", "vllm", "--scenario", str(SCENARIOS / "tiny_fixed.toml"),
+            "--report-dir", str(tmp_path / "r"), "--gpu-nvml", "on",
+        )  # fmt: skip
+    assert proc.returncode == 2, reason
+    assert "--gpu-nvml: " in proc.stderr and (
+        "nvidia-ml-py" in proc.stderr or "NVML could not start" in proc.stderr
+    )
+    report = load_report(tmp_path / "r")  # the refused start's report: nothing was sent
+    assert report["engines"] == {} and report["conservation"]["sent"] == 0
+    assert not report["valid"] and "--gpu-nvml" in report["invalid_reasons"][0]
