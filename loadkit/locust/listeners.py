@@ -390,6 +390,9 @@ def on_test_stop(environment: Any, **_: Any) -> None:
         return
     try:
         _account_stop(environment, runtime)
+        served = runtime.stop_image_server()
+        if served is not None and runtime.stats is not None:  # the report's images.served
+            runtime.stats.section("images").served = served
     finally:
         if runtime.stats_listeners is not None:
             runtime.stats_listeners.stop()

@@ -137,23 +137,17 @@ def llmd_resources(report: dict[str, Any], target: str) -> dict[str, Any]:
 COMPARED = ("j_per_output_token", "output_tokens_per_j")
 
 
-def compare_rows(
-    report_a: dict[str, Any], engine_a: str, report_b: dict[str, Any], engine_b: str
-) -> list[dict[str, Any]]:
-    """`loadkit compare` rows ``gpu.j_per_output_token`` and ``gpu.output_tokens_per_j``, only
-    when either run measured GPU energy for the engine (no bootstrap interval: one value a run)."""
-    ga = ((report_a.get("gpu") or {}).get(engine_a)) or {}
-    gb = ((report_b.get("gpu") or {}).get(engine_b)) or {}
-    if ga.get("energy_j") is None and gb.get("energy_j") is None:
-        return []
-    rows = []
-    for key in COMPARED:
-        a, b = ga.get(key), gb.get(key)
-        delta = None if a is None or b is None else b - a
-        pct = None if delta is None or not a else delta / abs(a) * 100.0
-        rows.append({"metric": f"gpu.{key}", "a": a, "b": b, "delta": delta, "delta_pct": pct, "ci95": None,
-                     "significant": None})  # fmt: skip
-    return rows
+def engine_metrics(report: dict[str, Any], engine: str) -> dict[str, Any]:
+    """What `loadkit compare` and --fail-if read beside an engine section: ``gpu.j_per_output_token``
+    and ``gpu.output_tokens_per_j`` (None: not measured); nothing for a run without GPU figures."""
+    g = (report.get("gpu") or {}).get(engine)
+    return {"gpu": {key: g.get(key) for key in COMPARED}} if isinstance(g, dict) else {}
+
+
+def compare_metrics(a: dict[str, Any], b: dict[str, Any]) -> tuple[str, ...]:
+    """Compare's GPU rows, when either run measured GPU energy for the engine (one value a run:
+    no bootstrap interval)."""
+    return tuple(f"gpu.{key}" for key in COMPARED) if ("gpu" in a or "gpu" in b) else ()
 
 
 def now_lines(samples: dict[str, list[dict[str, Any]]]) -> list[str]:

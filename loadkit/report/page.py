@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 from markupsafe import Markup
 
-from loadkit.report import grouped, plots, tables
+from loadkit.report import costtiers, grouped, plots, tables
 from loadkit.report.breakdown import breakdown_section
 from loadkit.report.channels import channels_section
 from loadkit.report.classes import classes_section
@@ -93,6 +93,7 @@ def build_html(report: dict[str, Any], raw: RawData | None = None, report_dir: s
         _safe("stages", lambda: grouped.stages_section(report), errors),
         _safe("delivered", lambda: delivered_section(report), errors),
         _safe("tenants", lambda: tenants_section(report), errors),
+        _safe("cost", lambda: costtiers.html_section(report), errors),
         _safe("images", lambda: images_section(report), errors),
         _safe("buckets", lambda: grouped.buckets_section(report), errors),
         _safe("turns", lambda: grouped.turns_section(report), errors),

@@ -343,12 +343,15 @@ def add_arguments(parser: Any) -> None:
         group.section = add.__name__
         add(group)
     try:
+        from loadkit.run.costtiers import add_cost_tier_arguments
         from loadkit.stats import add_stats_arguments
     except ImportError:  # stats layer not installed in this build
         pass
     else:
         group.section = add_stats_arguments.__name__
         add_stats_arguments(group)
+        group.section = add_cost_tier_arguments.__name__
+        add_cost_tier_arguments(group)
     group.section = "plugins"
     get_plugin_manager().hook.loadkit_add_arguments(group=group)
     from loadkit.run.masterport import default_master_port

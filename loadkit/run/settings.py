@@ -22,6 +22,7 @@ from loadkit.client.tls import TlsSettings
 from loadkit.records import RequestRecord
 from loadkit.run.backoff import Backoff, BackoffRules
 from loadkit.run.breakerrules import BreakerRules
+from loadkit.run.costtiers import CostTierSettings
 from loadkit.run.errors import ConfigError
 from loadkit.run.gpuoptions import GpuSettings, gpu_settings
 from loadkit.run.requestshape import RequestOptionError, RequestShape
@@ -139,6 +140,7 @@ class Settings:
     # The options as plugins see them: read-only, by dest (run/runoptions.py run_options).
     plugin_options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), repr=False)
     launch: LaunchFacts = field(default_factory=LaunchFacts)
+    cost_tiers: CostTierSettings = field(default_factory=CostTierSettings)  # run/costtiers.py
 
 
 def parse_settings(options: Any, slos: tuple[Slo, ...]) -> Settings:
@@ -179,6 +181,7 @@ def parse_settings(options: Any, slos: tuple[Slo, ...]) -> Settings:
         seed=parse_seed(getattr(options, "seed", None)),
         plugin_options=run_options(options),
         launch=launch_facts(options),
+        cost_tiers=CostTierSettings.from_options(options),
     )
 
 

@@ -16,6 +16,7 @@ from loadkit.verify.rawlog import Run
 from loadkit.verify.recompute import figures, group_by
 from loadkit.verify.servegen import servegen_windows
 from loadkit.verify.tenants import tenants
+from loadkit.verify.tiers import slo_tiers
 from loadkit.verify.timeseries import check_timeseries
 
 STAGE_METRICS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms", "ttfat_ms")
@@ -48,6 +49,7 @@ def verify_run(run: Run) -> Verdict:
     delivered(run, v)
     servegen_windows(run, v)
     tenants(run, v)
+    slo_tiers(run, v)  # and the cost figures (verify/tiers.py)
     unlogged(run, v)
     gpu(run, v)  # verify/gpu.py
     old_log = any(r.get("t_first_answer_ns") is not None and "t_last_answer_ns" not in r for r in run.rows)

@@ -132,7 +132,9 @@ def test_energy_per_token_from_the_exporters_counter(tmp_path):
     assert caught.returncode == 1 and "gpu / vllm / j_per_output_token" in caught.stdout, caught.stdout[
         -2000:
     ]
-    compared = loadkit("compare", str(report_dir), str(report_dir), "--json")
+    compared = loadkit(
+        "compare", str(report_dir), str(report_dir), "--json", "--fail-if", "gpu.j_per_output_token>+1%"
+    )
     assert compared.returncode == 0, compared.stderr[-2000:]
     compare_rows = {r["metric"]: r for r in orjson.loads(compared.stdout)["comparisons"][0]["metrics"]}
     assert (
@@ -141,6 +143,7 @@ def test_energy_per_token_from_the_exporters_counter(tmp_path):
         == compare_rows["gpu.j_per_output_token"]["b"]
     )
     assert compare_rows["gpu.output_tokens_per_j"]["delta"] == 0
+    assert orjson.loads(compared.stdout)["rules"][0]["fired"] is False
     [path] = report_dir.glob("benchmark_report_v0.2,_*.yaml")
     document = yaml.safe_load(path.read_text())
     assert schema_errors(document) == []

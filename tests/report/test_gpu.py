@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from loadkit.report.gpu import compare_rows, console_lines, html_section, llmd_resources
+from loadkit.report.gpu import compare_metrics, console_lines, engine_metrics, html_section, llmd_resources
 from loadkit.report.llmdobserve import observability
+from loadkit.report.rules import metric_value
 from loadkit.stats.gpu import gpu_section
 
 NS = 1_000_000_000
@@ -62,11 +63,13 @@ def test_llmd_statistics_over_the_windows_samples():
     assert component["component_label"] == "vllm" and "power_consumption" in component["aggregate"]
 
 
-def test_compare_rows_for_energy_per_token():
+def test_compare_reads_j_per_token_beside_the_engine_section():
     a, b = report_with((300.0, 100.0), 1200), report_with((300.0, 100.0), 2400)
-    rows = {r["metric"]: r for r in compare_rows(a, "vllm", b, "vllm")}
-    assert rows["gpu.j_per_output_token"]["a"] == pytest.approx(2.0)
-    assert rows["gpu.j_per_output_token"]["b"] == pytest.approx(1.0)
-    assert rows["gpu.j_per_output_token"]["delta_pct"] == pytest.approx(-50.0)
-    assert rows["gpu.output_tokens_per_j"]["delta"] == pytest.approx(0.5)
-    assert compare_rows({"engines": {}}, "vllm", {"engines": {}}, "vllm") == []
+    sa = {"requests": 1, **engine_metrics(a, "vllm")}
+    sb = {"requests": 1, **engine_metrics(b, "vllm")}
+    assert compare_metrics(sa, sb) == ("gpu.j_per_output_token", "gpu.output_tokens_per_j")
+    # --fail-if and the rows read the dotted path as any engine figure.
+    assert metric_value(sa, "gpu.j_per_output_token") == pytest.approx(2.0)
+    assert metric_value(sb, "gpu.j_per_output_token") == pytest.approx(1.0)
+    assert metric_value(sb, "gpu.output_tokens_per_j") == pytest.approx(1.0)
+    assert engine_metrics({"engines": {}}, "vllm") == {} and compare_metrics({}, {}) == ()

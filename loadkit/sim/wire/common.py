@@ -43,6 +43,7 @@ class RequestSpec:
     priority: int = 0  # vLLM's `priority` (used with scheduling_policy "priority"; lower first)
     tool_name: str | None = None  # the request carried `tools`: the answer calls the first one
     image_ids: list[int] | None = None  # the prompt tokens of its images (sim/images.py)
+    image_count: int = 0  # how many images (the truth log's image_count)
 
 
 @dataclass(slots=True)
