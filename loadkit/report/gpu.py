@@ -139,15 +139,16 @@ COMPARED = ("j_per_output_token", "output_tokens_per_j")
 
 def engine_metrics(report: dict[str, Any], engine: str) -> dict[str, Any]:
     """What `loadkit compare` and --fail-if read beside an engine section: ``gpu.j_per_output_token``
-    and ``gpu.output_tokens_per_j`` (None: not measured); nothing for a run without GPU figures."""
+    and ``gpu.output_tokens_per_j``; None where not measured (a rule on it then fires)."""
     g = (report.get("gpu") or {}).get(engine)
-    return {"gpu": {key: g.get(key) for key in COMPARED}} if isinstance(g, dict) else {}
+    return {"gpu": {key: g.get(key) if isinstance(g, dict) else None for key in COMPARED}}
 
 
 def compare_metrics(a: dict[str, Any], b: dict[str, Any]) -> tuple[str, ...]:
     """Compare's GPU rows, when either run measured GPU energy for the engine (one value a run:
     no bootstrap interval)."""
-    return tuple(f"gpu.{key}" for key in COMPARED) if ("gpu" in a or "gpu" in b) else ()
+    measured = any(v is not None for s in (a, b) for v in (s.get("gpu") or {}).values())
+    return tuple(f"gpu.{key}" for key in COMPARED) if measured else ()
 
 
 def now_lines(samples: dict[str, list[dict[str, Any]]]) -> list[str]:

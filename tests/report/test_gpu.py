@@ -72,4 +72,7 @@ def test_compare_reads_j_per_token_beside_the_engine_section():
     assert metric_value(sa, "gpu.j_per_output_token") == pytest.approx(2.0)
     assert metric_value(sb, "gpu.j_per_output_token") == pytest.approx(1.0)
     assert metric_value(sb, "gpu.output_tokens_per_j") == pytest.approx(1.0)
-    assert engine_metrics({"engines": {}}, "vllm") == {} and compare_metrics({}, {}) == ()
+    # A run without GPU figures: no rows, and a rule on one reads "not measured" (it fires).
+    none = {"requests": 1, **engine_metrics({"engines": {}}, "vllm")}
+    assert metric_value(none, "gpu.j_per_output_token") is None
+    assert compare_metrics(none, none) == () and compare_metrics(none, sa) == compare_metrics(sa, sb)
