@@ -21,6 +21,8 @@ from loadkit.errors import UserError
 from loadkit.report import peers
 from loadkit.report.bootstrap import diff_ci
 from loadkit.report.costtiers import engine_metrics, extra_metrics
+from loadkit.report.gpu import compare_metrics as gpu_metrics
+from loadkit.report.gpu import engine_metrics as gpu_engine_metrics
 from loadkit.report.manifest import condition_rows
 from loadkit.report.rawdata import RawData, load_raw
 from loadkit.report.rules import Rule, RuleError, metric_value, parse_rule
@@ -46,7 +48,10 @@ class Run:
         engines = self.report.get("engines")
         # Cost and tier figures sit beside each engine section (report/costtiers.py).
         return (
-            {e: {**s, **engine_metrics(self.report, e)} for e, s in engines.items()}
+            {
+                e: {**s, **engine_metrics(self.report, e), **gpu_engine_metrics(self.report, e)}
+                for e, s in engines.items()
+            }
             if isinstance(engines, dict)
             else {}
         )
@@ -111,7 +116,7 @@ def _change(a: float | None, b: float | None) -> tuple[float | None, float | Non
 def fill_rows(pair: Pair, resamples: int, seed: int) -> None:
     sa, sb = pair.base.engines()[pair.engine_a], pair.other.engines()[pair.engine_b]
     cis = _cis(pair, resamples, seed)
-    for metric in METRICS + extra_metrics(sa, sb):
+    for metric in METRICS + extra_metrics(sa, sb) + gpu_metrics(sa, sb):
         a, b = _table_value(sa, metric), _table_value(sb, metric)
         delta, pct = _change(a, b)
         ci = cis.get(metric)

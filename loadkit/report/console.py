@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from loadkit.report.costtiers import console_lines as cost_tier_lines
+from loadkit.report.gpu import console_lines as gpu_console_lines
 from loadkit.report.images import console_lines as image_lines
 from loadkit.stats.breakdown import console_line
 from loadkit.stats.messages import format_message, top_messages
@@ -67,6 +68,7 @@ def console_table(report: dict[str, Any], title: str = "loadkit") -> str:
     lines += delivered_lines(report)  # issue 27: asked vs realised arrivals
     lines += breakdown_lines(report)  # issue 26: the server's own timings
     lines += image_lines(report)  # issue 34: images' tokens, TTFT by image count, send time
+    lines += gpu_console_lines(report)  # issue 36: GPU energy per token (report/gpu.py)
     lines += invalid_lines(report)
     return "\n".join(lines)
 

@@ -18,6 +18,7 @@ from loadkit.report.breakdown import breakdown_section
 from loadkit.report.channels import channels_section
 from loadkit.report.classes import classes_section
 from loadkit.report.delivered import delivered_section
+from loadkit.report.gpu import html_section as gpu_html_section
 from loadkit.report.htmlutil import macro, not_measured, render, section
 from loadkit.report.images import images_section
 from loadkit.report.manifest import definitions_section, manifest_section, warnings_section
@@ -100,6 +101,7 @@ def build_html(report: dict[str, Any], raw: RawData | None = None, report_dir: s
         _safe("errors", lambda: tables.errors_section(report), errors),
         _safe("task-errors", lambda: task_errors_section(report), errors),
         _safe("server", lambda: plots.server_metrics_section(report), errors),
+        _safe("gpu", lambda: gpu_html_section(report), errors),  # report/gpu.py
         _safe("capacity", lambda: capacity_section(report, Path(report_dir)), errors),
     ]  # fmt: skip
     parts.append(warnings_section(report, extra + errors))

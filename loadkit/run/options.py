@@ -11,6 +11,7 @@ import argparse
 from typing import Any
 
 from loadkit.plugins import get_plugin_manager
+from loadkit.run.gpuoptions import add_gpu_arguments
 
 
 class OptionGroup:
@@ -197,6 +198,7 @@ def add_run_arguments(group: OptionGroup) -> None:
         help="Seconds between scrapes of each target's Prometheus metrics (queue, running, KV usage, "
         "prefix hits), stored in the report (0: do not scrape)",
     )
+    add_gpu_arguments(group)  # loadkit/run/gpuoptions.py
     group.add_argument(
         "--report-format",
         action="append",

@@ -12,7 +12,7 @@ from loadkit.core.priority import check_priority_as
 from loadkit.errors import UserError
 from loadkit.plugins import get_engine
 
-TARGET_KEYS = ("engine", "api", "model", "priority_as", "gpu_hour_cost", "gpus")
+TARGET_KEYS = ("engine", "api", "model", "priority_as", "gpu_hour_cost", "gpus", "gpu_metrics")
 NUMERIC_KEYS = {"gpu_hour_cost": float, "gpus": int}  # the cost figures' (docs/cost.md)
 
 
@@ -32,6 +32,7 @@ class TargetSpec:
     )
     gpu_hour_cost: float | None = None  # None: --gpu-hour-cost (stats/cost.py)
     gpus: int | None = None  # None: --gpus
+    gpu_metrics: str | None = None  # a dcgm-exporter URL serving this target's GPUs (docs/gpu.md)
 
 
 @dataclass(slots=True)

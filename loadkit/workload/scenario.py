@@ -60,7 +60,7 @@ TOP_KEYS = (
     "sim",
     "images",
 )
-TARGET_KEYS = ("name", "url", "engine", "api", "model", "priority_as", "gpu_hour_cost", "gpus")
+TARGET_KEYS = ("name", "url", "engine", "api", "model", "priority_as", "gpu_hour_cost", "gpus", "gpu_metrics")
 ARRIVAL_MODELS = ("closed", "poisson", "gamma", "constant", "trace", "tenants")
 
 
@@ -211,6 +211,8 @@ def _parse_target(ctx: Ctx, raw: Any) -> dict[str, Any]:
     out["engine"] = get_str(ctx.at("engine"), table.get("engine", "auto"))
     out["api"] = get_str(ctx.at("api"), table.get("api", "chat"), ("chat", "completions", "native"))
     out["model"] = get_str(ctx.at("model"), table["model"]) if "model" in table else None
+    if "gpu_metrics" in table:
+        out["gpu_metrics"] = get_str(ctx.at("gpu_metrics"), table["gpu_metrics"])
     if "priority_as" in table:
         try:
             out["priority_as"] = check_priority_as(get_str(ctx.at("priority_as"), table["priority_as"]))

@@ -348,6 +348,23 @@ def socket_listening():
         yield s.getsockname()[1]
 
 
+def test_the_status_panel_has_the_latest_gpu_sample(live):
+    from pathlib import Path
+
+    from loadkit.servers.gpu import GpuSampler, dcgm_gpus
+
+    text = (Path(__file__).resolve().parents[1] / "servers" / "data" / "dcgm" / "metrics.prom").read_text()
+    rows = [GpuSampler("dcgm", lambda: dcgm_gpus(text)).sample()]
+    live.env.loadkit.gpu_metrics = SimpleNamespace(samples={"vllm-a": rows, "sglang-b": []})
+    doc = live.client.get("/loadkit/stats.json").get_json()
+    assert doc["gpu_now"] == ["vllm-a: 2 GPU(s), 718 W, util 76 %, memory used 147828 MiB"]
+    rows.append({"t": 1.0, "gpus": {}, "error": "GET http://x:9400/metrics: HTTP 503"})
+    assert live.client.get("/loadkit/stats.json").get_json()["gpu_now"] == [
+        "vllm-a: no reading (GET http://x:9400/metrics: HTTP 503)"
+    ]
+    assert "loadkit-gpu" in live.client.get("/loadkit/status.js").get_data(as_text=True)
+
+
 def test_stats_json_carries_the_slo_tiers_attainment(tmp_path):
     """The live page lists each tier's attainment so far (docs/cost.md), from the same counters
     as the report."""
