@@ -23,6 +23,10 @@ NS_PER_S = 1_000_000_000
 FIGURES = ("util_pct", "mem_used_mib", "power_w", "energy_mj", "gr_active")
 
 
+# The share of the measured window the samples must cover for J/token and tokens/J.
+MIN_COVERAGE = 0.99
+
+
 def interpolate(ts: list[float], ys: list[float], t: float) -> float:
     """y at t on the piecewise-linear line through the points (ts ascending), clamped at the ends."""
     if t <= ts[0]:
@@ -105,10 +109,19 @@ def target_gpu(section: Mapping[str, Any], window_ns: tuple[int | None, int | No
     out["coverage"] = covered / (b - a)
     if energy is None:
         missing["energy"] = "neither an energy counter nor power on every GPU over the window"
-    out["j_per_output_token"] = energy / output_tokens if energy is not None and output_tokens > 0 else None
-    out["output_tokens_per_j"] = output_tokens / energy if energy and output_tokens > 0 else None
+    # Per token only over a window the samples cover: the tokens are the whole window's, so energy
+    # over part of it would give a J/token too low by the share not covered.
+    whole = energy is not None and out["coverage"] >= MIN_COVERAGE
+    out["j_per_output_token"] = (
+        energy / output_tokens if whole and energy is not None and output_tokens > 0 else None
+    )
+    out["output_tokens_per_j"] = output_tokens / energy if whole and energy and output_tokens > 0 else None
     if energy is not None and output_tokens <= 0:
         missing["per_token"] = "no output token in the window"
+    elif energy is not None and not whole:
+        missing["per_token"] = (f"the GPU samples cover {100 * out['coverage']:.1f} % of the measured window "
+                                f"(at least {100 * MIN_COVERAGE:g} % needed): its tokens against part of its energy "
+                                "would understate J/token")  # fmt: skip
     return {**out, "available": available, "missing": missing}
 
 

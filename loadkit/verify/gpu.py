@@ -37,7 +37,8 @@ def _area(points: list[tuple[float, float]], a: float, b: float) -> float:
                for i in range(len(cuts) - 1))  # fmt: skip
 
 
-def energy_j(samples: list[dict[str, Any]], a: float, b: float) -> tuple[float, str] | None:
+def energy_j(samples: list[dict[str, Any]], a: float, b: float) -> tuple[float, str, float] | None:
+    """(joules, method, share of [a, b] the samples cover), or None."""
     good = sorted((s for s in samples if not s.get("error") and s.get("gpus")), key=lambda s: s["t"])
     gpus = {g for s in good for g in s["gpus"]}
     for key, method in (("energy_mj", "energy_counter"), ("power_w", "power_integral")):
@@ -48,8 +49,8 @@ def energy_j(samples: list[dict[str, Any]], a: float, b: float) -> tuple[float, 
         if hi <= lo:
             continue
         if key == "energy_mj":
-            return sum(_at(p, hi) - _at(p, lo) for p in series) / 1000.0, method
-        return sum(_area(p, lo, hi) for p in series), method
+            return sum(_at(p, hi) - _at(p, lo) for p in series) / 1000.0, method, (hi - lo) / (b - a)
+        return sum(_area(p, lo, hi) for p in series), method, (hi - lo) / (b - a)
     return None
 
 
@@ -83,13 +84,15 @@ def gpu(run: Run, v: Verdict) -> None:
         if got is None:
             v.exact("gpu", target, "energy_j", section.get("energy_j"), None)
             continue
-        joules, method = got
+        joules, method, covered = got
         # Sample times are float Unix seconds (steps of ~0.2 µs at today's dates): at hundreds of
         # watts two correct implementations of the same rule differ by ~1e-7 of the energy.
         tol = 1e-6
         v.exact("gpu", target, "energy_method", section.get("energy_method"), method)
         v.close("gpu", target, "energy_j", section.get("energy_j"), joules, tol * joules, relative=False)
-        if tokens > 0 and joules > 0:
+        if covered < 0.99:  # docs/gpu.md: no per-token figure over a window the samples do not cover
+            v.exact("gpu", target, "j_per_output_token", section.get("j_per_output_token"), None)
+        elif tokens > 0 and joules > 0:
             v.close("gpu", target, "j_per_output_token", section.get("j_per_output_token"), joules / tokens, tol * joules / tokens,
                     relative=False)  # fmt: skip
             v.close("gpu", target, "output_tokens_per_j", section.get("output_tokens_per_j"), tokens / joules, tol * tokens / joules,

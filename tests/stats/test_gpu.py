@@ -64,6 +64,9 @@ def test_a_window_the_samples_do_not_cover_is_clipped_and_says_so():
     samples = rows(ts, energy_mj=lambda t: 1000.0 * t)  # 1 W
     got = target_gpu({"samples": samples}, (9 * NS, 13 * NS), 10)
     assert got["energy_j"] == pytest.approx(2.0) and got["coverage"] == pytest.approx(0.5)
+    # 2 J over half the window against all of its 10 tokens would be 0.2 J/token, half the truth.
+    assert got["j_per_output_token"] is None and got["output_tokens_per_j"] is None
+    assert "cover 50.0 % of the measured window" in got["missing"]["per_token"]
 
 
 def test_failed_samples_and_no_window_are_missing_with_their_reason():
