@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import tempfile
 import time
 from collections.abc import Callable
@@ -30,8 +31,10 @@ from loadkit.report.tenants import tenants_section
 log = logging.getLogger("loadkit")
 
 NAV = (("summary", "Summary"), ("classes", "User classes"), ("slo", "SLOs"), ("cdfs", "CDFs"), ("breakdown", "Where the time goes"), ("timeseries", "Over time"), ("stages", "Stages"),
-       ("delivered", "Delivered load"), ("buckets", "Input lengths"), ("turns", "Turns"), ("outcomes", "Outcomes"), ("errors", "Errors"), ("task-errors", "Task errors"), ("server", "Server metrics"),
-       ("capacity", "KV capacity"), ("warnings", "Warnings"), ("manifest", "Manifest"), ("definitions", "Definitions"))  # fmt: skip
+       ("delivered", "Delivered load"), ("tenants", "Tenants"), ("cost", "Cost and SLO tiers"), ("images", "Images"), ("buckets", "Input lengths"), ("turns", "Turns"), ("outcomes", "Outcomes"),
+       ("errors", "Errors"), ("task-errors", "Task errors"), ("server", "Server metrics"), ("gpu", "GPU"), ("capacity", "KV capacity"), ("warnings", "Warnings"), ("manifest", "Manifest"),
+       ("definitions", "Definitions"))  # fmt: skip
+_SECTION_ID = re.compile(r'<section id="([^"]+)"')
 
 
 def _safe(name: str, build: Callable[[], str], errors: list[str]) -> str:
@@ -107,7 +110,11 @@ def build_html(report: dict[str, Any], raw: RawData | None = None, report_dir: s
     parts.append(warnings_section(report, extra + errors))
     parts.append(_safe("manifest", lambda: manifest_section(report), errors))
     parts.append(definitions_section())
-    return render("report.html.j2", sections=parts, **_header(report, raw))
+    header = _header(report, raw)
+    # Link only the sections this page has (cost, GPU, images... appear only when measured).
+    present = {m for part in parts for m in _SECTION_ID.findall(str(part))}
+    header["nav"] = tuple(item for item in header["nav"] if item[0] in present)
+    return render("report.html.j2", sections=parts, **header)
 
 
 def read_report(path: str | Path) -> dict[str, Any]:
