@@ -287,7 +287,7 @@ def _compare(args: Sequence[str], engine: str | None, rules: Sequence[str], with
 # Conditions that should match for a fair comparison (duration and host are expected to vary).
 COMPARABLE = ("scenario file", "scenario hash (sha256)", "seed", "arrival model", "open loop",
               "concurrency (users, spawn rate)", "stages", "duration asked", "loadkit version", "Locust version",
-              "Python version", "client CPU model", "client CPU cores", "worker processes", "SLOs")  # fmt: skip
+              "Python version", "client CPU model", "client CPU cores", "worker processes", "SLOs", "SLO tiers", "GPU prices")  # fmt: skip
 
 
 def _servers(report: dict[str, Any]) -> str | None:

@@ -37,6 +37,8 @@ CONDITIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("worker processes", ("workers",)),
     ("engines as the server reported them", ("targets", "engines", "server_info")),
     ("SLOs", ("slos",)),
+    ("SLO tiers", ("slo_tiers",)),
+    ("GPU prices", ("costs",)),
     ("metric definitions", ("metric_definitions",)),
 )
 SKIP_IN_FULL = ("server_metrics", "gpu_samples")  # rendered as plots in its own section
@@ -53,6 +55,9 @@ def lookup(manifest: dict[str, Any], dotted: str) -> Any:
 
 def _derived(report: dict[str, Any], label: str) -> str | None:
     m = report.get("manifest") or {}
+    if label in ("SLO tiers", "GPU prices"):  # recorded empty when the run had none
+        value = m.get("slo_tiers" if label == "SLO tiers" else "costs")
+        return "none" if value == {} else None
     if label == "concurrency (users, spawn rate)" and m.get("users") is not None:
         return f"{m['users']} users, spawn rate {m.get('spawn_rate', '?')}/s"
     arrival = lookup(m, "scenario.arrival")

@@ -97,6 +97,20 @@ def scenario_fields(scenario: Any) -> dict[str, Any]:
     }
 
 
+def tier_fields(runtime: Any) -> dict[str, Any]:
+    """The run's SLO tiers (name -> limits; empty: none), the attainment a stage needs, and each
+    priced target's GPU-hour price and GPUs (docs/cost.md; empty: none priced)."""
+    from loadkit.run.tierrun import tier_context
+
+    ctx = tier_context(runtime)
+    out: dict[str, Any] = {"slo_tiers": {t.name: t.limits for t in ctx.tiers}}
+    if ctx.tiers:
+        out["slo_attainment_pct"] = 100 * ctx.attainment_target
+    out["costs"] = {name: {"gpu_hour_cost": c.gpu_hour_cost, "gpus": c.gpus, "currency": ctx.currency}
+                    for name, c in sorted(ctx.costs.items())}  # fmt: skip
+    return out
+
+
 def class_kind(cls: type) -> str:
     if getattr(cls, "loadkit_sends_scenario", False):
         return "scenario"
@@ -155,6 +169,8 @@ def run_manifest(runtime: Any, workers: int, probe_servers: bool = True) -> dict
         "run_time": config.run_time_s,
         "run_time_from": config.run_time_source,
         "slos_from": config.slo_source,
+        # The SLO tiers judged and the prices costed: `loadkit compare` names them when two runs differ.
+        **tier_fields(runtime),
         # What fixes the prompt texts (issue 32): `loadkit compare` warns when two runs share it.
         "prompts": {
             "salt": config.salt,

@@ -67,6 +67,10 @@ def test_tier_sweep_matches_the_raw_log(tmp_path, processes, tiers_from):
     assert section["attainment_target"] == 0.9
     tiers = {t["name"]: t for t in section["by_target"]["vllm"]["tiers"]}
     assert set(tiers) == {"run_slos", *TIERS}  # the run's own [slos] ttft_ms = 60 beside the two
+    # The tiers are conditions of the run, so `loadkit compare` names them when two runs differ.
+    assert report["manifest"]["slo_tiers"] == {
+        name: {k: float(v) for k, v in slos.items()} for name, slos in TIERS.items()
+    }
     levels = {}
     for name, slos in TIERS.items():
         tier = tiers[name]

@@ -74,3 +74,17 @@ def test_a_run_without_a_price_fails_a_cost_gate_as_not_measured(tmp_path):
     b = write_run(tmp_path / "b", {"e": make_rows("e", 200, 2)})
     result = compare_runs([str(a), str(b)], rules=["cost_per_1m_output_tokens>+10%"], with_raw=False)
     assert result["rules"][0]["fired"] and "not measured" in result["rules"][0]["details"][0]
+
+
+def test_the_tiers_and_prices_are_conditions_of_the_run():
+    from loadkit.report.manifest import condition_rows, missing_conditions
+
+    priced = {"manifest": {"slo_tiers": {"tight": {"ttft_ms": 30.0}}, "costs": {"a": {"gpu_hour_cost": 2.5, "gpus": 2,
+                                                                                       "currency": "USD"}}}}  # fmt: skip
+    bare = {"manifest": {"slo_tiers": {}, "costs": {}}}
+    rows, bare_rows = dict(condition_rows(priced)), dict(condition_rows(bare))
+    assert "tight" in (rows["SLO tiers"] or "") and "30" in (rows["SLO tiers"] or "")
+    assert "2.5" in (rows["GPU prices"] or "")
+    # Recorded as none, not missing; an older report without the keys is missing them.
+    assert bare_rows["SLO tiers"] == bare_rows["GPU prices"] == "none"
+    assert "SLO tiers" not in missing_conditions(bare) and "SLO tiers" in missing_conditions({"manifest": {}})
