@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loadkit.plugins import engine_registry
 from loadkit.run.errors import ConfigError
 from loadkit.run.openloop import Dispatcher
 from loadkit.run.settings import ScheduleRules
@@ -250,6 +251,23 @@ def check_image_targets(workloads: Iterable[Workload], targets: Iterable[Any]) -
             takes = ", ".join(getattr(adapter, "image_apis", ())) or "none"
             raise ConfigError(f"target {t.name!r}: engine {adapter.name!r} (api {adapter.api!r}) takes no images "
                               f"(scenario {with_images[0]!r} has [images]; apis with images: {takes})")  # fmt: skip
+
+
+def check_kind_targets(workloads: Iterable[Workload], targets: Iterable[Any]) -> None:
+    """A workload that sends embeddings, rerank or a plugin's kind needs targets whose adapter
+    serves it (``EngineAdapter.serves``, its ``kind_paths``): refused at start, naming the
+    target, its engine, the kind and the engines that do serve it (docs/engines.md)."""
+    sent: dict[str, str] = {}  # kind -> the first workload sending it
+    for w in workloads:
+        for kind in getattr(w.scenario, "kinds", ("chat",)):
+            sent.setdefault(kind, w.label)
+    for t in targets:
+        for kind, label in sent.items():
+            if t.adapter.serves(kind):
+                continue
+            serving = ", ".join(n for n, info in engine_registry().items() if kind in info.adapter.kind_paths)
+            raise ConfigError(f"target {t.name!r}: engine {t.adapter.name!r} does not serve {kind!r} requests "
+                              f"(scenario {label!r} sends them; engines that do: {serving or 'none'})")  # fmt: skip
 
 
 def share_of(total: int, index: int, workers: int) -> int:

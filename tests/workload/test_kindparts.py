@@ -1,0 +1,136 @@
+"""Scenario syntax of request kinds (loadkit/workload/kindparts.py, rag.py): embeddings and
+rerank parts mixed with chat by weight, deterministic by seed on any worker split, errors that
+name file and key, and the RAG user's three-turn sessions."""
+
+from __future__ import annotations
+
+import pytest
+
+from loadkit.workload.errors import ScenarioError
+from loadkit.workload.scenario import load_scenario
+
+HEAD = 'schema = "loadkit.scenario/1"\nname = "k"\nseed = 5\nmax_requests = 60\n'
+MIX = (
+    HEAD
+    + """
+[[parts]]
+name = "emb"
+kind = "embeddings"
+inputs = {dist = "uniform", low = 1, high = 16}
+input_tokens = {dist = "uniform", low = 5, high = 40}
+[[parts]]
+name = "rr"
+kind = "rerank"
+weight = 2
+query_tokens = 12
+documents = 6
+document_tokens = 30
+top_n = 3
+[[parts]]
+name = "chat"
+input = 10
+output = 5
+"""
+)
+
+
+def items(path, worker=0, workers=1):
+    src = load_scenario(path).request_source(worker, workers)
+    out = []
+    while (r := src.next_item()) is not None:
+        out.append(r)
+    return out
+
+
+def test_kinds_mix_by_weight_with_their_fields(tmp_path):
+    path = tmp_path / "mix.toml"
+    path.write_text(MIX)
+    reqs = items(path)
+    kinds = {k: [r for r in reqs if r.kind == k] for k in ("chat", "embeddings", "rerank")}
+    assert all(kinds.values()) and len(reqs) == 60
+    assert len(kinds["rerank"]) > len(kinds["embeddings"])  # weight 2 of 4 against 1 of 4
+    for r in kinds["embeddings"]:
+        assert r.label == "emb" and r.messages is None and r.prompt is None
+        assert r.n_items == len(r.inputs) and 1 <= r.n_items <= 16
+        assert r.n_in_target == sum(len(t.split()) for t in r.inputs)  # approx: one word a token
+    for r in kinds["rerank"]:
+        assert r.n_items == len(r.documents) == 6 and r.top_n == 3
+        assert r.n_in_target == 12 + 6 * 30 and len(r.query.split()) == 12
+    assert all(r.messages and r.n_items is None for r in kinds["chat"])
+
+
+def test_two_workers_share_exactly_the_one_worker_stream(tmp_path):
+    path = tmp_path / "mix.toml"
+    path.write_text(MIX)
+    one = items(path)
+    split = items(path, 0, 2) + items(path, 1, 2)
+    key = lambda r: (r.kind, r.label, tuple(r.inputs or ()), r.query, tuple(r.documents or ()))  # noqa: E731
+    assert sorted(map(key, one)) == sorted(map(key, split))
+    assert [key(r) for r in items(path)] == [key(r) for r in one]  # same seed, same texts
+
+
+@pytest.mark.parametrize(
+    ("part", "where", "what"),
+    [
+        ('kind = "embeddings"\ninput_tokens = 5', "parts[0].inputs", "required key is missing"),
+        ('kind = "embeddings"\ninputs = 2\ninput_tokens = 5\noutput = 3', "parts[0].output", "unknown key"),
+        (
+            'kind = "rerank"\nquery_tokens = 5\ndocuments = 2\ndocument_tokens = 4\ntop_n = 0',
+            "parts[0].top_n",
+            "",
+        ),
+        (
+            'kind = "audio"\ninput = 1',
+            "parts[0].kind",
+            "expected a request kind, one of chat, embeddings, rerank",
+        ),
+    ],
+)
+def test_errors_name_file_and_key(tmp_path, part, where, what):
+    path = tmp_path / "bad.toml"
+    path.write_text(HEAD + f'[[parts]]\nname = "p"\n{part}\n')
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(path)
+    assert str(err.value).startswith(f"{path}: {where}: ") and what in str(err.value)
+
+
+RAG = (
+    HEAD
+    + """
+[rag]
+count = 4
+query_tokens = 8
+documents = {dist = "uniform", low = 3, high = 9}
+document_tokens = 20
+top_k = 2
+output_tokens = 16
+"""
+)
+
+
+def test_rag_iterations_are_three_turn_sessions_of_three_kinds(tmp_path):
+    path = tmp_path / "rag.toml"
+    path.write_text(RAG)
+    sessions = items(path)
+    assert len(sessions) == 4
+    for s in sessions:
+        turns = []
+        while (r := s.next_request(None, True)) is not None:
+            turns.append(r)
+        embed, rerank, chat = turns
+        assert {r.session_id for r in turns} == {s.session_id} and [r.turn for r in turns] == [1, 2, 3]
+        assert (embed.kind, rerank.kind, chat.kind) == ("embeddings", "rerank", "chat")
+        assert embed.inputs == [rerank.query] and rerank.top_n == 2
+        prompt = chat.messages[0]["content"]
+        # the top-k documents reranked, then the same query
+        assert prompt == "\n\n".join([*rerank.documents[:2], rerank.query])
+        assert chat.n_in_target == 2 * 20 + 8 and chat.max_tokens == 16
+        assert s.next_request(None, True) is None and s.status == "completed"
+
+
+def test_rag_failed_turn_breaks_the_iteration(tmp_path):
+    path = tmp_path / "rag.toml"
+    path.write_text(RAG)
+    s = items(path)[0]
+    assert s.next_request(None, True).kind == "embeddings"
+    assert s.next_request(None, False, "http_error") is None and s.status == "broken"
