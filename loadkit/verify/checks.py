@@ -9,6 +9,7 @@ from loadkit.verify.breakdown import compare_breakdown
 from loadkit.verify.compare import NS_UNIT_MS, Verdict, compare_group, compare_summary
 from loadkit.verify.delivered import delivered
 from loadkit.verify.figures import DEFAULT_RELATIVE_ERROR
+from loadkit.verify.kinds import kinds
 from loadkit.verify.lengthbuckets import check_buckets, check_reasoning
 from loadkit.verify.rates import clock_slack_s, compare_rates, engine_slack_s, has_wall_offsets, window_s
 from loadkit.verify.rawlog import Run
@@ -47,6 +48,7 @@ def verify_run(run: Run) -> Verdict:
     delivered(run, v)
     servegen_windows(run, v)
     tenants(run, v)
+    kinds(run, v)
     unlogged(run, v)
     old_log = any(r.get("t_first_answer_ns") is not None and "t_last_answer_ns" not in r for r in run.rows)
     unknown = sorted(
