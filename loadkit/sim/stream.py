@@ -175,7 +175,11 @@ class ActiveStream:
         # the output loop has not written yet: the answer is complete only at n_out.
         if self.seq.done and self.sent >= self.seq.n_out:
             t = _mono()
-            self.conn.respond(200, fmt.body(b"".join(self.chunks), self.outcome(t)), headers=self.headers())
+            out = self.outcome(t)
+            headers = self.headers()
+            if fmt.spec.item_tokens is not None:  # embeddings, rerank: the answer's own headers (TEI's)
+                headers.update(fmt.body_headers(out))
+            self.conn.respond(200, fmt.body(b"".join(self.chunks), out), headers=headers)
             self.truth["t_token_ns"].append(t)
             self.truth["tokens_per_event"].append(self.sent)
             self._finish(t)
@@ -274,7 +278,8 @@ class ActiveStream:
         truth["t_end_ns"] = t_end
         truth["prompt_tokens"] = self.seq.n_prompt
         truth["cached_tokens"] = self.seq.cached_tokens
-        truth["completion_tokens"] = self.sent
+        # A non-streamed kind's one "token" is the end of its prefill, not output.
+        truth["completion_tokens"] = self.sent if self.fmt.spec.item_tokens is None else 0
         # Break the sequence <-> stream cycle so reference counting frees both now: left to
         # the garbage collector, 2,000 streams' worth made full collections stall ~35 ms.
         self.seq.sink = None

@@ -43,6 +43,12 @@ class RequestSpec:
     priority: int = 0  # vLLM's `priority` (used with scheduling_policy "priority"; lower first)
     tool_name: str | None = None  # the request carried `tools`: the answer calls the first one
     image_ids: list[int] | None = None  # the prompt tokens of its images (sim/images.py)
+    # A request answered in one body (loadkit.core.kinds): "embeddings", "rerank", or a plugin's.
+    # item_tokens: each item's tokens (an input; a query + document pair), prompt_ids their sum.
+    kind: str = "chat"
+    item_tokens: list[int] | None = None
+    top_n: int | None = None
+    embedding_dim: int = 64  # set from the profile by the server
 
 
 @dataclass(slots=True)
@@ -129,6 +135,10 @@ class StreamFormat:
 
     def body(self, text: bytes, out: Outcome) -> bytes:
         raise NotImplementedError
+
+    def body_headers(self, out: Outcome) -> dict[str, str]:
+        """Headers of a non-streamed kind's answer (TEI's counts and stage times)."""
+        return {}
 
     def server_timings(self, out: Outcome) -> dict[str, Any] | None:
         """The per-request timings this protocol reports, as sent (for the truth log)."""
