@@ -60,6 +60,7 @@ def run(
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     report = check_conservation(report_dir)  # and the oracle, kinds rows included
     assert report["valid"], report["invalid_reasons"]
+    report["_output"] = proc.stdout + proc.stderr  # the console's and Locust's own tables
     return report, raw_records(report_dir)
 
 
@@ -153,6 +154,10 @@ def test_mixed_kinds_each_in_their_rows(tmp_path):
     att = engine["slo"]["attainment"]
     assert att["ttft_ms"]["met"] == len(chat_ok) and att["latency_ms"]["met"] == engine["ok"] - len(chat_ok)
     assert engine["slo"]["good"] == engine["ok"]
+    # Locust's own table gives each non-chat kind a row of its own; the console a line per kind.
+    out = report["_output"]
+    assert "sim emb [embeddings]" in out and "sim rr [rerank]" in out and "sim chat " in out
+    assert "kind embeddings @ sim: " in out and "kind rerank @ sim: " in out
 
 
 @pytest.mark.parametrize("arrival", ['model = "closed"\nusers = 3', 'model = "poisson"\nrate = 6.0'])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from loadkit import hookimpl
 from loadkit.workload.errors import ScenarioError
 from loadkit.workload.scenario import load_scenario
 
@@ -134,3 +135,47 @@ def test_rag_failed_turn_breaks_the_iteration(tmp_path):
     s = items(path)[0]
     assert s.next_request(None, True).kind == "embeddings"
     assert s.next_request(None, False, "http_error") is None and s.status == "broken"
+
+
+class Transcribe:
+    """A plugin kind as docs/writing-a-plugin.md shows one: its keys and its build function."""
+
+    @staticmethod
+    def build(table, rng):
+        from loadkit.types import GenerationRequest
+
+        seconds = rng.uniform(1.0, float(table["max_seconds"]))
+        return GenerationRequest(max_tokens=0, kind_fields={"seconds": round(seconds, 3)}, n_items=1)
+
+    @hookimpl
+    def loadkit_register_kinds(self, register):
+        from loadkit.core.kinds import RequestKind
+
+        register(
+            RequestKind("transcribe", streaming=False, item="clip", keys=("max_seconds",), build=self.build)
+        )
+
+
+@pytest.fixture
+def with_plugin_kind(monkeypatch):
+    import loadkit.plugins as plugins
+
+    pm = plugins.new_plugin_manager(load_entry_points=False)
+    pm.register(Transcribe(), name="transcribe-plugin")
+    monkeypatch.setattr(plugins, "get_plugin_manager", lambda: pm)
+    return pm
+
+
+def test_a_plugin_kind_is_built_by_its_own_function(tmp_path, with_plugin_kind):
+    path = tmp_path / "plug.toml"
+    path.write_text(HEAD + '[[parts]]\nname = "asr"\nkind = "transcribe"\nmax_seconds = 30\n'
+                    '[[parts]]\nname = "chat"\ninput = 4\noutput = 2\n')  # fmt: skip
+    assert load_scenario(path).kinds == ("transcribe", "chat")
+    reqs = [r for r in items(path) if r.kind == "transcribe"]
+    assert reqs and all(r.label == "asr" and 1.0 <= r.kind_fields["seconds"] <= 30.0 for r in reqs)
+    assert [r.kind_fields for r in reqs] == [r.kind_fields for r in items(path) if r.kind == "transcribe"]
+    path.write_text(HEAD + '[[parts]]\nname = "asr"\nkind = "transcribe"\nmax_second = 30\n')
+    with pytest.raises(
+        ScenarioError, match=r"parts\[0\]\.max_second: unknown key \(did you mean 'max_seconds'\?\)"
+    ):
+        load_scenario(path)
