@@ -158,6 +158,9 @@ def test_mixed_kinds_each_in_their_rows(tmp_path):
     out = report["_output"]
     assert "sim emb [embeddings]" in out and "sim rr [rerank]" in out and "sim chat " in out
     assert "kind embeddings @ sim: " in out and "kind rerank @ sim: " in out
+    html = (tmp_path / "r" / "report.html").read_text()
+    assert '<section id="kinds"' in html or 'id="kinds"' in html
+    assert html.count("<td>embeddings</td>") == html.count("<td>rerank</td>") == 1
 
 
 @pytest.mark.parametrize("arrival", ['model = "closed"\nusers = 3', 'model = "poisson"\nrate = 6.0'])

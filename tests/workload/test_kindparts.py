@@ -179,3 +179,16 @@ def test_a_plugin_kind_is_built_by_its_own_function(tmp_path, with_plugin_kind):
         ScenarioError, match=r"parts\[0\]\.max_second: unknown key \(did you mean 'max_seconds'\?\)"
     ):
         load_scenario(path)
+
+
+def test_tenants_share_parts_of_several_kinds_with_their_own_latency_slos(tmp_path):
+    path = tmp_path / "tenants.toml"
+    path.write_text(
+        MIX + '[[tenants]]\nname = "search"\nparts = ["emb", "rr"]\nslos = { latency_ms = 80, latency_per_item_ms = 5 }\n'
+        '[[tenants]]\nname = "chatters"\nparts = ["chat"]\nslos = { ttft_ms = 300 }\n'
+    )  # fmt: skip
+    sc = load_scenario(path)
+    assert dict(sc.tenants[0].slos) == {"latency_ms": 80.0, "latency_per_item_ms": 5.0}
+    reqs = items(path)
+    by_tenant = {(r.label.split("/")[0], r.kind) for r in reqs}
+    assert by_tenant == {("search", "embeddings"), ("search", "rerank"), ("chatters", "chat")}
