@@ -39,3 +39,22 @@ def test_rows_per_kind_in_html_and_console():
     lines = console_lines(report)
     assert len(lines) == 3 and lines[2].startswith("kind rerank @ t: 2 req (2 ok, failures 0)")
     assert "per item p50/p99 10.00/10.00 ms" in lines[2] and "batch mean 3.00 (p50/p99/max 3/3/3)" in lines[2]
+
+
+def test_the_raw_log_e2e_the_charts_draw_is_the_streamed_requests(tmp_path):
+    """report.html's E2E CDF (and compare) read the raw log: a body kind's latency stays out."""
+    from loadkit.report.rawdata import load_raw
+    from loadkit.stats.rawlog import RawLog
+
+    log = RawLog(str(tmp_path / "requests.jsonl"))
+    for i, kind in enumerate(("chat", "embeddings", "chat", "rerank")):
+        send = (100 + i) * MS
+        r = RequestRecord(request_id=str(i), engine="t", adapter="openai", t_start_ns=send, t_send_ns=send,
+                          t_end_ns=send + (10 + i) * MS, kind=kind)  # fmt: skip
+        if kind == "chat":
+            r.event_t_ns, r.event_tokens = [send + MS], [1]
+        r.measure()
+        log.write(r)
+    log.close()
+    raw = load_raw(tmp_path)
+    assert sorted(raw.values("e2e_ms", "t").tolist()) == [10.0, 12.0]
