@@ -212,3 +212,36 @@ def test_a_target_not_serving_the_kind_is_refused_at_start(tmp_path):
     assert ("target 'trt': engine 'tensorrt-llm' does not serve 'embeddings' requests (scenario "
             "'embeddings-closed' sends them; engines that do: openai, vllm, sglang, tgi, llamacpp, ollama)") in out  # fmt: skip
     assert not list(report_dir.glob("requests*.jsonl")) or not raw_records(report_dir)
+
+
+@pytest.mark.parametrize(("sim_engine", "engine"), [("openai", "vllm"), ("tgi", "tgi")])
+def test_mixed_body_kinds_against_the_truth_log(tmp_path, sim_engine, engine):
+    """Each ok body-kind request is the one the simulator served: same kind, same items, and
+    the input tokens the report's rows sum are the server's own count (usage = truth)."""
+    from loadkit.sim.testing import sim_process
+    from tests.helpers.runs import run_locust, truth_for
+
+    scenario = write(
+        tmp_path, "bodies", MIX.replace('[[parts]]\nname = "chat"\ninput = 32\noutput = 8\n', "")
+    )
+    report_dir = tmp_path / "r"
+    with sim_process("--engine", sim_engine, "--profile", "fast", "--seed", "7",
+                     truth_log=str(tmp_path / "truth.jsonl")) as sim:  # fmt: skip
+        proc = run_locust("--headless", "-u", "3", "-r", "3", "-t", "3s", "--stop-timeout", "5", "--host", sim.url,
+                          "--engine", engine, "--model", "sim-fast", "--scenario", scenario,
+                          "--report-dir", str(report_dir), "--raw-log")  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        truth = truth_for(sim, report_dir)
+    report = check_conservation(report_dir)
+    rows = raw_records(report_dir)
+    ok = [r for r in rows if r["outcome"] == "ok"]
+    assert {r["kind"] for r in ok} == {"embeddings", "rerank"}
+    for r in ok:
+        t = truth[r["request_id"]]
+        assert (t["kind"], t["items"]) == (r["kind"], r["n_items"])
+        assert t["prompt_tokens"] == r["n_in"]
+    for kind in ("embeddings", "rerank"):
+        row = kind_rows(report)[(engine, kind)]
+        assert row["input_tokens"] == sum(
+            truth[r["request_id"]]["prompt_tokens"] for r in ok if r["kind"] == kind
+        )
