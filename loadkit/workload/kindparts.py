@@ -69,7 +69,14 @@ def parse_kind(ctx: Ctx, table: Mapping[str, Any], base: Path) -> KindSpec | Non
 
     def dist(key: str, *, high: int | None = None) -> Distribution:
         d = parse_distribution(ctx.at(key), require(ctx, table, key), resolve)
-        if high is not None and (d.high is None or d.high > high):
+        if d.family == "fixed" and d.params["value"] < 1:
+            raise ctx.at(key).error(f"expected at least 1, got {d.params['value']:g}")
+        if high is not None:
+            if d.family == "fixed" and d.params["value"] > high:  # a count no draw could give: a typo
+                raise ctx.at(key).error(
+                    f"expected at most {high} items per request, got {d.params['value']:g}"
+                )
+            # Other families: their draws are capped there (docs/scenarios.md).
             d.high = float(high) if d.high is None else min(d.high, float(high))
         return d
 

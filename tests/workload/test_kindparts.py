@@ -76,6 +76,16 @@ def test_two_workers_share_exactly_the_one_worker_stream(tmp_path):
         ('kind = "embeddings"\ninput_tokens = 5', "parts[0].inputs", "required key is missing"),
         ('kind = "embeddings"\ninputs = 2\ninput_tokens = 5\noutput = 3', "parts[0].output", "unknown key"),
         (
+            'kind = "embeddings"\ninputs = 5000\ninput_tokens = 5',
+            "parts[0].inputs",
+            "expected at most 4096 items",
+        ),
+        (
+            'kind = "rerank"\nquery_tokens = 0\ndocuments = 2\ndocument_tokens = 4',
+            "parts[0].query_tokens",
+            "at least 1",
+        ),
+        (
             'kind = "rerank"\nquery_tokens = 5\ndocuments = 2\ndocument_tokens = 4\ntop_n = 0',
             "parts[0].top_n",
             "",
