@@ -57,6 +57,22 @@ def lookup_kind(ctx: Ctx, name: str) -> RequestKind:
     return registry[name].kind
 
 
+def item_distribution(
+    ctx: Ctx, table: Mapping[str, Any], key: str, base: Path, high: int | None = None
+) -> Distribution:
+    """A count or length of a kind's request (required): a fixed value below 1, or a fixed
+    count above ``high`` (no draw could give it: a typo), is refused; other families' draws
+    are capped at ``high`` (docs/scenarios.md)."""
+    d = parse_distribution(ctx.at(key), require(ctx, table, key), lambda c, raw: resolve_path(c, raw, base))
+    if d.family == "fixed" and d.params["value"] < 1:
+        raise ctx.at(key).error(f"expected at least 1, got {d.params['value']:g}")
+    if high is not None:
+        if d.family == "fixed" and d.params["value"] > high:
+            raise ctx.at(key).error(f"expected at most {high} items per request, got {d.params['value']:g}")
+        d.high = float(high) if d.high is None else min(d.high, float(high))
+    return d
+
+
 def parse_kind(ctx: Ctx, table: Mapping[str, Any], base: Path) -> KindSpec | None:
     """The part's kind spec; None for a chat part (its keys are parts.py's)."""
     name = get_str(ctx.at("kind"), table.get("kind", CHAT))
@@ -64,21 +80,8 @@ def parse_kind(ctx: Ctx, table: Mapping[str, Any], base: Path) -> KindSpec | Non
         return None
     kind = lookup_kind(ctx.at("kind"), name)
 
-    def resolve(c: Ctx, raw: str) -> Path:
-        return resolve_path(c, raw, base)
-
     def dist(key: str, *, high: int | None = None) -> Distribution:
-        d = parse_distribution(ctx.at(key), require(ctx, table, key), resolve)
-        if d.family == "fixed" and d.params["value"] < 1:
-            raise ctx.at(key).error(f"expected at least 1, got {d.params['value']:g}")
-        if high is not None:
-            if d.family == "fixed" and d.params["value"] > high:  # a count no draw could give: a typo
-                raise ctx.at(key).error(
-                    f"expected at most {high} items per request, got {d.params['value']:g}"
-                )
-            # Other families: their draws are capped there (docs/scenarios.md).
-            d.high = float(high) if d.high is None else min(d.high, float(high))
-        return d
+        return item_distribution(ctx, table, key, base, high)
 
     if name == EMBEDDINGS:
         check_keys(ctx, table, EMBEDDINGS_KEYS)

@@ -21,9 +21,9 @@ import numpy as np
 
 from loadkit.core.kinds import EMBEDDINGS, RERANK
 from loadkit.types import GenerationRequest
-from loadkit.workload.distributions import Distribution, parse_distribution
+from loadkit.workload.distributions import Distribution
 from loadkit.workload.errors import Ctx, check_keys, get_int, get_str, get_table, require
-from loadkit.workload.paths import resolve_path
+from loadkit.workload.kindparts import MAX_ITEMS, item_distribution
 from loadkit.workload.sessions import TraceSession
 from loadkit.workload.text import TextBuilder
 
@@ -46,15 +46,12 @@ def parse_rag(ctx: Ctx, raw: Any, base: Path) -> RagSpec:
     table = get_table(ctx, raw)
     check_keys(ctx, table, RAG_KEYS)
 
-    def resolve(c: Ctx, path: str) -> Path:
-        return resolve_path(c, path, base)
-
-    def dist(key: str) -> Distribution:
-        return parse_distribution(ctx.at(key), require(ctx, table, key), resolve)
+    def dist(key: str, high: int | None = None) -> Distribution:
+        return item_distribution(ctx, table, key, base, high)
 
     spec = RagSpec(
         query_tokens=dist("query_tokens"),
-        documents=dist("documents"),
+        documents=dist("documents", MAX_ITEMS),
         document_tokens=dist("document_tokens"),
         top_k=get_int(ctx.at("top_k"), require(ctx, table, "top_k"), low=1),
         output_tokens=dist("output_tokens"),
