@@ -50,6 +50,7 @@ from loadkit.run.workloads import (
     load_scenario_file,
     load_workloads,
     main_workload,
+    refuse_unserved_kinds,
     run_duration,
     run_slos,
     run_targets,
@@ -276,6 +277,7 @@ class Runtime:
         self.targets = [build_target(s, given.api_key, given.model, plugin_options) for s in specs]
         check_class_targets(self.user_classes(), [t.name for t in self.targets])
         check_image_targets(self.schedules.workloads.values(), self.targets)
+        refuse_unserved_kinds(self.schedules.workloads.values(), self.targets)
 
     def arm(self) -> None:
         """A test start begins: counters and clocks of the run start over (cheap; no probing)."""

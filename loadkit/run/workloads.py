@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loadkit.core.kinds import CHAT
 from loadkit.run.errors import ConfigError
 from loadkit.run.openloop import Dispatcher
 from loadkit.run.settings import ScheduleRules
@@ -250,6 +251,37 @@ def check_image_targets(workloads: Iterable[Workload], targets: Iterable[Any]) -
             takes = ", ".join(getattr(adapter, "image_apis", ())) or "none"
             raise ConfigError(f"target {t.name!r}: engine {adapter.name!r} (api {adapter.api!r}) takes no images "
                               f"(scenario {with_images[0]!r} has [images]; apis with images: {takes})")  # fmt: skip
+
+
+def workload_kinds(workload: Any) -> set[str]:
+    """The request kinds a workload sends: its own ``kinds()`` where it has one, else its
+    scenario's (``kinds()``, or the ``kind`` of each of its ``parts``); chat when it names none."""
+    for owner in (workload, getattr(workload, "scenario", None)):
+        kinds = getattr(owner, "kinds", None)
+        if callable(kinds):
+            return set(kinds()) or {CHAT}
+    found = set()
+    for part in getattr(getattr(workload, "scenario", None), "parts", None) or ():
+        kind = part.get("kind") if isinstance(part, dict) else getattr(part, "kind", None)
+        found.add(kind or CHAT)
+    return found or {CHAT}
+
+
+def refuse_unserved_kinds(workloads: Iterable[Any], targets: Iterable[Any]) -> None:
+    """Every kind a workload sends (embeddings, rerank, a plugin's) must be served by every
+    target's adapter (``EngineAdapter.serves``, its ``kind_paths``; docs/engines.md "Which engine
+    serves what"): refused at start with the target, the engine and the kind, not per request."""
+    wanted: dict[str, str] = {}  # kind -> the first workload that sends it
+    for w in workloads:
+        for kind in sorted(workload_kinds(w)):
+            wanted.setdefault(kind, getattr(w, "label", "") or getattr(w, "name", "") or "?")
+    for t in targets:
+        adapter = t.adapter
+        for kind, label in wanted.items():
+            if not adapter.serves(kind):
+                serves = ", ".join([CHAT, *sorted(getattr(adapter, "kind_paths", {}))])
+                raise ConfigError(f"target {t.name!r}: engine {adapter.name!r} does not serve {kind} requests "
+                                  f"(scenario {label!r} sends them; {adapter.name} serves: {serves})")  # fmt: skip
 
 
 def share_of(total: int, index: int, workers: int) -> int:
