@@ -81,6 +81,9 @@ def test_engines_without_the_endpoint_do_not_serve_it():
         (TGIAdapter, RERANK, "tei/rerank.json", {"x-compute-tokens": "30"}, 3, 30),
         (TGIAdapter, EMB, "tei/embed.json", {}, 2, None),  # no header: no count
         (OllamaAdapter, EMB, "ollama/embed.json", {}, 2, 8),
+        # Real captures from llama-server (--embeddings --pooling mean; --reranking, top_n 2 of 3).
+        (LlamaCppAdapter, EMB, "llamacpp/embeddings.json", {}, 2, 12),
+        (LlamaCppAdapter, RERANK, "llamacpp/rerank.json", {}, 2, 19),
     ],
 )  # fmt: skip
 def test_answers_are_counted_with_the_servers_token_count(adapter, request_, body, headers, items, tokens):
