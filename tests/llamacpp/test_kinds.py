@@ -22,7 +22,7 @@ from tests.integration.test_locustfiles import run_file
 
 pytestmark = pytest.mark.integration
 
-EMBEDDER = Path(__file__).resolve().parent / "locustfiles" / "embeddings.py"
+EMBEDDER = Path(__file__).resolve().parents[1] / "integration" / "locustfiles" / "kinds.py"
 LENGTHS = (12, 30, 7, 50)  # tokens of each input, BOS included (the server counts it)
 
 
