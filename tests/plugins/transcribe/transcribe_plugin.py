@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from loadkit import hookimpl
-from loadkit.core.kinds import BodyParser, BodyResult, RequestKind
+from loadkit.engines.base import BodyParser, BodyResult, RequestKind
 from loadkit.engines.openai import OpenAIAdapter
 from loadkit.sim.protocols import GenRoute, KindFormat, Outcome, RequestSpec, SimProtocol, dumps
 from loadkit.types import GenerationRequest, HttpRequest, MalformedEvent, Usage
