@@ -40,7 +40,10 @@ def load_answer(body: bytes, what: str) -> Any:
 
 
 def error_of(obj: Any) -> str | None:
-    """An error object inside a 200 answer (OpenAI's ``{"error": {...}}``, TEI's ``{"error": "..."}``)."""
+    """An error object inside a 200 answer (OpenAI's ``{"error": {...}}``, TEI's and Ollama's
+    ``{"error": "..."}``, vLLM's ``{"object": "error", "message": ...}``)."""
+    if isinstance(obj, dict) and obj.get("object") == "error":  # vLLM's ErrorResponse
+        return str(obj.get("message") or obj)
     if not isinstance(obj, dict) or obj.get("error") is None:
         return None
     err = obj["error"]

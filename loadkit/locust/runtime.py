@@ -46,11 +46,11 @@ from loadkit.run.workloads import (
     Workload,
     check_class_targets,
     check_image_targets,
-    check_kind_targets,
     default_unused,
     load_scenario_file,
     load_workloads,
     main_workload,
+    refuse_unserved_kinds,
     run_duration,
     run_slos,
     run_targets,
@@ -277,7 +277,7 @@ class Runtime:
         self.targets = [build_target(s, given.api_key, given.model, plugin_options) for s in specs]
         check_class_targets(self.user_classes(), [t.name for t in self.targets])
         check_image_targets(self.schedules.workloads.values(), self.targets)
-        check_kind_targets(self.schedules.workloads.values(), self.targets)
+        refuse_unserved_kinds(self.schedules.workloads.values(), self.targets)
 
     def arm(self) -> None:
         """A test start begins: counters and clocks of the run start over (cheap; no probing)."""

@@ -245,9 +245,7 @@ class Scheduler:
         if seq.hashes is None:
             seq.hashes = block_hashes(seq.tokens, bs) if pool.caching else []
         n = len(seq.tokens)
-        # Always compute >= 1 token; a sequence that shares no prefix (an embeddings or rerank
-        # request: hashes []) has fewer hashes than full blocks, and none can hit.
-        hit = pool.match_prefix(seq.hashes, min((n - 1) // bs, len(seq.hashes)))
+        hit = pool.match_prefix(seq.hashes, (n - 1) // bs)  # always compute >= 1 token
         uncached = n - hit * bs
         if not self.p.chunked_prefill and uncached > budget and (plan.prefill_tokens or plan.seqs):
             return None

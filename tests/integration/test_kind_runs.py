@@ -209,8 +209,9 @@ def test_a_target_not_serving_the_kind_is_refused_at_start(tmp_path):
                    "--engine", "tensorrt-llm", "-u", "1", "-r", "1", "-t", "2s", "--report-dir", str(report_dir))  # fmt: skip
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out[-2000:]
-    assert ("target 'trt': engine 'tensorrt-llm' does not serve 'embeddings' requests (scenario "
-            "'embeddings-closed' sends them; engines that do: openai, vllm, sglang, tgi, llamacpp, ollama)") in out  # fmt: skip
+    assert ("target 'trt': engine 'tensorrt-llm' does not serve embeddings requests (scenario "
+            "'embeddings-closed' sends them; tensorrt-llm serves: chat; engines that serve embeddings: openai, "
+            "vllm, sglang, tgi, llamacpp, ollama)") in out  # fmt: skip
     assert not list(report_dir.glob("requests*.jsonl")) or not raw_records(report_dir)
 
 

@@ -1,6 +1,7 @@
-"""A workload sending embeddings, rerank (or a plugin's kind) refuses, at start, a target whose
-adapter does not serve that kind, naming target, engine, kind and the engines that serve it
-(loadkit/run/workloads.py check_kind_targets)."""
+"""A run whose workload sends a kind (embeddings, rerank) refuses, at start, a target whose
+engine does not serve it, naming target, engine, kind and the engines that serve it
+(loadkit/run/workloads.py refuse_unserved_kinds); the kinds come from the workload's ``kinds()``,
+its scenario's ``kinds`` (parts of every kind, a [rag] user's three) or its scenario's parts."""
 
 from __future__ import annotations
 
@@ -8,53 +9,58 @@ from types import SimpleNamespace
 
 import pytest
 
-from loadkit.engines.base import AdapterOptions, EngineAdapter
+from loadkit.engines.base import AdapterOptions
 from loadkit.plugins import get_engine
 from loadkit.run.errors import ConfigError
-from loadkit.run.workloads import check_kind_targets
+from loadkit.run.workloads import refuse_unserved_kinds, workload_kinds
 
 
-class NoKinds(EngineAdapter):
-    name = "nokinds"
-    kind_paths: dict[str, str] = {}  # noqa: RUF012 - the contract's ClassVar, overridden
-
-
-class Embeds(EngineAdapter):
-    name = "embeds"
-    kind_paths = {"embeddings": "/v1/embeddings"}  # noqa: RUF012
-
-
-def target(adapter: EngineAdapter, name: str = "t1") -> SimpleNamespace:
-    return SimpleNamespace(name=name, adapter=adapter)
+def target(engine: str) -> SimpleNamespace:
+    return SimpleNamespace(name=f"t-{engine}", adapter=get_engine(engine).adapter(AdapterOptions()))
 
 
 def workload(*kinds: str) -> SimpleNamespace:
-    return SimpleNamespace(label="emb.toml", scenario=SimpleNamespace(kinds=kinds))
+    parts = [{"kind": k, "weight": 1} for k in kinds]
+    return SimpleNamespace(label="rag.toml", scenario=SimpleNamespace(parts=parts))
 
 
-def test_chat_only_workload_passes_every_engine():
-    adapter = get_engine("openai").adapter(AdapterOptions())
-    check_kind_targets([workload("chat")], [target(adapter)])
+@pytest.mark.parametrize("engine", ["openai", "vllm", "sglang", "llamacpp", "tgi"])
+def test_engines_with_both_endpoints_pass(engine):
+    refuse_unserved_kinds([workload("chat", "embeddings", "rerank")], [target(engine)])
 
 
-def test_a_target_not_serving_the_kind_is_refused_with_names():
+@pytest.mark.parametrize(
+    ("engine", "kinds", "kind", "serves"),
+    [
+        ("tensorrt-llm", ("embeddings",), "embeddings", "chat"),
+        ("ollama", ("embeddings", "rerank"), "rerank", "chat, embeddings"),
+    ],
+)
+def test_an_engine_without_the_endpoint_is_refused_by_name(engine, kinds, kind, serves):
     with pytest.raises(ConfigError) as err:
-        check_kind_targets([workload("chat", "rerank")], [target(Embeds(AdapterOptions()), "emb-srv")])
-    msg = str(err.value)
-    assert "'emb-srv'" in msg and "'embeds'" in msg and "'rerank'" in msg and "emb.toml" in msg
-    assert "engines that do:" in msg
+        refuse_unserved_kinds([workload(*kinds)], [target("vllm"), target(engine)])
+    serving = {
+        "embeddings": "openai, vllm, sglang, tgi, llamacpp, ollama",
+        "rerank": "openai, vllm, sglang, tgi, llamacpp",
+    }
+    assert str(err.value) == (f"target 't-{engine}': engine '{engine}' does not serve {kind} requests "
+                              f"(scenario 'rag.toml' sends them; {engine} serves: {serves}; "
+                              f"engines that serve {kind}: {serving[kind]})")  # fmt: skip
 
 
-def test_the_serving_target_passes_and_the_other_is_named():
-    check_kind_targets([workload("embeddings")], [target(Embeds(AdapterOptions()))])
-    with pytest.raises(ConfigError, match="'nokinds' does not serve 'embeddings'"):
-        check_kind_targets(
-            [workload("embeddings")],
-            [target(Embeds(AdapterOptions())), target(NoKinds(AdapterOptions()), "t2")],
-        )
+def test_kinds_come_from_the_workload_first_then_its_parts_and_default_to_chat():
+    assert workload_kinds(SimpleNamespace(kinds=lambda: {"rerank"}, scenario=None)) == {"rerank"}
+    assert workload_kinds(workload("embeddings", "chat")) == {"embeddings", "chat"}
+    assert workload_kinds(SimpleNamespace(label="x", scenario=SimpleNamespace())) == {"chat"}
+    refuse_unserved_kinds([SimpleNamespace(label="x", scenario=SimpleNamespace())], [target("tensorrt-llm")])
 
 
-def test_scenario_kinds_from_parts_and_rag(tmp_path):
+def test_an_unknown_plugin_kind_is_refused_too():
+    with pytest.raises(ConfigError, match="does not serve transcription requests"):
+        refuse_unserved_kinds([workload("transcription")], [target("openai")])
+
+
+def test_a_scenarios_own_kinds_parts_and_rag(tmp_path):
     from loadkit.workload.scenario import load_scenario
 
     path = tmp_path / "mix.toml"
@@ -63,9 +69,14 @@ def test_scenario_kinds_from_parts_and_rag(tmp_path):
         '[[parts]]\nname = "c"\ninput = 5\noutput = 5\n'
         '[[parts]]\nname = "e"\nkind = "embeddings"\ninputs = 2\ninput_tokens = 5\n'
     )
-    assert load_scenario(path).kinds == ("chat", "embeddings")
+    mixed = load_scenario(path)
+    assert mixed.kinds == ("chat", "embeddings")
+    assert workload_kinds(SimpleNamespace(label="mix.toml", scenario=mixed)) == {"chat", "embeddings"}
     path.write_text(
         'schema = "loadkit.scenario/1"\nname = "r"\nseed = 1\n[rag]\nquery_tokens = 5\n'
         "documents = 3\ndocument_tokens = 5\ntop_k = 2\noutput_tokens = 4\n"
     )
-    assert set(load_scenario(path).kinds) == {"embeddings", "rerank", "chat"}
+    rag = SimpleNamespace(label="rag.toml", scenario=load_scenario(path))
+    assert workload_kinds(rag) == {"embeddings", "rerank", "chat"}
+    with pytest.raises(ConfigError, match="engine 'ollama' does not serve rerank requests"):
+        refuse_unserved_kinds([rag], [target("ollama")])
