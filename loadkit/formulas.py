@@ -159,6 +159,13 @@ def latency_per_item_ns(r: Record, e2e: int | None) -> int | None:
     return div_round(e2e, items)
 
 
+def unstreamed(r: Record) -> bool:
+    """A request answered in one body (embeddings, rerank, a plugin's body kind): not chat and
+    no token event. Its latency is its E2E, kept out of the streamed figures (E2E, TTFT, TPOT)
+    and shown in its kind's rows (docs/metrics.md "Request kinds")."""
+    return not r.event_t_ns and getattr(r, "kind", "chat") != "chat"
+
+
 class RequestMetrics(NamedTuple):
     """Every metric of one finished request, in integer ns (None: not measured), computed once
     by ``of``. ``slo_values`` are the SLO keys' values in ``loadkit.stats.metrics.SLO_KEYS``
@@ -193,8 +200,17 @@ class RequestMetrics(NamedTuple):
         worst = max(gaps) if gaps else None
         ttft, sched, tpot, e2e = ttft_ns(r), ttft_sched_ns(r), tpot_ns(r), e2e_ns(r)
         ttfat, answer_tpot = ttfat_ns(r), answer_tpot_ns(r)
+        per_item = latency_per_item_ns(r, e2e)
+        # SLO slots by kind (docs/metrics.md "How an SLO is judged"): a streamed request is judged
+        # on e2e_ms and never on latency_ms; a request answered in one body (a non-chat kind, no
+        # token events) on latency_ms / latency_per_item_ms, never on e2e_ms: a chat E2E limit
+        # does not judge an embedding, nor an embedding's limit a chat.
+        if unstreamed(r):
+            slo_e2e, latency, per_item_slo = None, e2e, per_item
+        else:
+            slo_e2e, latency, per_item_slo = e2e, None, None
         # tuple.__new__ with the fields in order: the generated keyword __new__ costs twice as much,
         # and this runs once per request on the load-generating process.
         return tuple.__new__(cls, (ttft, sched, ttft_with_connect_ns(r), tpot, e2e, connect_ns(r), tls_ns(r),
-                                   ttfrt_ns(r), ttfat, ttftc_ns(r), reasoning_ns(r), answer_tpot, send_ns(r), latency_per_item_ns(r, e2e), gaps, worst,
-                                   (ttft, sched, tpot, e2e, worst, ttfat, answer_tpot)))  # fmt: skip
+                                   ttfrt_ns(r), ttfat, ttftc_ns(r), reasoning_ns(r), answer_tpot, send_ns(r), per_item, gaps, worst,
+                                   (ttft, sched, tpot, slo_e2e, worst, ttfat, answer_tpot, latency, per_item_slo)))  # fmt: skip

@@ -18,7 +18,10 @@ TOKEN_METRICS = ("n_in", "n_out", "n_cached", "n_reasoning", "n_answer", "n_tool
 METRICS = TIME_METRICS + TOKEN_METRICS
 
 # SLO keys a user may give, in the order of ``stats.metrics.slo_values_ns``'s tuple.
-SLO_KEYS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms", "itl_ms", "ttfat_ms", "answer_tpot_ms")
+# latency_ms / latency_per_item_ms judge the kinds answered in one body (embeddings, rerank);
+# e2e_ms and the token keys judge streamed requests (formulas.RequestMetrics.of says how).
+SLO_KEYS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms", "itl_ms", "ttfat_ms", "answer_tpot_ms",
+            "latency_ms", "latency_per_item_ms")  # fmt: skip
 
 # Per-stage (and per-tenant) latency histograms: the per-request metrics, no per-event ITL.
 STAGE_METRICS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms")

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from loadkit import types as t
+from loadkit.client.bodies import BodyDecoder, is_streamed
 from loadkit.client.events import EventDecoder, StreamDone, adapter_failed
 from loadkit.client.httpstream import (
     BodyReader,
@@ -49,7 +50,9 @@ MAX_ERROR_BODY = 64 * 1024
 class Timeouts:
     """Limits. `first_token_s` bounds the wait for the first token and `total_s` the whole
     request, both from t_send (once the request is written); `connect_s` the TCP connect
-    alone, `handshake_s` the TLS handshake alone."""
+    alone, `handshake_s` the TLS handshake alone. A kind answered in one body (embeddings,
+    rerank) has no first token: only `total_s` bounds its wait (a server still computing a
+    large batch is not late to a first token it will never send)."""
 
     connect_s: float = 10.0
     first_token_s: float = 120.0
@@ -101,6 +104,8 @@ def new_record(
         image_count=request.image_count,
         image_pixels=request.image_pixels,
         image_tokens_expected=request.image_tokens_expected,
+        kind=request.kind,
+        n_items=request.n_items,
     )
 
 
@@ -126,7 +131,7 @@ def run_request(
     rid = request_id or new_request_id()
     record = new_record(adapter, engine or adapter.name, request, rid)
     try:
-        StreamRun(adapter, ep, record, timeouts or Timeouts(), pool).run(request, extra_headers)
+        StreamRun(adapter, ep, record, timeouts or Timeouts(), pool, request).run(request, extra_headers)
     finally:
         if sink is not None:
             sink(record)
@@ -144,12 +149,20 @@ class StreamRun:
         record: RequestRecord,
         timeouts: Timeouts,
         pool: ConnectionPool | None,
+        request: t.GenerationRequest | None = None,
     ) -> None:
         self.adapter, self.ep, self.record, self.timeouts, self.pool = adapter, ep, record, timeouts, pool
         self.sock: socket.socket | None = None
         self.tls: TlsConn | None = None  # the TLS session of https:// connections
         self.reusable = False
-        self.events = EventDecoder(adapter, record)
+        # A kind answered in one body (embeddings, rerank, a plugin's) is read whole and parsed
+        # once (client/bodies.py); a stream event by event. Chosen once, off the per-read path.
+        self.streamed = request is None or is_streamed(request.kind)
+        self.events: EventDecoder | BodyDecoder = (
+            BodyDecoder(adapter, record, request)
+            if request is not None and not self.streamed
+            else EventDecoder(adapter, record)
+        )
         self.kernel = kernel_timestamps_wanted()
         # Set up before the request is written (see reads.open_reader); None when not reading.
         self.reader: StampedReader | None = None
@@ -182,6 +195,8 @@ class StreamRun:
         except Exception as exc:
             raise adapter_failed(self.adapter, "build_request", exc) from None
         headers = dict(http.headers)
+        if not self.streamed:
+            headers["Accept"] = "application/json"
         headers.update(extra_headers or {})
         if request.reasoning_hint and request.expected_reasoning_tokens is not None:
             headers[t.REASONING_HINT_HEADER] = str(request.expected_reasoning_tokens)
@@ -207,15 +222,18 @@ class StreamRun:
             self.reader = None
 
     def _deadline(self) -> int:
-        """The nearest limit now in force: first token until it arrives, then the total."""
+        """The nearest limit now in force: first token until it arrives, then the total (a
+        non-streamed answer: the total alone)."""
         rec = self.record
         total = rec.t_send_ns + int(self.timeouts.total_s * 1e9)
-        if rec.event_t_ns:
+        if rec.event_t_ns or not self.streamed:
             return total
         return min(total, rec.t_send_ns + int(self.timeouts.first_token_s * 1e9))
 
     def _timeout_outcome(self) -> StreamDone:
         rec = self.record
+        if not self.streamed:
+            return StreamDone(t.TIMEOUT_TOTAL, f"no answer within {self.timeouts.total_s:g} s")
         now = time.perf_counter_ns()
         if not rec.event_t_ns and now < rec.t_send_ns + int(self.timeouts.total_s * 1e9):
             return StreamDone(t.TIMEOUT_FIRST_TOKEN, f"no token within {self.timeouts.first_token_s:g} s")
@@ -233,6 +251,8 @@ class StreamRun:
             rec.t_sent_ns = rec.t_headers_ns
         rec.http_status = head.status
         body = BodyReader.for_head(head)
+        if isinstance(self.events, BodyDecoder):
+            self.events.headers = head.headers
         if head.status != 200:
             self._plain_reads(head)
             rec.retry_after_s = retry_after_seconds(head.headers.get("retry-after"))
@@ -292,7 +312,9 @@ class StreamRun:
 
     def _open(self) -> None:
         """A new connection; its TCP connect and TLS handshake are timed apart (connect_ms, tls_ms)."""
-        connect_s = min(self.timeouts.connect_s, self.timeouts.first_token_s)
+        connect_s = self.timeouts.connect_s
+        if self.streamed:
+            connect_s = min(connect_s, self.timeouts.first_token_s)
         self.sock, self.tls = open_connection(self.ep, self.record, connect_s, self.timeouts.handshake_s)
 
     def _write(self, sock: socket.socket, payload: bytes) -> None:

@@ -72,7 +72,13 @@ class BodyResult:
 
 class BodyParser:
     """Parses one non-streamed answer. Raise loadkit.types.MalformedEvent when the body is not
-    the kind's answer (outcome ``malformed_stream``, the error naming what was wrong)."""
+    the kind's answer (outcome ``malformed_stream``, the error naming what was wrong).
+
+    ``honours_top_n``: False for an API that scores every document whatever the request's
+    ``top_n`` (TEI's /rerank): the answers due are then one per item sent.
+    """
+
+    honours_top_n = True
 
     def parse_body(self, body: bytes, headers: Mapping[str, str]) -> BodyResult:
         raise NotImplementedError

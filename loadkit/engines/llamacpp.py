@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from loadkit.core.adapter import StreamParser
+from loadkit.core.kinds import CHAT
 from loadkit.engines.common import AdapterExtras, count_from_tokens_field, int_or_none, load_object
 from loadkit.engines.openai import OpenAIAdapter, OpenAIStreamParser, in_band_error_message
 from loadkit.types import GenerationRequest, HttpRequest, MalformedEvent, TokenEvent, Usage
@@ -113,6 +114,8 @@ class LlamaCppAdapter(OpenAIAdapter, AdapterExtras):
     }
 
     def build_request(self, request: GenerationRequest) -> HttpRequest:
+        if request.kind != CHAT:
+            return self.kind_request(request)
         if self.api != "native":
             return super().build_request(request)
         body: dict[str, Any] = {

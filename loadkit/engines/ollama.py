@@ -21,7 +21,9 @@ import orjson
 
 from loadkit.core.adapter import AdapterOptions, StreamParser
 from loadkit.core.channels import ANSWER, REASONING, TOOL, ChannelMarks
+from loadkit.core.kinds import CHAT
 from loadkit.engines.common import AdapterExtras, int_or_none, load_object
+from loadkit.engines.kinds import OLLAMA_KINDS, KindRequests, KindWire, paths_of
 from loadkit.types import GenerationRequest, HttpRequest, MalformedEvent, TokenEvent, Usage
 
 DURATIONS = ("total_duration", "load_duration", "prompt_eval_duration", "eval_duration")
@@ -104,15 +106,20 @@ class OllamaParser(StreamParser):
         return text, thinking
 
 
-class OllamaAdapter(AdapterExtras):
+class OllamaAdapter(KindRequests, AdapterExtras):
     name = "ollama"
     description = "Ollama: /api/generate and /api/chat, newline-delimited JSON"
     framing = "ndjson"
     apis = ("native", "chat")
     info_paths = ("/api/version", "/api/tags")
+    # /api/embed; Ollama has no rerank endpoint (engines/kinds.py).
+    kind_wires: ClassVar[dict[str, KindWire]] = OLLAMA_KINDS
+    kind_paths: ClassVar[dict[str, str]] = paths_of(OLLAMA_KINDS)
     metrics_path: ClassVar[str | None] = None
 
     def build_request(self, request: GenerationRequest) -> HttpRequest:
+        if request.kind != CHAT:
+            return self.kind_request(request)
         body: dict[str, Any] = {
             "model": self.options.model or "default",
             "stream": True,

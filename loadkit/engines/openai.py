@@ -16,8 +16,10 @@ import orjson
 
 from loadkit.core.adapter import AdapterOptions, EngineAdapter, StreamParser
 from loadkit.core.channels import ANSWER, REASONING, TOOL, ChannelMarks
+from loadkit.core.kinds import CHAT
 from loadkit.engines.channels import ThinkTags
 from loadkit.engines.common import load_object
+from loadkit.engines.kinds import OPENAI_KINDS, KindRequests, KindWire, paths_of
 from loadkit.types import GenerationRequest, HttpRequest, MalformedEvent, TokenEvent, Usage
 
 _loads = orjson.loads  # bound once: parse runs for every token event
@@ -190,16 +192,22 @@ class OpenAIStreamParser(StreamParser):
             tools.add(index, call.get("id"), fn.get("name"), args)
 
 
-class OpenAIAdapter(EngineAdapter):
+class OpenAIAdapter(KindRequests, EngineAdapter):
     name = "openai"
     description = "Generic OpenAI-compatible API: /v1/chat/completions and /v1/completions (SSE)"
     apis: ClassVar[tuple[str, ...]] = ("chat", "completions")
     image_apis: ClassVar[tuple[str, ...]] = ("chat",)  # content parts with image_url, passed through
+    # /v1/embeddings and Jina/Cohere-style /v1/rerank (loadkit/engines/kinds.py); engines that
+    # lack one say so with their own tables.
+    kind_wires: ClassVar[dict[str, KindWire]] = OPENAI_KINDS
+    kind_paths: ClassVar[dict[str, str]] = paths_of(OPENAI_KINDS)
     info_paths: ClassVar[tuple[str, ...]] = ("/v1/models",)
     chat_path: ClassVar[str] = "/v1/chat/completions"
     completions_path: ClassVar[str] = "/v1/completions"
 
     def build_request(self, request: GenerationRequest) -> HttpRequest:
+        if request.kind != CHAT:
+            return self.kind_request(request)
         body = self.request_body(request)
         path = self.chat_path if self.api == "chat" else self.completions_path
         return HttpRequest("POST", path, orjson.dumps(body), self.base_headers())

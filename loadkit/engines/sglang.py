@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from loadkit.core.adapter import StreamParser
+from loadkit.core.kinds import CHAT
 from loadkit.engines.common import (
     AdapterExtras,
     CounterDelta,
@@ -29,6 +30,7 @@ from loadkit.engines.common import (
     require_dict,
     with_continuous_usage,
 )
+from loadkit.engines.kinds import SGLANG_KINDS, paths_of
 from loadkit.engines.openai import OpenAIAdapter, in_band_error_message
 from loadkit.engines.vllm import UsageCountingParser
 from loadkit.types import GenerationRequest, HttpRequest, MalformedEvent, TokenEvent, Usage
@@ -105,6 +107,9 @@ class SGLangAdapter(OpenAIAdapter, AdapterExtras):
     description = "SGLang: OpenAI API (chat, completions) and native /generate with meta_info token counts"
     apis = ("chat", "completions", "native")
     info_paths = ("/get_model_info", "/get_server_info", "/server_info", "/v1/models")
+    # /v1/embeddings as OpenAI's; /v1/rerank answers a bare list (engines/kinds.py).
+    kind_wires = SGLANG_KINDS
+    kind_paths = paths_of(SGLANG_KINDS)
     metric_names = {
         "sglang:num_running_reqs": "running",
         "sglang:num_queue_reqs": "waiting",
@@ -115,6 +120,8 @@ class SGLangAdapter(OpenAIAdapter, AdapterExtras):
     }
 
     def build_request(self, request: GenerationRequest) -> HttpRequest:
+        if request.kind != CHAT:
+            return self.kind_request(request)
         if self.api != "native":
             return super().build_request(request)
         return HttpRequest("POST", "/generate", orjson.dumps(self.native_body(request)), self.base_headers())

@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from loadkit.core.adapter import StreamParser
+from loadkit.core.kinds import CHAT
 from loadkit.engines.common import AdapterExtras, TextDelta, ignore_eos_min_tokens, load_object
 from loadkit.engines.openai import OpenAIAdapter, in_band_error_message
 from loadkit.engines.vllm import UsageCountingParser
@@ -53,6 +54,9 @@ class TensorRTLLMAdapter(OpenAIAdapter, AdapterExtras):
     apis = ("chat", "completions", "triton")
     image_apis = ()  # not checked against trtllm-serve's multimodal chat yet
     info_paths = ("/v2", "/v1/models")
+    # trtllm-serve serves no embeddings or rerank endpoint: a run that sends them is refused.
+    kind_wires = {}
+    kind_paths = {}
     # "scheduled" = in this iteration's batch; "active" also counts requests the executor holds
     # without scheduling them; Triton's own queue is the pending count.
     metric_names = {
@@ -68,6 +72,8 @@ class TensorRTLLMAdapter(OpenAIAdapter, AdapterExtras):
         return self.api == "triton"
 
     def build_request(self, request: GenerationRequest) -> HttpRequest:
+        if request.kind != CHAT:
+            return self.kind_request(request)
         if self.api != "triton":
             return super().build_request(request)
         model = self.options.model or "ensemble"

@@ -16,7 +16,9 @@ from typing import Any
 import orjson
 
 from loadkit.core.adapter import StreamParser
+from loadkit.core.kinds import CHAT
 from loadkit.engines.common import AdapterExtras, int_or_none, load_object, require_dict
+from loadkit.engines.kinds import TEI_KINDS, paths_of
 from loadkit.engines.openai import OpenAIAdapter
 from loadkit.types import GenerationRequest, HttpRequest, MalformedEvent, TokenEvent, Usage
 
@@ -52,6 +54,9 @@ class TGIAdapter(OpenAIAdapter, AdapterExtras):
     description = "Hugging Face TGI: native /generate_stream (one token per event) and /v1/chat/completions"
     apis = ("native", "chat")
     image_apis = ()  # not checked against a TGI vision model yet
+    # Text Embeddings Inference, TGI's sibling server: /embed and /rerank (engines/kinds.py).
+    kind_wires = TEI_KINDS
+    kind_paths = paths_of(TEI_KINDS)
     info_paths = ("/info",)
     metric_names = {
         "tgi_batch_current_size": "running",
@@ -61,6 +66,8 @@ class TGIAdapter(OpenAIAdapter, AdapterExtras):
     }
 
     def build_request(self, request: GenerationRequest) -> HttpRequest:
+        if request.kind != CHAT:
+            return self.kind_request(request)
         if self.api != "native":
             return super().build_request(request)
         params: dict[str, Any] = {"max_new_tokens": request.max_tokens, "details": True}

@@ -51,6 +51,7 @@ from loadkit.run.workloads import (
     load_scenario_file,
     load_workloads,
     main_workload,
+    refuse_unserved_kinds,
     run_duration,
     run_slos,
     run_targets,
@@ -279,6 +280,7 @@ class Runtime:
         self.targets = [build_target(s, given.api_key, given.model, plugin_options) for s in specs]
         check_class_targets(self.user_classes(), [t.name for t in self.targets])
         check_image_targets(self.schedules.workloads.values(), self.targets)
+        refuse_unserved_kinds(self.schedules.workloads.values(), self.targets)
 
     def _start_image_server(self) -> None:
         """[images] transport = "url": the server the engines fetch from, on every process that

@@ -124,9 +124,13 @@ class LLMUser(LLMCalls, FastHttpUser):
             # table would show it either as a failure or as a short success, both wrong.
             return
         e2e = e2e_ms(record)
+        # A kind other than chat gets its own row in Locust's table (its latency is not a chat's).
+        kind = getattr(record, "kind", "chat")
         self.environment.events.request.fire(
             request_type="LLM",
-            name=f"{record.engine} {record.label}",
+            name=f"{record.engine} {record.label}"
+            if kind == "chat"
+            else f"{record.engine} {record.label} [{kind}]",
             response_time=e2e if e2e is not None else 0.0,
             response_length=record.n_out or 0,
             exception=None if record.outcome == OK else FAILURE_TEXTS.error_for(record),

@@ -8,6 +8,7 @@ from typing import Any
 from loadkit.report.costtiers import console_lines as cost_tier_lines
 from loadkit.report.gpu import console_lines as gpu_console_lines
 from loadkit.report.images import console_lines as image_lines
+from loadkit.report.kinds import console_lines as kind_lines
 from loadkit.stats.breakdown import console_line
 from loadkit.stats.messages import format_message, top_messages
 from loadkit.stats.taskerrors import console_lines as task_error_lines
@@ -69,6 +70,7 @@ def console_table(report: dict[str, Any], title: str = "loadkit") -> str:
     lines += breakdown_lines(report)  # issue 26: the server's own timings
     lines += image_lines(report)  # issue 34: images' tokens, TTFT by image count, send time
     lines += gpu_console_lines(report)  # issue 36: GPU energy per token (report/gpu.py)
+    lines += kind_lines(report)  # issue 34: per-kind rows (embeddings, rerank, plugin kinds)
     lines += invalid_lines(report)
     return "\n".join(lines)
 

@@ -22,6 +22,7 @@ from loadkit.report.delivered import delivered_section
 from loadkit.report.gpu import html_section as gpu_html_section
 from loadkit.report.htmlutil import macro, not_measured, render, section
 from loadkit.report.images import images_section
+from loadkit.report.kinds import kinds_section
 from loadkit.report.manifest import definitions_section, manifest_section, warnings_section
 from loadkit.report.rawdata import RawData, load_raw
 from loadkit.report.redact import redact
@@ -98,6 +99,7 @@ def build_html(report: dict[str, Any], raw: RawData | None = None, report_dir: s
         _safe("tenants", lambda: tenants_section(report), errors),
         _safe("cost", lambda: costtiers.html_section(report), errors),
         _safe("images", lambda: images_section(report), errors),
+        _safe("kinds", lambda: kinds_section(report), errors),
         _safe("buckets", lambda: grouped.buckets_section(report), errors),
         _safe("turns", lambda: grouped.turns_section(report), errors),
         _safe("outcomes", lambda: tables.outcomes_section(report), errors),

@@ -19,7 +19,7 @@ __all__ = ["RawData", "load_raw", "raw_log_paths", "read_raw_logs"]
 
 FLOAT_COLUMNS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms", "n_in", "n_out", "turn", "ttfat_ms")
 NS_COLUMNS = ("t_send_ns", "t_first_ns", "t_end_ns")
-TEXT_COLUMNS = ("engine", "outcome", "stage")
+TEXT_COLUMNS = ("engine", "outcome", "stage", "kind")
 
 
 @dataclass
@@ -66,7 +66,14 @@ class RawData:
 def read_raw_logs(paths: Iterable[str | Path]) -> RawData:
     """Stream every file in ``paths`` into one RawData (the file index kept per row)."""
     read = read_columns(paths, FLOAT_COLUMNS + NS_COLUMNS, TEXT_COLUMNS)
-    return RawData(files=read.files, malformed=read.malformed, columns=read.columns)
+    columns = read.columns
+    # A kind answered in one body (no first token) has its latency in the kinds section: the
+    # E2E the charts draw is the streamed requests', as the report's (docs/metrics.md).
+    kinds, first = columns["kind"], columns["t_first_ns"]
+    body = np.fromiter((k is not None and k != "chat" for k in kinds), dtype=bool, count=len(kinds))
+    if body.any():
+        columns["e2e_ms"] = np.where(body & np.isnan(first), np.nan, columns["e2e_ms"])
+    return RawData(files=read.files, malformed=read.malformed, columns=columns)
 
 
 def load_raw(report_dir: str | Path) -> RawData | None:

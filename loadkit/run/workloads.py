@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loadkit.core.kinds import CHAT
+from loadkit.plugins import engine_registry
 from loadkit.run.errors import ConfigError
 from loadkit.run.openloop import Dispatcher
 from loadkit.run.settings import ScheduleRules
@@ -262,6 +264,44 @@ def _multimodal_trace(scenario: Any) -> bool:
     from loadkit.workload.servegen import dataset_for, read_lengths
 
     return read_lengths(str(dataset_for(trace.path))).images is not None
+
+
+def workload_kinds(workload: Any) -> set[str]:
+    """The request kinds a workload sends: its own ``kinds()`` where it has one, else its
+    scenario's (``kinds()``, or the ``kind`` of each of its ``parts``); chat when it names none."""
+    for owner in (workload, getattr(workload, "scenario", None)):
+        kinds = getattr(owner, "kinds", None)
+        if callable(kinds):
+            kinds = kinds()
+        if kinds is not None and not isinstance(kinds, str):  # a Scenario's ``kinds`` property: a tuple
+            return set(kinds) or {CHAT}
+    found = set()
+    for part in getattr(getattr(workload, "scenario", None), "parts", None) or ():
+        # a parsed PartSpec names its kind in ``kind_name`` (its ``kind`` is the kind's spec)
+        kind = part.get("kind") if isinstance(part, dict) else getattr(part, "kind_name", None)
+        found.add(kind or CHAT)
+    return found or {CHAT}
+
+
+def refuse_unserved_kinds(workloads: Iterable[Any], targets: Iterable[Any]) -> None:
+    """Every kind a workload sends (embeddings, rerank, a plugin's) must be served by every
+    target's adapter (``EngineAdapter.serves``, its ``kind_paths``; docs/engines.md "Which engine
+    serves what"): refused at start with the target, the engine and the kind, not per request."""
+    wanted: dict[str, str] = {}  # kind -> the first workload that sends it
+    for w in workloads:
+        for kind in sorted(workload_kinds(w)):
+            wanted.setdefault(kind, getattr(w, "label", "") or getattr(w, "name", "") or "?")
+    for t in targets:
+        adapter = t.adapter
+        for kind, label in wanted.items():
+            if not adapter.serves(kind):
+                serves = ", ".join([CHAT, *sorted(getattr(adapter, "kind_paths", {}))])
+                others = ", ".join(
+                    n for n, info in engine_registry().items() if kind in info.adapter.kind_paths
+                )
+                raise ConfigError(f"target {t.name!r}: engine {adapter.name!r} does not serve {kind} requests "
+                                  f"(scenario {label!r} sends them; {adapter.name} serves: {serves}; "
+                                  f"engines that serve {kind}: {others or 'none'})")  # fmt: skip
 
 
 def share_of(total: int, index: int, workers: int) -> int:

@@ -65,6 +65,9 @@ class Profile:
     reasoning_mean_tokens: float = 0.0
     reasoning_dist: str = "geometric"
     reasoning_format: str = "parser"
+    # Embeddings: the length of each vector answered (small deterministic floats: the answer's
+    # size on the wire, not its meaning, is what a load test sees).
+    embedding_dim: int = 64
 
     def pool_blocks(self) -> int:
         """Number of KV blocks in the pool."""
@@ -105,6 +108,7 @@ PROFILE_HELP: dict[str, str] = {
     "reasoning_dist": "reasoning-token distribution: fixed, uniform (0..2 x mean) or geometric",
     "reasoning_format": "parser: reasoning in the protocol's field (reasoning_content, thinking); "
     "tags: <think>...</think> in the answer text",
+    "embedding_dim": "length of each embedding vector answered (deterministic floats)",
 }
 
 PROFILES: dict[str, Profile] = {
@@ -143,7 +147,8 @@ PROFILES: dict[str, Profile] = {
 if tuple(PROFILES) != PROFILE_NAMES:  # the names the scenario parser accepts (loadkit/simprofiles.py)
     raise AssertionError(f"PROFILES {tuple(PROFILES)} != loadkit.simprofiles.PROFILE_NAMES {PROFILE_NAMES}")
 
-_POSITIVE = ("block_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len", "spec_tokens")
+_POSITIVE = ("block_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len", "spec_tokens",
+             "embedding_dim")  # fmt: skip
 _NON_NEGATIVE = (
     "decode_base_ms",
     "decode_per_seq_ms",

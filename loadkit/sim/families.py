@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from loadkit.sim.wire import kinds as kin
 from loadkit.sim.wire import native as nat
 from loadkit.sim.wire import openai as oai
 from loadkit.sim.wire.common import RequestSpec, StreamFormat
@@ -57,11 +58,50 @@ LLAMA_ROUTES = {
     "/completions": GenRoute(nat.parse_llama_native, nat.LlamaNative, _llama_error),
 }
 
+# Embeddings and rerank (sim/wire/kinds.py), as each engine serves them (docs/engines.md).
+OAI_EMBEDDINGS = GenRoute(kin.openai_embeddings, kin.OpenAIEmbeddingsAnswer, _oai_error)
+VLLM_KINDS = {
+    "/v1/embeddings": OAI_EMBEDDINGS,
+    # vLLM serves the same Jina/Cohere-style rerank at three paths.
+    **{
+        p: GenRoute(kin.openai_rerank, kin.OpenAIRerankAnswer, _oai_error)
+        for p in ("/v1/rerank", "/rerank", "/v2/rerank")
+    },
+}
+SGLANG_KINDS = {
+    "/v1/embeddings": GenRoute(kin.openai_embeddings, kin.OpenAIEmbeddingsAnswer, nat.sglang_error),
+    "/v1/rerank": GenRoute(kin.openai_rerank, kin.SGLangRerankAnswer, nat.sglang_error),
+}
+TEI_KINDS = {  # Text Embeddings Inference, served on the TGI family's port
+    "/embed": GenRoute(kin.tei_embed, kin.TEIEmbedAnswer, nat.tgi_error, 422),
+    "/rerank": GenRoute(kin.tei_rerank, kin.TEIRerankAnswer, nat.tgi_error, 422),
+    "/v1/embeddings": GenRoute(kin.openai_embeddings, kin.OpenAIEmbeddingsAnswer, nat.tgi_error, 422),
+}
+LLAMA_KINDS = {
+    **{
+        p: GenRoute(kin.openai_embeddings, kin.OpenAIEmbeddingsAnswer, _llama_error)
+        for p in ("/v1/embeddings", "/embeddings")
+    },
+    **{
+        p: GenRoute(kin.openai_rerank, kin.OpenAIRerankAnswer, _llama_error)
+        for p in ("/v1/rerank", "/rerank", "/reranking")
+    },
+}
+OLLAMA_KINDS = {
+    "/api/embed": GenRoute(kin.openai_embeddings, kin.OllamaEmbedAnswer, nat.ollama_error),
+    "/v1/embeddings": GenRoute(kin.openai_embeddings, kin.OpenAIEmbeddingsAnswer, _oai_error),
+}
+
 ROUTES: dict[str, dict[str, GenRoute]] = {
-    "openai": VLLM_ROUTES,
-    "sglang": {**VLLM_ROUTES, "/generate": GenRoute(nat.parse_sglang, nat.SglangGenerate, nat.sglang_error)},
+    "openai": {**VLLM_ROUTES, **VLLM_KINDS},
+    "sglang": {
+        **VLLM_ROUTES,
+        **SGLANG_KINDS,
+        "/generate": GenRoute(nat.parse_sglang, nat.SglangGenerate, nat.sglang_error),
+    },
     "tgi": {
         **VLLM_ROUTES,
+        **TEI_KINDS,
         "/generate_stream": GenRoute(nat.parse_tgi, nat.TgiGenerateStream, nat.tgi_error, 422, True),
         "/generate": GenRoute(nat.parse_tgi, nat.TgiGenerateStream, nat.tgi_error, 422, False),
     },
@@ -70,9 +110,10 @@ ROUTES: dict[str, dict[str, GenRoute]] = {
         "generate_stream": GenRoute(nat.parse_triton, nat.TritonGenerate, nat.triton_error, 400, True),
         "generate": GenRoute(nat.parse_triton, nat.TritonGenerate, nat.triton_error, 400, False),
     },
-    "llamacpp": LLAMA_ROUTES,
+    "llamacpp": {**LLAMA_ROUTES, **LLAMA_KINDS},
     "ollama": {
         **VLLM_ROUTES,
+        **OLLAMA_KINDS,
         "/api/generate": GenRoute(_ollama(False), nat.OllamaGenerate, nat.ollama_error),
         "/api/chat": GenRoute(_ollama(True), nat.OllamaChat, nat.ollama_error),
     },

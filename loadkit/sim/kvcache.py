@@ -59,6 +59,9 @@ class BlockPool:
             return 0
         n = 0
         refs = self.refs
+        # A sequence that reuses nothing (llama.cpp's cache_prompt=false, embeddings) has no
+        # hashes at all, whatever its length.
+        max_blocks = min(max_blocks, len(hashes))
         while n < max_blocks and hashes[n] in refs:
             n += 1
         return n

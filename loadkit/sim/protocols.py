@@ -8,6 +8,11 @@ here::
 
     from loadkit.sim.protocols import GenRoute, Outcome, RequestSpec, SimProtocol, StreamFormat
 
+A kind answered in one body (embeddings, rerank, a plugin's kind) parses into a RequestSpec
+with ``kind`` and ``item_tokens`` (each item's prompt tokens) set, and answers with a
+``KindFormat`` whose ``body(text, outcome)`` is the whole answer: the simulator prefills the
+items' tokens in the shared batch and writes that body when the prefill is done.
+
 ``StreamFormat`` methods frame one request's stream: ``start()`` (bytes sent just before the
 first token: a role chunk, a message header), ``token(text, index, n)`` (one event carrying
 ``n`` tokens whose text is ``text``, already JSON-safe: use ``json_str``), ``end(outcome)``
@@ -39,6 +44,7 @@ from loadkit.sim.wire.common import (
     parse_json_object,
     sse,
 )
+from loadkit.sim.wire.kinds import KindFormat
 
 if TYPE_CHECKING:
     import pluggy
@@ -51,6 +57,7 @@ InfoRoutes = Callable[["SimEngine"], Mapping[tuple[str, str], Callable[[bytes], 
 __all__ = [
     "GenRoute",
     "InfoRoutes",
+    "KindFormat",
     "Outcome",
     "Parser",
     "ProtocolError",

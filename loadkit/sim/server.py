@@ -221,6 +221,9 @@ class SimEngine:
             ids = ids + spec.image_ids
         truth["image_tokens"] = len(spec.image_ids or ())
         truth["image_count"] = spec.image_count
+        if spec.item_tokens is not None:
+            self._start_kind(conn, route, spec, fault, truth, rng, ids)
+            return
         if self.scheduler.fits(len(ids), spec.max_tokens) is not None:
             status, body = context_error(
                 self.family, self.gen_routes, len(ids), spec.max_tokens, self.profile.max_model_len
@@ -275,6 +278,44 @@ class SimEngine:
                     conn.respond(500, b'{"error":"internal simulator error"}')
 
         task.add_done_callback(done)
+
+    def _start_kind(
+        self,
+        conn: HttpConnection,
+        route: GenRoute,
+        spec: RequestSpec,
+        fault: Fault | None,
+        truth: dict[str, Any],
+        rng: random.Random,
+        ids: list[int],
+    ) -> None:
+        """An embeddings or rerank request (one body, no decode): one sequence whose prompt is
+        every item's tokens, prefilled in the shared batch (chunked within the step budget,
+        beside the chat streams) and answered at the step that finishes its prefill. No prefix
+        reuse: pooling runs recompute their inputs. The context limit applies per item."""
+        items = spec.item_tokens or []
+        truth["kind"], truth["items"] = spec.kind, len(items)
+        longest = max(items, default=0)
+        limit = self.profile.max_model_len
+        if longest > limit or self.scheduler.fits(len(ids), 0) == "kv":
+            message = (
+                f"an input of {longest} tokens is over the model's context length of {limit} tokens"
+                if longest > limit
+                else f"the request's {len(ids)} tokens do not fit the KV cache"
+            )
+            self._refuse(conn, truth, route.bad_status, route.error(route.bad_status, message))
+            return
+        spec.embedding_dim = self.profile.embedding_dim
+        seq = Sequence(truth["request_id"], ids, 1)
+        seq.priority = spec.priority
+        seq.hashes = []
+        fmt = route.fmt(spec, truth["request_id"], self.created, self.corpus, 0)
+        fmt.set_prompt(len(ids), 0)
+        truth["fault"] = None
+        sink = ActiveStream(self, conn, fmt, seq, truth, fault)
+        seq.sink = sink
+        self.scheduler.add(seq)
+        self.runner.wake()
 
     def _priority(self, req: Request, spec: RequestSpec) -> int:
         """The body's priority, or with --priority-header that header's (0 when absent)."""
@@ -345,7 +386,7 @@ class SimEngine:
                 "t_arrival_ns": t_arrival, "t_token_ns": array("q"), "tokens_per_event": array("q"), "t_end_ns": None,
                 "prompt_tokens": None, "cached_tokens": None, "completion_tokens": 0, "fault": None,
                 "status": 200, "reasoning_tokens": 0, "t_first_reasoning_ns": None, "t_first_answer_ns": None,
-                "t_first_tool_ns": None}  # fmt: skip
+                "t_first_tool_ns": None, "kind": "chat", "items": None}  # fmt: skip
 
     def _end_record(self, truth: dict[str, Any]) -> None:
         truth["t_end_ns"] = time.monotonic_ns()

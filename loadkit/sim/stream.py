@@ -175,7 +175,17 @@ class ActiveStream:
         # the output loop has not written yet: the answer is complete only at n_out.
         if self.seq.done and self.sent >= self.seq.n_out:
             t = _mono()
-            self.conn.respond(200, fmt.body(b"".join(self.chunks), self.outcome(t)), headers=self.headers())
+            out = self.outcome(t)
+            headers = self.headers()
+            if fmt.spec.item_tokens is not None:  # embeddings, rerank: the answer's own headers (TEI's)
+                headers.update(fmt.body_headers(out))
+                if self.fault is not None and self.fault.name != "trickle":
+                    self._body_fault(fmt.body(b"", out), headers)
+                    self.truth["t_token_ns"].append(t)
+                    self.truth["tokens_per_event"].append(self.sent)
+                    self._finish(t)
+                    return t
+            self.conn.respond(200, fmt.body(b"".join(self.chunks), out), headers=headers)
             self.truth["t_token_ns"].append(t)
             self.truth["tokens_per_event"].append(self.sent)
             self._finish(t)
@@ -249,6 +259,32 @@ class ActiveStream:
         self._finish(_mono())
         return t
 
+    def _body_fault(self, body: bytes, headers: dict[str, str]) -> None:
+        """A non-streamed answer's fault, when it is ready: ``drop_mid_stream`` resets the
+        connection before any byte, ``close_early`` closes it halfway through the body (its
+        Content-Length promised more), ``malformed`` answers a body no parser accepts,
+        ``error_event`` an error object in a 200, ``stall_after`` never answers (the connection
+        is cut after --stall-seconds)."""
+        assert self.fault is not None
+        name, conn = self.fault.name, self.conn
+        self.truth["fault"] = name
+        conn.on_lost = None
+        if name == "drop_mid_stream":
+            conn.abort()
+        elif name == "close_early":
+            conn.keep_alive = False
+            head = conn._head(200, {"Content-Type": self.fmt.content_type, **headers},
+                              b"Content-Length: %d\r\n" % len(body))  # fmt: skip
+            conn.write_raw(head + body[: len(body) // 2])
+            conn.close()
+        elif name == "malformed":
+            conn.respond(200, self.fmt.malformed(), self.fmt.content_type, headers)
+        elif name == "error_event":
+            conn.respond(200, self.fmt.error("simulated engine error (loadkit sim fault error_event)"),
+                         self.fmt.content_type, headers)  # fmt: skip
+        elif name == "stall_after":
+            asyncio.get_running_loop().call_later(self.engine.options.stall_seconds, conn.abort)
+
     def _stop_engine_side(self) -> None:
         self.conn.on_lost = None
         self.engine.scheduler.abort(self.seq)
@@ -274,7 +310,8 @@ class ActiveStream:
         truth["t_end_ns"] = t_end
         truth["prompt_tokens"] = self.seq.n_prompt
         truth["cached_tokens"] = self.seq.cached_tokens
-        truth["completion_tokens"] = self.sent
+        # A non-streamed kind's one "token" is the end of its prefill, not output.
+        truth["completion_tokens"] = self.sent if self.fmt.spec.item_tokens is None else 0
         # Break the sequence <-> stream cycle so reference counting frees both now: left to
         # the garbage collector, 2,000 streams' worth made full collections stall ~35 ms.
         self.seq.sink = None

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from loadkit.formulas import RequestMetrics, itl_token_weighted
+from loadkit.formulas import RequestMetrics, itl_token_weighted, unstreamed
 from loadkit.records import RequestRecord, metrics_of
 from loadkit.stats.breakdown import BreakdownStats
 from loadkit.stats.histogram import Histogram
@@ -130,7 +130,9 @@ class GroupStats:
             starts.append(start)
             ends.append(end)
             toks.append(tokens)
-        if len(pending["e2e_ms"]) >= FLUSH_RECORDS or len(pending["itl_chunk_ms"]) >= FLUSH_ITL:
+        # n_in too: a run of body kinds (embeddings) queues no E2E here (their kind's rows do).
+        if (len(pending["e2e_ms"]) >= FLUSH_RECORDS or len(pending["n_in"]) >= FLUSH_RECORDS
+                or len(pending["itl_chunk_ms"]) >= FLUSH_ITL):  # fmt: skip
             with cooperative():  # a batch of 16k ITL values takes ms; other streams read on
                 self.flush()
 
@@ -139,7 +141,7 @@ class GroupStats:
         pending = self.pending
         if m.itl_gaps_ns:
             self._add_itl(m.itl_gaps_ns, r.event_tokens)
-        if m.e2e_ns is not None:
+        if m.e2e_ns is not None and not unstreamed(r):  # a body kind's latency: its kind's rows
             pending["e2e_ms"].append(m.e2e_ns)
         if r.n_out is not None:
             pending["n_out"].append(r.n_out)

@@ -20,6 +20,7 @@ from loadkit.stats.classstats import ClassStats
 from loadkit.stats.collector import StatsCollector
 from loadkit.stats.delivered import DeliveredLoad
 from loadkit.stats.imagestats import ImageStats
+from loadkit.stats.kindstats import KindStats
 from loadkit.stats.lengthstats import LengthStats
 from loadkit.stats.rawlog import session_line
 from loadkit.stats.runcontext import RunContext
@@ -76,6 +77,7 @@ class BuiltinSections:
             Section("adapter_errors", AdapterErrors, AdapterErrors.from_wire, AdapterErrors.add,
                     report=AdapterErrors.report),
             Section("images", ImageStats, ImageStats.from_wire, ImageStats.add, report=ImageStats.report),
+            Section("kinds", lambda: KindStats(c.wall_offset_ns), KindStats.from_wire, KindStats.add, report=KindStats.report),
             # Set at test stop by each process holding schedules; the manifest's "schedule".
             Section("schedule", ScheduleTally, ScheduleTally.from_wire),
         ):  # fmt: skip

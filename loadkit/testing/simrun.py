@@ -47,7 +47,8 @@ class SimRun:
         """Conservation holds; every ok request's tokens, prompt, cached tokens and events agree
         with the server's record (one recorded event per event written, none seen before it was
         written, each event's token count the server's); the median first-token lateness is
-        under the bound.
+        under the bound. A kind answered in one body (embeddings, rerank) is checked on its
+        kind, items, input tokens and the read of its answer (``_check_body``).
 
         Where the server wrote several tokens in one event, an adapter whose protocol does not
         state tokens per event (Anthropic's deltas, OpenAI chunks without running usage) can
@@ -68,6 +69,8 @@ class SimRun:
     @staticmethod
     def _check_one(row: dict[str, Any], truth: dict[str, Any], exact_event_tokens: bool) -> float:
         rid = row["request_id"]
+        if row.get("kind", "chat") != "chat":
+            return SimRun._check_body(row, truth)
         # Counted from events or a tokenizer, n_out is an estimate the truth cannot pin down
         # (a server may put several tokens in one event); from usage it must be exact.
         if row["n_out_source"] == "usage":
@@ -92,6 +95,21 @@ class SimRun:
             f"{len(got)} events, (event, counted, written): {wrong[:5]}"
         )
         return float((row["t_first_ns"] - written[0]) / 1e6)
+
+    @staticmethod
+    def _check_body(row: dict[str, Any], truth: dict[str, Any]) -> float:
+        """A kind answered in one body (embeddings, rerank): its kind, items and input tokens
+        are the server's, it has no token events, and its end was read after the server wrote
+        the answer; returns that lateness (ms) in place of the first token's."""
+        rid = row["request_id"]
+        assert (row["kind"], row["n_items"]) == (truth.get("kind"), truth.get("items")), rid
+        if row["n_in"] is not None:
+            assert row["n_in"] == truth["prompt_tokens"], rid
+        assert row["n_events"] == 0 and truth["completion_tokens"] == 0, rid
+        written = truth["t_token_ns"]
+        assert len(written) == 1, f"{rid}: one answer written"
+        assert row["t_end_ns"] >= written[0], f"{rid}: the answer read before the server wrote it"
+        return float((row["t_end_ns"] - written[0]) / 1e6)
 
 
 def run_against_sim(

@@ -10,6 +10,7 @@ from loadkit.verify.compare import NS_UNIT_MS, Verdict, compare_group, compare_s
 from loadkit.verify.delivered import delivered
 from loadkit.verify.figures import DEFAULT_RELATIVE_ERROR
 from loadkit.verify.gpu import gpu
+from loadkit.verify.kinds import kinds
 from loadkit.verify.lengthbuckets import check_buckets, check_reasoning
 from loadkit.verify.rates import clock_slack_s, compare_rates, engine_slack_s, has_wall_offsets, window_s
 from loadkit.verify.rawlog import Run
@@ -50,6 +51,7 @@ def verify_run(run: Run) -> Verdict:
     servegen_windows(run, v)
     tenants(run, v)
     slo_tiers(run, v)  # and the cost figures (verify/tiers.py)
+    kinds(run, v)
     unlogged(run, v)
     gpu(run, v)  # verify/gpu.py
     old_log = any(r.get("t_first_answer_ns") is not None and "t_last_answer_ns" not in r for r in run.rows)

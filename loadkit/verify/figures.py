@@ -47,6 +47,8 @@ def request_times_ns(r: dict[str, Any]) -> dict[str, float | None]:
     n_out = r["n_out"]
     out: dict[str, float | None] = {"ttft_ms": None, "ttft_sched_ms": None, "ttft_with_connect_ms": None,
                                     "tpot_ms": None, "e2e_ms": None if end is None else end - send}  # fmt: skip
+    if is_unstreamed(r):  # its latency is its kind's row, not the streamed E2E (docs/metrics.md)
+        out["e2e_ms"] = None
     if first is not None:
         out["ttft_ms"] = first - send
         out["ttft_sched_ms"] = first - (sched if sched is not None else send)
@@ -87,7 +89,31 @@ def slo_value_ns(r: dict[str, Any], key: str, times: dict[str, float | None]) ->
         return max(gaps) if gaps else None
     if key == "answer_tpot_ms":
         return answer_tpot_ns(r)
+    # By kind (docs/metrics.md "How an SLO is judged"): a request answered in one body (a
+    # non-chat kind without a first token) is judged on latency_ms / latency_per_item_ms and
+    # never on e2e_ms; a streamed one the other way round.
+    unstreamed = is_unstreamed(r)
+    if key == "e2e_ms" and unstreamed:
+        return None
+    if key == "latency_ms":
+        end = r["t_end_ns"]
+        return None if not unstreamed or end is None else end - r["t_send_ns"]
+    if key == "latency_per_item_ms":
+        return latency_per_item_ns(r) if unstreamed else None
     return times.get(key)
+
+
+def is_unstreamed(r: dict[str, Any]) -> bool:
+    """A line of a kind answered in one body: not chat, and no token event (no first token)."""
+    return r.get("kind", "chat") != "chat" and r.get("t_first_ns") is None
+
+
+def latency_per_item_ns(r: dict[str, Any]) -> int | None:
+    """E2E / n_items rounded half up to the ns, for two items or more (docs/metrics.md)."""
+    send, end, n = r["t_send_ns"], r["t_end_ns"], r.get("n_items")
+    if end is None or n is None or n < 2:
+        return None
+    return (2 * (end - send) + n) // (2 * n)
 
 
 def answer_tpot_ns(r: dict[str, Any]) -> int | None | str:

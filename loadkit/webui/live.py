@@ -130,6 +130,8 @@ class LiveView:
             "workers": report["workers"],
             "conservation": report["conservation"],
             "rows": view.numeric_rows(report),
+            # One row per target and request kind (stats/kindstats.py), as report.json's kinds.
+            "kinds": (report.get("kinds") or {}).get("rows") or [],
             "window_s": self.timeline.window_s,
             "windowed": self.timeline.to_json(),
             "seconds": seconds_series(report, now if self.state() in RUNNING_STATES else None),

@@ -122,7 +122,9 @@ def _describe(item: GenerationRequest | Session | TraceSession) -> str:
         turns = []
         req = item.next_request(None, True)
         while req is not None:
-            turns.append(f"{req.n_in_target}->{req.max_tokens}")
+            turns.append(
+                f"{req.n_in_target}->{req.max_tokens}" + ("" if req.kind == "chat" else f" [{req.kind}]")
+            )
             # No server here: a reply of max_tokens pseudo-words stands in for the real one.
             req = item.next_request(" ".join(["reply"] * req.max_tokens), True)
         return f"session {item.session_id}: {item.turns_sent} turns, in->out {' '.join(turns)} ({item.end_reason})"
@@ -131,6 +133,11 @@ def _describe(item: GenerationRequest | Session | TraceSession) -> str:
         if item.image_count
         else ""
     )
+    if item.kind != "chat":  # embeddings, rerank, a plugin's: its items, not an output length
+        top = f" top_n={item.top_n}" if item.top_n is not None else ""
+        return (
+            f"request kind={item.kind} label={item.label} n_in={item.n_in_target} items={item.n_items}{top}"
+        )
     return (
         f"request label={item.label} n_in={item.n_in_target} max_tokens={item.max_tokens} "
         f"cached={item.expected_cached_tokens}{images}"

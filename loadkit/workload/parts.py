@@ -19,13 +19,14 @@ from loadkit.workload.errors import (
     get_table,
     require,
 )
+from loadkit.workload.kindparts import parse_kind
 from loadkit.workload.paths import resolve_path
 from loadkit.workload.session_spec import parse_tools
 from loadkit.workload.spec import PartSpec, TraceSpec
 from loadkit.workload.tracereader import BAD_ROW_POLICIES, ORDERS
 from loadkit.workload.traces import DEFAULT_COLUMNS, FORMATS, load_servegen, load_trace
 
-PART_KEYS = ("name", "weight", "label", "input", "output", "joint", "tools", "tool_choice")
+PART_KEYS = ("name", "weight", "label", "kind", "input", "output", "joint", "tools", "tool_choice")
 JOINT_KEYS = ("path", "input_column", "output_column", "min_input", "max_input", "min_output", "max_output")
 TRACE_KEYS = (
     "format",
@@ -65,13 +66,18 @@ def parse_parts(ctx: Ctx, raw: Any, base: Path) -> list[PartSpec]:
 
 def _parse_part(ctx: Ctx, raw: Any, base: Path) -> PartSpec:
     table = get_table(ctx, raw)
-    check_keys(ctx, table, PART_KEYS)
+    kind = parse_kind(ctx, table, base)  # checks a non-chat part's own keys
+    if kind is None:
+        check_keys(ctx, table, PART_KEYS)
     name = get_str(ctx.at("name"), require(ctx, table, "name"))
     part = PartSpec(
         name=name,
         label=get_str(ctx.at("label"), table.get("label", name)),
         weight=get_number(ctx.at("weight"), table.get("weight", 1.0), low=0.0, strict_low=True),
+        kind=kind,
     )
+    if kind is not None:
+        return part
     part.tools, part.tool_choice = parse_tools(ctx, table, None)
     if "joint" in table:
         if "input" in table or "output" in table:

@@ -30,6 +30,7 @@ from loadkit.workload.errors import (
     require,
 )
 from loadkit.workload.images import ImageSpec, parse_images, parse_trace_images
+from loadkit.workload.rag import RagSpec, parse_rag
 from loadkit.workload.servertok import FORMATS as TOKENIZE_FORMATS
 from loadkit.workload.session_spec import parse_sessions
 from loadkit.workload.shipped import find_scenario
@@ -59,6 +60,7 @@ TOP_KEYS = (
     "tenants",
     "sim",
     "images",
+    "rag",
 )
 TARGET_KEYS = ("name", "url", "engine", "api", "model", "priority_as", "gpu_hour_cost", "gpus", "gpu_metrics")
 ARRIVAL_MODELS = ("closed", "poisson", "gamma", "constant", "trace", "tenants")
@@ -89,11 +91,24 @@ class Scenario:
     sim_profile: str | None = None
     # [images]: images in each chat request (workload/images.py); None: text only.
     images: ImageSpec | None = None
+    # [rag]: the RAG user, embed -> rerank -> chat per iteration (workload/rag.py).
+    rag: RagSpec | None = None
 
     @property
     def kind(self) -> str:
-        """Which workload the file describes: "parts", "trace" or "sessions"."""
+        """Which workload the file describes: "parts", "trace", "sessions" or "rag"."""
+        if self.rag is not None:
+            return "rag"
         return "sessions" if self.sessions else "trace" if self.trace else "parts"
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The request kinds the workload sends (loadkit.core.kinds), in first-seen order."""
+        if self.rag is not None:
+            return ("embeddings", "rerank", "chat")
+        if self.parts:
+            return tuple(dict.fromkeys(p.kind_name for p in self.parts))
+        return ("chat",)
 
     @property
     def lengths_asked(self) -> dict[str, Any]:
@@ -111,6 +126,8 @@ class Scenario:
             return {"sessions": {k: self.raw["sessions"][k] for k in keys if k in self.raw["sessions"]}}
         if self.trace is not None:
             return {"trace": {k: v for k, v in self.raw["trace"].items()}}
+        if self.rag is not None:
+            return {"rag": dict(self.raw["rag"])}
         return {"parts": {p["name"]: {k: v for k, v in p.items() if k != "name"} for p in self.raw["parts"]}}
 
     def request_source(
@@ -358,15 +375,19 @@ def _parse_prompt(ctx: Ctx, raw: Any, base: Path) -> PromptSpec:
 
 
 def _parse_workload(ctx: Ctx, raw: dict[str, Any], sc: Scenario) -> None:
-    present = [k for k in ("parts", "trace", "sessions") if k in raw]
+    present = [k for k in ("parts", "trace", "sessions", "rag") if k in raw]
     if len(present) != 1:
         got = ", ".join(present) if present else "none"
-        raise ctx.error(f"expected exactly one of [[parts]], [trace], [sessions]; got {got}")
+        raise ctx.error(f"expected exactly one of [[parts]], [trace], [sessions], [rag]; got {got}")
     base = sc.path.parent
     if "parts" in raw:
         sc.parts = parts_mod.parse_parts(ctx.at("parts"), raw["parts"], base)
     elif "trace" in raw:
         sc.trace = parts_mod.parse_trace(ctx.at("trace"), raw["trace"], base)
+    elif "rag" in raw:
+        sc.rag = parse_rag(ctx.at("rag"), raw["rag"], base)
+        if "tenants" in raw:
+            raise ctx.at("tenants").error("expected no [[tenants]] with [rag] (not yet supported)")
     else:
         sc.sessions = parse_sessions(ctx.at("sessions"), raw["sessions"], base)
 
@@ -382,6 +403,16 @@ def _parse_images(ctx: Ctx, raw: dict[str, Any], sc: Scenario) -> ImageSpec:
         raise ctx.at("images").error(
             'expected prompt.shape = "messages" (images travel as chat content parts)'
         )
+    for i, part in enumerate(sc.parts):
+        if part.kind is not None:
+            raise (
+                ctx.at("parts")
+                .at(i)
+                .at("kind")
+                .error(
+                    f"expected chat parts only with [images] (images travel in chat messages), got {part.kind_name!r}"
+                )
+            )
     base = sc.path.parent
     return parse_images(ctx.at("images"), raw["images"], parts_mod.resolver(base), base)
 

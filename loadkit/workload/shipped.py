@@ -88,8 +88,13 @@ def _kind(raw: dict[str, Any]) -> str:
     if "trace" in raw:
         trace = raw["trace"]
         what = f"{trace.get('format', '?')} trace {'as sessions' if trace.get('as_sessions') else 'replay'}"
+    elif "rag" in raw:
+        what = "RAG sessions (embeddings, rerank, chat)"
     else:
         what = "sessions" if "sessions" in raw else "requests"
+        kinds = sorted({str(p.get("kind", "chat")) for p in raw.get("parts", [])} - {"chat"})
+        if kinds:
+            what += f" ({', '.join(kinds)})"
     return f"{what}, {load}"
 
 

@@ -22,7 +22,9 @@ import numpy as np
 from loadkit.types import GenerationRequest
 from loadkit.workload.errors import ScenarioError
 from loadkit.workload.images import ImageMaker, ImageSpec, attach
+from loadkit.workload.kindparts import KindBuilder
 from loadkit.workload.mooncake import BlockPrompts, group_sessions
+from loadkit.workload.rag import RagBuilder
 from loadkit.workload.realised import Realised
 from loadkit.workload.reasoning import apply_split
 from loadkit.workload.sessions import Session, SessionContext, TraceSession
@@ -49,11 +51,11 @@ from loadkit.workload.warmcache import (
 
 if TYPE_CHECKING:
     from loadkit.workload.scenario import Scenario
-    from loadkit.workload.spec import SessionSpec
+    from loadkit.workload.spec import PartSpec, SessionSpec
     from loadkit.workload.tenants import TenantSpec
 
 Item = GenerationRequest | Session | TraceSession
-_PARTS, _TRACE, _SESSIONS = 0x9A27, 0x7ACE, 0x5E55
+_PARTS, _TRACE, _SESSIONS, _KINDS, _RAG = 0x9A27, 0x7ACE, 0x5E55, 0x1D5, 0x8A6
 
 
 def make_builder(scenario: Scenario, server_url: str | None) -> TextBuilder:
@@ -100,6 +102,7 @@ class RequestSource:
         self._history: set[int] = set()  # blocks before the window, with trace.warm_cache
         images = scenario.images
         self.images = ImageMaker(images, scenario.seed) if images is not None else None
+        self.kinds = KindBuilder(self.builder, self.text_seed, _KINDS)
         self._items: Iterator[Item] = self._build_stream()
 
     def next_item(self) -> Item | None:
@@ -137,7 +140,18 @@ class RequestSource:
             return self._session_stream()
         if sc.trace is not None:
             return self._trace_stream()
+        if sc.rag is not None:
+            return self._rag_stream()
         return self._parts_stream()
+
+    def _rag_stream(self) -> Iterator[Item]:
+        """[rag]: iteration j is a three-turn session (embed, rerank, chat: workload/rag.py)."""
+        spec = self.scenario.rag
+        assert spec is not None
+        rag = RagBuilder(spec, self.builder, self.seed, self.text_seed, _RAG, self.scenario.prompt.shape)
+        for j in self._my_indices(spec.count):
+            self.stats.sessions += 1
+            yield rag.session(self.scenario.name, j)
 
     # -- synthetic request mix -------------------------------------------------------------
     def _parts_stream(self) -> Iterator[Item]:
@@ -175,8 +189,7 @@ class RequestSource:
         parts = self.scenario.parts
         w = np.asarray([parts[j].weight for j in tenant.parts])
         part = parts[tenant.parts[int(rng.choice(len(w), p=w / w.sum()))]]
-        n_in, n_out = part_lengths(part, rng)
-        req = with_tools(self._single(i, (_PARTS, i), n_in, n_out, f"{tenant.name}/{part.label}"), part)
+        req = self._part_request(i, part, rng, f"{tenant.name}/{part.label}")
         req.priority = tenant.priority  # placed per target when sent (loadkit/core/priority.py)
         return self._with_images(req, i)
 
@@ -197,10 +210,18 @@ class RequestSource:
                 continue
             rng = np.random.default_rng([self.seed & 0xFFFFFFFF, _PARTS, i])
             part = parts[int(rng.choice(len(parts), p=weights))] if len(parts) > 1 else parts[0]
-            n_in, n_out = part_lengths(part, rng)
-            yield self._with_images(
-                with_tools(self._single(i, (_PARTS, i), n_in, n_out, part.label), part), i
-            )
+            yield self._with_images(self._part_request(i, part, rng, part.label), i)
+
+    def _part_request(
+        self, i: int, part: PartSpec, rng: np.random.Generator, label: str
+    ) -> GenerationRequest:
+        """Request ``i`` of ``part``: a chat request from its lengths, or its kind's (kindparts.py)."""
+        if part.kind is not None:
+            req = self.kinds.build(part.kind, i, rng, label)
+            self.stats.add(req.n_in_target or 0, 0, label)
+            return req
+        n_in, n_out = part_lengths(part, rng)
+        return with_tools(self._single(i, (_PARTS, i), n_in, n_out, label), part)
 
     def _with_images(self, req: GenerationRequest, i: int) -> GenerationRequest:
         """Request ``i``'s images ([images]), made here: before its send is timed."""

@@ -32,6 +32,12 @@ class PartSpec:
     joint_clip_out: tuple[float | None, float | None] = (None, None)
     tools: list[dict[str, Any]] | None = None  # OpenAI `tools` sent with this part's requests
     tool_choice: Any = None
+    # kind = "embeddings" | "rerank" | a plugin's (workload/kindparts.py KindSpec); None: chat.
+    kind: Any = None
+
+    @property
+    def kind_name(self) -> str:
+        return "chat" if self.kind is None else str(self.kind.kind)
 
 
 @dataclass(slots=True)

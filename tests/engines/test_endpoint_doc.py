@@ -31,3 +31,13 @@ def test_every_builtin_endpoint_is_documented_with_its_request():
 def test_the_simulator_family_named_serves_that_endpoint():
     for (engine, api), (_, path, family) in documented().items():
         assert family in FAMILIES and find_route(family, path) is not None, (engine, api, family, path)
+
+
+KIND_ROW = re.compile(r"^\| `([a-z.-]+)` \| `(embeddings|rerank)` \| `POST ([^`]+)` \|", re.MULTILINE)
+
+
+def test_every_builtin_kind_is_documented_at_its_path():
+    """docs/engines.md "Which engine serves what": one row per (engine, kind) an adapter serves."""
+    rows = {(m[1], m[2]): m[3] for m in KIND_ROW.finditer(DOC.read_text())}
+    served = {(cls.name, kind): path for cls in builtin_adapters() for kind, path in cls.kind_paths.items()}
+    assert rows == served

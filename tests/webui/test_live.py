@@ -388,4 +388,33 @@ def test_stats_json_carries_the_slo_tiers_attainment(tmp_path):
     assert any(line.startswith("tier fast [ttft_ms=15] vllm-a: attainment 60.0%") for line in lines), lines
     assert any(line.startswith("cost vllm-a: 2.00 USD/h") for line in lines), lines
     assert view is not None
+
+
+def test_stats_json_and_the_live_page_carry_the_per_kind_rows(tmp_path):
+    """stats.json's ``kinds``: the report's rows per target and kind (stats/kindstats.py); the
+    live page holds the table it fills from them."""
+    from loadkit.records import RequestRecord
+    from loadkit.stats.builtin import BuiltinSections
+
+    env, collector = make_env(tmp_path)
+    BuiltinSections(collector).install()
+    collector.reset()
+    install_web_ui(env, env.loadkit)
+    ms = 1_000_000
+    for i, items in enumerate((2, 4, 8)):
+        send = (100 + i) * ms
+        collector.add(RequestRecord(request_id=f"e{i}", engine="tei", adapter="openai", label="emb",
+                                    t_start_ns=send, t_send_ns=send, t_end_ns=send + 40 * items * ms,
+                                    n_in=5 * items, kind="embeddings", n_items=items))  # fmt: skip
+    collector.add(record(engine="tei", label="chat", ttft_ms=10.0, send_ms=100.0))
+    client = env.web_ui.app.test_client()
+    doc = client.get("/loadkit/stats.json").get_json()
+    by_kind = {(r["target"], r["kind"]): r for r in doc["kinds"]}
+    assert set(by_kind) == {("tei", "chat"), ("tei", "embeddings")}
+    emb = by_kind[("tei", "embeddings")]
+    assert emb["requests"] == emb["ok"] == 3 and emb["items"] == 14 and emb["input_tokens"] == 70
+    assert emb["latency_per_item_ms"]["p50"] == pytest.approx(40.0, rel=0.002)
+    assert emb["batch_size"]["distribution"] == {"2": 1, "4": 1, "8": 1}
+    page = client.get("/loadkit/").get_data(as_text=True)
+    assert '<table id="kinds"' in page and "showKinds(doc.kinds" in page
     env.runner.quit()

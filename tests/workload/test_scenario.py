@@ -29,6 +29,10 @@ def test_required_kinds_are_shipped():
         "agent-multiturn",
         "azure_conversation_replay",
         "mooncake_replay",
+        "embeddings_closed",
+        "embeddings_open",
+        "rerank",
+        "rag",
     } <= names
 
 

@@ -201,9 +201,24 @@ def test_every_shipped_scenario_fits_the_simulator_it_names(name):
     source = scenario.request_source()
     worst = 0
     for item in itertools.islice(iter(source.next_item, None), 3000):
-        assert isinstance(item, GenerationRequest)
-        worst = max(worst, (item.n_in_target or 0) + item.max_tokens)
+        if scenario.rag is not None:  # a RAG iteration: its three requests, each checked
+            requests = list(iter(lambda s=item: s.next_request(None, True), None))
+        else:
+            requests = [item]
+        for req in requests:
+            assert isinstance(req, GenerationRequest)
+            worst = max(worst, _context_need(req))
     assert 0 < worst <= context, (worst, context)
+
+
+def _context_need(req) -> int:
+    """The context a request needs: a chat's prompt and output; an embedding's or a rerank's
+    longest item (the context limit applies per input, per query + document; approx: a word a token)."""
+    if req.kind == "embeddings":
+        return max(len(t.split()) for t in req.inputs)
+    if req.kind == "rerank":
+        return len(req.query.split()) + max(len(t.split()) for t in req.documents)
+    return (req.n_in_target or 0) + req.max_tokens
 
 
 def test_the_sim_table_names_a_simulator_profile(write_scenario):

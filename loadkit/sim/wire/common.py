@@ -44,6 +44,12 @@ class RequestSpec:
     tool_name: str | None = None  # the request carried `tools`: the answer calls the first one
     image_ids: list[int] | None = None  # the prompt tokens of its images (sim/images.py)
     image_count: int = 0  # how many images (the truth log's image_count)
+    # A request answered in one body (loadkit.core.kinds): "embeddings", "rerank", or a plugin's.
+    # item_tokens: each item's tokens (an input; a query + document pair), prompt_ids their sum.
+    kind: str = "chat"
+    item_tokens: list[int] | None = None
+    top_n: int | None = None
+    embedding_dim: int = 64  # set from the profile by the server
 
 
 @dataclass(slots=True)
@@ -130,6 +136,10 @@ class StreamFormat:
 
     def body(self, text: bytes, out: Outcome) -> bytes:
         raise NotImplementedError
+
+    def body_headers(self, out: Outcome) -> dict[str, str]:
+        """Headers of a non-streamed kind's answer (TEI's counts and stage times)."""
+        return {}
 
     def server_timings(self, out: Outcome) -> dict[str, Any] | None:
         """The per-request timings this protocol reports, as sent (for the truth log)."""
