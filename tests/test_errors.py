@@ -24,6 +24,8 @@ NOT_USER_ERRORS = {
     "loadkit.client.httpstream.ProtocolError": "a server's malformed HTTP answer, recorded as the request's outcome",
     "loadkit.client.tls.TlsError": "one request's TLS failure (its outcome); at start the glue turns it into a ConfigError",
     "loadkit.servers.metrics.MetricsError": "a server's metrics endpoint cannot be read: a warning, the run goes on",
+    "loadkit.servers.gpu.GpuError": "one failed GPU reading: a sample row with its error, the run goes on (docs/gpu.md)",
+    "loadkit.sim.images.FetchError": "a simulated engine's failed image fetch: the request's HTTP 400 answer",
     "loadkit.locust.failures.RequestOutcomeError": "what Locust's request event carries for a failed request",
     "loadkit.locust.starts.StartRefused": "worker control flow: the master refused the start and told the user",
     "loadkit.sim.wire.common.WireError": "a simulated engine's refusal of a request: an HTTP answer",
