@@ -38,3 +38,31 @@ def image_tokens(width: int, height: int) -> int:
     """The prompt tokens one image of ``width`` × ``height`` pixels takes (Qwen2-VL)."""
     w, h = resized(width, height)
     return (w // FACTOR) * (h // FACTOR)
+
+
+MIN_CELLS, MAX_CELLS = MIN_PIXELS // (FACTOR * FACTOR), MAX_PIXELS // (FACTOR * FACTOR)
+MAX_SIDE_CELLS = 8192 // FACTOR  # the workload's widest side (images.py MAX_SIDE): 292 cells
+
+
+def size_for_tokens(tokens: int) -> tuple[int, int]:
+    """A (width, height) that Qwen2-VL charges ``tokens`` for: the inverse of image_tokens, for
+    traces that give an image's tokens rather than its pixels (ServeGen's mm-image).
+
+    Sides are whole 28-pixel cells, so the resize keeps them and the tokens are cells across ×
+    cells down. Of the grids a × b (a <= b <= 292 cells, the workload's widest side) the ones
+    with a·b = tokens win, the squarest of them; a count with no such grid (a prime above 292)
+    gets the squarest grid nearest to it, a token or two off. Counts outside [4, 1,280] are
+    clamped: the family charges no fewer and no more (MIN_PIXELS, MAX_PIXELS).
+    """
+    want = min(max(tokens, MIN_CELLS), MAX_CELLS)
+    best: tuple[int, float, int, int] | None = None  # (error, aspect, a, b)
+    for a in range(math.isqrt(want), 0, -1):
+        for b in {want // a, -(-want // a)}:
+            if not a <= b <= MAX_SIDE_CELLS or not MIN_CELLS <= a * b <= MAX_CELLS:
+                continue
+            key = (abs(a * b - want), b / a, a, b)
+            if best is None or key < best:
+                best = key
+    assert best is not None  # a = isqrt(want) always gives a grid
+    _, _, a, b = best
+    return b * FACTOR, a * FACTOR

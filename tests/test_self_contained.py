@@ -81,7 +81,7 @@ def test_the_servegen_sample_has_its_license_and_every_file_is_attributed():
     data = sorted(
         str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p.name != "LICENSE"
     )
-    assert len(data) == 6, data  # language m-mid chunks 0 and 1, reason deepseek-r1 chunk 14
+    assert len(data) == 8, data  # language m-mid chunks 0 and 1, reason deepseek-r1 chunk 14, mm-image 11
     readme = (TRACES / "README.md").read_text()
     assert "| servegen/ |" in readme and "alibaba/ServeGen" in readme and "`LICENSE`" in readme
     assert all(f"`{name}`" in readme for name in data), data

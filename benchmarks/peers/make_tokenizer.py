@@ -1,9 +1,9 @@
 """Write a small Hugging Face tokenizer directory for the peers' runs (no hub on this machine).
 
-GuideLLM and AIPerf size synthetic prompts with a tokenizer they load by name or path; with
+The peer tools size synthetic prompts with a tokenizer they load by name or path; with
 no network, a hub name cannot load. This builds a word-level tokenizer (one token per
 whitespace-separated word or punctuation mark, unknown words -> [UNK]) and saves it with
-``save_pretrained``, so both tools load it from a local path. Token counts are the tools' own
+``save_pretrained``, so every tool loads it from a local path. Token counts are the tools' own
 (their tokenizer), not the simulator's: the fixtures compare formats, not tokenizers.
 
 usage: python make_tokenizer.py OUT_DIR   (run with a venv that has transformers)

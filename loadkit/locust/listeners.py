@@ -10,6 +10,7 @@ from typing import Any
 
 from loadkit.errors import UserError
 from loadkit.locust import breaker, reachability, starts
+from loadkit.locust import gpuhooks as gpu
 from loadkit.locust.breaker import on_user_error
 from loadkit.locust.cooperative import install_gevent_yield
 from loadkit.locust.ending import stop_a_refused_start, worker_done_handler
@@ -275,6 +276,7 @@ def _start(environment: Any, runtime: Runtime, runner: Any, options: Any) -> boo
             starts.begin(runtime, options, environment.host, (0, 1))
         if not isinstance(runner, WorkerRunner):
             preflight.at_test_start(runtime)
+            gpu.resolve_sources(runtime)  # a GPU source that cannot be used refuses the start
         if isinstance(runner, MasterRunner):
             starts.send_to_workers(environment, runtime)  # before Locust's spawn messages
     except starts.StartRefused as exc:  # worker: a spawn of a start the master refused
@@ -331,6 +333,7 @@ def _start_reporting(environment: Any, runtime: Runtime) -> None:
         runtime.server_metrics.stop()
     runtime.server_metrics = ServerMetrics(runtime.targets, runtime.config.settings.scrape_interval_s)
     runtime.server_metrics.start()
+    gpu.start_gpu(runtime)  # locust/gpuhooks.py
 
 
 def _prepare_master(environment: Any, runtime: Runtime, options: Any) -> None:
@@ -387,6 +390,9 @@ def on_test_stop(environment: Any, **_: Any) -> None:
         return
     try:
         _account_stop(environment, runtime)
+        served = runtime.stop_image_server()
+        if served is not None and runtime.stats is not None:  # the report's images.served
+            runtime.stats.section("images").served = served
     finally:
         if runtime.stats_listeners is not None:
             runtime.stats_listeners.stop()
@@ -408,6 +414,7 @@ def _account_stop(environment: Any, runtime: Runtime) -> None:
         runtime.server_metrics.stop()
         if runtime.stats is not None:
             runtime.stats.set_manifest_fields({"server_metrics": runtime.server_metrics.section()})
+    gpu.stop_gpu(runtime)
     tally = schedules.schedule_tally()
     if tally is None or runtime.stats is None:
         return

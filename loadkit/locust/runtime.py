@@ -40,6 +40,7 @@ from loadkit.run.setup import (
     warn_once,
 )
 from loadkit.run.stageplan import MEASURED
+from loadkit.run.tierrun import tier_context
 from loadkit.run.workloads import (
     DEFAULT_SCENARIO,
     WARMUP,
@@ -133,6 +134,7 @@ class Runtime:
         self._assign: dict[Any, Iterator[int]] = {}
         self.shard = (0, 1)
         self.server_metrics: Any = None
+        self.image_server: Any = None  # [images] transport = "url": this process's (locust/imageserver.py)
         self.sections: Any = None  # the stats' built-in sections (stats/builtin.py), given their context here
         self.stats_listeners: Any = None  # locust/statslisteners.py LocustStats, wired by locust/listeners.py
         self._plugin_errors: set[str] = set()
@@ -196,6 +198,7 @@ class Runtime:
         for workload in schedules.workloads.values():
             apply_exact_output(config.request, workload.scenario)
         self._build_targets(host, config)
+        self._start_image_server()
         if given is None:
             self.start_plan = self.start_plan.with_(detections=self.detections.to_option())
         self.configure_failures(shard)
@@ -217,7 +220,7 @@ class Runtime:
         schedules = self.schedules
         return RunContext.of(schedules.plan, schedules.staged, schedules.shaped, self._lengths_asked(), tenants,
                              schedules.asked_facts(self.user_classes(), self.scenario),
-                             schedules.schedule_span_s())  # fmt: skip
+                             schedules.schedule_span_s()).with_(tiers=tier_context(self))  # fmt: skip
 
     def _tell_stats(self, **changes: Any) -> None:
         """The stats sections get a new snapshot of the run's context with ``changes``."""
@@ -278,6 +281,30 @@ class Runtime:
         check_class_targets(self.user_classes(), [t.name for t in self.targets])
         check_image_targets(self.schedules.workloads.values(), self.targets)
         refuse_unserved_kinds(self.schedules.workloads.values(), self.targets)
+
+    def _start_image_server(self) -> None:
+        """[images] transport = "url": the server the engines fetch from, on every process that
+        sends (not a master: its workers serve their own)."""
+        from loadkit.locust.imageserver import start_for, url_transport
+
+        workloads = list(self.schedules.workloads.values())
+        if self.image_server is None and not url_transport(workloads):
+            return  # (the common case imports nothing more)
+        from locust.runners import MasterRunner
+
+        if isinstance(getattr(self.environment, "runner", None), MasterRunner):
+            return
+        self.image_server = start_for(workloads, self.targets, self.image_server)
+
+    def stop_image_server(self) -> dict[str, int] | None:
+        """At test stop: the server stops; what it served (None without one)."""
+        from loadkit.workload.imageserve import STORE
+
+        if self.image_server is None:
+            return None
+        self.image_server.stop()
+        self.image_server = None
+        return STORE.account()
 
     def arm(self) -> None:
         """A test start begins: counters and clocks of the run start over (cheap; no probing)."""

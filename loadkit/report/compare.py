@@ -20,6 +20,9 @@ import orjson
 from loadkit.errors import UserError
 from loadkit.report import peers
 from loadkit.report.bootstrap import diff_ci
+from loadkit.report.costtiers import engine_metrics, extra_metrics
+from loadkit.report.gpu import compare_metrics as gpu_metrics
+from loadkit.report.gpu import engine_metrics as gpu_engine_metrics
 from loadkit.report.manifest import condition_rows
 from loadkit.report.rawdata import RawData, load_raw
 from loadkit.report.rules import Rule, RuleError, metric_value, parse_rule
@@ -43,7 +46,15 @@ class Run:
 
     def engines(self) -> dict[str, dict[str, Any]]:
         engines = self.report.get("engines")
-        return engines if isinstance(engines, dict) else {}
+        # Cost and tier figures sit beside each engine section (report/costtiers.py).
+        return (
+            {
+                e: {**s, **engine_metrics(self.report, e), **gpu_engine_metrics(self.report, e)}
+                for e, s in engines.items()
+            }
+            if isinstance(engines, dict)
+            else {}
+        )
 
 
 @dataclass
@@ -61,6 +72,8 @@ class Pair:
 def load_run(arg: str, with_raw: bool) -> Run:
     path = Path(arg)
     file = path / "report.json" if path.is_dir() else path
+    if path.is_dir() and not file.is_file():
+        file = peers.folder_entry(path) or file  # a peer's result folder (genai-bench's experiment)
     if not file.is_file():
         raise UserError(f"{arg}: no report.json there")
     if file.name != "report.json":  # a peer tool's result file (GuideLLM, AIPerf ...) or a renamed report
@@ -103,7 +116,7 @@ def _change(a: float | None, b: float | None) -> tuple[float | None, float | Non
 def fill_rows(pair: Pair, resamples: int, seed: int) -> None:
     sa, sb = pair.base.engines()[pair.engine_a], pair.other.engines()[pair.engine_b]
     cis = _cis(pair, resamples, seed)
-    for metric in METRICS:
+    for metric in METRICS + extra_metrics(sa, sb) + gpu_metrics(sa, sb):
         a, b = _table_value(sa, metric), _table_value(sb, metric)
         delta, pct = _change(a, b)
         ci = cis.get(metric)
@@ -117,6 +130,8 @@ def _table_value(section: dict[str, Any], metric: str) -> float | None:
     still name the unknown metric)."""
     if metric.split(".")[0] in LATER_METRICS and metric.split(".")[0] not in section:
         return None
+    if metric.startswith("slo_tiers.") and metric.split(".")[1] not in section["slo_tiers"]:
+        return None  # a tier only the other run has
     return metric_value(section, metric)
 
 
@@ -213,7 +228,8 @@ def _parser() -> argparse.ArgumentParser:
         nargs="+",
         metavar="RUN",
         help="report directories, report.json files or peers' result files (GuideLLM benchmarks.json, "
-        "AIPerf profile_export_aiperf.json); the first is the baseline",
+        "AIPerf profile_export_aiperf.json, vLLM bench serve JSON, SGLang bench_serving JSONL, "
+        "genai-bench run files or experiment_metadata.json); the first is the baseline",
     )
     p.add_argument("--engine", help="compare only this engine (default: every engine present in both)")
     p.add_argument(

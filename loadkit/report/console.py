@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from loadkit.report.costtiers import console_lines as cost_tier_lines
+from loadkit.report.gpu import console_lines as gpu_console_lines
 from loadkit.report.images import console_lines as image_lines
 from loadkit.stats.breakdown import console_line
 from loadkit.stats.messages import format_message, top_messages
@@ -66,6 +68,7 @@ def console_table(report: dict[str, Any], title: str = "loadkit") -> str:
     lines += delivered_lines(report)  # issue 27: asked vs realised arrivals
     lines += breakdown_lines(report)  # issue 26: the server's own timings
     lines += image_lines(report)  # issue 34: images' tokens, TTFT by image count, send time
+    lines += gpu_console_lines(report)  # issue 36: GPU energy per token (report/gpu.py)
     lines += invalid_lines(report)
     return "\n".join(lines)
 
@@ -109,5 +112,5 @@ def message_lines(report: dict[str, Any], per_outcome: int = 3, width: int = 200
 def final_summary(report: dict[str, Any], exit_line: str | None = None) -> str:
     """The console's last word on a run: the table, why it is invalid, what the server said,
     the exceptions the locustfile's tasks raised, and (``exit_line``) the exit code and why."""
-    return "\n".join([console_table(report, "loadkit final"), *stream_end_lines(report), *message_lines(report),
+    return "\n".join([console_table(report, "loadkit final"), *cost_tier_lines(report), *stream_end_lines(report), *message_lines(report),
                       *task_error_lines(report), *([exit_line] if exit_line else [])])  # fmt: skip

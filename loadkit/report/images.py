@@ -32,8 +32,22 @@ def images_section(report: dict[str, Any]) -> str:
             "expected: Qwen2-VL's tokens by resolution, where the server does not say). "
             "TTFT includes the send time."
         ),  # fmt: skip
+        _served(data),
         table(("images / request", *HEAD[1:]), _buckets(data.get("ttft_ms_by_image_count") or [])),
         table(("pixels / request", *HEAD[1:]), _buckets(data.get("ttft_ms_by_pixels") or [])),
+    )
+
+
+def _served(data: dict[str, Any]) -> str:
+    """transport = "url": what loadkit's image server sent, and whether the engine fetched it."""
+    served = data.get("served")
+    if data.get("transport") != "url" or not served:
+        return note("Transport: data URLs (the image bytes travel inside the request).")
+    return note(
+        f"Transport: URLs served by loadkit's image server (the request carries no image bytes): "
+        f"{served['image_parts_sent']:,} image parts sent ({served['distinct_images_sent']:,} distinct), "
+        f"{served['fetches']:,} fetches, {served['bytes_served']:,} bytes served, "
+        f"{served['never_fetched']:,} images never fetched, {served['misses']:,} fetches of unknown paths."
     )
 
 
@@ -56,9 +70,16 @@ def console_lines(report: dict[str, Any]) -> list[str]:
         f"{b['bucket']}:{num(b['ttft_ms']['p50'])}" for b in data.get("ttft_ms_by_image_count") or []
     )
     size, send = data.get("request_bytes") or {}, data.get("send_ms") or {}
+    served = data.get("served") if data.get("transport") == "url" else None
+    fetched = (
+        f"; by URL: {served['image_parts_sent']} sent, {served['fetches']} fetched, "
+        f"{served['never_fetched']} never fetched"
+        if served
+        else ""
+    )
     return [
         f"images: {data['requests_with_images']} requests, image/text tokens p50 {num(img.get('p50'), 0)}/"
         f"{num(txt.get('p50'), 0)}; TTFT p50 ms by images {by_count}; request "
         f"{num((size.get('p50') or 0) / 1e6, 2)}/{num((size.get('p99') or 0) / 1e6, 2)} MB p50/p99, "
-        f"send {num(send.get('p50'), 2)}/{num(send.get('p99'), 2)} ms"
+        f"send {num(send.get('p50'), 2)}/{num(send.get('p99'), 2)} ms{fetched}"
     ]

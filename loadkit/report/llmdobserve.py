@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from loadkit.report.gpu import llmd_resources
+
 # loadkit's neutral metric name (loadkit/servers/metrics.py) → (ResourceMetrics field, unit,
 # scale). Gauges only: a statistic over samples of a counter (preemptions, prefix-cache hits)
 # or of a since-start ratio would mean nothing.
@@ -42,4 +44,8 @@ def observability(report: dict[str, Any], engine: str) -> dict[str, Any] | None:
     """``{"components": [...]}`` for the target's stack component; None without a scrape."""
     metrics = (report.get("manifest") or {}).get("server_metrics") or {}
     component = component_observability(engine, metrics.get(engine) if isinstance(metrics, dict) else None)
+    gpu = llmd_resources(report, engine)  # GPU power, utilisation, memory (report/gpu.py)
+    if gpu:
+        component = component or {"component_label": engine, "aggregate": {}}
+        component["aggregate"].update(gpu)
     return None if component is None else {"components": [component]}

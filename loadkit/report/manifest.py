@@ -39,7 +39,7 @@ CONDITIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("SLOs", ("slos",)),
     ("metric definitions", ("metric_definitions",)),
 )
-SKIP_IN_FULL = ("server_metrics",)  # rendered as plots in its own section
+SKIP_IN_FULL = ("server_metrics", "gpu_samples")  # rendered as plots in its own section
 
 
 def lookup(manifest: dict[str, Any], dotted: str) -> Any:

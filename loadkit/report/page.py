@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import tempfile
 import time
 from collections.abc import Callable
@@ -13,11 +14,12 @@ from typing import Any
 import orjson
 from markupsafe import Markup
 
-from loadkit.report import grouped, plots, tables
+from loadkit.report import costtiers, grouped, plots, tables
 from loadkit.report.breakdown import breakdown_section
 from loadkit.report.channels import channels_section
 from loadkit.report.classes import classes_section
 from loadkit.report.delivered import delivered_section
+from loadkit.report.gpu import html_section as gpu_html_section
 from loadkit.report.htmlutil import macro, not_measured, render, section
 from loadkit.report.images import images_section
 from loadkit.report.manifest import definitions_section, manifest_section, warnings_section
@@ -29,8 +31,10 @@ from loadkit.report.tenants import tenants_section
 log = logging.getLogger("loadkit")
 
 NAV = (("summary", "Summary"), ("classes", "User classes"), ("slo", "SLOs"), ("cdfs", "CDFs"), ("breakdown", "Where the time goes"), ("timeseries", "Over time"), ("stages", "Stages"),
-       ("delivered", "Delivered load"), ("buckets", "Input lengths"), ("turns", "Turns"), ("outcomes", "Outcomes"), ("errors", "Errors"), ("task-errors", "Task errors"), ("server", "Server metrics"),
-       ("capacity", "KV capacity"), ("warnings", "Warnings"), ("manifest", "Manifest"), ("definitions", "Definitions"))  # fmt: skip
+       ("delivered", "Delivered load"), ("tenants", "Tenants"), ("cost", "Cost and SLO tiers"), ("images", "Images"), ("buckets", "Input lengths"), ("turns", "Turns"), ("outcomes", "Outcomes"),
+       ("errors", "Errors"), ("task-errors", "Task errors"), ("server", "Server metrics"), ("gpu", "GPU"), ("capacity", "KV capacity"), ("warnings", "Warnings"), ("manifest", "Manifest"),
+       ("definitions", "Definitions"))  # fmt: skip
+_SECTION_ID = re.compile(r'<section id="([^"]+)"')
 
 
 def _safe(name: str, build: Callable[[], str], errors: list[str]) -> str:
@@ -92,6 +96,7 @@ def build_html(report: dict[str, Any], raw: RawData | None = None, report_dir: s
         _safe("stages", lambda: grouped.stages_section(report), errors),
         _safe("delivered", lambda: delivered_section(report), errors),
         _safe("tenants", lambda: tenants_section(report), errors),
+        _safe("cost", lambda: costtiers.html_section(report), errors),
         _safe("images", lambda: images_section(report), errors),
         _safe("buckets", lambda: grouped.buckets_section(report), errors),
         _safe("turns", lambda: grouped.turns_section(report), errors),
@@ -99,12 +104,17 @@ def build_html(report: dict[str, Any], raw: RawData | None = None, report_dir: s
         _safe("errors", lambda: tables.errors_section(report), errors),
         _safe("task-errors", lambda: task_errors_section(report), errors),
         _safe("server", lambda: plots.server_metrics_section(report), errors),
+        _safe("gpu", lambda: gpu_html_section(report), errors),  # report/gpu.py
         _safe("capacity", lambda: capacity_section(report, Path(report_dir)), errors),
     ]  # fmt: skip
     parts.append(warnings_section(report, extra + errors))
     parts.append(_safe("manifest", lambda: manifest_section(report), errors))
     parts.append(definitions_section())
-    return render("report.html.j2", sections=parts, **_header(report, raw))
+    header = _header(report, raw)
+    # Link only the sections this page has (cost, GPU, images... appear only when measured).
+    present = {m for part in parts for m in _SECTION_ID.findall(str(part))}
+    header["nav"] = tuple(item for item in header["nav"] if item[0] in present)
+    return render("report.html.j2", sections=parts, **header)
 
 
 def read_report(path: str | Path) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import argparse
 from typing import Any
 
 from loadkit.plugins import get_plugin_manager
+from loadkit.run.gpuoptions import add_gpu_arguments
 
 
 class OptionGroup:
@@ -197,6 +198,7 @@ def add_run_arguments(group: OptionGroup) -> None:
         help="Seconds between scrapes of each target's Prometheus metrics (queue, running, KV usage, "
         "prefix hits), stored in the report (0: do not scrape)",
     )
+    add_gpu_arguments(group)  # loadkit/run/gpuoptions.py
     group.add_argument(
         "--report-format",
         action="append",
@@ -341,12 +343,15 @@ def add_arguments(parser: Any) -> None:
         group.section = add.__name__
         add(group)
     try:
+        from loadkit.run.costtiers import add_cost_tier_arguments
         from loadkit.stats import add_stats_arguments
     except ImportError:  # stats layer not installed in this build
         pass
     else:
         group.section = add_stats_arguments.__name__
         add_stats_arguments(group)
+        group.section = add_cost_tier_arguments.__name__
+        add_cost_tier_arguments(group)
     group.section = "plugins"
     get_plugin_manager().hook.loadkit_add_arguments(group=group)
     from loadkit.run.masterport import default_master_port

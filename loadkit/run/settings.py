@@ -22,7 +22,9 @@ from loadkit.client.tls import TlsSettings
 from loadkit.records import RequestRecord
 from loadkit.run.backoff import Backoff, BackoffRules
 from loadkit.run.breakerrules import BreakerRules
+from loadkit.run.costtiers import CostTierSettings
 from loadkit.run.errors import ConfigError
+from loadkit.run.gpuoptions import GpuSettings, gpu_settings
 from loadkit.run.requestshape import RequestOptionError, RequestShape
 from loadkit.run.runoptions import run_options
 from loadkit.stats.metrics import Slo
@@ -132,11 +134,13 @@ class Settings:
     checks: StartChecks = field(default_factory=StartChecks)
     scrape_interval_s: float = 0.0  # 0: server metrics are not scraped during the run
     targets: TargetSettings = field(default_factory=TargetSettings)
+    gpu: GpuSettings = field(default_factory=GpuSettings)  # --gpu-metrics, --gpu-nvml (run/gpuoptions.py)
     scenario: str = ""  # --scenario ("": the default scenario, run/workloads.py DEFAULT_SCENARIO)
     seed: int | None = None  # --seed as given (None: not given; run/runconfig.py resolve_salt)
     # The options as plugins see them: read-only, by dest (run/runoptions.py run_options).
     plugin_options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), repr=False)
     launch: LaunchFacts = field(default_factory=LaunchFacts)
+    cost_tiers: CostTierSettings = field(default_factory=CostTierSettings)  # run/costtiers.py
 
 
 def parse_settings(options: Any, slos: tuple[Slo, ...]) -> Settings:
@@ -172,10 +176,12 @@ def parse_settings(options: Any, slos: tuple[Slo, ...]) -> Settings:
         ),
         scrape_interval_s=float(getattr(options, "scrape_interval", 0) or 0),
         targets=target_settings(options),
+        gpu=gpu_settings(options),
         scenario=scenario_path(options),
         seed=parse_seed(getattr(options, "seed", None)),
         plugin_options=run_options(options),
         launch=launch_facts(options),
+        cost_tiers=CostTierSettings.from_options(options),
     )
 
 

@@ -31,6 +31,9 @@ def target_specs(
                 t.get("api"),
                 t.get("model"),
                 t.get("priority_as"),
+                t.get("gpu_hour_cost"),
+                t.get("gpus"),
+                t.get("gpu_metrics"),
             )
             for t in from_scenario
         ]

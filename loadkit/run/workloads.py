@@ -242,7 +242,8 @@ def check_class_targets(user_classes: Iterable[type] | None, names: list[str]) -
 def check_image_targets(workloads: Iterable[Workload], targets: Iterable[Any]) -> None:
     """A scenario with [images] needs targets whose adapter sends images on its api (the
     adapter's ``image_apis``, docs/engines.md "Images"): refused at start, not per request."""
-    with_images = [w.label for w in workloads if getattr(w.scenario, "images", None) is not None]
+    with_images = [w.label for w in workloads if getattr(w.scenario, "images", None) is not None
+                   or _multimodal_trace(w.scenario)]  # fmt: skip
     if not with_images:
         return
     for t in targets:
@@ -250,7 +251,18 @@ def check_image_targets(workloads: Iterable[Workload], targets: Iterable[Any]) -
         if adapter.api not in getattr(adapter, "image_apis", ()):
             takes = ", ".join(getattr(adapter, "image_apis", ())) or "none"
             raise ConfigError(f"target {t.name!r}: engine {adapter.name!r} (api {adapter.api!r}) takes no images "
-                              f"(scenario {with_images[0]!r} has [images]; apis with images: {takes})")  # fmt: skip
+                              f"(scenario {with_images[0]!r} sends images; apis with images: {takes})")  # fmt: skip
+
+
+def _multimodal_trace(scenario: Any) -> bool:
+    """A ServeGen trace whose dataset gives images (workload/servegenmm.py): it sends images
+    without an [images] table."""
+    trace = getattr(scenario, "trace", None)
+    if trace is None or trace.format != "servegen":
+        return False
+    from loadkit.workload.servegen import dataset_for, read_lengths
+
+    return read_lengths(str(dataset_for(trace.path))).images is not None
 
 
 def workload_kinds(workload: Any) -> set[str]:

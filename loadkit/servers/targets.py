@@ -12,7 +12,8 @@ from loadkit.core.priority import check_priority_as
 from loadkit.errors import UserError
 from loadkit.plugins import get_engine
 
-TARGET_KEYS = ("engine", "api", "model", "priority_as")
+TARGET_KEYS = ("engine", "api", "model", "priority_as", "gpu_hour_cost", "gpus", "gpu_metrics")
+NUMERIC_KEYS = {"gpu_hour_cost": float, "gpus": int}  # the cost figures' (docs/cost.md)
 
 
 class TargetError(ValueError, UserError):
@@ -29,6 +30,9 @@ class TargetSpec:
     priority_as: str | None = (
         None  # where tenants' priorities go (loadkit/core/priority.py); None: the engine's
     )
+    gpu_hour_cost: float | None = None  # None: --gpu-hour-cost (stats/cost.py)
+    gpus: int | None = None  # None: --gpus
+    gpu_metrics: str | None = None  # a dcgm-exporter URL serving this target's GPUs (docs/gpu.md)
 
 
 @dataclass(slots=True)
@@ -61,13 +65,26 @@ def parse_target(text: str, default_engine: str = "openai") -> TargetSpec:
             raise TargetError(
                 f"--target {text!r}: unknown part {pair!r}; allowed keys: {', '.join(TARGET_KEYS)}"
             )
-        setattr(spec, key, value.strip() or None)
+        setattr(
+            spec, key, _numeric(text, key, value.strip()) if key in NUMERIC_KEYS else value.strip() or None
+        )
     if spec.priority_as is not None:
         try:
             check_priority_as(spec.priority_as)
         except ValueError as exc:
             raise TargetError(f"--target {text!r}: priority_as: {exc}") from None
     return spec
+
+
+def _numeric(text: str, key: str, value: str) -> float | int:
+    """gpu_hour_cost (>= 0) or gpus (>= 1) of a --target; TargetError naming the part."""
+    try:
+        number = NUMERIC_KEYS[key](value)
+    except ValueError:
+        raise TargetError(f"--target {text!r}: {key}={value!r} is not a number") from None
+    if number < (1 if key == "gpus" else 0):
+        raise TargetError(f"--target {text!r}: {key}={value} is out of range")
+    return number
 
 
 def build_target(

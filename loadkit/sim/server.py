@@ -24,6 +24,7 @@ from loadkit.sim.engine import Scheduler, Sequence
 from loadkit.sim.families import GenRoute, context_error, match_route
 from loadkit.sim.faults import HTTP_FAULTS, Fault, FaultPlan, fault_from_header
 from loadkit.sim.http import HttpConnection, Request
+from loadkit.sim.images import FETCHED, FetchError, fetch_all, image_urls
 from loadkit.sim.protocols import require
 from loadkit.sim.runner import EngineRunner, TruthLog
 from loadkit.sim.stream import ActiveStream, Trickle
@@ -69,6 +70,27 @@ class ServerOptions:
 
 
 @dataclass(slots=True)
+class Fetched:
+    """A request's fetched image URLs (sim/images.py): their bytes, the fetch's time, the error."""
+
+    data: dict[str, bytes]
+    ns: int
+    error: str | None = None
+
+
+def _image_urls(req: Request) -> list[str]:
+    """The request's http(s) image URLs; the body is parsed here only when its bytes say it may
+    hold one (a data-URL request of megabytes is parsed once, by the family)."""
+    body = req.body
+    if b'"image_url"' not in body or (b'"http://' not in body and b'"https://' not in body):
+        return []
+    try:
+        return image_urls(parse_json_object(body))
+    except ValueError:
+        return []  # the family's parse names what is wrong
+
+
+@dataclass(slots=True)
 class EngineSpec:
     """One port: its family, port number (0 = any free port) and profile."""
 
@@ -94,6 +116,7 @@ class SimEngine:
         self.created = int(time.time())
         self.arrivals = 0
         self.requests_done = 0
+        self._fetches: set[asyncio.Future[dict[str, bytes]]] = set()  # image URL fetches under way
         self.port = spec.port
         # The family's protocol (built-in or a plugin's), looked up once: its generation
         # routes are matched on every request.
@@ -138,15 +161,33 @@ class SimEngine:
                 conn.keep_alive = False
                 conn.respond(500, b'{"error":"internal simulator error"}')
 
-    def generate(self, req: Request, conn: HttpConnection, route: GenRoute, t_arrival: int) -> None:
+    def generate(
+        self,
+        req: Request,
+        conn: HttpConnection,
+        route: GenRoute,
+        t_arrival: int,
+        fetched: Fetched | None = None,
+    ) -> None:
+        urls = _image_urls(req) if fetched is None else []
+        if urls:  # fetched first, as vLLM does: the request reaches the engine after its images
+            self._fetch_then_generate(req, conn, route, t_arrival, urls)
+            return
         rng = random.Random(self.seed * 1_000_003 + self.arrivals)
         self.arrivals += 1
         rid = req.headers.get("x-request-id") or uuid.uuid4().hex
         truth = self._truth_record(rid, req.path, t_arrival)
+        if fetched is not None:
+            truth["image_fetches"], truth["image_fetch_ms"] = len(fetched.data), fetched.ns / 1e6
         if conn.closed:  # the client left while the request was queued
             truth["client_disconnected"] = True
             self._end_record(truth)
             return
+        if fetched is not None and fetched.error is not None:  # vLLM: a 400 naming the URL
+            truth["image_fetch_error"] = fetched.error
+            self._refuse(conn, truth, 400, route.error(400, fetched.error))
+            return
+        token = FETCHED.set(fetched.data if fetched is not None else None)
         try:
             fault = self._pick_fault(req, rng)
             spec = route.parse(parse_json_object(req.body), self.profile.default_max_tokens, self.model)
@@ -155,6 +196,8 @@ class SimEngine:
         except ValueError as exc:
             self._refuse(conn, truth, route.bad_status, route.error(route.bad_status, str(exc)))
             return
+        finally:
+            FETCHED.reset(token)
         if route.stream is not None:
             spec.stream = route.stream
         if fault is not None and fault.name in HTTP_FAULTS:
@@ -177,6 +220,7 @@ class SimEngine:
         if spec.image_ids:  # after the text: charged for prefill, cached by content (sim/images.py)
             ids = ids + spec.image_ids
         truth["image_tokens"] = len(spec.image_ids or ())
+        truth["image_count"] = spec.image_count
         if spec.item_tokens is not None:
             self._start_kind(conn, route, spec, fault, truth, rng, ids)
             return
@@ -209,6 +253,31 @@ class SimEngine:
                 sink.trickle = Trickle(conn, fault.arg or 1, self.options.trickle_interval_ms / 1000)
         self.scheduler.add(seq)
         self.runner.wake()
+
+    def _fetch_then_generate(
+        self, req: Request, conn: HttpConnection, route: GenRoute, t_arrival: int, urls: list[str]
+    ) -> None:
+        """Fetch the request's image URLs (sim/images.py fetch_all), then generate: the fetch's
+        time is part of the wait before prefill, as in vLLM, and the truth log records it."""
+        t0 = time.monotonic_ns()
+        task = asyncio.ensure_future(fetch_all(urls))
+        self._fetches.add(task)
+
+        def done(t: asyncio.Future[dict[str, bytes]]) -> None:
+            self._fetches.discard(task)
+            try:
+                fetched = Fetched(t.result(), time.monotonic_ns() - t0)
+            except FetchError as exc:
+                fetched = Fetched({}, time.monotonic_ns() - t0, str(exc))
+            try:
+                self.generate(req, conn, route, t_arrival, fetched)
+            except Exception:  # as take(): a simulator bug answers 500, the server stays up
+                traceback.print_exc(file=sys.stderr)
+                if conn.busy and not conn.closed:
+                    conn.keep_alive = False
+                    conn.respond(500, b'{"error":"internal simulator error"}')
+
+        task.add_done_callback(done)
 
     def _start_kind(
         self,

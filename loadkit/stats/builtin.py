@@ -29,6 +29,7 @@ from loadkit.stats.sessionstats import SessionStats
 from loadkit.stats.stagestats import StageStats
 from loadkit.stats.taskerrors import TaskErrors
 from loadkit.stats.tenantstats import TenantStats
+from loadkit.stats.tiersection import install_tier_sections
 
 
 class NodeNotes:
@@ -61,7 +62,7 @@ class BuiltinSections:
         for section in (
             Section("sessions", SessionStats, SessionStats.from_wire, _add_turn, report=SessionStats.report),
             Section("stages", lambda: StageStats(c.slo_limits), StageStats.from_wire, self._add_staged,
-                    warmup=True, report=lambda s: s.report(list(self.context.plan))),
+                    warmup=True, report=lambda s: s.report(list(self.context.plan), self.context.tiers.attainment_target)),
             Section("lengths", LengthStats, LengthStats.from_wire, LengthStats.add, report=self._lengths_report),
             Section("realised", NodeNotes, NodeNotes.from_wire),
             Section("user_classes", lambda: ClassStats(c.slos), ClassStats.from_wire, ClassStats.add,
@@ -80,6 +81,7 @@ class BuiltinSections:
         ):  # fmt: skip
             c.register_section(section)
         c.manifest_providers["schedule"] = self._schedule_manifest
+        install_tier_sections(c, lambda: self.context)  # stats/tiersection.py: slo_tiers, cost
 
     # -- what the runtime tells the sections ----------------------------------------------
 

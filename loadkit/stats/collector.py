@@ -65,6 +65,8 @@ class StatsCollector:
         self.reset_listeners: list[Callable[[], None]] = []
         # Extra top-level report sections computed on demand (e.g. session stats from the glue).
         self.sections: dict[str, Callable[[], Any]] = {}
+        # Sections computed after all others, from the report so far (add_derived_section).
+        self.derived_sections: dict[str, Callable[[dict[str, Any]], Any]] = {}
         # Manifest fields computed at report time (over every node's snapshot); None: left out.
         self.manifest_providers: dict[str, Callable[[], Any]] = {}
         # Reasons the run is invalid that live outside the stats (e.g. the glue's start error),
@@ -240,6 +242,10 @@ class StatsCollector:
         """Ask ``provider()`` at every report for reasons the run is invalid (empty: none)."""
         self.invalid_sources.append(provider)
 
+    def add_derived_section(self, name: str, provider: Callable[[dict[str, Any]], Any]) -> None:
+        """Add a top-level section computed last, from the report's other sections (cost, tiers)."""
+        self.derived_sections[name] = provider
+
     def add_section(self, name: str, provider: Callable[[], Any]) -> None:
         """Add a top-level report section ``name``, computed by ``provider()`` at report time."""
         self.sections[name] = provider
@@ -252,7 +258,10 @@ class StatsCollector:
         providers: dict[str, Callable[[], Any]] = {
             n: functools.partial(self._section_report, s) for n, s in self.section_defs.items() if s.report
         }
-        for name, provider in {**providers, **self.sections}.items():
+        derived: dict[str, Callable[[], Any]] = {
+            n: functools.partial(f, doc) for n, f in self.derived_sections.items()
+        }
+        for name, provider in {**providers, **self.sections, **derived}.items():
             turns.give_way()
             try:
                 if live and name in LIVE_THROTTLED:
@@ -263,6 +272,9 @@ class StatsCollector:
                 self.fail(f"report section {name!r} failed", exc)
                 doc["valid"] = False
                 doc["invalid_reasons"].append(f"report section {name!r} failed: {exc!r}")
+        for name in derived:  # a derived section with nothing to say is left out
+            if doc.get(name) is None:
+                doc.pop(name, None)
         return doc
 
     def _live_section(self, name: str, provider: Callable[[], Any]) -> Any:

@@ -39,6 +39,9 @@ class ImageStats:
         self.by_count: dict[str, Histogram] = {}  # TTFT (ns), ok requests
         self.by_pixels: dict[str, Histogram] = {}
         self.with_images = 0
+        # transport = "url": what this process's image server saw (workload/imageserve.py
+        # ImageStore.account, set at test stop); summed over processes. None: data URLs.
+        self.served: dict[str, int] | None = None
 
     def add(self, r: RequestRecord) -> None:
         if r.request_bytes is not None:
@@ -77,6 +80,9 @@ class ImageStats:
             for key, hist in theirs.items():
                 mine.setdefault(key, Histogram()).merge(hist)
         self.with_images += other.with_images
+        if other.served is not None:
+            have = self.served or {}
+            self.served = {k: have.get(k, 0) + v for k, v in other.served.items()}
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -88,6 +94,7 @@ class ImageStats:
             "by_count": {k: h.to_wire() for k, h in self.by_count.items()},
             "by_pixels": {k: h.to_wire() for k, h in self.by_pixels.items()},
             "with_images": self.with_images,
+            "served": self.served,
         }
 
     @classmethod
@@ -99,6 +106,8 @@ class ImageStats:
         out.by_count = {str(k): Histogram.from_wire(v) for k, v in data["by_count"].items()}
         out.by_pixels = {str(k): Histogram.from_wire(v) for k, v in data["by_pixels"].items()}
         out.with_images = int(data["with_images"])
+        served = data.get("served")
+        out.served = None if served is None else {str(k): int(v) for k, v in served.items()}
         return out
 
     def report(self) -> dict[str, Any]:
@@ -111,6 +120,9 @@ class ImageStats:
         }
         if not self.with_images:
             return out
+        out["transport"] = "url" if self.served is not None else "data_url"
+        if self.served is not None:
+            out["served"] = dict(self.served)
         out["image_tokens"] = _summary(self.image_tokens)
         out["text_tokens"] = _summary(self.text_tokens)
         out["image_tokens_source"] = dict(sorted(self.tokens_source.items()))

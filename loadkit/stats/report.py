@@ -7,6 +7,7 @@ from typing import Any
 
 from loadkit.stats.aggregate import GroupStats
 from loadkit.stats.distributed import NodeSnapshot
+from loadkit.stats.gpu import gpu_fields
 from loadkit.stats.histogram import Histogram
 from loadkit.stats.metrics import TIME_METRICS, TOKEN_METRICS, Slo
 from loadkit.stats.series import NS_PER_S
@@ -171,4 +172,5 @@ def build_report(nodes: list[NodeSnapshot], *, manifest: dict[str, Any], slos: t
         "conservation": cons,
         "workers": {"count": len(workers), "lost": len(lost), "nodes": workers},
         "engines": engines,
+        **gpu_fields(manifest, merged),  # "gpu", when the run had a GPU source (stats/gpu.py)
     }

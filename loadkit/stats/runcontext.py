@@ -12,6 +12,7 @@ from types import MappingProxyType
 from typing import Any
 
 from loadkit.stats.metrics import compile_slos
+from loadkit.stats.tiercontext import TierContext
 
 
 def _empty() -> Mapping[str, Any]:
@@ -60,6 +61,8 @@ class RunContext:
     asked: AskedFacts | None = None
     # How long the open-loop schedule ran (Schedules.schedule_span_s), as the runtime last said.
     covered_s: float | None = None
+    # The SLO tiers and each target's GPU-hour price (run/costtiers.py; docs/cost.md).
+    tiers: TierContext = field(default_factory=lambda: TierContext())
 
     @classmethod
     def of(cls, plan: list[dict[str, Any]], staged: bool, shaped: bool, asked_lengths: dict[str, Any] | None,

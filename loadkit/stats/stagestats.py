@@ -149,7 +149,7 @@ class StageStats:
             out.cells[(engine, stage)] = StageCell.from_wire(cell)
         return out
 
-    def report(self, plan: list[dict[str, Any]]) -> dict[str, Any]:
+    def report(self, plan: list[dict[str, Any]], attainment_target: float = 0.90) -> dict[str, Any]:
         """Per engine: each planned stage in order with its level and figures, plus the sweep analysis."""
         out: dict[str, Any] = {}
         for engine in sorted({e for e, _ in self.cells}):
@@ -159,7 +159,7 @@ class StageStats:
                 summary = cell.summary(stage.get("duration_s")) if cell else None
                 rows.append({**stage, "stats": summary})
             measured = [r for r in rows if not r.get("warmup")]
-            out[engine] = {"stages": rows, "analysis": analyse(measured)}
+            out[engine] = {"stages": rows, "analysis": analyse(measured, attainment_target=attainment_target)}
         return out
 
 

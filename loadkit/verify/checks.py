@@ -9,12 +9,14 @@ from loadkit.verify.breakdown import compare_breakdown
 from loadkit.verify.compare import NS_UNIT_MS, Verdict, compare_group, compare_summary
 from loadkit.verify.delivered import delivered
 from loadkit.verify.figures import DEFAULT_RELATIVE_ERROR
+from loadkit.verify.gpu import gpu
 from loadkit.verify.lengthbuckets import check_buckets, check_reasoning
 from loadkit.verify.rates import clock_slack_s, compare_rates, engine_slack_s, has_wall_offsets, window_s
 from loadkit.verify.rawlog import Run
 from loadkit.verify.recompute import figures, group_by
 from loadkit.verify.servegen import servegen_windows
 from loadkit.verify.tenants import tenants
+from loadkit.verify.tiers import slo_tiers
 from loadkit.verify.timeseries import check_timeseries
 
 STAGE_METRICS = ("ttft_ms", "ttft_sched_ms", "tpot_ms", "e2e_ms", "ttfat_ms")
@@ -47,7 +49,9 @@ def verify_run(run: Run) -> Verdict:
     delivered(run, v)
     servegen_windows(run, v)
     tenants(run, v)
+    slo_tiers(run, v)  # and the cost figures (verify/tiers.py)
     unlogged(run, v)
+    gpu(run, v)  # verify/gpu.py
     old_log = any(r.get("t_first_answer_ns") is not None and "t_last_answer_ns" not in r for r in run.rows)
     unknown = sorted(
         {k for k in slos if (k == "answer_tpot_ms" and old_log) or (k == "itl_ms" and not events)}

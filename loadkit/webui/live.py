@@ -17,6 +17,8 @@ from typing import Any
 import gevent
 from flask import Blueprint, Response, jsonify, make_response, request, send_file
 
+from loadkit.report.costtiers import console_lines as cost_tier_lines
+from loadkit.report.gpu import now_lines as gpu_now_lines
 from loadkit.stats.histogram import Histogram
 from loadkit.stats.report import merge_nodes
 from loadkit.stats.turns import cooperative
@@ -132,6 +134,10 @@ class LiveView:
             "windowed": self.timeline.to_json(),
             "seconds": seconds_series(report, now if self.state() in RUNNING_STATES else None),
             "queue": self.queue_series(),
+            "tiers": cost_tier_lines(report),  # SLO tiers' attainment and cost (report/costtiers.py)
+            "gpu_now": gpu_now_lines(
+                getattr(getattr(self.runtime, "gpu_metrics", None), "samples", None) or {}
+            ),
         }
 
     def charts_document(self) -> dict[str, str]:

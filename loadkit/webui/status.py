@@ -61,6 +61,7 @@ STATUS_SCRIPT = r"""
     }
     list(box, "loadkit-reasons", "Why the run is invalid:", doc.invalid_reasons || []);
     list(box, "loadkit-warnings", "Warnings:", doc.warnings || []);
+    list(box, "loadkit-gpu", "GPU now (docs/gpu.md):", doc.gpu_now || []);
     const slos = Object.entries(doc.slos || {}).map(([k, v]) => k + " ≤ " + v + " ms");
     add(box, "div", "SLOs in force: " + (slos.length ? slos.join(", ") : "none (goodput not computed)"),
         "loadkit-slos", "margin-top:3px");

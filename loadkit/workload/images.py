@@ -19,18 +19,19 @@ from typing import Any
 
 import numpy as np
 
-from loadkit.imagetokens import image_tokens
+from loadkit.imagetokens import image_tokens, size_for_tokens
 from loadkit.types import GenerationRequest
 from loadkit.workload.distributions import Distribution, PathResolver, parse_distribution
 from loadkit.workload.errors import Ctx, check_keys, get_int, get_number, get_str, get_table
+from loadkit.workload.imageserve import STORE
 from loadkit.workload.paths import expand
 
 KEYS = ("probability", "count", "width", "height", "pixels", "format", "jpeg_share", "quality",
-        "source", "folder", "transport", "pool")  # fmt: skip
+        "source", "folder", "transport", "pool", "url_host", "url_port")  # fmt: skip
 MAX_POOL = 4096
 FORMATS = ("png", "jpeg", "mix")
 SOURCES = ("synthetic", "folder")
-TRANSPORTS = ("data_url",)
+TRANSPORTS = ("data_url", "url")
 MAX_SIDE = 8192  # a mistyped size must not ask for a gigapixel image
 FOLDER_EXTS = {".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg", ".webp": "webp", ".gif": "gif"}
 MIME = {"png": "image/png", "jpeg": "image/jpeg", "webp": "image/webp", "gif": "image/gif"}
@@ -51,6 +52,11 @@ class ImageSpec:
     source: str = "synthetic"
     folder: Path | None = None
     transport: str = "data_url"
+    # transport = "url": the host written into the URLs (the engine must reach it) and the
+    # port of each process's image server (0: any free one); None: the node's own address
+    # towards the target (loadkit/locust/imageserver.py).
+    url_host: str | None = None
+    url_port: int = 0
     # pool = N: N images (sizes and formats drawn from the distributions) made when the source
     # is built, before the test's load starts; each request picks among them. None: each image
     # is made when a request first draws its size (in the sending process, between requests).
@@ -68,6 +74,13 @@ def parse_images(ctx: Ctx, raw: Any, resolve: PathResolver, base: Path) -> Image
     spec.transport = get_str(ctx.at("transport"), table.get("transport", "data_url"), TRANSPORTS)
     if "pool" in table:
         spec.pool = get_int(ctx.at("pool"), table["pool"], low=1, high=MAX_POOL)
+    for key in ("url_host", "url_port"):
+        if key in table and spec.transport != "url":
+            raise ctx.at(key).error(f'expected {key} only with transport = "url"')
+    if "url_host" in table:
+        spec.url_host = get_str(ctx.at("url_host"), table["url_host"])
+    if "url_port" in table:
+        spec.url_port = get_int(ctx.at("url_port"), table["url_port"], low=0, high=65535)
     if spec.source == "folder":
         _parse_folder(ctx, table, base, spec)
         return spec
@@ -81,6 +94,34 @@ def parse_images(ctx: Ctx, raw: Any, resolve: PathResolver, base: Path) -> Image
         spec.jpeg_share = get_number(ctx.at("jpeg_share"), table["jpeg_share"], low=0.0, high=1.0)
     if "quality" in table:
         spec.quality = get_int(ctx.at("quality"), table["quality"], low=1, high=95)
+    return spec
+
+
+TRACE_KEYS = ("format", "quality", "transport", "url_host", "url_port")
+
+
+def parse_trace_images(ctx: Ctx, raw: Any) -> ImageSpec:
+    """[images] beside a ServeGen multimodal trace: how its images are encoded and sent; their
+    count and size come from the trace (servegenmm.py), so those keys are refused by name."""
+    table = get_table(ctx, raw)
+    for key in table:
+        if key not in TRACE_KEYS:
+            raise ctx.at(key).error(
+                f"expected only {', '.join(TRACE_KEYS)} with a servegen trace (its dataset windows "
+                "give each request's image count and each image's tokens)"
+            )
+    spec = ImageSpec()
+    spec.format = get_str(ctx.at("format"), table.get("format", "png"), ("png", "jpeg"))
+    if "quality" in table:
+        spec.quality = get_int(ctx.at("quality"), table["quality"], low=1, high=95)
+    spec.transport = get_str(ctx.at("transport"), table.get("transport", "data_url"), TRANSPORTS)
+    for key in ("url_host", "url_port"):
+        if key in table and spec.transport != "url":
+            raise ctx.at(key).error(f'expected {key} only with transport = "url"')
+    if "url_host" in table:
+        spec.url_host = get_str(ctx.at("url_host"), table["url_host"])
+    if "url_port" in table:
+        spec.url_port = get_int(ctx.at("url_port"), table["url_port"], low=0, high=65535)
     return spec
 
 
@@ -125,10 +166,11 @@ def folder_files(folder: Path) -> list[Path]:
 
 @dataclass(slots=True, frozen=True)
 class Image:
-    url: str  # the data URL sent
+    url: str  # the data URL sent ("" with transport = "url": the URL is the store's)
     width: int
     height: int
     nbytes: int  # encoded image bytes (before base64)
+    name: str | None = None  # transport = "url": its path under /img/ (imageserve.py)
 
 
 def synthetic_png_or_jpeg(seed: int, width: int, height: int, fmt: str, quality: int) -> bytes:
@@ -182,6 +224,12 @@ class ImageMaker:
             return [self.pool[int(k)] for k in rng.integers(len(self.pool), size=n)]
         return [self._one(rng) for _ in range(n)]
 
+    def for_tokens(self, tokens: tuple[int, ...]) -> list[Image]:
+        """Images that the model family charges ``tokens`` for, one per entry (a trace that gives
+        image tokens, not pixels: ServeGen's mm-image; imagetokens.py size_for_tokens)."""
+        fmt = "jpeg" if self.spec.format == "jpeg" else "png"
+        return [self._get((fmt, *size_for_tokens(n))) for n in tokens]
+
     def _one(self, rng: np.random.Generator) -> Image:
         spec = self.spec
         if self._files:
@@ -209,15 +257,21 @@ class ImageMaker:
         self.encode_ns += time.perf_counter_ns() - t0
         self.made += 1
         self._cache[key] = image
-        self._cached_bytes += len(image.url)
+        self._cached_bytes += len(image.url) or image.nbytes
         while self._cached_bytes > CACHE_BYTES and len(self._cache) > 1:
             _, old = self._cache.popitem(last=False)
-            self._cached_bytes -= len(old.url)
+            self._cached_bytes -= len(old.url) or old.nbytes
         return image
+
+    def _image(self, data: bytes, fmt: str, w: int, h: int) -> Image:
+        if self.spec.transport == "url":  # served by the node's image server (imageserve.py)
+            ext = "jpg" if fmt == "jpeg" else fmt
+            return Image("", w, h, len(data), STORE.register(data, ext, MIME[fmt]))
+        return Image(data_url(data, fmt), w, h, len(data))
 
     def _make(self, fmt: str, w: int, h: int) -> Image:
         data = synthetic_png_or_jpeg(self.seed, w, h, fmt, self.spec.quality)
-        return Image(data_url(data, fmt), w, h, len(data))
+        return self._image(data, fmt, w, h)
 
     def _read(self, index: int) -> Image:
         from PIL import Image as PILImage
@@ -226,7 +280,11 @@ class ImageMaker:
         data = path.read_bytes()
         with PILImage.open(io.BytesIO(data)) as img:  # the header only: the size
             w, h = img.size
-        return Image(data_url(data, FOLDER_EXTS[path.suffix.lower()]), w, h, len(data))
+        return self._image(data, FOLDER_EXTS[path.suffix.lower()], w, h)
+
+
+def _url(image: Image) -> str:
+    return image.url if image.name is None else STORE.url(image.name)
 
 
 def attach(req: GenerationRequest, images: list[Image]) -> GenerationRequest:
@@ -236,7 +294,7 @@ def attach(req: GenerationRequest, images: list[Image]) -> GenerationRequest:
     last = req.messages[-1]
     text = last.get("content") or ""
     parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
-    parts += [{"type": "image_url", "image_url": {"url": im.url}} for im in images]
+    parts += [{"type": "image_url", "image_url": {"url": _url(im)}} for im in images]
     req.messages = [*req.messages[:-1], {**last, "content": parts}]
     req.image_count = len(images)
     req.image_pixels = sum(im.width * im.height for im in images)

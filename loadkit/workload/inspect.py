@@ -98,7 +98,7 @@ def inspect(args: argparse.Namespace) -> dict[str, Any]:
     fmt = args.format or guess_format(args.file)
     out: dict[str, Any] = {"path": str(args.file), "format": fmt}
     if fmt == "servegen":
-        from loadkit.workload.servegen import notes_for, reason_ratios, synthesise
+        from loadkit.workload.servegen import image_tokens_for, notes_for, reason_ratios, synthesise
 
         t, n_in, n_out = synthesise(args.file, args.seed, args.start_s, args.end_s)
         out["synthesised"] = {
@@ -109,6 +109,7 @@ def inspect(args: argparse.Namespace) -> dict[str, Any]:
         out.update(_figures(t, n_in, n_out))
         out["prefix_sharing"] = None
         out["reasoning"] = _reasoning(n_out, reason_ratios(args.file, args.seed, t))
+        out["images"] = _images(image_tokens_for(args.file, args.seed, t))
         return out
     t_def, in_def, out_def = DEFAULT_COLUMNS[fmt]
     columns = (args.timestamp_column or t_def, args.input_column or in_def, args.output_column or out_def)
@@ -181,6 +182,35 @@ def _sharing(
     }
 
 
+def _images(per_request: list[tuple[int, ...]] | None) -> dict[str, Any] | None:
+    """A ServeGen multimodal window's images (servegenmm.py): counts per request, tokens per
+    image as drawn, and as sent (the size chosen for them, imagetokens.py size_for_tokens)."""
+    if per_request is None:
+        return None
+    from loadkit.imagetokens import FAMILY, image_tokens, size_for_tokens
+
+    counts = np.asarray([len(x) for x in per_request], dtype=np.int64)
+    drawn = np.asarray([n for x in per_request for n in x], dtype=np.int64)
+    sent = np.asarray([image_tokens(*size_for_tokens(int(n))) for n in drawn], dtype=np.int64)
+    values, freq = np.unique(counts, return_counts=True)
+
+    def stats(a: np.ndarray) -> dict[str, float | None]:
+        if not len(a):
+            return {"mean": None, "p50": None, "p90": None, "max": None}
+        return {"mean": float(a.mean()), "p50": float(np.percentile(a, 50)),
+                "p90": float(np.percentile(a, 90)), "max": float(a.max())}  # fmt: skip
+
+    return {
+        "family": FAMILY,
+        "requests_with_images": int((counts > 0).sum()),
+        "images": int(counts.sum()),
+        "image_count": {str(int(v)): int(f) for v, f in zip(values, freq, strict=True)},
+        "image_tokens_per_image": stats(drawn),
+        "image_tokens_as_sent": stats(sent),
+        "images_off_by_tokens": int((sent != drawn).sum()),
+    }
+
+
 def _reasoning(n_out: np.ndarray, ratio: np.ndarray | None) -> dict[str, Any] | None:
     """The expected reasoning split of a ServeGen reasoning window (reasoning.py), unclipped."""
     if ratio is None:
@@ -230,6 +260,16 @@ def render(r: dict[str, Any]) -> str:
             f"  reasoning (reason_ratio): expected share {_pct(split['expected_share'])} of output tokens, "
             f"ratio mean {_g(split['reason_ratio_mean'])} over {split['requests_with_ratio']:,} requests"
         )
+    im = r.get("images")
+    if im:
+        counts = ", ".join(f"{k}: {v:,}" for k, v in im["image_count"].items())
+        per, sent = im["image_tokens_per_image"], im["image_tokens_as_sent"]
+        lines += [
+            f"  images: {im['images']:,} in {im['requests_with_images']:,} requests; per request {{{counts}}}",
+            f"  image tokens per image mean {_g(per['mean'])}  p50 {_g(per['p50'])}  p90 {_g(per['p90'])}  "
+            f"max {_g(per['max'])}; as sent ({im['family']} sizes) mean {_g(sent['mean'])}, "
+            f"{im['images_off_by_tokens']:,} images a token or two off",
+        ]
     lines += [f"  warning: {n}" for n in r.get("notes") or []]
     return "\n".join(lines)
 

@@ -29,7 +29,7 @@ from loadkit.workload.errors import (
     get_table,
     require,
 )
-from loadkit.workload.images import ImageSpec, parse_images
+from loadkit.workload.images import ImageSpec, parse_images, parse_trace_images
 from loadkit.workload.servertok import FORMATS as TOKENIZE_FORMATS
 from loadkit.workload.session_spec import parse_sessions
 from loadkit.workload.shipped import find_scenario
@@ -50,6 +50,7 @@ TOP_KEYS = (
     "max_requests",
     "targets",
     "slos",
+    "slo_tiers",
     "arrival",
     "prompt",
     "parts",
@@ -59,7 +60,7 @@ TOP_KEYS = (
     "sim",
     "images",
 )
-TARGET_KEYS = ("name", "url", "engine", "api", "model", "priority_as")
+TARGET_KEYS = ("name", "url", "engine", "api", "model", "priority_as", "gpu_hour_cost", "gpus", "gpu_metrics")
 ARRIVAL_MODELS = ("closed", "poisson", "gamma", "constant", "trace", "tenants")
 
 
@@ -75,6 +76,7 @@ class Scenario:
     description: str = ""
     targets: list[dict[str, Any]] = field(default_factory=list)
     slos: dict[str, float] = field(default_factory=dict)
+    slo_tiers: list[dict[str, Any]] = field(default_factory=list)  # [[slo_tiers]]: {"name", "slos"}
     arrival: dict[str, Any] = field(default_factory=dict)
     duration_s: float | None = None
     max_requests: int | None = None
@@ -181,6 +183,7 @@ def _parse_header(ctx: Ctx, raw: dict[str, Any], sc: Scenario) -> None:
         for i, t in enumerate(get_list(ctx.at("targets"), raw.get("targets", [])))
     ]
     sc.slos = _parse_slos(ctx.at("slos"), raw.get("slos", {}))
+    sc.slo_tiers = _parse_slo_tiers(ctx.at("slo_tiers"), raw.get("slo_tiers", []))
     sc.arrival = _parse_arrival(ctx.at("arrival"), raw.get("arrival", {"model": "closed", "users": 1}))
     sc.prompt = _parse_prompt(ctx.at("prompt"), raw.get("prompt", {}), sc.path.parent)
     if "sim" in raw:
@@ -208,12 +211,35 @@ def _parse_target(ctx: Ctx, raw: Any) -> dict[str, Any]:
     out["engine"] = get_str(ctx.at("engine"), table.get("engine", "auto"))
     out["api"] = get_str(ctx.at("api"), table.get("api", "chat"), ("chat", "completions", "native"))
     out["model"] = get_str(ctx.at("model"), table["model"]) if "model" in table else None
+    if "gpu_metrics" in table:
+        out["gpu_metrics"] = get_str(ctx.at("gpu_metrics"), table["gpu_metrics"])
     if "priority_as" in table:
         try:
             out["priority_as"] = check_priority_as(get_str(ctx.at("priority_as"), table["priority_as"]))
         except ValueError as exc:
             raise ctx.at("priority_as").error(str(exc)) from None
+    if "gpu_hour_cost" in table:
+        out["gpu_hour_cost"] = get_number(ctx.at("gpu_hour_cost"), table["gpu_hour_cost"], low=0.0)
+    if "gpus" in table:
+        out["gpus"] = get_int(ctx.at("gpus"), table["gpus"], low=1)
     return out
+
+
+def _parse_slo_tiers(ctx: Ctx, raw: Any) -> list[dict[str, Any]]:
+    """[[slo_tiers]]: each a name and SLO keys (docs/cost.md); names differ."""
+    tiers: list[dict[str, Any]] = []
+    for i, item in enumerate(get_list(ctx, raw)):
+        at = ctx.at(i)
+        table = get_table(at, item)
+        check_keys(at, table, ("name", *SLO_KEYS))
+        name = get_str(at.at("name"), require(at, table, "name"))
+        if not name or name == "run_slos" or any(t["name"] == name for t in tiers):
+            raise at.at("name").error(f"tier name {name!r} is empty, reserved or given twice")
+        slos = _parse_slos(at, {k: v for k, v in table.items() if k != "name"})
+        if not slos:
+            raise at.error(f"tier {name!r} names no SLO key ({', '.join(SLO_KEYS)})")
+        tiers.append({"name": name, "slos": slos})
+    return tiers
 
 
 def _parse_slos(ctx: Ctx, raw: Any) -> dict[str, float]:
@@ -346,7 +372,10 @@ def _parse_workload(ctx: Ctx, raw: dict[str, Any], sc: Scenario) -> None:
 
 
 def _parse_images(ctx: Ctx, raw: dict[str, Any], sc: Scenario) -> ImageSpec:
-    """Images go with [[parts]] requests sent as chat messages (content parts)."""
+    """Images go with [[parts]] requests sent as chat messages (content parts), or say how a
+    ServeGen multimodal trace's images are sent (images.py parse_trace_images)."""
+    if sc.kind == "trace" and sc.trace is not None and sc.trace.format == "servegen":
+        return parse_trace_images(ctx.at("images"), raw["images"])
     if sc.kind != "parts":
         raise ctx.at("images").error(f"expected [images] with [[parts]] (not yet with [{sc.kind}])")
     if sc.prompt.shape != "messages":

@@ -31,6 +31,11 @@ carries the expected split: round(output_tokens × ratio) reasoning tokens, the 
 can be told how long to reason (the ``x-loadkit-reasoning-tokens`` header); a real server
 decides for itself, so the report compares the expected share with the realised one and a
 note says so at load, in the run's report and in ``traces inspect``.
+
+ServeGen's multimodal clients (``multimodal/mm-image``) give ``text_tokens`` instead of
+``input_tokens`` and per-request image counts and per-image tokens (servegenmm.py): the text
+length is drawn from ``text_tokens`` as ``input_tokens`` would be, and each request's images
+from its window's ``image_count`` and ``image_tokens`` (``image_tokens_for``).
 """
 
 from __future__ import annotations
@@ -46,13 +51,15 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from loadkit.workload.servegenmm import refuse_multimodal
+from loadkit.workload.servegenmm import MM_FIELDS, ImageTables, draw_image_tokens, is_multimodal, read_images
 from loadkit.workload.tracereader import BadRow, TraceReadError, micros, parse_count
 
 FAMILIES = ("Gamma", "Weibull")
 _SEED_KEY = 0x5E4E
 MAX_GAP_S = 86_400.0  # rows further apart than this are a broken file, not an idle stretch
-_READ_FIELDS = ("input_tokens", "output_tokens", "reason_ratio")
+_READ_FIELDS = ("input_tokens", "output_tokens", "reason_ratio", *MM_FIELDS)
+# Read only to refuse a window that asks for them (servegenmm.py): never "ignored".
+_CHECKED_FIELDS = ("audio_count", "audio_tokens", "video_count", "video_tokens")
 _RATIO_KEY = 0x4EA5  # the ratio draws' own stream: lengths stay what they were without it
 
 
@@ -80,6 +87,8 @@ class LengthTables:
     notes: tuple[str, ...] = ()  # what the user should know of the fields read or not used
     # Per window, (ratios, probabilities) of reason_ratio; None where the window has none.
     ratios: list[tuple[np.ndarray, np.ndarray] | None] | None = None
+    # A multimodal dataset's image fields per window (servegenmm.py); None for text datasets.
+    images: ImageTables | None = None
 
     def at(self, t: float) -> int:
         """Index of the dataset window holding time t (the last one starting at or before it)."""
@@ -184,8 +193,10 @@ def read_lengths(path: str) -> LengthTables:
                 f"{p}: key {k1!r}: window start {_secs(s1)} s is {_days(s1 - s0)} after the one "
                 f"before ({k0!r}); expected a window every few hours: a broken file?"
             )
-    refuse_multimodal(p, doc, [k for _, k in items])
-    ins = [_pmf(p, k, doc[k], "input_tokens") for _, k in items]
+    keys = [k for _, k in items]
+    images = read_images(p, doc, keys) if is_multimodal(doc) else None
+    text_field = "text_tokens" if images is not None else "input_tokens"
+    ins = [_pmf(p, k, doc[k], text_field) for _, k in items]
     outs = [_pmf(p, k, doc[k], "output_tokens") for _, k in items]
     ratios = [_ratio_pmf(p, k, doc[k]) for _, k in items]
     starts = np.asarray([s for s, _ in items])
@@ -194,7 +205,7 @@ def read_lengths(path: str) -> LengthTables:
     for note in notes:  # once per process (cached); the run's report and inspect repeat it
         logging.getLogger("loadkit").warning("loadkit: %s", note)
     has_ratio = any(r is not None for r in ratios)
-    return LengthTables(p, starts, ins, outs, width, notes, ratios if has_ratio else None)
+    return LengthTables(p, starts, ins, outs, width, notes, ratios if has_ratio else None, images)
 
 
 def _field_notes(path: Path, doc: dict[str, object]) -> tuple[str, ...]:
@@ -204,7 +215,7 @@ def _field_notes(path: Path, doc: dict[str, object]) -> tuple[str, ...]:
     for entry in doc.values():
         if isinstance(entry, dict):
             for key, value in entry.items():
-                if key not in _READ_FIELDS and value not in ("{}", {}, None, ""):
+                if key not in (*_READ_FIELDS, *_CHECKED_FIELDS) and value not in ("{}", {}, None, ""):
                     windows[key] = windows.get(key, 0) + 1
     notes = []
     with_ratio = sum(
@@ -217,6 +228,14 @@ def _field_notes(path: Path, doc: dict[str, object]) -> tuple[str, ...]:
             "Only loadkit's simulator takes the length (header x-loadkit-reasoning-tokens): a real server "
             "decides its own reasoning length, so the report compares the expected share with the "
             "realised one (lengths.by_target.<target>.reasoning), it does not enforce it"
+        )
+    with_images = sum(1 for e in doc.values() if isinstance(e, dict) and "image_count" in e)
+    if with_images:
+        notes.append(
+            f"{path}: image_count, image_tokens: {with_images} dataset windows give images per request "
+            "and tokens per image; each image is sent as a synthetic picture sized so that the "
+            "qwen2-vl family charges those tokens (loadkit/imagetokens.py size_for_tokens); text "
+            "lengths come from text_tokens"
         )
     if windows:
         notes.append(
@@ -326,6 +345,17 @@ def reason_ratios(trace_path: Path, seed: int, t: np.ndarray) -> np.ndarray | No
         rng = np.random.default_rng([seed & 0xFFFFFFFF, _SEED_KEY, _RATIO_KEY, int(j)])
         out[rows] = rng.choice(pmf[0], size=len(rows), p=pmf[1])
     return out
+
+
+def image_tokens_for(trace_path: Path, seed: int, t: np.ndarray) -> list[tuple[int, ...]] | None:
+    """Each request's images as their tokens (one entry per image), drawn from the multimodal
+    dataset window at its time t (servegenmm.py); None for a text dataset. A stream of their
+    own: a request's lengths are the same with or without them."""
+    tables = read_lengths(str(dataset_for(trace_path)))
+    if tables.images is None:
+        return None
+    which = np.maximum(np.searchsorted(tables.starts, t, side="right") - 1, 0)
+    return draw_image_tokens(tables.images, which, seed ^ _SEED_KEY)
 
 
 def weibull_shape(cv: float) -> float:

@@ -21,7 +21,7 @@ import numpy as np
 
 from loadkit.types import GenerationRequest
 from loadkit.workload.errors import ScenarioError
-from loadkit.workload.images import ImageMaker, attach
+from loadkit.workload.images import ImageMaker, ImageSpec, attach
 from loadkit.workload.mooncake import BlockPrompts, group_sessions
 from loadkit.workload.realised import Realised
 from loadkit.workload.reasoning import apply_split
@@ -303,10 +303,29 @@ class RequestSource:
         spec = self.scenario.trace
         assert spec is not None
         ratio = trace.reason_ratio  # ServeGen's reasoning share per row (reasoning.py)
+        images = trace.image_tokens  # ServeGen's multimodal rows: each image's tokens (servegenmm.py)
+        if images is None and self.images is not None:
+            raise ScenarioError(
+                f"{self.scenario.path}: images: expected a multimodal ServeGen dataset (image_count, "
+                f"image_tokens) beside {trace.path.name}; its windows give no images"
+            )
+        maker = self._trace_image_maker() if images is not None else None
         for row, loop, _ in mine:
             n_in, n_out = self._clip_lengths(trace, row)
             req = self._single(row, (_TRACE, row, loop), n_in, n_out, spec.label)
+            if maker is not None and images is not None and images[row]:
+                req = attach(req, maker.for_tokens(images[row]))  # made here, before the send is timed
             yield req if ratio is None else apply_split(req, float(ratio[row]), spec.reasoning_hint)
+
+    def _trace_image_maker(self) -> ImageMaker:
+        """The maker of a multimodal trace's images, sized by their tokens (images.py); encoded
+        and sent as the scenario's [images] says, if it has one (PNG data URLs if not)."""
+        if self.scenario.prompt.shape != "messages":
+            raise ScenarioError(
+                f"{self.scenario.path}: trace: its rows carry images (ServeGen multimodal), which "
+                'travel as chat content parts: expected prompt.shape = "messages"'
+            )
+        return self.images if self.images is not None else ImageMaker(ImageSpec(), self.seed)
 
     def _mooncake_requests(
         self, trace: Trace, mine: Iterator[tuple[int, int, float | None]], blocks: BlockPrompts | None = None

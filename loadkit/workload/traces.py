@@ -41,6 +41,9 @@ class Trace:
     # Per row, the share of its output expected to be reasoning (ServeGen's reason_ratio; NaN
     # where its window gives none); None for traces without one.
     reason_ratio: np.ndarray | None = None
+    # Per row, the tokens of each of its images (ServeGen's multimodal image_count and
+    # image_tokens, servegenmm.py); None for traces without images.
+    image_tokens: list[tuple[int, ...]] | None = None
 
     def __len__(self) -> int:
         return len(self.n_in)
@@ -53,8 +56,11 @@ class Trace:
         keep = in_window(self.t_s, start_s, end_s)
         hashes = [self.hash_ids[i] for i in keep] if self.hash_ids is not None else None
         ratio = None if self.reason_ratio is None else self.reason_ratio[keep]
+        images = None if self.image_tokens is None else [self.image_tokens[i] for i in keep]
         t_s = self.t_s[keep] - lo
-        return Trace(self.path, self.n_in[keep], self.n_out[keep], t_s, hashes, self.notes, self.load, ratio)
+        return Trace(
+            self.path, self.n_in[keep], self.n_out[keep], t_s, hashes, self.notes, self.load, ratio, images
+        )
 
 
 def load_trace(
@@ -82,6 +88,7 @@ def load_servegen(ctx: Ctx, path: Path, seed: int, start_s: float | None, end_s:
     try:
         t, n_in, n_out = servegen.synthesise(path, seed, start_s, end_s)
         ratio = servegen.reason_ratios(path, seed, t)
+        images = servegen.image_tokens_for(path, seed, t)
     except TraceReadError as exc:
         raise ctx.error(str(exc)) from None
     notes = servegen.notes_for(path)
@@ -95,7 +102,7 @@ def load_servegen(ctx: Ctx, path: Path, seed: int, start_s: float | None, end_s:
         "skipped_examples": [],
         "synthesised": True,
     }
-    return Trace(path, n_in, n_out, t, None, notes, load, ratio)
+    return Trace(path, n_in, n_out, t, None, notes, load, ratio, images)
 
 
 def _stamp(path: Path) -> tuple[int, int]:

@@ -41,7 +41,9 @@ def test_images_are_charged_reported_and_counted(tmp_path):
         assert t["image_tokens"] == (r["image_tokens"] or 0) == (r["image_tokens_expected"] or 0)
         assert t["prompt_tokens"] == r["n_in"]
         assert r["request_bytes"] > (10_000 * r["image_count"] if r["image_count"] else 0)
-        assert 0 <= r["send_ms"] < r["ttft_ms"]
+        # <=: a send whose clock read came after the answer's kernel stamp ends at the answer
+        # (client/timer.py _exchange), which can carry the first token with it.
+        assert 0 <= r["send_ms"] <= r["ttft_ms"]
     images = report["images"]
     assert images["requests_with_images"] == len([r for r in raw_records(report_dir) if r["image_count"]])
     assert images["image_tokens_source"] == {"usage": len(with_images)}

@@ -213,3 +213,16 @@ def test_failed_leaves_cancelled_out_old_reports_included():
     cells = [c.split("</td>")[0] for c in row.split("<td>")[1:]]
     assert cells[4:6] == [str(failed), "4"]
     assert 'data-missing="errors"' in old_html and "older loadkit" in old_html
+
+
+def test_the_nav_links_exactly_the_sections_on_the_page(full_run: Path):
+    report = orjson.loads((full_run / "report.json").read_bytes())
+    html = build_html(report, load_raw(full_run), full_run)
+    nav = re.search(r"<nav>(.*?)</nav>", html, re.S)
+    assert nav is not None
+    linked = re.findall(r'href="#([^"]+)"', nav.group(1))
+    present = set(re.findall(r'<section id="([^"]+)"', html))
+    assert linked and set(linked) <= present
+    # A run with no price, no GPU source and no images has no such sections, so no links to them.
+    assert not {"cost", "gpu", "images"} & set(linked)
+    assert {"summary", "stages", "outcomes", "definitions"} <= set(linked)

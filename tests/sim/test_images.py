@@ -64,7 +64,7 @@ def test_the_same_image_is_the_same_tokens_and_another_is_not():
 @pytest.mark.parametrize(
     ("url", "message"),
     [
-        ("https://example.com/cat.png", "data URLs only"),
+        ("ftp://example.com/cat.png", "expected a data URL"),
         ("data:image/png,rawbytes", "expected a base64 data URL"),
         ("data:image/png;base64,@@@", "does not decode"),
         ("data:image/png;base64,aGVsbG8=", "not an image"),
@@ -76,3 +76,84 @@ def test_bad_image_parts_get_a_400_naming_the_field(url, message):
         resp = request(sim.port, "POST", "/v1/chat/completions", body)
     assert resp.status == 400
     assert message in resp.json()["error"]["message"] and "image_url.url" in resp.json()["error"]["message"]
+
+
+class _ImageServer:
+    """A real HTTP server on loopback serving one PNG at /img/a.png, counting its GETs."""
+
+    def __init__(self, data: bytes) -> None:
+        import http.server
+        import threading
+
+        outer = self
+        self.gets: list[str] = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+                outer.gets.append(self.path)
+                if self.path != "/img/a.png":
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "image/png")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> _ImageServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_an_image_url_is_fetched_charged_and_its_fetch_time_logged(tmp_path):
+    log = str(tmp_path / "truth.jsonl")
+    png = synthetic_png_or_jpeg(2, 560, 420, "png", 80)
+    with _ImageServer(png) as images, sim_testing.sim_thread(profile="fast", truth_log=log) as sim:
+        engine = VLLMAdapter(AdapterOptions(model="sim-fast", api="chat"))
+        url = images.url + "/img/a.png"
+        got = timer.run_request(engine, sim.url, chat([url, url]), timeouts=TIMEOUTS)
+        inline = timer.run_request(engine, sim.url, chat([data_url(png, "png")] * 2), timeouts=TIMEOUTS)
+        sim.wait_truth(2)
+    assert got.outcome == inline.outcome == t.OK, got.error
+    assert got.image_tokens == inline.image_tokens == 2 * image_tokens(560, 420)
+    assert images.gets == ["/img/a.png"]  # the same URL twice in one request: fetched once
+    truth = {r["request_id"]: r for r in map(orjson.loads, open(log))}
+    row = truth[got.request_id]
+    assert row["image_fetches"] == 1 and 0 < row["image_fetch_ms"] < 5000 and row["image_count"] == 2
+    assert "image_fetches" not in truth[inline.request_id]
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [("/img/missing.png", "HTTP 404"), (None, "Connection refused")],
+)
+def test_a_failed_image_fetch_is_a_400_naming_the_url(tmp_path, path, message):
+    log = str(tmp_path / "truth.jsonl")
+    with _ImageServer(b"") as images, sim_testing.sim_thread(profile="fast", truth_log=log) as sim:
+        if path is None:  # nothing listens there any more
+            import socket
+
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                url = f"http://127.0.0.1:{s.getsockname()[1]}/img/a.png"
+        else:
+            url = images.url + path
+        body = {"model": "m", "max_tokens": 2, "messages": chat([url]).messages}
+        resp = request(sim.port, "POST", "/v1/chat/completions", body)
+        sim.wait_truth(1)
+    assert resp.status == 400
+    said = resp.json()["error"]["message"]
+    assert said.startswith(f"Failed to fetch image from {url}: ") and message in said
+    (row,) = map(orjson.loads, open(log))
+    assert row["status"] == 400 and row["image_fetch_error"] == said and row["image_fetches"] == 0

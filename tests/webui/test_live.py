@@ -346,3 +346,46 @@ def socket_listening():
         s.bind(("127.0.0.1", 0))
         s.listen(8)
         yield s.getsockname()[1]
+
+
+def test_the_status_panel_has_the_latest_gpu_sample(live):
+    from pathlib import Path
+
+    from loadkit.servers.gpu import GpuSampler, dcgm_gpus
+
+    text = (Path(__file__).resolve().parents[1] / "servers" / "data" / "dcgm" / "metrics.prom").read_text()
+    rows = [GpuSampler("dcgm", lambda: dcgm_gpus(text)).sample()]
+    live.env.loadkit.gpu_metrics = SimpleNamespace(samples={"vllm-a": rows, "sglang-b": []})
+    doc = live.client.get("/loadkit/stats.json").get_json()
+    assert doc["gpu_now"] == ["vllm-a: 2 GPU(s), 718 W, util 76 %, memory used 147828 MiB"]
+    rows.append({"t": 1.0, "gpus": {}, "error": "GET http://x:9400/metrics: HTTP 503"})
+    assert live.client.get("/loadkit/stats.json").get_json()["gpu_now"] == [
+        "vllm-a: no reading (GET http://x:9400/metrics: HTTP 503)"
+    ]
+    assert "loadkit-gpu" in live.client.get("/loadkit/status.js").get_data(as_text=True)
+
+
+def test_stats_json_carries_the_slo_tiers_attainment(tmp_path):
+    """The live page lists each tier's attainment so far (docs/cost.md), from the same counters
+    as the report."""
+    from loadkit.stats.cost import CostRate
+    from loadkit.stats.metrics import Slo
+    from loadkit.stats.runcontext import RunContext
+    from loadkit.stats.tiercontext import TierContext
+    from loadkit.stats.tiers import parse_tiers
+    from loadkit.stats.tiersection import install_tier_sections
+
+    env, collector = make_env(tmp_path)
+    tiers = TierContext.of(
+        parse_tiers(["fast:ttft_ms=15"]), (Slo("ttft_ms", 100.0),), {"vllm-a": CostRate(2.0)}, "USD"
+    )
+    install_tier_sections(collector, lambda: RunContext(tiers=tiers))
+    view = install_web_ui(env, env.loadkit)
+    for i in range(10):  # TTFT 10..19 ms: 6 of 10 (10..15) within 15 ms
+        collector.add(record(engine="vllm-a", ttft_ms=10.0 + i, send_ms=i * 50.0))
+    doc = env.web_ui.app.test_client().get("/loadkit/stats.json").get_json()
+    lines = doc["tiers"]
+    assert any(line.startswith("tier fast [ttft_ms=15] vllm-a: attainment 60.0%") for line in lines), lines
+    assert any(line.startswith("cost vllm-a: 2.00 USD/h") for line in lines), lines
+    assert view is not None
+    env.runner.quit()

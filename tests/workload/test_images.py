@@ -106,7 +106,13 @@ def test_images_from_a_folder(tmp_path):
         ({"pixels": 10, "quality": 100}, {}, "images.quality"),
         ({"pixels": 10, "jpeg_share": 0.5}, {}, 'jpeg_share only with format = "mix"'),
         ({"source": "folder", "folder": "nowhere"}, {}, "images.folder"),
-        ({"pixels": 10, "transport": "url"}, {}, "images.transport"),
+        ({"pixels": 10, "transport": "ftp"}, {}, "images.transport"),
+        (
+            {"pixels": 10, "url_port": 8000},
+            {},
+            'images.url_port: expected url_port only with transport = "url"',
+        ),
+        ({"pixels": 10, "transport": "url", "url_port": 70000}, {}, "images.url_port"),
         ({"pixels": 10, "colour": 1}, {}, "images.colour: unknown key"),
         ({"pixels": 10}, {"prompt": {"shape": "prompt"}}, 'images: expected prompt.shape = "messages"'),
     ],
@@ -147,3 +153,24 @@ def test_scenarios_show_names_each_requests_images(tmp_path, capsys):
     assert loadkit_main(["scenarios", "show", str(path), "-n", "2"]) == 0
     out = capsys.readouterr().out
     assert out.count(f"images=2 pixels=20000 image_tokens~{2 * image_tokens(100, 100)}") == 2
+
+
+def test_url_transport_names_each_image_by_its_hash_and_counts_what_it_sent(tmp_path):
+    """transport = "url": the request carries the store's URL; the same picture is one path."""
+    import hashlib
+
+    from loadkit.workload.imageserve import STORE
+
+    STORE.reset_account()
+    reqs = requests(scenario({"count": 2, "width": 64, "height": 48, "transport": "url"}, tmp_path))
+    urls = [p["image_url"]["url"] for r in reqs for p in r.messages[-1]["content"][1:]]
+    assert urls and all(u.startswith("http://loadkit-image-server.invalid/img/") for u in urls)
+    assert len(set(urls)) == 1  # one size, one format: one picture
+    name = urls[0].rsplit("/", 1)[1]
+    data, mime = STORE.images[name]
+    assert name == hashlib.sha256(data).hexdigest() + ".png" and mime == "image/png"
+    assert STORE.get(name) == (data, mime) and STORE.get("nope.png") is None
+    account = STORE.account()
+    assert account["image_parts_sent"] == len(urls) and account["distinct_images_sent"] == 1
+    assert account["fetches"] == 1 and account["bytes_served"] == len(data) and account["misses"] == 1
+    assert account["never_fetched"] == 0

@@ -58,6 +58,22 @@ def test_lengths_table_without_timestamps_and_servegen(capsys):
     assert sg["rate_per_s"] == pytest.approx((27.588 + 30.423) / 2, rel=0.01)
 
 
+def test_servegen_multimodal_shows_its_images(capsys):
+    """mm-image chunk 11: the window's image counts and tokens per image, as drawn and as sent."""
+    path = str(TRACES / "servegen" / "mm-image" / "chunk-11-trace.csv")
+    r = inspect_json(capsys, path, "--start-s", "55800", "--end-s", "56400")
+    im = r["images"]
+    assert im["family"] == "qwen2-vl" and im["requests_with_images"] == r["requests"] > 1000
+    assert sum(im["image_count"].values()) == r["requests"] and set(im["image_count"]) == {"1", "2", "3"}
+    # The 43,200 s window: image_count {1: 0.715, 2: 0.019, 3: 0.266}; image_tokens mean 378.
+    assert im["image_count"]["3"] / r["requests"] == pytest.approx(0.266, abs=0.04)
+    assert im["image_tokens_per_image"]["mean"] == pytest.approx(378, rel=0.05)
+    assert im["image_tokens_as_sent"]["mean"] == pytest.approx(im["image_tokens_per_image"]["mean"], abs=1)
+    assert loadkit_main(["traces", "inspect", path, "--start-s", "55800", "--end-s", "56400"]) == 0
+    out = capsys.readouterr().out
+    assert "images: " in out and "image tokens per image mean" in out and "(qwen2-vl sizes)" in out
+
+
 def test_text_output_and_a_bad_file_exit_2(tmp_path, capsys):
     path = tmp_path / "t.csv"
     path.write_text("ts,inp,out\n3,10,1\n1,20,2\n2,-1,3\n")

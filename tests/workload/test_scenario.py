@@ -247,3 +247,14 @@ def test_bad_part_tools_name_the_key(write_scenario, extra, message):
     path = write_scenario('[[parts]]\nname = "a"\ninput = 5\noutput = 5\n' + extra + "\n")
     with pytest.raises(ScenarioError, match=message):
         load_scenario(path)
+
+
+def test_a_targets_gpu_metrics_url(write_scenario):
+    body = '[[targets]]\nname = "v"\nurl = "http://127.0.0.1:8000"\ngpu_metrics = "http://10.0.3.17:9400/metrics"\n'
+    sc = load_scenario(write_scenario(body + PART))
+    assert sc.targets[0]["gpu_metrics"] == "http://10.0.3.17:9400/metrics"
+    bad = write_scenario(
+        '[[targets]]\nname = "v"\nurl = "http://127.0.0.1:8000"\ngpu_metrics = 9400\n' + PART
+    )
+    with pytest.raises(ScenarioError, match=r"targets\[0\]\.gpu_metrics: "):
+        load_scenario(bad)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from loadkit.imagetokens import image_tokens, size_for_tokens
 from loadkit.workload import ScenarioError, load_scenario
 from loadkit.workload.paths import PACKAGE_DATA
-from loadkit.workload.servegen import read_lengths, read_windows, synthesise, weibull_shape
+from loadkit.workload.servegen import image_tokens_for, read_lengths, read_windows, synthesise, weibull_shape
 from loadkit.workload.tracereader import TraceReadError
 
 SAMPLE = PACKAGE_DATA / "traces" / "servegen" / "language-m-mid"
@@ -100,18 +101,50 @@ def test_errors_name_file_and_line(tmp_path, write_scenario):
         load_scenario(write_scenario(f'[trace]\nformat = "servegen"\npath = "{other}"\n', name="o.toml"))
 
 
+MM_OK = (
+    '"text_tokens": "{40: 1.0}", "output_tokens": "{2: 1.0}", "audio_tokens": "{0: 1.0}", '
+    '"video_tokens": "{0: 1.0}", "audio_count": "{0: 1.0}", "video_count": "{0: 1.0}"'
+)
+
+
 @pytest.mark.parametrize(
     ("window", "message"),
     [
-        # A multimodal window without the text's input_tokens: refused as multimodal, by field.
+        # Each image's tokens without the count: the missing field is named.
         (
             '{"image_tokens": "{576: 1.0}", "output_tokens": "{2: 1.0}"}',
-            r"window 0: field 'image_tokens': multimodal ServeGen rows are not yet supported",
+            r"chunk-7-dataset\.json: window 0: image_count: expected the multimodal field 'image_count' "
+            r"\(found 'image_tokens', 'output_tokens'\)",
         ),
-        # With input_tokens too: still refused (its text alone would be sent without images).
+        # A malformed count: file, window and field named.
         (
-            '{"input_tokens": "{10: 1.0}", "output_tokens": "{2: 1.0}", "image_count": "{1: 1.0}"}',
-            r"field 'image_count': multimodal ServeGen rows are not yet supported",
+            '{"image_count": "{1: 0.5, 2: 0.4}", "image_tokens": "{576: 1.0}", ' + MM_OK + "}",
+            r"chunk-7-dataset\.json: window 0: image_count: expected probabilities summing to 1, they sum to 0\.9",
+        ),
+        (
+            '{"image_count": "{1: 1.0}", "image_tokens": "{-5: 1.0}", ' + MM_OK + "}",
+            r"window 0: image_tokens: expected whole numbers >= 0 as values, got -5",
+        ),
+        (
+            '{"image_count": "{1: 1.0}", "image_tokens": "[576]", ' + MM_OK + "}",
+            r"window 0: image_tokens: expected a dict \{value: probability\}, got list",
+        ),
+        (
+            '{"image_count": "{1: 1.0}", "image_tokens": "{0: 1.0}", ' + MM_OK + "}",
+            r"window 0: field 'image_tokens': expected tokens > 0 for the images image_count asks for",
+        ),
+        # Audio asked for: refused rather than sent lighter than the trace.
+        (
+            '{"image_count": "{1: 1.0}", "image_tokens": "{576: 1.0}", '
+            + MM_OK.replace('"audio_count": "{0: 1.0}"', '"audio_count": "{0: 0.5, 1: 0.5}"')
+            + "}",
+            r"window 0: field 'audio_count': asks for audio inputs, which loadkit does not send",
+        ),
+        # The text length is text_tokens in a multimodal window.
+        (
+            '{"input_tokens": "{10: 1.0}", "output_tokens": "{2: 1.0}", "image_count": "{1: 1.0}", '
+            '"image_tokens": "{4: 1.0}"}',
+            r"window 0: text_tokens: expected an object with 'text_tokens'",
         ),
         # Not multimodal, just missing: the keys it found are named.
         (
@@ -120,7 +153,69 @@ def test_errors_name_file_and_line(tmp_path, write_scenario):
         ),
     ],
 )
-def test_multimodal_datasets_are_refused_naming_the_field(tmp_path, window, message):
+def test_malformed_multimodal_datasets_name_file_window_and_field(tmp_path, window, message):
     (tmp_path / "chunk-7-dataset.json").write_text('{"0": ' + window + "}")
     with pytest.raises(TraceReadError, match=message):
         read_lengths(str(tmp_path / "chunk-7-dataset.json"))
+
+
+def test_multimodal_windows_draw_image_counts_and_tokens_per_image(tmp_path):
+    """ServeGen's own reading (construct.py): a count per request, then one tokens draw per image."""
+    (tmp_path / "chunk-7-dataset.json").write_text(
+        '{"0": {"image_count": "{1: 0.5, 3: 0.5}", "image_tokens": "{100: 0.5, 400: 0.5}", ' + MM_OK + "}}"
+    )
+    (tmp_path / "chunk-7-trace.csv").write_text("0,20,1.0,Gamma,1,1\n")
+    trace = tmp_path / "chunk-7-trace.csv"
+    t, n_in, _ = synthesise(trace, 1, None, None)
+    images = image_tokens_for(trace, 1, t)
+    assert images is not None and len(images) == len(t) == 12000 and set(n_in) == {40}
+    counts = np.asarray([len(x) for x in images])
+    assert set(counts) == {1, 3} and (counts == 3).mean() == pytest.approx(0.5, abs=0.02)
+    tokens = np.asarray([n for x in images for n in x])
+    assert set(tokens) == {100, 400} and (tokens == 400).mean() == pytest.approx(0.5, abs=0.02)
+    assert image_tokens_for(trace, 1, t) == images  # a pure function of (file, seed, time)
+
+
+@pytest.mark.parametrize("tokens", [*range(0, 300), 576, 1023, 1247, 1277, 1280, 1500])
+def test_the_size_for_image_tokens_is_charged_those_tokens(tokens):
+    """The inversion (imagetokens.py): exact for every count with a grid of <= 292 cells a side,
+    at most 2 off for the rest (large primes); clamped to the family's [4, 1,280]."""
+    w, h = size_for_tokens(tokens)
+    want = min(max(tokens, 4), 1280)
+    assert w % 28 == 0 and h % 28 == 0 and h <= w <= 8192
+    assert abs(image_tokens(w, h) - want) <= (0 if want <= 292 else 2)
+
+
+MM11 = PACKAGE_DATA / "traces" / "servegen" / "mm-image" / "chunk-11-trace.csv"
+
+
+def test_shipped_servegen_mm_scenario_sends_its_images_as_content_parts():
+    src = load_scenario("servegen_mm").request_source()
+    first = src.next_item()
+    assert first is not None and first.image_count and first.image_tokens_expected
+    parts = first.messages[-1]["content"]
+    assert parts[0]["type"] == "text" and len(parts) == 1 + first.image_count
+    assert all(p["image_url"]["url"].startswith("data:image/png;base64,") for p in parts[1:])
+
+
+@pytest.mark.parametrize(
+    ("images", "message"),
+    [
+        ("count = 2\n", r"images\.count: expected only format, quality, transport, url_host, url_port"),
+        ('format = "mix"\n', r"images\.format"),
+        ("url_port = 9000\n", r'images\.url_port: expected url_port only with transport = "url"'),
+    ],
+)
+def test_images_beside_a_servegen_trace_take_only_how_they_are_sent(write_scenario, images, message):
+    text = (
+        f'[trace]\nformat = "servegen"\npath = "{MM11}"\nstart_s = 55800\nend_s = 55900\n[images]\n{images}'
+    )
+    with pytest.raises(ScenarioError, match=message):
+        load_scenario(write_scenario(text))
+
+
+def test_images_beside_a_text_servegen_trace_are_refused(write_scenario):
+    text = f'[trace]\nformat = "servegen"\npath = "{CHUNK0}"\nstart_s = 206400\nend_s = 206500\n[images]\n'
+    src = load_scenario(write_scenario(text)).request_source()
+    with pytest.raises(ScenarioError, match=r"images: expected a multimodal ServeGen dataset"):
+        src.next_item()

@@ -1,4 +1,5 @@
-"""Peers' result files read as loadkit reports: GuideLLM's benchmarks.json, AIPerf's profile export.
+"""Peers' result files read as loadkit reports: GuideLLM's benchmarks.json, AIPerf's profile export,
+vLLM's bench serve JSON, SGLang's bench_serving JSONL, genai-bench's run files.
 
 ``read_peer(path)`` detects the format from the content (not the file name), runs the matching
 importer and returns a loadkit-shaped report dict (see ``common.py`` for the extra keys
@@ -9,6 +10,7 @@ that is not a loadkit report; ``loadkit import FILE -o DIR`` writes the result a
 from __future__ import annotations
 
 import gzip
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from loadkit.report.peers import aiperf, guidellm
+from loadkit.report.peers import aiperf, genai_bench, guidellm, sglang, vllm
 from loadkit.report.peers.common import PeerFormatError
 
 
@@ -31,20 +33,62 @@ class Importer:
 IMPORTERS = (
     Importer("guidellm", guidellm.EXPECTS, guidellm.detect, guidellm.convert),
     Importer("aiperf", aiperf.EXPECTS, aiperf.detect, aiperf.convert),
+    Importer("vllm", vllm.EXPECTS, vllm.detect, vllm.convert),
+    Importer("sglang", sglang.EXPECTS, sglang.detect, sglang.convert),
+    Importer("genai-bench", genai_bench.EXPECTS, genai_bench.detect, genai_bench.convert),
 )
 
 
 def read_json(path: Path) -> Any:
-    """The file's JSON (gzip-compressed or not); PeerFormatError naming the file otherwise."""
+    """The file's JSON (gzip-compressed or not), or a list of its lines' JSON objects when it is
+    JSON Lines (SGLang's bench_serving appends one object a line); PeerFormatError naming the file
+    (and the line) otherwise."""
     try:
         raw = path.read_bytes()
         if raw[:2] == b"\x1f\x8b":
             raw = gzip.decompress(raw)
-        return orjson.loads(raw)
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         raise PeerFormatError(f"{path}: cannot read it: {exc}") from None
-    except orjson.JSONDecodeError as exc:
-        raise PeerFormatError(f"{path}: not JSON ({exc}); {expected()}") from None
+    try:
+        return _loads(raw)
+    except ValueError as exc:
+        lines = _json_lines(path, raw)
+        if lines is None:
+            raise PeerFormatError(f"{path}: not JSON ({exc}); {expected()}") from None
+        return lines
+
+
+def _loads(raw: bytes) -> Any:
+    """JSON, or Python's json.dumps dialect of it: vLLM and SGLang write ``"request_rate": Infinity``
+    (and NaN where a figure is empty), which orjson refuses and the standard library reads."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        if b"Infinity" not in raw and b"NaN" not in raw:
+            raise
+        return json.loads(raw)
+
+
+def _json_lines(path: Path, raw: bytes) -> list[Any] | None:
+    """JSON Lines, if the first line is a JSON object of its own (a pretty-printed JSON file's first
+    line never is); a later line that does not parse (a run cut short mid-write) is an error naming it."""
+    rows = raw.splitlines()
+    try:
+        first = _loads(rows[0]) if rows else None
+    except ValueError:
+        return None
+    if not isinstance(first, dict):
+        return None
+    out = [first]
+    for number, row in enumerate(rows[1:], start=2):
+        if not row.strip():
+            continue
+        try:
+            out.append(_loads(row))
+        except ValueError as exc:
+            raise PeerFormatError(f"{path}: line {number}: not JSON ({exc}); the file is JSON Lines, one "
+                                  "object a line") from None  # fmt: skip
+    return out
 
 
 def expected() -> str:
@@ -74,9 +118,22 @@ def convert(data: Any, path: Path) -> dict[str, Any]:
                               f"{type(exc).__name__}: {exc}") from None  # fmt: skip
 
 
+def folder_entry(folder: Path) -> Path | None:
+    """The file that stands for a peer's result folder: genai-bench's experiment folder is read
+    through its experiment_metadata.json (which reads every run file beside it)."""
+    entry = folder / genai_bench.METADATA
+    return entry if entry.is_file() else None
+
+
 def read_peer(path: str | Path) -> dict[str, Any]:
-    """Read one peer result file into a loadkit-shaped report dict."""
+    """Read one peer result file (or a folder ``folder_entry`` knows) into a loadkit-shaped report dict."""
     file = Path(path)
+    if file.is_dir():
+        entry = folder_entry(file)
+        if entry is None:
+            raise PeerFormatError(f"{file}: a folder, and not one loadkit can import (a genai-bench experiment "
+                                  f"folder holds {genai_bench.METADATA}); give a result file")  # fmt: skip
+        file = entry
     return convert(read_json(file), file)
 
 
@@ -93,4 +150,4 @@ def notes(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-__all__ = ["IMPORTERS", "PeerFormatError", "convert", "detect", "notes", "read_peer"]
+__all__ = ["IMPORTERS", "PeerFormatError", "convert", "detect", "folder_entry", "notes", "read_peer"]

@@ -20,7 +20,8 @@ def _parser() -> argparse.ArgumentParser:
     tools = ", ".join(i.tool for i in IMPORTERS)
     p = argparse.ArgumentParser(prog="loadkit import", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    p.add_argument("file", help=f"a peer tool's result file ({tools}); gzip-compressed is read too")
+    p.add_argument("file", help=f"a peer tool's result file ({tools}; genai-bench's experiment folder too); "
+                   "gzip-compressed is read too")  # fmt: skip
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="report directory to write")
     p.add_argument("--no-html", action="store_true", help="write report.json only")
     return p

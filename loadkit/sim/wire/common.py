@@ -49,6 +49,7 @@ class RequestSpec:
     item_tokens: list[int] | None = None
     top_n: int | None = None
     embedding_dim: int = 64  # set from the profile by the server
+    image_count: int = 0  # how many images (the truth log's image_count)
 
 
 @dataclass(slots=True)

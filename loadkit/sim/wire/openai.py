@@ -33,10 +33,12 @@ DONE = b"data: [DONE]\n\n"
 def parse_openai(body: dict[str, Any], chat: bool, default_max: int, model: str) -> RequestSpec:
     """Read an OpenAI request body; ValueError names the offending field."""
     images: list[int] | None = None
+    parts: list[tuple[int, int, bytes]] = []
     if chat:
         prompt, ids = messages_prompt(body.get("messages")), None
         check_tool_messages(body.get("messages"))
-        images = image_token_ids(image_parts(body.get("messages"))) or None
+        parts = image_parts(body.get("messages"))
+        images = image_token_ids(parts) or None
     else:
         prompt, ids = _completion_prompt(body.get("prompt"))
     max_tokens = as_int(body, "max_completion_tokens", as_int(body, "max_tokens", default_max))
@@ -60,6 +62,7 @@ def parse_openai(body: dict[str, Any], chat: bool, default_max: int, model: str)
         cache_prompt=body.get("cache_prompt", True) is not False,
         tool_name=tool_name(body) if chat else None,
         image_ids=images,
+        image_count=len(parts),
     )
 
 
