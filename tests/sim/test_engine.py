@@ -240,3 +240,17 @@ def test_lateness_histogram_quantiles() -> None:
         h.add(late_us * 1000)
     s = h.summary()
     assert s["p50_ms"] == 0.01 and s["p99_ms"] == 0.51 and s["max_ms"] == 3.0 and s["within_1ms"] == 0.99
+
+
+def test_a_sequence_that_reuses_no_prefix_runs_whatever_its_length() -> None:
+    """No hashes (llama.cpp's cache_prompt=false, an embeddings batch) with prefix caching on: a
+    prompt over one block is prefilled in full, once (the prefix lookup once indexed past its
+    empty block list and stopped the step loop), and a second copy reuses nothing."""
+    s = Scheduler(profile())
+    first, again = seq("a", 100, 1), seq("b", 100, 1)
+    for q in (first, again):
+        q.hashes = []
+        s.add(q)
+    run_until_done(s, [first, again])
+    assert first.cached_tokens == again.cached_tokens == 0
+    assert s.counters.prompt_tokens == 200

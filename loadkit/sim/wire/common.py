@@ -43,13 +43,13 @@ class RequestSpec:
     priority: int = 0  # vLLM's `priority` (used with scheduling_policy "priority"; lower first)
     tool_name: str | None = None  # the request carried `tools`: the answer calls the first one
     image_ids: list[int] | None = None  # the prompt tokens of its images (sim/images.py)
-    image_count: int = 0  # how many images (the truth log's image_count)
     # A request answered in one body (loadkit.core.kinds): "embeddings", "rerank", or a plugin's.
     # item_tokens: each item's tokens (an input; a query + document pair), prompt_ids their sum.
     kind: str = "chat"
     item_tokens: list[int] | None = None
     top_n: int | None = None
     embedding_dim: int = 64  # set from the profile by the server
+    image_count: int = 0  # how many images (the truth log's image_count)
 
 
 @dataclass(slots=True)
