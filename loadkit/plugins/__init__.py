@@ -8,6 +8,7 @@ and kept in ``pm.load_failures`` (plugins/loading.py); only asking for its engin
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -102,12 +103,17 @@ def engine_registry(pm: pluggy.PluginManager | None = None) -> dict[str, EngineI
 
     Built once per plugin manager (so once per process) and rebuilt only when the plugin set
     changes; callers must not mutate the dict."""
-    pm = pm or get_plugin_manager()
-    cache = pm.cache if isinstance(pm, GuardedPluginManager) else {}
-    if "engines" not in cache:
-        cache["engines"] = _build_registry(pm)
-    registry: dict[str, EngineInfo] = cache["engines"]
+    registry: dict[str, EngineInfo] = _cached(pm or get_plugin_manager(), "engines", _build_registry)
     return registry
+
+
+def _cached(pm: pluggy.PluginManager, key: str, build: Callable[[pluggy.PluginManager], Any]) -> Any:
+    """``build(pm)``, kept in the plugin manager's cache under ``key`` (a GuardedPluginManager
+    empties it when its plugin set changes); built anew for any other manager."""
+    cache = pm.cache if isinstance(pm, GuardedPluginManager) else {}
+    if key not in cache:
+        cache[key] = build(pm)
+    return cache[key]
 
 
 def _build_registry(pm: pluggy.PluginManager) -> dict[str, EngineInfo]:
@@ -146,11 +152,7 @@ class KindInfo:
 def kind_registry(pm: pluggy.PluginManager | None = None) -> dict[str, KindInfo]:
     """Every request kind by name: loadkit's (chat, embeddings, rerank), then the plugins' from
     ``loadkit_register_kinds``. Built once per plugin manager, like the engine registry."""
-    pm = pm or get_plugin_manager()
-    cache = pm.cache if isinstance(pm, GuardedPluginManager) else {}
-    if "kinds" not in cache:
-        cache["kinds"] = _build_kinds(pm)
-    registry: dict[str, KindInfo] = cache["kinds"]
+    registry: dict[str, KindInfo] = _cached(pm or get_plugin_manager(), "kinds", _build_kinds)
     return registry
 
 
